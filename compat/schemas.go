@@ -1,0 +1,78 @@
+package compat
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+// Schemas are written out by hand: they are the contract models read, and
+// every bound in them is also checked in the handler with a clear message.
+
+const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":128}`
+
+const inputImageSchema = `{"type":"object","description":"An input image: either {url} (http or https) or {data (base64), mimeType}. PNG, JPEG or WebP.",
+ "properties":{"url":{"type":"string"},"data":{"type":"string","description":"base64-encoded image bytes"},"mimeType":{"type":"string","enum":["image/png","image/jpeg","image/webp"]}}}`
+
+const outputSchema = `{"type":"object","properties":{
+ "url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
+ "bytes":{"type":"integer"},"sha256":{"type":"string"},"width":{"type":"integer"},
+ "height":{"type":"integer"},"durationSeconds":{"type":"number"}},
+ "required":["url","expiresAt","mimeType","bytes","sha256"]}`
+
+const generationSchema = `{"type":"object","properties":{
+ "generationId":{"type":"string"},"modelId":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},
+ "status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]},
+ "statusMessage":{"type":"string"},"progress":{"type":"number","minimum":0,"maximum":1},
+ "createdAt":{"type":"string"},"updatedAt":{"type":"string"},
+ "outputs":{"type":"array","items":` + outputSchema + `},
+ "error":{"type":"object","properties":{"kind":{"type":"string"},"message":{"type":"string"}},"required":["kind","message"]},
+ "credits":{"type":"integer"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
+ "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+func generateInputSchema(models []provider.Model) json.RawMessage {
+	var ratios []string
+	for _, m := range models {
+		for _, r := range m.AspectRatios {
+			if !slices.Contains(ratios, r) {
+				ratios = append(ratios, r)
+			}
+		}
+	}
+	slices.Sort(ratios)
+	enum, _ := json.Marshal(ratios)
+	return raw(strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
+ "modelId":{"type":"string","description":"A modelId from list_models."},
+ "prompt":{"type":"string","minLength":1,"maxLength":4000},
+ "aspectRatio":{"type":"string","enum":RATIOS,"default":"16:9"},
+ "negativePrompt":{"type":"string","maxLength":2000},
+ "seed":{"type":"integer","description":"Same model, prompt, parameters and seed give the same result where the model allows."},
+ "durationSeconds":{"type":"integer","minimum":1,"maximum":60,"description":"Video models only; see durations in list_models."},
+ "inputImage":INPUT,
+ "idempotencyKey":{"type":"string","maxLength":200,"description":"Repeat a generate safely: the same key returns the same generation."},
+ "wait":{"type":"boolean","default":false,"description":"Wait for the result (up to waitSeconds) before answering."},
+ "waitSeconds":{"type":"integer","minimum":5,"maximum":300,"default":50},
+ "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."}},
+ "required":["modelId","prompt"]}`))
+}
+
+const (
+	emptyInput         = `{"type":"object","additionalProperties":false}`
+	getInput           = `{"type":"object","properties":{"generationId":` + generationIDSchema + `},"required":["generationId"]}`
+	waitInput          = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":5,"maximum":300,"default":50}},"required":["generationId"]}`
+	downloadInput      = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"index":{"type":"integer","minimum":0,"default":0}},"required":["generationId"]}`
+	uploadInput        = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `},"required":["generationId","image"]}`
+	listGenerationsIn  = `{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
+	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":` + generationSchema + `},"nextCursor":{"type":"string"}},"required":["generations"]}`
+	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
+ "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},
+ "description":{"type":"string"},"credits":{"type":"integer"},"aspectRatios":{"type":"array","items":{"type":"string"}},
+ "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"}},
+ "required":["modelId","provider","kind","title","description","credits","aspectRatios","needsInputImage"]}}},"required":["models"]}`
+	creditsOut  = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
+	downloadOut = outputSchema
+)

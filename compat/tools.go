@@ -1,0 +1,458 @@
+// Package compat serves the nine generationId tools for clients that do not
+// use the Tasks extension (and, through generate, for those that do). The
+// handlers are thin: they check arguments, call package generation, and
+// render results.
+package compat
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Config wires the tools.
+type Config struct {
+	Service *generation.Service
+	// Owner names the caller of a request (the authenticated principal).
+	Owner func(ctx context.Context, req *mcp.CallToolRequest) string
+	// Budget reports the caller's daily credit limit; nil means unlimited.
+	Budget func(ctx context.Context, owner string) *int64
+	// FetchImage downloads an input image given by URL; nil refuses URLs.
+	FetchImage func(ctx context.Context, url string, maxBytes int64) ([]byte, string, error)
+	// MaxInputBytes caps an input image (default 10 MiB).
+	MaxInputBytes int64
+	// BeforeGenerate may take over generate (the tasks layer answers with a
+	// task; the approval gate asks for confirmation). It returns nil to let
+	// the plain compatibility flow continue.
+	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *GenerateArgs) (mcp.Result, error)
+}
+
+// Tools holds the handlers.
+type Tools struct {
+	cfg Config
+	svc *generation.Service
+}
+
+// New returns the tools.
+func New(cfg Config) *Tools {
+	if cfg.MaxInputBytes == 0 {
+		cfg.MaxInputBytes = 10 << 20
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = func(context.Context, string) *int64 { return nil }
+	}
+	return &Tools{cfg: cfg, svc: cfg.Service}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Register adds the nine tools to s.
+func (t *Tools) Register(s *mcp.Server) {
+	readOnly := func(title string) *mcp.ToolAnnotations {
+		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
+	}
+	add := func(name, desc string, in, out string, ann *mcp.ToolAnnotations, h mcp.ToolHandler) {
+		tool := &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), Annotations: ann}
+		if out != "" {
+			tool.OutputSchema = raw(out)
+		}
+		s.AddTool(tool, h)
+	}
+	add("list_models", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
+		emptyInput, listModelsOut, readOnly("List models"), t.listModels)
+	add("get_credits", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
+		emptyInput, creditsOut, readOnly("Get credits"), t.getCredits)
+	s.AddTool(&mcp.Tool{
+		Name: "generate",
+		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
+			"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
+			"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
+		InputSchema:  generateInputSchema(t.svc.Models()),
+		OutputSchema: raw(generationSchema),
+		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
+	}, t.generate)
+	add("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
+		uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}, t.uploadInput)
+	add("get_generation", "Get a generation's current status, progress and, when completed, short-lived signed output links.",
+		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
+	add("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
+		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it.",
+		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
+	add("download_output", "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes.",
+		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
+	add("cancel_generation", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
+		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
+	add("list_generations", "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
+		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)
+}
+
+// decodeArgs unmarshals the arguments, turning type errors into messages a
+// model can act on.
+func decodeArgs(req *mcp.CallToolRequest, v any) *mcp.CallToolResult {
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	if err := json.Unmarshal(args, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return toolError("argument %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return toolError("arguments must be a JSON object: %v", err)
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "bool":
+		return "true or false"
+	case goKind == "string":
+		return "a string"
+	}
+	return "an object"
+}
+
+func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string { return t.cfg.Owner(ctx, req) }
+
+// fail turns a service error into a result: input errors and not-found are
+// tool errors; anything else is an internal error.
+func fail(err error, id string) (*mcp.CallToolResult, error) {
+	var ie *generation.InputError
+	switch {
+	case errors.As(err, &ie):
+		return toolError("%s", ie.Msg), nil
+	case errors.Is(err, generation.ErrNotFound):
+		return toolError("no generation with id %q: check the generationId returned by generate, or call list_generations", id), nil
+	}
+	return nil, err
+}
+
+type modelView struct {
+	provider.Model
+}
+
+func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	models := t.svc.Models()
+	for i := range models {
+		if models[i].AspectRatios == nil {
+			models[i].AspectRatios = []string{}
+		}
+	}
+	var names []string
+	for _, m := range models {
+		names = append(names, fmt.Sprintf("%s (%s, %d credits)", m.ID, m.Kind, m.Credits))
+	}
+	return structured(fmt.Sprintf("%d models: %s.", len(models), strings.Join(names, ", ")), map[string]any{"models": models}), nil
+}
+
+func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	owner := t.owner(ctx, req)
+	spent, err := t.svc.Spent(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	limit := t.cfg.Budget(ctx, owner)
+	out := map[string]any{"currency": "credits", "spent": spent, "limit": nil, "balance": nil}
+	text := fmt.Sprintf("Spent %d credits today; no daily limit.", spent)
+	if limit != nil {
+		bal := max(*limit-spent, 0)
+		out["limit"], out["balance"] = *limit, bal
+		text = fmt.Sprintf("Balance %d credits (spent %d of %d today).", bal, spent, *limit)
+	}
+	return structured(text, out), nil
+}
+
+// ImageArg is an input image argument.
+type ImageArg struct {
+	URL      string `json:"url"`
+	Data     string `json:"data"`
+	MimeType string `json:"mimeType"`
+}
+
+// GenerateArgs are generate's arguments.
+type GenerateArgs struct {
+	ModelID         string    `json:"modelId"`
+	Prompt          string    `json:"prompt"`
+	AspectRatio     string    `json:"aspectRatio"`
+	NegativePrompt  string    `json:"negativePrompt"`
+	Seed            *int64    `json:"seed"`
+	DurationSeconds int       `json:"durationSeconds"`
+	InputImage      *ImageArg `json:"inputImage"`
+	IdempotencyKey  string    `json:"idempotencyKey"`
+	Wait            bool      `json:"wait"`
+	WaitSeconds     *int      `json:"waitSeconds"`
+	ConfirmSpend    bool      `json:"confirmSpend"`
+}
+
+func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
+	if v == nil {
+		return 50 * time.Second, nil
+	}
+	if *v < 5 || *v > 300 {
+		return 0, toolError("%s must be between 5 and 300 seconds; got %d", name, *v)
+	}
+	return time.Duration(*v) * time.Second, nil
+}
+
+func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generation.InputImage, *mcp.CallToolResult) {
+	switch {
+	case a.URL != "" && a.Data != "":
+		return nil, toolError("%s: give either url or data, not both", field)
+	case a.URL != "":
+		if !strings.HasPrefix(a.URL, "https://") && !strings.HasPrefix(a.URL, "http://") {
+			return nil, toolError("%s.url must be an http or https URL", field)
+		}
+		if t.cfg.FetchImage == nil {
+			return nil, toolError("%s.url is not accepted by this server; send data (base64) and mimeType instead", field)
+		}
+		b, mime, err := t.cfg.FetchImage(ctx, a.URL, t.cfg.MaxInputBytes)
+		if err != nil {
+			return nil, toolError("%s.url could not be fetched: %v", field, err)
+		}
+		return &generation.InputImage{Data: b, MimeType: mime}, nil
+	case a.Data != "":
+		if int64(base64.StdEncoding.DecodedLen(len(a.Data))) > t.cfg.MaxInputBytes+3 {
+			return nil, toolError("%s is larger than the %d-byte limit", field, t.cfg.MaxInputBytes)
+		}
+		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(a.Data))
+		if err != nil {
+			return nil, toolError("%s.data is not valid base64: %v", field, err)
+		}
+		return &generation.InputImage{Data: b, MimeType: a.MimeType}, nil
+	}
+	return nil, toolError("%s needs url or data", field)
+}
+
+func (t *Tools) generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a GenerateArgs
+	if r := decodeArgs(req, &a); r != nil {
+		return r, nil
+	}
+	if a.ModelID == "" {
+		return toolError("modelId is required: call list_models for the available ids"), nil
+	}
+	if strings.TrimSpace(a.Prompt) == "" {
+		return toolError("prompt is required and must not be blank"), nil
+	}
+	wait, bad := waitBound("waitSeconds", a.WaitSeconds)
+	if bad != nil {
+		return bad, nil
+	}
+	cr := generation.CreateRequest{
+		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
+		Seed: a.Seed, DurationSeconds: a.DurationSeconds, IdempotencyKey: a.IdempotencyKey,
+	}
+	if a.InputImage != nil {
+		img, bad := t.image(ctx, a.InputImage, "inputImage")
+		if bad != nil {
+			return bad, nil
+		}
+		cr.InputImage = img
+	}
+	m, err := t.svc.Validate(&cr)
+	if err != nil {
+		return fail(err, "")
+	}
+	owner := t.owner(ctx, req)
+	if t.cfg.BeforeGenerate != nil {
+		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, m, &a)
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			if ctr, ok := res.(*mcp.CallToolResult); ok {
+				return ctr, nil
+			}
+			return nil, &resultOverride{res}
+		}
+	}
+	g, _, err := t.svc.Create(ctx, owner, cr)
+	if err != nil {
+		return fail(err, "")
+	}
+	if !a.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
+		return t.Result(ctx, g, nil)
+	}
+	g, timedOut, err := t.svc.Wait(ctx, owner, g.ID, wait)
+	if err != nil {
+		return nil, err
+	}
+	return t.Result(ctx, g, &timedOut)
+}
+
+// resultOverride carries a non-CallToolResult (a CreateTaskResult) out of a
+// tool handler; the server's middleware unwraps it. go-sdk's tool handlers
+// can only return *CallToolResult.
+type resultOverride struct{ Result mcp.Result }
+
+func (r *resultOverride) Error() string { return "result override" }
+
+// Override extracts a result carried out of a tool handler.
+func Override(err error) (mcp.Result, bool) {
+	var ro *resultOverride
+	if errors.As(err, &ro) {
+		return ro.Result, true
+	}
+	return nil, false
+}
+
+type idArgs struct {
+	GenerationID   string    `json:"generationId"`
+	TimeoutSeconds *int      `json:"timeoutSeconds"`
+	Index          *int      `json:"index"`
+	Image          *ImageArg `json:"image"`
+}
+
+func (t *Tools) idArgs(req *mcp.CallToolRequest) (idArgs, *mcp.CallToolResult) {
+	var a idArgs
+	if r := decodeArgs(req, &a); r != nil {
+		return a, r
+	}
+	if a.GenerationID == "" {
+		return a, toolError("generationId is required")
+	}
+	return a, nil
+}
+
+func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, bad := t.idArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	g, err := t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
+	if err != nil {
+		return fail(err, a.GenerationID)
+	}
+	return t.Result(ctx, g, nil)
+}
+
+func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, bad := t.idArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	d, bad := waitBound("timeoutSeconds", a.TimeoutSeconds)
+	if bad != nil {
+		return bad, nil
+	}
+	g, timedOut, err := t.svc.Wait(ctx, t.owner(ctx, req), a.GenerationID, d)
+	if err != nil {
+		return fail(err, a.GenerationID)
+	}
+	return t.Result(ctx, g, &timedOut)
+}
+
+func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, bad := t.idArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	g, err := t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
+	if err != nil {
+		return fail(err, a.GenerationID)
+	}
+	if g.Status != generation.StatusCompleted {
+		return toolError("generation %s is %s, not completed: there is nothing to download yet (use wait_generation)", g.ID, g.Status), nil
+	}
+	i := 0
+	if a.Index != nil {
+		i = *a.Index
+	}
+	if i < 0 || i >= len(g.Outputs) {
+		return toolError("index %d is out of range: generation %s has %d output(s), numbered from 0", i, g.ID, len(g.Outputs)), nil
+	}
+	v, err := t.View(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	o := v.Outputs[i]
+	res := structured(fmt.Sprintf("Output %d of %s: %s, %d bytes, link expires %s.", i, g.ID, o.MimeType, o.Bytes, o.ExpiresAt), o)
+	size := o.Bytes
+	res.Content = append(res.Content, &mcp.ResourceLink{URI: o.URL, Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
+	return res, nil
+}
+
+func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, bad := t.idArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	if a.Image == nil {
+		return toolError("image is required: {url} or {data, mimeType}"), nil
+	}
+	img, bad := t.image(ctx, a.Image, "image")
+	if bad != nil {
+		return bad, nil
+	}
+	g, err := t.svc.UploadInput(ctx, t.owner(ctx, req), a.GenerationID, *img)
+	if err != nil {
+		return fail(err, a.GenerationID)
+	}
+	return t.Result(ctx, g, nil)
+}
+
+func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	a, bad := t.idArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	g, _, err := t.svc.Cancel(ctx, t.owner(ctx, req), a.GenerationID)
+	if err != nil {
+		return fail(err, a.GenerationID)
+	}
+	res, err := t.Result(ctx, g, nil)
+	if err == nil && g.Status == generation.StatusFailed {
+		res.IsError = true
+	}
+	return res, err
+}
+
+func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a struct {
+		Limit  *int   `json:"limit"`
+		Cursor string `json:"cursor"`
+		Status string `json:"status"`
+	}
+	if r := decodeArgs(req, &a); r != nil {
+		return r, nil
+	}
+	limit := 20
+	if a.Limit != nil {
+		if *a.Limit < 1 || *a.Limit > 100 {
+			return toolError("limit must be between 1 and 100; got %d", *a.Limit), nil
+		}
+		limit = *a.Limit
+	}
+	gens, next, err := t.svc.List(ctx, t.owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
+	if err != nil {
+		return fail(err, "")
+	}
+	views := make([]*GenerationView, 0, len(gens))
+	for _, g := range gens {
+		v, err := t.View(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		views = append(views, v)
+	}
+	out := map[string]any{"generations": views}
+	text := fmt.Sprintf("%d generation(s).", len(views))
+	if next != "" {
+		out["nextCursor"] = next
+		text += " More: pass nextCursor as cursor."
+	}
+	return structured(text, out), nil
+}

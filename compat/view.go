@@ -1,0 +1,157 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// GenerationView is a generation as the tools return it.
+type GenerationView struct {
+	GenerationID    string       `json:"generationId"`
+	ModelID         string       `json:"modelId"`
+	Kind            string       `json:"kind"`
+	Status          string       `json:"status"`
+	StatusMessage   string       `json:"statusMessage"`
+	Progress        float64      `json:"progress"`
+	CreatedAt       string       `json:"createdAt"`
+	UpdatedAt       string       `json:"updatedAt"`
+	Outputs         []OutputView `json:"outputs"`
+	Error           *ErrorView   `json:"error,omitempty"`
+	Credits         int64        `json:"credits"`
+	UploadRequired  bool         `json:"uploadRequired,omitempty"`
+	CancelRequested bool         `json:"cancelRequested,omitempty"`
+	TimedOut        *bool        `json:"timedOut,omitempty"`
+}
+
+// OutputView is one stored output with a freshly minted link.
+type OutputView struct {
+	URL             string  `json:"url"`
+	ExpiresAt       string  `json:"expiresAt"`
+	MimeType        string  `json:"mimeType"`
+	Bytes           int64   `json:"bytes"`
+	SHA256          string  `json:"sha256"`
+	Width           int     `json:"width,omitempty"`
+	Height          int     `json:"height,omitempty"`
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+}
+
+// ErrorView explains a failed generation.
+type ErrorView struct {
+	Kind    string `json:"kind"` // provider | internal
+	Message string `json:"message"`
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// View renders g, minting a signed link per output.
+func (t *Tools) View(ctx context.Context, g *generation.Generation) (*GenerationView, error) {
+	v := &GenerationView{
+		GenerationID:    g.ID,
+		ModelID:         g.ModelID,
+		Kind:            string(g.Kind),
+		Status:          string(g.Status),
+		StatusMessage:   g.StatusMessage,
+		Progress:        g.Progress,
+		CreatedAt:       isoTime(g.CreatedAt),
+		UpdatedAt:       isoTime(g.UpdatedAt),
+		Outputs:         []OutputView{},
+		Credits:         g.Credits,
+		UploadRequired:  g.UploadRequired(),
+		CancelRequested: g.CancelRequested && !g.Status.Terminal(),
+	}
+	if g.Status == generation.StatusFailed {
+		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
+	}
+	for _, o := range g.Outputs {
+		url, exp, err := t.svc.Link(ctx, o.StoredBlob)
+		if err != nil {
+			return nil, fmt.Errorf("sign output link: %w", err)
+		}
+		v.Outputs = append(v.Outputs, OutputView{
+			URL: url, ExpiresAt: isoTime(exp), MimeType: o.MimeType, Bytes: o.Bytes, SHA256: o.SHA256,
+			Width: o.Width, Height: o.Height, DurationSeconds: o.DurationSeconds,
+		})
+	}
+	return v, nil
+}
+
+// summary is the one-line text a model reads first.
+func (v *GenerationView) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Generation %s (%s, %s): %s", v.GenerationID, v.ModelID, v.Kind, v.Status)
+	if v.StatusMessage != "" && v.StatusMessage != v.Status {
+		fmt.Fprintf(&b, " — %s", v.StatusMessage)
+	}
+	switch v.Status {
+	case "queued", "running":
+		fmt.Fprintf(&b, ". Progress %.0f%%.", v.Progress*100)
+		if v.TimedOut != nil && *v.TimedOut {
+			b.WriteString(" Still working: call wait_generation again with the same generationId; do not call generate again.")
+		}
+	case "reserved":
+		if v.UploadRequired {
+			b.WriteString(". Call upload_input with this generationId to supply the input image.")
+		}
+	case "completed":
+		fmt.Fprintf(&b, ". %d output(s); links expire, call download_output for a fresh one.", len(v.Outputs))
+	case "failed":
+		b.WriteString(".")
+	}
+	return b.String()
+}
+
+// Result builds the tool result for a generation: structured content, a
+// short text summary with the JSON, and a resource link per output. A
+// generation that failed because of the provider is a tool error
+// (isError), so the model can change its request.
+func (t *Tools) Result(ctx context.Context, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
+	v, err := t.View(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	v.TimedOut = timedOut
+	return viewResult(v), nil
+}
+
+func viewResult(v *GenerationView) *mcp.CallToolResult {
+	js, _ := json.Marshal(v)
+	res := &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		Content:           []mcp.Content{&mcp.TextContent{Text: v.summary() + "\n" + string(js)}},
+		IsError:           v.Status == "failed",
+	}
+	for i, o := range v.Outputs {
+		size := o.Bytes
+		res.Content = append(res.Content, &mcp.ResourceLink{
+			URI:      o.URL,
+			Name:     fmt.Sprintf("%s-%d", v.GenerationID, i),
+			Title:    fmt.Sprintf("Output %d of generation %s", i, v.GenerationID),
+			MIMEType: o.MimeType,
+			Size:     &size,
+		})
+	}
+	return res
+}
+
+// structured builds a non-generation result from any JSON object.
+func structured(text string, v any) *mcp.CallToolResult {
+	js, _ := json.Marshal(v)
+	return &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		Content:           []mcp.Content{&mcp.TextContent{Text: text + "\n" + string(js)}},
+	}
+}
+
+// toolError is an isError result: the message says what to fix.
+func toolError(format string, a ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}},
+	}
+}

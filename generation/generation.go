@@ -1,0 +1,140 @@
+// Package generation is darkroom's domain: the life of one generation from
+// request to stored outputs, the durable runner that drives providers, cost
+// and approval, and change events that wake waiters.
+package generation
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+)
+
+// Status is a generation's place in its life.
+type Status string
+
+const (
+	StatusReserved  Status = "reserved" // awaiting an input upload or spend approval
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Terminal reports whether the status can never change again.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Valid reports whether s is one of the six statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusReserved, StatusQueued, StatusRunning, StatusCompleted, StatusFailed, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// ErrorKind tells a provider's refusal (shown to the model as a tool error)
+// from a failure inside darkroom (a protocol-level failure for tasks).
+type ErrorKind string
+
+const (
+	ErrorProvider ErrorKind = "provider"
+	ErrorInternal ErrorKind = "internal"
+)
+
+// Params are the request parameters beyond model and prompt.
+type Params struct {
+	AspectRatio     string      `json:"aspectRatio"`
+	NegativePrompt  string      `json:"negativePrompt,omitempty"`
+	Seed            *int64      `json:"seed,omitempty"`
+	DurationSeconds int         `json:"durationSeconds,omitempty"`
+	InputImage      *StoredBlob `json:"inputImage,omitempty"`
+}
+
+// StoredBlob is a file darkroom keeps in its blob store.
+type StoredBlob struct {
+	Key      string `json:"key"`
+	MimeType string `json:"mimeType"`
+	Bytes    int64  `json:"bytes"`
+	SHA256   string `json:"sha256"`
+}
+
+// Output is one stored result file.
+type Output struct {
+	StoredBlob
+	Width           int     `json:"width,omitempty"`
+	Height          int     `json:"height,omitempty"`
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+}
+
+// Generation is the durable record, decoded.
+type Generation struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            provider.Kind
+	Prompt          string
+	Params          Params
+	Credits         int64
+	Charged         int64
+	Status          Status
+	StatusMessage   string
+	Progress        float64
+	Outputs         []Output
+	ErrorKind       ErrorKind
+	ErrorMessage    string
+	IdempotencyKey  string
+	CancelRequested bool
+	Submitted       bool // handed to the provider (or possibly, after a crash)
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// UploadRequired reports whether the generation waits for an input image.
+func (g *Generation) UploadRequired() bool {
+	return g.Status == StatusReserved && g.Params.InputImage == nil
+}
+
+func fromRow(r sqlitedb.Generation) (*Generation, error) {
+	g := &Generation{
+		ID:              r.ID,
+		Owner:           r.Owner,
+		ModelID:         r.ModelID,
+		Provider:        r.Provider,
+		Kind:            provider.Kind(r.Kind),
+		Prompt:          r.Prompt,
+		Credits:         r.Credits,
+		Charged:         r.Charged,
+		Status:          Status(r.Status),
+		StatusMessage:   r.StatusMessage,
+		Progress:        r.Progress,
+		ErrorKind:       ErrorKind(r.ErrorKind),
+		ErrorMessage:    r.ErrorMessage,
+		IdempotencyKey:  r.IdempotencyKey.String,
+		CancelRequested: r.CancelRequested != 0,
+		Submitted:       r.SubmitState != "",
+		CreatedAt:       time.UnixMilli(r.CreatedAt).UTC(),
+		UpdatedAt:       time.UnixMilli(r.UpdatedAt).UTC(),
+	}
+	if err := json.Unmarshal([]byte(r.Params), &g.Params); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(r.Outputs), &g.Outputs); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// NewID returns a 128-bit random id from crypto/rand, hex-encoded.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

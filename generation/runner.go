@@ -1,0 +1,490 @@
+package generation
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/gif"  // DecodeConfig for output dimensions
+	_ "image/jpeg" // likewise
+	_ "image/png"  // likewise
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+)
+
+// RunnerConfig tunes the runner.
+type RunnerConfig struct {
+	// Workers bounds generations stepped at once.
+	Workers int
+	// Lease is how long a claimed generation is ours before another runner
+	// may take it (crash recovery).
+	Lease time.Duration
+	// MaxOutputBytes caps one output file.
+	MaxOutputBytes int64
+	// MaxAttempts of consecutive failed steps before a generation fails
+	// with an internal error.
+	MaxAttempts int
+	// GiveUpAfter ends a generation failed when it has not finished this
+	// long after creation.
+	GiveUpAfter time.Duration
+	Logger      *slog.Logger
+}
+
+// Runner drives generations through the provider: a durable queue in the
+// database (next_check_at, attempts, lease), so work survives restarts.
+type Runner struct {
+	s     *Service
+	cfg   RunnerConfig
+	id    string
+	kick  chan struct{}
+	sem   chan struct{}
+	mu    sync.Mutex
+	fails map[string]int // consecutive step failures, in memory only
+	wg    sync.WaitGroup
+}
+
+// NewRunner builds a runner for the service and hooks its Kick.
+func NewRunner(s *Service, cfg RunnerConfig) *Runner {
+	if cfg.Workers == 0 {
+		cfg.Workers = 16
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 2 * time.Minute
+	}
+	if cfg.MaxOutputBytes == 0 {
+		cfg.MaxOutputBytes = 2 << 30
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = 12
+	}
+	if cfg.GiveUpAfter == 0 {
+		cfg.GiveUpAfter = 6 * time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}}
+	s.cfg.Kick = r.Kick
+	return r
+}
+
+// Kick wakes the runner to look for due work.
+func (r *Runner) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run processes due generations until ctx ends, then waits for steps in
+// flight.
+func (r *Runner) Run(ctx context.Context) error {
+	defer r.wg.Wait()
+	// One runner per SQLite database: leases left by a killed process are
+	// ours to take over at once instead of after they expire.
+	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		_, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET lease_owner = '', lease_until = 0 WHERE lease_until > 0")
+		return err
+	}); err != nil {
+		return fmt.Errorf("runner: release stale leases: %w", err)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		r.claimAll(ctx)
+		wait := time.Minute
+		if due, err := r.s.db.Queries.NextDueAt(ctx); err == nil && due > 0 {
+			wait = max(time.Until(time.UnixMilli(due)), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+func (r *Runner) claimAll(ctx context.Context) {
+	for ctx.Err() == nil {
+		select {
+		case r.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		var row sqlitedb.Generation
+		now := r.s.cfg.Now()
+		err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			row, err = tx.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: r.id, LeaseUntil: now.Add(r.cfg.Lease).UnixMilli(), Now: now.UnixMilli()})
+			return err
+		})
+		if err != nil {
+			<-r.sem
+			if !errors.Is(err, sql.ErrNoRows) && ctx.Err() == nil {
+				r.cfg.Logger.Error("runner: claim", "err", err)
+			}
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer func() { <-r.sem }()
+			r.step(ctx, row)
+		}()
+	}
+}
+
+// step does one unit of work on a claimed generation and reschedules it.
+func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
+	g, err := fromRow(row)
+	if err != nil {
+		r.fail(ctx, row.ID, ErrorInternal, "corrupt record: "+err.Error())
+		return
+	}
+	next, err := r.advance(ctx, g, row)
+	if err != nil {
+		var perm *provider.PermanentError
+		if errors.As(err, &perm) {
+			r.fail(ctx, g.ID, ErrorProvider, perm.Message)
+			return
+		}
+		r.mu.Lock()
+		r.fails[g.ID]++
+		n := r.fails[g.ID]
+		r.mu.Unlock()
+		r.cfg.Logger.Warn("runner: step failed", "generation", g.ID, "attempt", n, "err", err)
+		if n >= r.cfg.MaxAttempts {
+			r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("gave up after %d attempts: %v", n, err))
+			return
+		}
+		next = backoff(n)
+		var re *provider.RetryableError
+		if errors.As(err, &re) && re.After > next {
+			next = re.After
+		}
+	} else {
+		r.mu.Lock()
+		delete(r.fails, g.ID)
+		r.mu.Unlock()
+	}
+	if next < 0 {
+		return // terminal; nothing to reschedule
+	}
+	if time.Since(g.CreatedAt) > r.cfg.GiveUpAfter {
+		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("did not finish within %s", r.cfg.GiveUpAfter))
+		return
+	}
+	at := r.s.cfg.Now().Add(next).UnixMilli()
+	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id})
+	}); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+	}
+	r.Kick() // the loop recomputes its next wake-up
+}
+
+// backoff is exponential with jitter, 1 s doubling to a 60 s cap.
+func backoff(n int) time.Duration {
+	d := time.Second << min(n-1, 6)
+	d = min(d, time.Minute)
+	return d/2 + rand.N(d/2+1)
+}
+
+// advance moves g one step on and returns when to look again (negative:
+// never, it is terminal).
+func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Generation) (time.Duration, error) {
+	if g.Status.Terminal() || g.Status == StatusReserved {
+		return -1, nil
+	}
+	p, ok := r.s.providers[g.Provider]
+	if !ok {
+		return 0, &provider.PermanentError{Message: fmt.Sprintf("provider %q is not configured on this server", g.Provider)}
+	}
+	m, _ := r.s.Model(g.ModelID)
+	var job provider.Job
+	switch row.SubmitState {
+	case "":
+		if g.CancelRequested {
+			return r.cancelUnsubmitted(ctx, g)
+		}
+		if err := r.markSubmitting(ctx, g.ID); err != nil {
+			return -1, err // cancelled meanwhile (or gone): nothing to do
+		}
+		return r.submit(ctx, p, m, g)
+	case "submitting":
+		// A crash (or a lost reply) left the outcome of a submit unknown:
+		// reconcile before ever submitting again.
+		found, ok, err := p.Find(ctx, g.ID)
+		switch {
+		case err == nil && ok:
+			if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "queued at provider"}); err != nil {
+				return 0, err
+			}
+			return 0, nil
+		case err == nil || errors.Is(err, provider.ErrUnsupported):
+			// Not there (or the provider cannot say; only idempotent
+			// providers answer ErrUnsupported safely): submit with the same
+			// idempotency key.
+			return r.submit(ctx, p, m, g)
+		default:
+			return 0, err
+		}
+	}
+	if err := json.Unmarshal([]byte(row.ProviderJob), &job); err != nil {
+		return 0, fmt.Errorf("decode provider job: %w", err)
+	}
+	if row.CancelRequested == 1 {
+		// Ask the provider once; afterwards polling tells how it ended.
+		st, err := p.Cancel(ctx, job)
+		if err != nil {
+			return 0, err
+		}
+		if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return tx.MarkCancelSent(ctx, g.ID) }); err != nil {
+			return 0, err
+		}
+		return r.observe(ctx, p, m, g, job, st)
+	}
+	st, err := p.Status(ctx, job)
+	if err != nil {
+		return 0, err
+	}
+	return r.observe(ctx, p, m, g, job, st)
+}
+
+func (r *Runner) markSubmitting(ctx context.Context, id string) error {
+	return r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		n, err := tx.MarkSubmitting(ctx, sqlitedb.MarkSubmittingParams{ID: id, Now: r.s.cfg.Now().UnixMilli()})
+		if err == nil && n == 0 {
+			return errNoLongerQueued
+		}
+		return err
+	})
+}
+
+var errNoLongerQueued = errors.New("no longer queued")
+
+func (r *Runner) cancelUnsubmitted(ctx context.Context, g *Generation) (time.Duration, error) {
+	_, _, err := r.s.cancel(ctx, g.ID)
+	return -1, err
+}
+
+func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
+	req := provider.Request{
+		IdempotencyKey:  g.ID,
+		Model:           m,
+		Prompt:          g.Prompt,
+		NegativePrompt:  g.Params.NegativePrompt,
+		AspectRatio:     g.Params.AspectRatio,
+		DurationSeconds: g.Params.DurationSeconds,
+		Deadline:        g.CreatedAt.Add(r.cfg.GiveUpAfter),
+	}
+	if g.Params.Seed != nil {
+		req.Seed = *g.Params.Seed
+	}
+	if in := g.Params.InputImage; in != nil {
+		url, _, err := r.s.Link(ctx, *in)
+		if err != nil {
+			return 0, err
+		}
+		key := in.Key
+		req.InputImage = &provider.Input{MimeType: in.MimeType, URL: url, Open: func(ctx context.Context) (io.ReadCloser, error) {
+			rc, _, err := r.s.cfg.Blobs.Open(ctx, key)
+			return rc, err
+		}}
+	}
+	job, err := p.Submit(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	st := provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}
+	if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+		return 0, err
+	}
+	// Look once right away: fast providers (the local one at latency 0)
+	// are often done already.
+	st, err = p.Status(ctx, job)
+	if err != nil {
+		return pollDelay(m, 0), nil
+	}
+	return r.observe(ctx, p, m, g, job, st)
+}
+
+func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {
+	jb, _ := json.Marshal(job)
+	status := StatusQueued
+	if st.State == provider.StateRunning {
+		status = StatusRunning
+	}
+	_, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.MarkSubmitted(ctx, sqlitedb.MarkSubmittedParams{ID: id, ProviderJob: string(jb), Status: string(status), StatusMessage: st.Message, Progress: st.Progress, Now: r.s.cfg.Now().UnixMilli()})
+		return n == 1, err
+	})
+	return err
+}
+
+// observe records a provider status and decides when to look again.
+func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Model, g *Generation, job provider.Job, st provider.Status) (time.Duration, error) {
+	now := r.s.cfg.Now().UnixMilli()
+	switch st.State {
+	case provider.StateCompleted:
+		if g.CancelRequested {
+			// The job finished before the cancel landed: it completes.
+			st.Message = "completed before the cancel request reached the provider"
+		}
+		outs, err := r.copyOutputs(ctx, p, g, job, st.Outputs)
+		if err != nil {
+			return 0, err
+		}
+		ob, _ := json.Marshal(outs)
+		msg := st.Message
+		if msg == "" || !strings.Contains(msg, "before the cancel") {
+			msg = fmt.Sprintf("completed: %d output(s)", len(outs))
+		}
+		_, err = r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+			n, err := tx.Complete(ctx, sqlitedb.CompleteParams{ID: g.ID, StatusMessage: msg, Outputs: string(ob), Now: now})
+			return n == 1, err
+		})
+		return -1, err
+	case provider.StateFailed:
+		msg := st.Error
+		if msg == "" {
+			msg = "the provider reported a failure without a message"
+		}
+		r.fail(ctx, g.ID, ErrorProvider, msg)
+		return -1, nil
+	case provider.StateCancelled:
+		_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+			n, err := tx.CancelConfirmed(ctx, sqlitedb.CancelConfirmedParams{ID: g.ID, StatusMessage: "cancelled by the provider at our request", Now: now})
+			return n == 1, err
+		})
+		return -1, err
+	}
+	status := StatusQueued
+	if st.State == provider.StateRunning {
+		status = StatusRunning
+	}
+	msg := st.Message
+	if msg == "" {
+		msg = string(status)
+	}
+	_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(status), StatusMessage: msg, Progress: st.Progress, Now: now})
+		return n == 1, err
+	})
+	return pollDelay(m, st.Progress), err
+}
+
+// pollDelay spaces status checks by the model's expected duration: about
+// twenty looks over a typical run, at least 100 ms, at most 5 s.
+func pollDelay(m provider.Model, progress float64) time.Duration {
+	d := m.ExpectedDuration / 20
+	return min(max(d, 100*time.Millisecond), 5*time.Second)
+}
+
+func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string) {
+	r.mu.Lock()
+	delete(r.fails, id)
+	r.mu.Unlock()
+	now := r.s.cfg.Now().UnixMilli()
+	status := "failed: " + msg
+	if kind == ErrorInternal {
+		status = "failed inside darkroom: " + msg
+	}
+	_, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.Fail(ctx, sqlitedb.FailParams{ID: id, StatusMessage: status, ErrorKind: string(kind), ErrorMessage: msg, Now: now})
+		return n == 1, err
+	})
+	if err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Error("runner: record failure", "generation", id, "err", err)
+	}
+}
+
+// copyOutputs streams every provider output into the blob store. A
+// generation is completed only once all its outputs are ours.
+func (r *Runner) copyOutputs(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, outs []provider.Output) ([]Output, error) {
+	if len(outs) == 0 {
+		return nil, &provider.PermanentError{Message: "the provider reported success but returned no output"}
+	}
+	res := make([]Output, 0, len(outs))
+	for i, o := range outs {
+		out, err := r.copyOne(ctx, p, g, job, i, o)
+		if err != nil {
+			return nil, fmt.Errorf("copy output %d: %w", i, err)
+		}
+		res = append(res, out)
+	}
+	return res, nil
+}
+
+func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, i int, o provider.Output) (Output, error) {
+	rc, err := p.OpenOutput(ctx, job, o)
+	if err != nil {
+		return Output{}, err
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 64<<10)
+	head, _ := br.Peek(64 << 10) // short read at EOF is fine
+	mime := sniffMedia(head)
+	if mime == "" {
+		return Output{}, &provider.PermanentError{Message: "the provider returned an output that is not an image or video"}
+	}
+	out := Output{}
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(head)); err == nil {
+		out.Width, out.Height = cfg.Width, cfg.Height
+	}
+	if g.Kind == provider.KindVideo {
+		out.DurationSeconds = float64(g.Params.DurationSeconds)
+	}
+	key := blob.Key(g.Owner, g.ID, i, extFor(mime))
+	obj, err := r.s.cfg.Blobs.Put(ctx, key, br, mime, r.cfg.MaxOutputBytes)
+	if errors.Is(err, blob.ErrTooLarge) {
+		return Output{}, &provider.PermanentError{Message: fmt.Sprintf("output %d is larger than the %d-byte limit", i, r.cfg.MaxOutputBytes)}
+	}
+	if err != nil {
+		return Output{}, err
+	}
+	out.StoredBlob = StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}
+	return out, nil
+}
+
+// sniffMedia names the media type from magic bytes; "" when it is neither
+// an image nor a video we hand out.
+func sniffMedia(b []byte) string {
+	if m := SniffImage(b); m != "" {
+		return m
+	}
+	if len(b) >= 12 && string(b[4:8]) == "ftyp" {
+		return "video/mp4"
+	}
+	switch m := http.DetectContentType(b); m {
+	case "image/gif", "video/webm":
+		return m
+	}
+	return ""
+}
+
+func extFor(mime string) string {
+	switch mime {
+	case "image/jpeg":
+		return "jpg"
+	default:
+		_, ext, _ := strings.Cut(mime, "/")
+		return ext
+	}
+}

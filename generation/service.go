@@ -1,0 +1,551 @@
+package generation
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+)
+
+// ErrNotFound is returned for an unknown id and, identically, for an id
+// owned by someone else: a foreign id must look exactly like an unknown one.
+var ErrNotFound = errors.New("generation not found")
+
+// InputError is bad input from the caller; nothing was changed. Its message
+// says what to fix.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func inputErrorf(format string, a ...any) error { return &InputError{fmt.Sprintf(format, a...)} }
+
+// Hooks let the layer above (tasks) keep its own rows in step with a
+// generation inside the same transaction.
+type Hooks struct {
+	// Changed runs inside the write transaction after every status or
+	// progress change, with the new state.
+	Changed func(ctx context.Context, tx *db.Tx, g *Generation) error
+}
+
+// Config wires a Service.
+type Config struct {
+	DB            *db.DB
+	Blobs         blob.Store
+	Providers     []provider.Provider
+	Hub           *Hub
+	Now           func() time.Time
+	MaxInputBytes int64         // upload cap; default 10 MiB
+	LinkTTL       time.Duration // signed link lifetime; default 15 min
+	Hooks         Hooks
+	// Kick wakes the runner after a write that makes work due.
+	Kick func()
+}
+
+// Service is the API over generations used by the tool handlers.
+type Service struct {
+	cfg       Config
+	db        *db.DB
+	models    []provider.Model
+	modelByID map[string]provider.Model
+	providers map[string]provider.Provider
+}
+
+// NewService builds the service and its model catalog.
+func NewService(cfg Config) (*Service, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxInputBytes == 0 {
+		cfg.MaxInputBytes = 10 << 20
+	}
+	if cfg.LinkTTL == 0 {
+		cfg.LinkTTL = 15 * time.Minute
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = NewHub()
+	}
+	if cfg.Kick == nil {
+		cfg.Kick = func() {}
+	}
+	s := &Service{cfg: cfg, db: cfg.DB, modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
+	for _, p := range cfg.Providers {
+		s.providers[p.Name()] = p
+		for _, m := range p.Models() {
+			if _, dup := s.modelByID[m.ID]; dup {
+				return nil, fmt.Errorf("model %q is offered by two providers", m.ID)
+			}
+			m.Provider = p.Name()
+			s.modelByID[m.ID] = m
+			s.models = append(s.models, m)
+		}
+	}
+	return s, nil
+}
+
+// Hub returns the change hub.
+func (s *Service) Hub() *Hub { return s.cfg.Hub }
+
+// Models lists every model, in provider then catalog order.
+func (s *Service) Models() []provider.Model { return slices.Clone(s.models) }
+
+// Model looks a model up by id.
+func (s *Service) Model(id string) (provider.Model, bool) {
+	m, ok := s.modelByID[id]
+	return m, ok
+}
+
+// InputImage is an input image sent inline.
+type InputImage struct {
+	Data     []byte
+	MimeType string // as claimed by the caller; checked against the bytes
+}
+
+// CreateRequest is a new generation.
+type CreateRequest struct {
+	ModelID         string
+	Prompt          string
+	NegativePrompt  string
+	AspectRatio     string
+	Seed            *int64
+	DurationSeconds int
+	InputImage      *InputImage
+	IdempotencyKey  string
+	// HoldForApproval keeps the generation reserved until Approve.
+	HoldForApproval bool
+	// InTx runs inside the creating transaction (the tasks layer creates its
+	// task row here, so both commit together or not at all).
+	InTx func(ctx context.Context, tx *db.Tx, g *Generation) error
+}
+
+// DefaultAspectRatio is used when the caller gives none.
+const DefaultAspectRatio = "16:9"
+
+// Validate checks a request against the catalog without touching storage.
+func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
+	m, ok := s.modelByID[req.ModelID]
+	if !ok {
+		return m, inputErrorf("unknown modelId %q: call list_models for the available ids", req.ModelID)
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return m, inputErrorf("prompt is required and must not be blank")
+	}
+	if len(req.Prompt) > 4000 {
+		return m, inputErrorf("prompt is %d characters; the limit is 4000", len(req.Prompt))
+	}
+	if req.AspectRatio == "" {
+		req.AspectRatio = DefaultAspectRatio
+	}
+	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
+		return m, inputErrorf("aspectRatio %q is not offered by %s; choose one of %s", req.AspectRatio, m.ID, strings.Join(m.AspectRatios, ", "))
+	}
+	if m.Kind == provider.KindVideo {
+		if req.DurationSeconds == 0 && len(m.Durations) > 0 {
+			req.DurationSeconds = m.Durations[0]
+		}
+		if len(m.Durations) > 0 && !slices.Contains(m.Durations, req.DurationSeconds) {
+			return m, inputErrorf("durationSeconds %d is not offered by %s; choose one of %v", req.DurationSeconds, m.ID, m.Durations)
+		}
+	} else if req.DurationSeconds != 0 {
+		return m, inputErrorf("durationSeconds applies to video models only; %s makes images", m.ID)
+	}
+	if req.InputImage != nil && !m.NeedsInputImage {
+		return m, inputErrorf("%s does not take an input image", m.ID)
+	}
+	if req.InputImage != nil {
+		if err := s.checkImage(req.InputImage); err != nil {
+			return m, err
+		}
+	}
+	if len(req.IdempotencyKey) > 200 {
+		return m, inputErrorf("idempotencyKey is longer than 200 characters")
+	}
+	return m, nil
+}
+
+func (s *Service) checkImage(img *InputImage) error {
+	if len(img.Data) == 0 {
+		return inputErrorf("inputImage is empty")
+	}
+	if int64(len(img.Data)) > s.cfg.MaxInputBytes {
+		return inputErrorf("inputImage is %d bytes; the limit is %d bytes", len(img.Data), s.cfg.MaxInputBytes)
+	}
+	real := SniffImage(img.Data)
+	if real == "" {
+		return inputErrorf("inputImage is not a PNG, JPEG or WebP image")
+	}
+	if img.MimeType != "" && img.MimeType != real {
+		return inputErrorf("inputImage claims %s but its bytes are %s", img.MimeType, real)
+	}
+	img.MimeType = real
+	return nil
+}
+
+// SniffImage names the image type from magic bytes, or "" if it is not a
+// PNG, JPEG or WebP.
+func SniffImage(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return "image/png"
+	case bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}):
+		return "image/jpeg"
+	case len(b) >= 12 && string(b[0:4]) == "RIFF" && string(b[8:12]) == "WEBP":
+		return "image/webp"
+	}
+	return ""
+}
+
+// Create validates and durably records a new generation. When the same
+// owner repeats an idempotency key, the earlier generation is returned with
+// existing=true and nothing is created.
+func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (g *Generation, existing bool, err error) {
+	if req.IdempotencyKey != "" {
+		if g, err := s.byIdempotencyKey(ctx, owner, req.IdempotencyKey); err == nil {
+			return g, true, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	m, err := s.Validate(&req)
+	if err != nil {
+		return nil, false, err
+	}
+	id := NewID()
+	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds}
+	if req.InputImage != nil {
+		in, err := s.storeInput(ctx, owner, id, req.InputImage)
+		if err != nil {
+			return nil, false, err
+		}
+		params.InputImage = in
+	}
+	status, msg := StatusQueued, "queued"
+	switch {
+	case m.NeedsInputImage && params.InputImage == nil:
+		status, msg = StatusReserved, "waiting for an input image: call upload_input"
+	case req.HoldForApproval:
+		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
+	}
+	pj, _ := json.Marshal(params)
+	now := s.cfg.Now().UnixMilli()
+	row := sqlitedb.InsertGenerationParams{
+		ID: id, Owner: owner, ModelID: m.ID, Provider: m.Provider, Kind: string(m.Kind),
+		Prompt: req.Prompt, Params: string(pj), Credits: m.Credits, Charged: m.Credits,
+		Status: string(status), StatusMessage: msg, CreatedAt: now, UpdatedAt: now,
+		IdempotencyKey: sql.NullString{String: req.IdempotencyKey, Valid: req.IdempotencyKey != ""},
+	}
+	if status == StatusQueued {
+		row.NextCheckAt = sql.NullInt64{Int64: now, Valid: true}
+	}
+	err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		if err := tx.InsertGeneration(ctx, row); err != nil {
+			return err
+		}
+		r, err := tx.GetGeneration(ctx, id)
+		if err != nil {
+			return err
+		}
+		if g, err = fromRow(r); err != nil {
+			return err
+		}
+		if req.InTx != nil {
+			return req.InTx(ctx, tx, g)
+		}
+		return nil
+	})
+	if err != nil {
+		// A concurrent create with the same key won the unique index.
+		if req.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") {
+			if g, err2 := s.byIdempotencyKey(ctx, owner, req.IdempotencyKey); err2 == nil {
+				return g, true, nil
+			}
+		}
+		return nil, false, err
+	}
+	if status == StatusQueued {
+		s.cfg.Kick()
+	}
+	return g, false, nil
+}
+
+func (s *Service) storeInput(ctx context.Context, owner, id string, img *InputImage) (*StoredBlob, error) {
+	ext := strings.TrimPrefix(img.MimeType, "image/")
+	obj, err := s.cfg.Blobs.Put(ctx, blob.OwnerHash(owner)+"/"+id+"/input."+ext, bytes.NewReader(img.Data), img.MimeType, s.cfg.MaxInputBytes)
+	if err != nil {
+		return nil, fmt.Errorf("store input image: %w", err)
+	}
+	return &StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}, nil
+}
+
+func (s *Service) byIdempotencyKey(ctx context.Context, owner, key string) (*Generation, error) {
+	r, err := s.db.Queries.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
+}
+
+// Get returns the owner's generation, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, owner, id string) (*Generation, error) {
+	r, err := s.db.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
+}
+
+// List pages through the owner's generations, newest first. status filters
+// when non-empty; cursor is the opaque nextCursor of the previous page.
+func (s *Service) List(ctx context.Context, owner string, status Status, cursor string, limit int) ([]*Generation, string, error) {
+	if status != "" && !status.Valid() {
+		return nil, "", inputErrorf("status %q is not one of reserved, queued, running, completed, failed, cancelled", status)
+	}
+	p := sqlitedb.ListGenerationsParams{Owner: owner, Status: string(status), Lim: int64(limit) + 1}
+	if cursor != "" {
+		c, id, err := decodeCursor(cursor)
+		if err != nil {
+			return nil, "", inputErrorf("cursor is not one this server issued; omit it to start from the newest")
+		}
+		p.BeforeCreated, p.BeforeID = c, id
+	}
+	rows, err := s.db.Queries.ListGenerations(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	var next string
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[len(rows)-1]
+		next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	out := make([]*Generation, 0, len(rows))
+	for _, r := range rows {
+		g, err := fromRow(r)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, g)
+	}
+	return out, next, nil
+}
+
+func encodeCursor(createdAt int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + ":" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", err
+	}
+	ts, id, ok := strings.Cut(string(b), ":")
+	if !ok || id == "" {
+		return 0, "", errors.New("bad cursor")
+	}
+	n, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, "", errors.New("bad cursor")
+	}
+	return n, id, nil
+}
+
+// Wait blocks until the generation is terminal, timeout passes (timedOut),
+// or ctx ends. It is event-driven: the runner's commit wakes it at once.
+func (s *Service) Wait(ctx context.Context, owner, id string, timeout time.Duration) (g *Generation, timedOut bool, err error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		ch, release := s.cfg.Hub.Watch(id)
+		g, err = s.Get(ctx, owner, id)
+		if err != nil || g.Status.Terminal() {
+			release()
+			return g, false, err
+		}
+		select {
+		case <-ch:
+			release()
+		case <-timer.C:
+			release()
+			return g, true, nil
+		case <-ctx.Done():
+			release()
+			return g, false, ctx.Err()
+		}
+	}
+}
+
+// CancelOutcome says what Cancel did.
+type CancelOutcome int
+
+const (
+	// CancelDone: the generation ended cancelled now (credits refunded).
+	CancelDone CancelOutcome = iota
+	// CancelRequested: the provider was asked; the runner reports the outcome.
+	CancelRequested
+	// CancelTooLate: the generation was already terminal; nothing changed.
+	CancelTooLate
+)
+
+// Cancel cancels a reserved or queued generation at once, or asks the
+// provider to cancel a running one. Cooperative: the job may finish first.
+func (s *Service) Cancel(ctx context.Context, owner, id string) (*Generation, CancelOutcome, error) {
+	if _, err := s.Get(ctx, owner, id); err != nil {
+		return nil, 0, err
+	}
+	return s.cancel(ctx, id)
+}
+
+// CancelByID is Cancel for a caller that has already checked ownership
+// (the tasks layer checks the task's owner).
+func (s *Service) CancelByID(ctx context.Context, id string) (*Generation, CancelOutcome, error) {
+	return s.cancel(ctx, id)
+}
+
+func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOutcome, error) {
+	outcome := CancelTooLate
+	now := s.cfg.Now().UnixMilli()
+	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.CancelUnsubmitted(ctx, sqlitedb.CancelUnsubmittedParams{ID: id, StatusMessage: "cancelled before submission; credits refunded", Now: now})
+		if err != nil || n == 1 {
+			outcome = CancelDone
+			return n == 1, err
+		}
+		n, err = tx.RequestCancel(ctx, sqlitedb.RequestCancelParams{ID: id, Now: now})
+		if n == 1 {
+			outcome = CancelRequested
+		}
+		return false, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if outcome == CancelTooLate && g.CancelRequested && !g.Status.Terminal() {
+		outcome = CancelRequested // asked before; still waiting on the provider
+	}
+	if outcome == CancelRequested {
+		s.cfg.Kick()
+	}
+	return g, outcome, nil
+}
+
+// UploadInput attaches the input image to a reserved generation and queues
+// it.
+func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputImage) (*Generation, error) {
+	g, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := s.Model(g.ModelID)
+	switch {
+	case g.Status != StatusReserved:
+		return nil, inputErrorf("generation %s is %s; upload_input applies only to a reserved generation", id, g.Status)
+	case !m.NeedsInputImage:
+		return nil, inputErrorf("model %s does not take an input image", g.ModelID)
+	case g.Params.InputImage != nil:
+		return nil, inputErrorf("generation %s already has its input image", id)
+	}
+	if err := s.checkImage(&img); err != nil {
+		return nil, err
+	}
+	in, err := s.storeInput(ctx, owner, id, &img)
+	if err != nil {
+		return nil, err
+	}
+	p := g.Params
+	p.InputImage = in
+	return s.approve(ctx, id, p, "queued")
+}
+
+// Approve releases a generation held for spend approval.
+func (s *Service) Approve(ctx context.Context, id string) (*Generation, error) {
+	r, err := s.db.Queries.GetGeneration(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	g, err := fromRow(r)
+	if err != nil {
+		return nil, err
+	}
+	if g.UploadRequired() {
+		return g, nil // still needs its image; approval is recorded by the caller
+	}
+	return s.approve(ctx, id, g.Params, "queued: spend approved")
+}
+
+func (s *Service) approve(ctx context.Context, id string, p Params, msg string) (*Generation, error) {
+	pj, _ := json.Marshal(p)
+	now := s.cfg.Now().UnixMilli()
+	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.Approve(ctx, sqlitedb.ApproveParams{ID: id, Params: string(pj), StatusMessage: msg, Now: now})
+		return n == 1, err
+	})
+	if err == nil && g.Status == StatusQueued {
+		s.cfg.Kick()
+	}
+	return g, err
+}
+
+// change runs fn in a write transaction; when fn reports a change, the
+// Changed hook runs in the same transaction and waiters wake after commit.
+// It returns the state after the transaction.
+func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Context, tx *db.Tx) (bool, error)) (*Generation, error) {
+	var g *Generation
+	var changed bool
+	err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		if changed, err = fn(ctx, tx); err != nil {
+			return err
+		}
+		r, err := tx.GetGeneration(ctx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if g, err = fromRow(r); err != nil {
+			return err
+		}
+		if changed && s.cfg.Hooks.Changed != nil {
+			return s.cfg.Hooks.Changed(ctx, tx, g)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.cfg.Hub.Publish(id)
+	}
+	return g, nil
+}
+
+// Spent returns the credits the owner was charged since the start of the
+// current UTC day.
+func (s *Service) Spent(ctx context.Context, owner string) (int64, error) {
+	now := s.cfg.Now().UTC()
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	return s.db.Queries.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: day.UnixMilli()})
+}
+
+// Link mints a short-lived signed link for a stored blob.
+func (s *Service) Link(ctx context.Context, b StoredBlob) (string, time.Time, error) {
+	return s.cfg.Blobs.SignedURL(ctx, b.Key, s.cfg.LinkTTL)
+}

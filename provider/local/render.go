@@ -1,0 +1,441 @@
+package local
+
+import (
+	"bufio"
+	"compress/zlib"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+// spec is everything that decides an output's bytes, and nothing else.
+type spec struct {
+	model, prompt, negative, ratio string
+	seed                           int64
+	duration                       int
+	input                          []byte
+}
+
+// rng is the generator for s: PCG seeded from a SHA-256 of every field,
+// each length-prefixed so no two specs share a seed by concatenation.
+func (s spec) rng() *rand.Rand {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range [][]byte{[]byte(s.model), []byte(s.prompt), []byte(s.negative), []byte(s.ratio), s.input} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write(f)
+	}
+	binary.LittleEndian.PutUint64(n[:], uint64(s.seed))
+	h.Write(n[:])
+	binary.LittleEndian.PutUint64(n[:], uint64(s.duration))
+	h.Write(n[:])
+	sum := h.Sum(nil)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum), binary.LittleEndian.Uint64(sum[8:])))
+}
+
+// render writes the output for s into dir and returns its file name and
+// MIME type. Videos are GIF unless ffmpeg is given and converts them.
+func render(ctx context.Context, s spec, dir, ffmpeg string) (name, mime string, err error) {
+	write := func(name string, fn func(io.Writer) error) error {
+		return writeFile(filepath.Join(dir, name), false, fn)
+	}
+	if m, _ := lookup(s.model); m.Kind == provider.KindImage {
+		return "0.png", "image/png", write("0.png", func(w io.Writer) error { return renderImage(w, s) })
+	}
+	if err := write("0.gif", func(w io.Writer) error { return renderGIF(w, s) }); err != nil {
+		return "", "", err
+	}
+	if ffmpeg == "" {
+		return "0.gif", "image/gif", nil
+	}
+	gif := filepath.Join(dir, "0.gif")
+	if err := write("0.mp4", func(w io.Writer) error { return encodeMP4(ctx, ffmpeg, gif, w) }); err != nil {
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "0.gif", "image/gif", nil // a broken ffmpeg still leaves a true GIF
+	}
+	os.Remove(gif)
+	return "0.mp4", "video/mp4", nil
+}
+
+// renderImage writes the PNG for an image spec: a hatched-shapes sketch or
+// a landscape.
+func renderImage(w io.Writer, s spec) error {
+	width, height := frameSize(s.ratio, imageLongSide)
+	img := image.NewRGBA(image.Rect(0, 0, width, height))
+	r := s.rng()
+	t := newTheme(r, s.prompt)
+	if s.model == "local-sketch" {
+		paintSketch(img, r, t)
+	} else {
+		paintLandscape(img, r, t)
+	}
+	return encodePNG(w, img)
+}
+
+// rgb is a colour with channels in 0..1.
+type rgb struct{ r, g, b float64 }
+
+func hsl(h, s, l float64) rgb {
+	h = math.Mod(math.Mod(h, 360)+360, 360) / 60
+	c := (1 - math.Abs(2*l-1)) * s
+	x := c * (1 - math.Abs(math.Mod(h, 2)-1))
+	var v rgb
+	switch int(h) {
+	case 0:
+		v = rgb{c, x, 0}
+	case 1:
+		v = rgb{x, c, 0}
+	case 2:
+		v = rgb{0, c, x}
+	case 3:
+		v = rgb{0, x, c}
+	case 4:
+		v = rgb{x, 0, c}
+	default:
+		v = rgb{c, 0, x}
+	}
+	m := l - c/2
+	return rgb{v.r + m, v.g + m, v.b + m}
+}
+
+func (c rgb) lerp(d rgb, t float64) rgb {
+	return rgb{c.r + (d.r-c.r)*t, c.g + (d.g-c.g)*t, c.b + (d.b-c.b)*t}
+}
+
+func (c rgb) scale(f float64) rgb { return rgb{c.r * f, c.g * f, c.b * f} }
+
+func (c rgb) rgba() color.RGBA {
+	b := func(v float64) uint8 { return uint8(math.Round(255 * min(max(v, 0), 1))) }
+	return color.RGBA{b(c.r), b(c.g), b(c.b), 255}
+}
+
+// theme is the colour scheme of one picture.
+type theme struct {
+	skyTop, skyLow, sun, land, paper, ink rgb
+	night                                 bool
+	accents                               []rgb
+}
+
+// Words in the prompt pick the hue or the time of day, so "a blue night
+// harbour" looks blue and dark.
+var (
+	hueWords = map[string]float64{
+		"red": 0, "fire": 10, "sunset": 20, "orange": 30, "autumn": 30, "desert": 40, "gold": 45,
+		"yellow": 55, "spring": 95, "green": 120, "forest": 130, "teal": 175, "ice": 195,
+		"ocean": 205, "sea": 205, "winter": 205, "blue": 220, "violet": 270, "purple": 280,
+		"pink": 330, "rose": 345,
+	}
+	nightWords = map[string]bool{"night": true, "moon": true, "stars": true, "midnight": true, "dark": true}
+)
+
+func newTheme(r *rand.Rand, prompt string) theme {
+	hue := r.Float64() * 360
+	night := r.Float64() < 0.15
+	hueSet := false
+	for _, w := range strings.FieldsFunc(strings.ToLower(prompt), func(c rune) bool { return !unicode.IsLetter(c) }) {
+		if h, ok := hueWords[w]; ok && !hueSet {
+			hue, hueSet = h, true
+		}
+		night = night || nightWords[w]
+	}
+	h2 := hue + []float64{30, 150, 200}[r.IntN(3)] // analogous, split or complementary
+	t := theme{
+		skyTop: hsl(hue, 0.55, 0.32),
+		skyLow: hsl(h2, 0.65, 0.8),
+		sun:    hsl(h2+15, 0.95, 0.9),
+		land:   hsl(hue+20, 0.35, 0.2),
+		paper:  hsl(hue, 0.35, 0.94),
+		ink:    hsl(h2, 0.45, 0.13),
+		night:  night,
+	}
+	if night {
+		t.skyTop, t.skyLow, t.sun, t.land = hsl(hue, 0.5, 0.06), hsl(hue, 0.45, 0.26), hsl(h2, 0.25, 0.92), hsl(hue, 0.3, 0.08)
+	}
+	for i := range 5 {
+		h := hue + float64(i)*[]float64{25, 40, 72}[r.IntN(3)] + r.Float64()*20
+		t.accents = append(t.accents, hsl(h, 0.55+0.3*r.Float64(), 0.45+0.25*r.Float64()))
+	}
+	return t
+}
+
+// setPix stores c at byte offset i of an RGBA buffer.
+func setPix(pix []uint8, i int, c color.RGBA) {
+	p := pix[i : i+4 : i+4]
+	p[0], p[1], p[2], p[3] = c.R, c.G, c.B, 255
+}
+
+// fillRow sets every pixel of an RGBA row to c, doubling copies.
+func fillRow(row []uint8, c color.RGBA) {
+	setPix(row, 0, c)
+	for n := 4; n < len(row); n *= 2 {
+		copy(row[n:], row[:n])
+	}
+}
+
+// blendPix mixes c over the pixel at byte offset i with alpha a (0..256).
+func blendPix(pix []uint8, i int, c color.RGBA, a int) {
+	mix := func(d, s uint8) uint8 { return uint8((int(s)*a + int(d)*(256-a)) >> 8) }
+	p := pix[i : i+3 : i+3]
+	p[0], p[1], p[2] = mix(p[0], c.R), mix(p[1], c.G), mix(p[2], c.B)
+}
+
+// paintLandscape draws a sky gradient with a glowing sun (or moon and
+// stars), layered hills fading into the haze, and a vignette.
+func paintLandscape(img *image.RGBA, r *rand.Rand, t theme) {
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	fw, fh := float64(w), float64(h)
+	horizon := fh * (0.5 + 0.2*r.Float64())
+	sunX, sunY := fw*(0.15+0.7*r.Float64()), horizon*(0.3+0.45*r.Float64())
+	sunR := math.Min(fw, fh) * (0.035 + 0.045*r.Float64())
+	glowR := sunR * 5
+	sun := t.sun.rgba()
+
+	for y := range h {
+		c := t.skyTop.lerp(t.skyLow, math.Pow(min(float64(y)/horizon, 1), 0.8))
+		row := y * img.Stride
+		fillRow(img.Pix[row:row+4*w], c.rgba())
+		// Only the span inside the glow needs per-pixel work.
+		dy := float64(y) + 0.5 - sunY
+		if math.Abs(dy) >= glowR {
+			continue
+		}
+		half := math.Sqrt(glowR*glowR - dy*dy)
+		for x := max(int(sunX-half), 0); x < min(int(sunX+half)+1, w); x++ {
+			dx := float64(x) + 0.5 - sunX
+			d := math.Sqrt(dx*dx + dy*dy)
+			g := max(1-d/glowR, 0)
+			cover := min(max(sunR+0.5-d, 0), 1) // anti-aliased disc edge
+			blendPix(img.Pix, row+4*x, sun, int(256*max(cover, 0.55*g*g*g)))
+		}
+	}
+	if t.night {
+		for range w * h / 2500 {
+			x, y := r.IntN(w), r.IntN(int(horizon))
+			blendPix(img.Pix, y*img.Stride+4*x, sun, 80+r.IntN(176))
+		}
+	}
+
+	layers := 3 + r.IntN(2)
+	shade, ridge := make([]color.RGBA, h), make([]float64, w)
+	for l := range layers {
+		depth := float64(l+1) / float64(layers) // 0 far .. 1 near
+		base := horizon + (fh-horizon)*0.6*float64(l)/float64(layers)
+		amp := fh * (0.06 + 0.12*(1-depth)*r.Float64() + 0.04)
+		col := t.skyLow.lerp(t.land, 0.3+0.7*depth) // aerial perspective
+		for y := range shade {
+			shade[y] = col.scale(1 - 0.35*min(max((float64(y)-base)/(fh-base+1), 0), 1)).rgba()
+		}
+		var freq, phase [3]float64
+		for k := range freq {
+			freq[k] = 2 * math.Pi / fw * float64(k*k+1) * (1 + 1.5*r.Float64()) * (1 + depth)
+			phase[k] = r.Float64() * 2 * math.Pi
+		}
+		top, bottom := h, 0
+		for x := range ridge {
+			ridge[x] = base
+			for k := range freq {
+				ridge[x] -= amp / float64(k+1) * (0.5 + 0.5*math.Sin(freq[k]*float64(x)+phase[k]))
+			}
+			top, bottom = min(top, int(ridge[x])), max(bottom, int(ridge[x])+1)
+		}
+		for y := max(top, 0); y < h; y++ {
+			row := img.Pix[y*img.Stride : y*img.Stride+4*w]
+			if y >= bottom {
+				fillRow(row, shade[y])
+				continue
+			}
+			for x, rx := range ridge {
+				switch cover := float64(y+1) - rx; { // of this pixel, by the hill
+				case cover >= 1:
+					setPix(row, 4*x, shade[y])
+				case cover > 0: // anti-aliased ridge
+					blendPix(row, 4*x, shade[y], int(256*cover))
+				}
+			}
+		}
+	}
+	vignette(img, 0.3)
+}
+
+// vignette darkens the corners by up to strength.
+func vignette(img *image.RGBA, strength float64) {
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	fall := func(i, n int) float64 { d := (float64(i)+0.5)/float64(n)*2 - 1; return d * d / 2 }
+	col := make([]float64, w)
+	for x := range col {
+		col[x] = fall(x, w)
+	}
+	for y := range h {
+		fy := fall(y, h)
+		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
+		for x, fx := range col {
+			f := int(256 * (1 - strength*(fx+fy)))
+			p := row[4*x : 4*x+3 : 4*x+3]
+			p[0], p[1], p[2] = uint8(int(p[0])*f>>8), uint8(int(p[1])*f>>8), uint8(int(p[2])*f>>8)
+		}
+	}
+}
+
+// paintSketch draws circles and polygons in ink outline, some hatched, on a
+// tinted paper.
+func paintSketch(img *image.RGBA, r *rand.Rand, t theme) {
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	var ramp [256]color.RGBA // paper, darkening towards the bottom right
+	for i := range ramp {
+		ramp[i] = t.paper.lerp(t.paper.scale(0.85), float64(i)/255).rgba()
+	}
+	col := make([]int, w)
+	for x := range col {
+		col[x] = x * 255 / w
+	}
+	for y := range h {
+		ry := y * 255 / h
+		for x, rx := range col {
+			setPix(img.Pix, y*img.Stride+4*x, ramp[(rx+ry)/2])
+		}
+	}
+
+	ink := t.ink.rgba()
+	unit := float64(min(w, h))
+	inkW := math.Max(2, unit/300)
+	for range 6 + r.IntN(6) {
+		cx, cy := r.Float64()*float64(w), r.Float64()*float64(h)
+		size := unit * (0.06 + 0.16*r.Float64())
+		fill := t.accents[r.IntN(len(t.accents))]
+		solid, hatched := fill.rgba(), fill.scale(0.7).rgba()
+		hatch := r.IntN(3) - 1 // -1, 0 (none) or 1: the hatching direction
+		dist := shape(r, cx, cy, size)
+		x0, x1 := max(int(cx-size*1.2), 0), min(int(cx+size*1.2)+1, w)
+		y0, y1 := max(int(cy-size*1.2), 0), min(int(cy+size*1.2)+1, h)
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				d := dist(float64(x)+0.5, float64(y)+0.5)
+				i := y*img.Stride + 4*x
+				switch {
+				case d > 1:
+				case d > 0: // anti-aliased outer edge of the ink
+					blendPix(img.Pix, i, ink, int(256*(1-d)))
+				case d > -inkW:
+					setPix(img.Pix, i, ink)
+				case hatch != 0 && ((x+hatch*y)%12+12)%12 < 2:
+					setPix(img.Pix, i, hatched)
+				default:
+					blendPix(img.Pix, i, solid, 228)
+				}
+			}
+		}
+	}
+}
+
+// shape returns the signed distance function (negative inside) of a random
+// circle or polygon of about the given radius around (cx, cy).
+func shape(r *rand.Rand, cx, cy, size float64) func(x, y float64) float64 {
+	sides := []int{0, 3, 4, 5, 6}[r.IntN(5)]
+	if sides == 0 {
+		return func(x, y float64) float64 { return math.Sqrt((x-cx)*(x-cx)+(y-cy)*(y-cy)) - size }
+	}
+	// A polygon is the intersection of its edges' half-planes: the
+	// distance is the largest signed distance to any edge line.
+	type edge struct{ nx, ny, c float64 }
+	edges := make([]edge, sides)
+	rot := r.Float64() * 2 * math.Pi
+	vertex := func(i int) (float64, float64) {
+		a := rot + 2*math.Pi*float64(i%sides)/float64(sides)
+		return cx + size*math.Cos(a), cy + size*math.Sin(a)
+	}
+	for i := range edges {
+		ax, ay := vertex(i)
+		bx, by := vertex(i + 1)
+		nx, ny := by-ay, ax-bx
+		l := math.Hypot(nx, ny)
+		nx, ny = nx/l, ny/l
+		if nx*(cx-ax)+ny*(cy-ay) > 0 { // point the normal outwards
+			nx, ny = -nx, -ny
+		}
+		edges[i] = edge{nx, ny, nx*ax + ny*ay}
+	}
+	return func(x, y float64) float64 {
+		d := math.Inf(-1)
+		for _, e := range edges {
+			d = max(d, e.nx*x+e.ny*y-e.c)
+		}
+		return d
+	}
+}
+
+// encodePNG writes img as an opaque 8-bit RGB PNG. image/png tries five
+// filters on every row, which alone takes ~40 ms at 1024×1024; the Up
+// filter alone suits our gradients and flat shapes and is several times
+// faster, with BestSpeed deflate.
+func encodePNG(w io.Writer, img *image.RGBA) error {
+	width, height := img.Rect.Dx(), img.Rect.Dy()
+	bw := bufio.NewWriter(w)
+	bw.WriteString("\x89PNG\r\n\x1a\n")
+	var ihdr [13]byte
+	binary.BigEndian.PutUint32(ihdr[0:], uint32(width))
+	binary.BigEndian.PutUint32(ihdr[4:], uint32(height))
+	ihdr[8], ihdr[9] = 8, 2 // 8 bits per channel, truecolour
+	writeChunk(bw, "IHDR", ihdr[:])
+
+	idat := bufio.NewWriterSize(chunkWriter{bw}, 64<<10)
+	zw, _ := zlib.NewWriterLevel(idat, zlib.BestSpeed)
+	out := make([]byte, 1+3*width)
+	out[0] = 2                    // filter type Up: each byte minus the one above
+	prev := make([]byte, 4*width) // the row above the first is zero
+	for y := range height {
+		row := img.Pix[y*img.Stride : y*img.Stride+4*width]
+		for x := range width {
+			o, c, p := out[1+3*x:4+3*x:4+3*x], row[4*x:4*x+3:4*x+3], prev[4*x:4*x+3:4*x+3]
+			o[0], o[1], o[2] = c[0]-p[0], c[1]-p[1], c[2]-p[2]
+		}
+		if _, err := zw.Write(out); err != nil {
+			return err
+		}
+		prev = row
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := idat.Flush(); err != nil {
+		return err
+	}
+	writeChunk(bw, "IEND", nil)
+	return bw.Flush()
+}
+
+// chunkWriter turns each Write into one IDAT chunk.
+type chunkWriter struct{ w *bufio.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	writeChunk(c.w, "IDAT", p)
+	return len(p), nil
+}
+
+// writeChunk writes one PNG chunk; errors surface at the final Flush.
+func writeChunk(w *bufio.Writer, typ string, data []byte) {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(data)))
+	w.Write(n[:])
+	crc := crc32.NewIEEE()
+	crc.Write([]byte(typ))
+	crc.Write(data)
+	w.WriteString(typ)
+	w.Write(data)
+	binary.BigEndian.PutUint32(n[:], crc.Sum32())
+	w.Write(n[:])
+}

@@ -1,0 +1,279 @@
+package local
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"image/gif"
+	_ "image/jpeg" // input images
+	"io"
+	"math"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+// Videos run at 8 frames a second; maxFrames bounds a clip whatever the
+// catalog allows.
+const (
+	fps       = 8
+	maxFrames = 64
+)
+
+// renderGIF writes a looping animated GIF for a video spec: a still (the
+// input image, or a landscape) with drifting lights that grow from nothing,
+// so the first frame is the still itself. Every later frame holds only the
+// rectangle that changed, its unchanged pixels transparent, which keeps a
+// 6 s clip to a few hundred KB.
+func renderGIF(w io.Writer, s spec) error {
+	width, height := frameSize(s.ratio, videoLongSide)
+	r := s.rng()
+	t := newTheme(r, s.prompt)
+	still := coverImage(s.input, width, height)
+	if still == nil { // no input, or one without a stdlib decoder (WebP)
+		still = image.NewRGBA(image.Rect(0, 0, width, height))
+		paintLandscape(still, r, t)
+	}
+	ls := newLights(r, t, width, height)
+	pal, base := quantize(still, ls.colors)
+
+	n := min(s.duration*fps, maxFrames)
+	anim := &gif.GIF{Config: image.Config{ColorModel: pal, Width: width, Height: height}}
+	prev, cur := make([]uint8, len(base)), make([]uint8, len(base))
+	for i := range n {
+		copy(cur, base)
+		ls.draw(cur, width, height, float64(i)/float64(n))
+		var frame *image.Paletted
+		if i == 0 {
+			frame = &image.Paletted{Pix: slices.Clone(cur), Stride: width, Rect: image.Rect(0, 0, width, height), Palette: pal}
+		} else {
+			frame = delta(prev, cur, width, height, pal)
+		}
+		anim.Image = append(anim.Image, frame)
+		anim.Delay = append(anim.Delay, (i+1)*100/fps-i*100/fps) // 12, 13, 12, ... hundredths
+		anim.Disposal = append(anim.Disposal, gif.DisposalNone)
+		prev, cur = cur, prev
+	}
+	return gif.EncodeAll(w, anim)
+}
+
+// delta is the bounding box of the pixels that differ from prev to cur,
+// with the unchanged ones transparent (index 0).
+func delta(prev, cur []uint8, w, h int, pal color.Palette) *image.Paletted {
+	box := image.Rectangle{Min: image.Pt(w, h)}
+	for i := range cur {
+		if cur[i] != prev[i] {
+			x, y := i%w, i/w
+			box.Min.X, box.Min.Y = min(box.Min.X, x), min(box.Min.Y, y)
+			box.Max.X, box.Max.Y = max(box.Max.X, x+1), max(box.Max.Y, y+1)
+		}
+	}
+	if box.Empty() {
+		box = image.Rect(0, 0, 1, 1) // a GIF frame cannot be empty
+	}
+	img := image.NewPaletted(box, pal)
+	for y := box.Min.Y; y < box.Max.Y; y++ {
+		for x := box.Min.X; x < box.Max.X; x++ {
+			if i := y*w + x; cur[i] != prev[i] {
+				img.Pix[img.PixOffset(x, y)] = cur[i]
+			}
+		}
+	}
+	return img
+}
+
+// lights are glowing discs drifting across a clip on looping paths.
+type lights struct {
+	list   []light
+	colors []color.Color // halo and core colour pairs, palette indices 1.. in order
+}
+
+type light struct {
+	x, y, bob, radius, phase float64
+	laps, bobs               int   // horizontal passes and vertical swings per loop
+	halo                     uint8 // palette index; the core is halo+1
+}
+
+func newLights(r *rand.Rand, t theme, w, h int) lights {
+	var ls lights
+	white := rgb{1, 1, 1}
+	for _, a := range t.accents[:3] {
+		ls.colors = append(ls.colors, a.lerp(white, 0.35).rgba(), a.lerp(white, 0.85).rgba())
+	}
+	unit := float64(min(w, h))
+	for range 5 + r.IntN(5) {
+		ls.list = append(ls.list, light{
+			x:      r.Float64() * float64(w),
+			y:      float64(h) * (0.1 + 0.8*r.Float64()),
+			bob:    float64(h) * (0.02 + 0.06*r.Float64()),
+			radius: unit * (0.015 + 0.025*r.Float64()),
+			phase:  r.Float64() * 2 * math.Pi,
+			laps:   []int{-1, 1, 2}[r.IntN(3)],
+			bobs:   1 + r.IntN(3),
+			halo:   uint8(1 + 2*r.IntN(3)),
+		})
+	}
+	return ls
+}
+
+// draw paints the lights at loop time t (0..1) into indexed pixels. Sizes
+// follow sin(πt), so they are zero on the first frame and the loop is
+// seamless.
+func (ls lights) draw(pix []uint8, w, h int, t float64) {
+	grow := math.Sin(math.Pi * t)
+	for _, l := range ls.list {
+		r := l.radius * grow
+		span := float64(w) + 4*l.radius
+		x := math.Mod(math.Mod(l.x+float64(l.laps)*t*span, span)+span, span) - 2*l.radius
+		y := l.y + l.bob*math.Sin(2*math.Pi*float64(l.bobs)*t+l.phase)
+		disc(pix, w, h, x, y, 1.8*r, l.halo)
+		disc(pix, w, h, x, y, r, l.halo+1)
+	}
+}
+
+func disc(pix []uint8, w, h int, cx, cy, r float64, c uint8) {
+	for y := max(int(cy-r), 0); y < min(int(cy+r)+1, h); y++ {
+		for x := max(int(cx-r), 0); x < min(int(cx+r)+1, w); x++ {
+			if dx, dy := float64(x)+0.5-cx, float64(y)+0.5-cy; dx*dx+dy*dy < r*r {
+				pix[y*w+x] = c
+			}
+		}
+	}
+}
+
+// quantize maps img onto a palette of index 0 (transparent), then
+// reserved, then img's most common colours (popularity over a 5-bit per
+// channel histogram, each bucket averaged), and returns img as indices.
+// Index 0 is never a colour of img, so delta frames can use it freely.
+func quantize(img *image.RGBA, reserved []color.Color) (color.Palette, []uint8) {
+	type bucket struct{ n, r, g, b int }
+	hist := make([]bucket, 1<<15)
+	w, h := img.Rect.Dx(), img.Rect.Dy()
+	key := func(x, y int) int {
+		p := img.Pix[y*img.Stride+4*x:]
+		return int(p[0]>>3)<<10 | int(p[1]>>3)<<5 | int(p[2]>>3)
+	}
+	var used []int
+	for y := range h {
+		for x := range w {
+			k, p := key(x, y), img.Pix[y*img.Stride+4*x:]
+			if hist[k].n == 0 {
+				used = append(used, k)
+			}
+			hist[k].n++
+			hist[k].r, hist[k].g, hist[k].b = hist[k].r+int(p[0]), hist[k].g+int(p[1]), hist[k].b+int(p[2])
+		}
+	}
+	avg := func(k int) color.RGBA {
+		b := hist[k]
+		return color.RGBA{uint8(b.r / b.n), uint8(b.g / b.n), uint8(b.b / b.n), 255}
+	}
+	slices.SortFunc(used, func(a, b int) int { return cmp.Or(hist[b].n-hist[a].n, a-b) })
+
+	pal := append(color.Palette{color.RGBA{}}, reserved...)
+	first := len(pal)
+	for _, k := range used[:min(len(used), 256-first)] {
+		pal = append(pal, avg(k))
+	}
+	own := pal[first:]
+	lut := make([]uint8, len(hist)) // 0 means not looked up yet
+	out := make([]uint8, w*h)
+	for y := range h {
+		for x := range w {
+			k := key(x, y)
+			if lut[k] == 0 {
+				lut[k] = uint8(first + own.Index(avg(k)))
+			}
+			out[y*w+x] = lut[k]
+		}
+	}
+	return pal, out
+}
+
+// coverImage decodes an input image and scales it to cover w×h, cropping
+// the overflow evenly. It returns nil when there is no input or no
+// standard-library decoder for it.
+func coverImage(data []byte, w, h int) *image.RGBA {
+	if len(data) == 0 {
+		return nil
+	}
+	src, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	b := src.Bounds()
+	s := max(float64(w)/float64(b.Dx()), float64(h)/float64(b.Dy())) // output pixels per source pixel
+	ox := float64(b.Min.X) + (float64(b.Dx())-float64(w)/s)/2
+	oy := float64(b.Min.Y) + (float64(b.Dy())-float64(h)/s)/2
+	sample := func(v, o float64, lo, hi int) int { return min(max(int(o+v/s), lo), hi-1) }
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			// 2×2 samples per pixel soften a large downscale; a
+			// transparent input lands on black.
+			var sum [3]uint32
+			for _, d := range [][2]float64{{0.25, 0.25}, {0.75, 0.25}, {0.25, 0.75}, {0.75, 0.75}} {
+				r, g, bl, _ := src.At(sample(float64(x)+d[0], ox, b.Min.X, b.Max.X), sample(float64(y)+d[1], oy, b.Min.Y, b.Max.Y)).RGBA()
+				sum[0], sum[1], sum[2] = sum[0]+r, sum[1]+g, sum[2]+bl
+			}
+			setPix(dst.Pix, y*dst.Stride+4*x, color.RGBA{uint8(sum[0] >> 10), uint8(sum[1] >> 10), uint8(sum[2] >> 10), 255})
+		}
+	}
+	return dst
+}
+
+// Limits on an input image, checked at submit.
+const (
+	maxInputBytes  = 32 << 20
+	maxInputPixels = 40_000_000
+)
+
+// readInput reads and checks an input image. PNG, JPEG and GIF are
+// decoded; WebP has no stdlib decoder, so it is kept (and seeds the
+// output) but not drawn.
+func readInput(ctx context.Context, in *provider.Input) ([]byte, error) {
+	if in.Open == nil {
+		return nil, fmt.Errorf("local: input image %q has no Open", in.URL)
+	}
+	rc, err := in.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxInputBytes {
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image is larger than %d MiB", maxInputBytes>>20)}
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	switch {
+	case err == nil && cfg.Width*cfg.Height > maxInputPixels:
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image has %d×%d pixels, more than %d million",
+			cfg.Width, cfg.Height, maxInputPixels/1_000_000)}
+	case err == nil, len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return data, nil
+	}
+	return nil, &provider.PermanentError{Message: "the input image is not a PNG, JPEG, GIF or WebP file"}
+}
+
+// encodeMP4 converts the GIF at src into an H.264 (or the build's default)
+// MP4 on w. It is fragmented because a pipe cannot seek back to write the
+// index; bitexact keeps version strings out so reruns match.
+func encodeMP4(ctx context.Context, ffmpeg, src string, w io.Writer) error {
+	cmd := exec.CommandContext(ctx, ffmpeg, "-nostdin", "-loglevel", "error", "-i", src,
+		"-an", "-pix_fmt", "yuv420p", "-map_metadata", "-1", "-fflags", "+bitexact", "-flags:v", "+bitexact",
+		"-movflags", "frag_keyframe+empty_moov+default_base_moof", "-f", "mp4", "pipe:1")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ffmpeg: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}

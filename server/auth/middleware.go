@@ -1,0 +1,143 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// MiddlewareOptions configure Middleware.
+type MiddlewareOptions struct {
+	// ResourceMetadataURL is the absolute URL of the Protected Resource
+	// Metadata (see MetadataURL), advertised as resource_metadata in every
+	// WWW-Authenticate challenge.
+	ResourceMetadataURL string
+	// Scopes are advertised as scope="..." in challenges. Default: the
+	// authenticator's required OAuth scopes.
+	Scopes []string
+	// Logger receives one Debug line per rejected request (reason, remote
+	// address, method, path; never the token). nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Middleware authenticates every request and stores the Principal in the
+// request context (read it with FromContext).
+//
+//   - Local mode: every request is Local; the Authorization header is ignored.
+//   - No usable "Authorization: Bearer" header: 401,
+//     WWW-Authenticate: Bearer resource_metadata="..."[, scope="..."].
+//   - Token given but unknown/invalid/expired: 401,
+//     WWW-Authenticate: Bearer error="invalid_token", resource_metadata="..."[, scope="..."].
+//   - Valid OAuth token lacking a required scope: 403,
+//     WWW-Authenticate: Bearer error="insufficient_scope", scope="...", resource_metadata="...".
+//
+// Error bodies are small JSON objects {"error": ..., "error_description": ...}.
+// Tokens are only read from the header, never from the query string. Mount the
+// PRM handler outside this middleware.
+func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) http.Handler {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	scopes := opts.Scopes
+	if len(scopes) == 0 {
+		scopes = a.RequiredScopes()
+	}
+	scope := strings.Join(scopes, " ")
+	prm := opts.ResourceMetadataURL
+
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if a.LocalMode() {
+				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), Local)))
+				return
+			}
+			reject := func(status int, errCode, desc string, reason error) {
+				logger.DebugContext(r.Context(), "auth: request rejected",
+					"status", status, "reason", reason, "remote", r.RemoteAddr,
+					"method", r.Method, "path", r.URL.Path)
+				h := w.Header()
+				h.Set("WWW-Authenticate", Challenge(errCode, scope, prm))
+				h.Set("Content-Type", "application/json")
+				h.Set("Cache-Control", "no-store")
+				w.WriteHeader(status)
+				body := map[string]string{"error": errCode, "error_description": desc}
+				if errCode == "" {
+					body["error"] = "unauthorized"
+				}
+				_ = json.NewEncoder(w).Encode(body)
+			}
+
+			token, given := bearerToken(r)
+			if !given {
+				reject(http.StatusUnauthorized, "", "missing bearer token", errors.New("no bearer token"))
+				return
+			}
+			p, err := a.Authenticate(r.Context(), token)
+			switch {
+			case err == nil:
+				next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+			case errors.Is(err, ErrInsufficientScope):
+				reject(http.StatusForbidden, "insufficient_scope", "the token lacks a required scope", err)
+			default:
+				reject(http.StatusUnauthorized, "invalid_token", "the token is invalid or expired", err)
+			}
+		})
+	}
+}
+
+// bearerToken returns the token of the request's Authorization header. given
+// is false when there is no Authorization header or it uses another scheme
+// (RFC 6750 §3.1: then the challenge carries no error code). A malformed
+// Bearer header (empty token, several headers) is returned as given with an
+// empty token, which then fails as invalid_token.
+func bearerToken(r *http.Request) (token string, given bool) {
+	vals := r.Header.Values("Authorization")
+	if len(vals) == 0 {
+		return "", false
+	}
+	if len(vals) > 1 {
+		return "", true
+	}
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	rest = strings.TrimSpace(rest)
+	if strings.ContainsAny(rest, " \t") {
+		return "", true
+	}
+	return rest, true
+}
+
+// Challenge formats a Bearer WWW-Authenticate value. errCode is "",
+// "invalid_token" or "insufficient_scope"; empty scope or metadata URL are
+// left out. For insufficient_scope the order is error, scope,
+// resource_metadata; otherwise error, resource_metadata, scope.
+func Challenge(errCode, scope, resourceMetadataURL string) string {
+	var params []string
+	if errCode != "" {
+		params = append(params, param("error", errCode))
+	}
+	if errCode == "insufficient_scope" && scope != "" {
+		params = append(params, param("scope", scope))
+	}
+	if resourceMetadataURL != "" {
+		params = append(params, param("resource_metadata", resourceMetadataURL))
+	}
+	if errCode != "insufficient_scope" && scope != "" {
+		params = append(params, param("scope", scope))
+	}
+	if len(params) == 0 {
+		return "Bearer"
+	}
+	return "Bearer " + strings.Join(params, ", ")
+}
+
+func param(k, v string) string {
+	v = strings.ReplaceAll(v, `\`, `\\`)
+	v = strings.ReplaceAll(v, `"`, `\"`)
+	return k + `="` + v + `"`
+}

@@ -1,0 +1,88 @@
+package limit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// Server defaults for the named buckets.
+const (
+	DefaultPollRate     = 5.0 // tasks/get, get_generation, ... per second per caller
+	DefaultPollBurst    = 20
+	DefaultCreateRate   = 1.0 // generate / task-creating tools/call per second per caller
+	DefaultCreateBurst  = 10
+	DefaultPreAuthRate  = 20.0 // requests per second per client IP, before authentication
+	DefaultPreAuthBurst = 100
+)
+
+// Class is a named bucket: a Limiter plus its default rate and burst.
+type Class struct {
+	*Limiter
+	Rate  float64
+	Burst int
+}
+
+// Effective returns the rate and burst for a caller, taking non-nil overrides
+// (e.g. auth.Overrides.PollRate / PollBurst) over the class defaults.
+func (c Class) Effective(rateOverride *float64, burstOverride *int) (float64, int) {
+	r, b := c.Rate, c.Burst
+	if rateOverride != nil {
+		r = *rateOverride
+	}
+	if burstOverride != nil {
+		b = *burstOverride
+	}
+	return r, b
+}
+
+// AllowFor is Allow with the class defaults and optional per-caller overrides.
+func (c Class) AllowFor(key string, rateOverride *float64, burstOverride *int) (bool, time.Duration) {
+	r, b := c.Effective(rateOverride, burstOverride)
+	return c.Allow(key, r, b)
+}
+
+// Classes are the buckets the server uses. Poll and Create are keyed by
+// principal ID; PreAuth by client IP (see ClientIP and IPKey).
+type Classes struct {
+	Poll, Create, PreAuth Class
+}
+
+// NewClasses returns the three classes with the default rates, each on its
+// own Limiter built from o.
+func NewClasses(o Options) *Classes {
+	return &Classes{
+		Poll:    Class{Limiter: New(o), Rate: DefaultPollRate, Burst: DefaultPollBurst},
+		Create:  Class{Limiter: New(o), Rate: DefaultCreateRate, Burst: DefaultCreateBurst},
+		PreAuth: Class{Limiter: New(o), Rate: DefaultPreAuthRate, Burst: DefaultPreAuthBurst},
+	}
+}
+
+// Run sweeps all classes until ctx is done.
+func (c *Classes) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, cl := range []Class{c.Poll, c.Create, c.PreAuth} {
+		if cl.Limiter != nil {
+			wg.Go(func() { cl.Run(ctx) })
+		}
+	}
+	wg.Wait()
+}
+
+// SuggestPollInterval returns the pollIntervalMs to hand a caller whose poll
+// bucket refills at rate per second: max(base, 1/rate rounded up to the
+// millisecond). A client that waits that long between polls takes tokens no
+// faster than they refill, so it never meets a 429 on its own (polls of
+// several tasks by one caller share the bucket). A non-positive or NaN rate,
+// or +Inf, returns base.
+func SuggestPollInterval(rate float64, base time.Duration) time.Duration {
+	if !(rate > 0) || math.IsInf(rate, 1) {
+		return base
+	}
+	ms := math.Ceil(1000 / rate)
+	if ms > float64(math.MaxInt64/int64(time.Millisecond)) {
+		return max(base, time.Duration(math.MaxInt64))
+	}
+	return max(base, time.Duration(ms)*time.Millisecond)
+}

@@ -1,0 +1,173 @@
+package limit
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestErrorFormatting(t *testing.T) {
+	tests := []struct {
+		d      time.Duration
+		msg    string
+		ms     int64
+		header string
+	}{
+		{1200 * time.Millisecond, "rate limit exceeded: retry after 1.2s", 1200, "2"},
+		{1201 * time.Millisecond, "rate limit exceeded: retry after 1.3s", 1201, "2"},
+		{200 * time.Millisecond, "rate limit exceeded: retry after 0.2s", 200, "1"},
+		{time.Second, "rate limit exceeded: retry after 1s", 1000, "1"},
+		{1500 * time.Microsecond, "rate limit exceeded: retry after 0.1s", 2, "1"},
+		{time.Nanosecond, "rate limit exceeded: retry after 0.1s", 1, "1"},
+		{0, "rate limit exceeded: retry after 0.1s", 1, "1"},
+		{3 * time.Second, "rate limit exceeded: retry after 3s", 3000, "3"},
+		{time.Hour, "rate limit exceeded: retry after 3600s", 3600000, "3600"},
+	}
+	for _, tt := range tests {
+		if got := Message(tt.d); got != tt.msg {
+			t.Errorf("Message(%v) = %q, want %q", tt.d, got, tt.msg)
+		}
+		if got := RetryAfterMs(tt.d); got != tt.ms {
+			t.Errorf("RetryAfterMs(%v) = %d, want %d", tt.d, got, tt.ms)
+		}
+		if got := RetryAfterHeader(tt.d); got != tt.header {
+			t.Errorf("RetryAfterHeader(%v) = %q, want %q", tt.d, got, tt.header)
+		}
+	}
+}
+
+func TestRPCErrorShape(t *testing.T) {
+	e := RPCError(1200 * time.Millisecond)
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"code":-31429,"message":"rate limit exceeded: retry after 1.2s","data":{"retryAfterMs":1200}}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	// Outside every reserved range.
+	if c := CodeRateLimited; c >= -32768 && c <= -32000 {
+		t.Errorf("code %d is in the reserved JSON-RPC range", c)
+	}
+}
+
+func TestWriteHTTP(t *testing.T) {
+	tests := []struct {
+		id   json.RawMessage
+		want string
+	}{
+		{json.RawMessage(`7`), `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"rate limit exceeded: retry after 1.2s","data":{"retryAfterMs":1200}}}`},
+		{json.RawMessage(`"req-1"`), `{"jsonrpc":"2.0","id":"req-1","error":{"code":-31429,"message":"rate limit exceeded: retry after 1.2s","data":{"retryAfterMs":1200}}}`},
+		{nil, `{"jsonrpc":"2.0","id":null,"error":{"code":-31429,"message":"rate limit exceeded: retry after 1.2s","data":{"retryAfterMs":1200}}}`},
+		{json.RawMessage(`{bad`), `{"jsonrpc":"2.0","id":null,"error":{"code":-31429,"message":"rate limit exceeded: retry after 1.2s","data":{"retryAfterMs":1200}}}`},
+	}
+	for _, tt := range tests {
+		rec := httptest.NewRecorder()
+		WriteHTTP(rec, tt.id, 1200*time.Millisecond)
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("id %s: status %d, headers %v", tt.id, rec.Code, rec.Header())
+		}
+		if got := rec.Body.String(); got != tt.want+"\n" {
+			t.Errorf("id %s: body\n got %s\nwant %s", tt.id, got, tt.want)
+		}
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	proxies := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	tests := []struct {
+		name   string
+		remote string
+		xff    []string
+		opts   IPOptions
+		want   string
+	}{
+		{"v4", "203.0.113.9:5555", nil, IPOptions{}, "203.0.113.9"},
+		{"v6", "[2001:db8::1]:443", nil, IPOptions{}, "2001:db8::1"},
+		{"v6 zone", "[fe80::1%eth0]:443", nil, IPOptions{}, "fe80::1"},
+		{"v4-mapped", "[::ffff:203.0.113.9]:1", nil, IPOptions{}, "203.0.113.9"},
+		{"no port", "203.0.113.9", nil, IPOptions{}, "203.0.113.9"},
+		{"not an ip", "@", nil, IPOptions{}, "@"},
+		{"xff ignored by default", "203.0.113.9:1", []string{"1.2.3.4"}, IPOptions{}, "203.0.113.9"},
+		{"xff one hop", "10.0.0.1:1", []string{"6.6.6.6, 1.2.3.4"}, IPOptions{TrustForwardedFor: true}, "1.2.3.4"},
+		{"xff several headers", "10.0.0.1:1", []string{"6.6.6.6", "1.2.3.4"}, IPOptions{TrustForwardedFor: true}, "1.2.3.4"},
+		{"xff garbage", "10.0.0.1:1", []string{"nonsense"}, IPOptions{TrustForwardedFor: true}, "10.0.0.1"},
+		{"xff absent", "10.0.0.1:1", nil, IPOptions{TrustForwardedFor: true}, "10.0.0.1"},
+		{"trusted chain", "10.0.0.1:1", []string{"6.6.6.6, 1.2.3.4, 10.0.0.7"}, IPOptions{TrustForwardedFor: true, TrustedProxies: proxies}, "1.2.3.4"},
+		{"untrusted sender", "198.51.100.1:1", []string{"1.2.3.4"}, IPOptions{TrustForwardedFor: true, TrustedProxies: proxies}, "198.51.100.1"},
+		{"all trusted", "10.0.0.1:1", []string{"10.0.0.9"}, IPOptions{TrustForwardedFor: true, TrustedProxies: proxies}, "10.0.0.9"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.RemoteAddr = tt.remote
+		for _, v := range tt.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := tt.opts.ClientIP(r); got != tt.want {
+			t.Errorf("%s: ClientIP = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "203.0.113.9:1"
+	r.Header.Set("X-Forwarded-For", "1.2.3.4")
+	if got := ClientIP(r); got != "203.0.113.9" {
+		t.Errorf("package ClientIP trusted XFF: %q", got)
+	}
+}
+
+func TestIPKey(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"203.0.113.9", "203.0.113.9"},
+		{"::ffff:203.0.113.9", "203.0.113.9"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2::ffff", "2001:db8:1:2::/64"},
+		{"@", "@"},
+	}
+	for _, tt := range tests {
+		if got := IPKey(tt.in); got != tt.want {
+			t.Errorf("IPKey(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPreAuthMiddleware(t *testing.T) {
+	clk := newClock()
+	c := Class{Limiter: New(Options{Now: clk.Now}), Rate: 1, Burst: 2}
+	h := PreAuthMiddleware(c, IPOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	do := func(remote string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	for range 2 {
+		if rec := do("[2001:db8::1]:1"); rec.Code != 204 {
+			t.Fatalf("within burst: %d", rec.Code)
+		}
+	}
+	// Same /64, other address: same bucket.
+	rec := do("[2001:db8::2]:1")
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("over limit: %d %v", rec.Code, rec.Header())
+	}
+	var body struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code int       `json:"code"`
+			Data ErrorData `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || string(body.ID) != "null" || body.Error.Code != CodeRateLimited || body.Error.Data.RetryAfterMs != 1000 {
+		t.Errorf("body %s: %v", rec.Body, err)
+	}
+	if rec := do("203.0.113.9:1"); rec.Code != 204 {
+		t.Errorf("other client limited: %d", rec.Code)
+	}
+}

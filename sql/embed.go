@@ -1,0 +1,11 @@
+// Package sqlfiles holds the schema migrations and sqlc queries, one folder
+// per engine. The migrations are embedded so the binary applies them at
+// start-up; sqlc reads the same files to generate storage/db/sqlitedb.
+package sqlfiles
+
+import "embed"
+
+// SQLiteSchema holds sqlite/schema/NNNN_name.sql, applied in name order.
+//
+//go:embed sqlite/schema/*.sql
+var SQLiteSchema embed.FS

@@ -1,0 +1,119 @@
+-- name: InsertGeneration :exec
+INSERT INTO generations (
+    id, owner, model_id, provider, kind, prompt, params, credits, charged,
+    status, status_message, idempotency_key, created_at, updated_at, next_check_at
+) VALUES (
+    @id, @owner, @model_id, @provider, @kind, @prompt, @params, @credits, @charged,
+    @status, @status_message, @idempotency_key, @created_at, @updated_at, @next_check_at
+);
+
+-- name: GetGeneration :one
+SELECT * FROM generations WHERE id = @id;
+
+-- name: GetOwnedGeneration :one
+SELECT * FROM generations WHERE id = @id AND owner = @owner;
+
+-- name: GetByIdempotencyKey :one
+SELECT * FROM generations WHERE owner = @owner AND idempotency_key = @idempotency_key;
+
+-- name: ListGenerations :many
+SELECT * FROM generations
+WHERE owner = @owner
+  AND (CAST(@status AS TEXT) = '' OR status = @status)
+  AND (CAST(@before_created AS INTEGER) = 0 OR created_at < @before_created
+       OR (created_at = @before_created AND id < @before_id))
+ORDER BY created_at DESC, id DESC
+LIMIT @lim;
+
+-- name: SpentSince :one
+SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
+FROM generations WHERE owner = @owner AND created_at >= @since;
+
+-- name: CountInFlight :one
+SELECT COUNT(*) FROM generations
+WHERE owner = @owner AND status IN ('queued', 'running') AND submit_state != '';
+
+-- name: ClaimDue :one
+-- Takes the lease on the next due generation. One runner per database
+-- holds leases; an expired lease (crash) makes the row due again.
+UPDATE generations
+SET lease_owner = @lease_owner, lease_until = @lease_until, attempts = attempts + 1
+WHERE id = (
+    SELECT due.id FROM generations AS due
+    WHERE due.next_check_at IS NOT NULL AND due.lease_until < @now AND due.next_check_at <= @now
+    ORDER BY due.next_check_at
+    LIMIT 1
+)
+RETURNING *;
+
+-- name: NextDueAt :one
+-- Leased rows are being stepped; the runner looks again when they are
+-- rescheduled.
+SELECT CAST(COALESCE(MIN(next_check_at), 0) AS INTEGER) AS due
+FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0;
+
+-- name: MarkCancelSent :exec
+UPDATE generations SET cancel_requested = 2 WHERE id = @id AND cancel_requested = 1;
+
+-- name: Reschedule :exec
+UPDATE generations
+SET next_check_at = @next_check_at, lease_owner = '', lease_until = 0
+WHERE id = @id AND lease_owner = @lease_owner;
+
+-- name: Approve :execrows
+-- reserved -> queued, once the input image or the spend approval is in.
+UPDATE generations
+SET status = 'queued', status_message = @status_message, params = @params,
+    updated_at = @now, next_check_at = @now
+WHERE id = @id AND status = 'reserved';
+
+-- name: MarkSubmitting :execrows
+-- Recorded before the provider is called, so that after a crash the runner
+-- knows a job may exist and reconciles instead of submitting twice.
+UPDATE generations
+SET submit_state = 'submitting', updated_at = @now
+WHERE id = @id AND status = 'queued' AND submit_state = '' AND cancel_requested = 0;
+
+-- name: MarkSubmitted :execrows
+UPDATE generations
+SET submit_state = 'submitted', provider_job = @provider_job, status = @status,
+    status_message = @status_message, progress = @progress, updated_at = @now
+WHERE id = @id AND status IN ('queued', 'running');
+
+-- name: UpdateProgress :execrows
+UPDATE generations
+SET status = @status, status_message = @status_message, progress = @progress, updated_at = @now
+WHERE id = @id AND status IN ('queued', 'running')
+  AND (status != @status OR status_message != @status_message OR progress != @progress);
+
+-- name: Complete :execrows
+UPDATE generations
+SET status = 'completed', status_message = @status_message, progress = 1, outputs = @outputs,
+    updated_at = @now, next_check_at = NULL, lease_owner = '', lease_until = 0
+WHERE id = @id AND status IN ('queued', 'running');
+
+-- name: Fail :execrows
+UPDATE generations
+SET status = 'failed', status_message = @status_message, error_kind = @error_kind,
+    error_message = @error_message, updated_at = @now, next_check_at = NULL,
+    lease_owner = '', lease_until = 0
+WHERE id = @id AND status IN ('reserved', 'queued', 'running');
+
+-- name: CancelUnsubmitted :execrows
+-- A reserved generation, or a queued one not yet handed to the provider,
+-- ends cancelled at once and its credits are refunded.
+UPDATE generations
+SET status = 'cancelled', status_message = @status_message, charged = 0, updated_at = @now,
+    next_check_at = NULL, lease_owner = '', lease_until = 0
+WHERE id = @id AND (status = 'reserved' OR (status = 'queued' AND submit_state = ''));
+
+-- name: RequestCancel :execrows
+UPDATE generations
+SET cancel_requested = 1, updated_at = @now, next_check_at = @now
+WHERE id = @id AND status IN ('queued', 'running') AND cancel_requested = 0;
+
+-- name: CancelConfirmed :execrows
+UPDATE generations
+SET status = 'cancelled', status_message = @status_message, updated_at = @now,
+    next_check_at = NULL, lease_owner = '', lease_until = 0
+WHERE id = @id AND status IN ('queued', 'running');

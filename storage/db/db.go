@@ -1,0 +1,223 @@
+// Package db opens darkroom's SQLite database: one writer connection fed by
+// a group-commit loop, and a separate read-only pool. All writes go through
+// DB.Write; reads use DB.Read (or DB.Queries for sqlc reads).
+//
+// Why one writer: a pool of BEGIN IMMEDIATE transactions starves under
+// contention (SQLite's busy handler sleep-polls with no FIFO, so an unlucky
+// writer waits out the whole busy_timeout and fails "database is locked").
+// A single writer never contends, and by committing every waiting write in
+// one transaction it pays one fsync for many creations.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+	_ "modernc.org/sqlite" // driver "sqlite"
+)
+
+// maxBatch bounds how many waiting writes share one transaction.
+const maxBatch = 128
+
+// DB is the database handle shared by every package that persists state.
+type DB struct {
+	write *sql.DB
+	// Read is a read-only pool; WAL lets it read while the writer commits.
+	Read *sql.DB
+	// Queries runs sqlc reads against Read.
+	Queries *sqlitedb.Queries
+
+	reqs     chan *writeReq
+	done     chan struct{}
+	closeMu  sync.Mutex
+	closed   bool
+	loopDone chan struct{}
+}
+
+type writeReq struct {
+	ctx context.Context
+	fn  func(ctx context.Context, tx *Tx) error
+	err chan error
+}
+
+// Tx is what a write function sees: the sqlc queries bound to the shared
+// transaction, and the transaction itself for anything sqlc does not cover.
+type Tx struct {
+	*sqlitedb.Queries
+	Tx *sql.Tx
+}
+
+// Open opens (creating if needed) the database file at path, applies
+// migrations and starts the writer loop.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	// synchronous=FULL: every commit that precedes a reply carrying a new id
+	// is on disk; with group commit that costs one fsync per batch.
+	base := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)"
+	w, err := sql.Open("sqlite", base+"&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := migrate(ctx, w, sqlfiles.SQLiteSchema, "sqlite/schema"); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0)*2)
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	d := &DB{
+		write:    w,
+		Read:     r,
+		Queries:  sqlitedb.New(r),
+		reqs:     make(chan *writeReq, maxBatch),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	go d.loop()
+	return d, nil
+}
+
+// ErrClosed is returned by Write after Close.
+var ErrClosed = errors.New("db: closed")
+
+// Write runs fn inside a write transaction and returns once that
+// transaction is durably committed (or fn's error). fn may share its
+// transaction with other waiting writes; a failing fn is rolled back to its
+// own savepoint and does not disturb the others. fn must not call Write.
+func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
+	select {
+	case d.reqs <- req:
+	case <-d.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once queued, wait for the outcome even if ctx ends: the write may
+	// already be committed, and the caller must know.
+	select {
+	case err := <-req.err:
+		return err
+	case <-d.loopDone:
+		select {
+		case err := <-req.err:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+func (d *DB) loop() {
+	defer close(d.loopDone)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		select {
+		case req := <-d.reqs:
+			batch = append(batch[:0], req)
+		case <-d.done:
+			d.drain()
+			return
+		}
+	collect:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-d.reqs:
+				batch = append(batch, req)
+			default:
+				break collect
+			}
+		}
+		d.commit(batch)
+	}
+}
+
+// drain fails writes still queued at Close.
+func (d *DB) drain() {
+	for {
+		select {
+		case req := <-d.reqs:
+			req.err <- ErrClosed
+		default:
+			return
+		}
+	}
+}
+
+func (d *DB) commit(batch []*writeReq) {
+	ctx := context.Background()
+	errs := make([]error, len(batch))
+	tx, err := d.write.BeginTx(ctx, nil)
+	if err != nil {
+		for _, r := range batch {
+			r.err <- fmt.Errorf("begin: %w", err)
+		}
+		return
+	}
+	t := &Tx{Queries: sqlitedb.New(tx), Tx: tx}
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if len(batch) == 1 {
+			errs[i] = r.fn(r.ctx, t)
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+			errs[i] = err
+			continue
+		}
+		if errs[i] = r.fn(r.ctx, t); errs[i] != nil {
+			_, _ = tx.ExecContext(ctx, "ROLLBACK TO w")
+		}
+		_, _ = tx.ExecContext(ctx, "RELEASE w")
+	}
+	if len(batch) == 1 && errs[0] != nil {
+		_ = tx.Rollback()
+		batch[0].err <- errs[0]
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		for _, r := range batch {
+			r.err <- fmt.Errorf("commit: %w", err)
+		}
+		return
+	}
+	for i, r := range batch {
+		r.err <- errs[i]
+	}
+}
+
+// Close stops the writer (failing writes not yet started) and closes both
+// pools.
+func (d *DB) Close() error {
+	d.closeMu.Lock()
+	if d.closed {
+		d.closeMu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	d.closeMu.Unlock()
+	<-d.loopDone
+	return errors.Join(d.write.Close(), d.Read.Close())
+}
