@@ -27,10 +27,10 @@ const (
 	failMessage = "the local provider refused this prompt ([fail] token)"
 )
 
-// queueShare is the part of a job's latency it spends queued; queuePositions
-// is the simulated queue length it enters at.
+// A job spends queuePercent of its latency queued, entering the simulated
+// queue at position queuePositions.
 const (
-	queueShare     = 0.15
+	queuePercent   = 15
 	queuePositions = 3
 )
 
@@ -38,17 +38,20 @@ const (
 // while it is still moving: it follows from SubmittedAt, Latency and the
 // clock, so a restarted process carries on where the old one stopped.
 type record struct {
-	ID             string        `json:"id"`
-	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
-	Model          string        `json:"model"`
-	Prompt         string        `json:"prompt"`
-	NegativePrompt string        `json:"negativePrompt,omitempty"`
-	AspectRatio    string        `json:"aspectRatio"`
-	Seed           int64         `json:"seed"`
-	Duration       int           `json:"durationSeconds,omitempty"`
-	InputMimeType  string        `json:"inputMimeType,omitempty"` // bytes in jobs/<id>.input
-	SubmittedAt    time.Time     `json:"submittedAt"`
-	Latency        time.Duration `json:"latencyNs"`
+	ID             string `json:"id"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Model          string `json:"model"`
+	Prompt         string `json:"prompt"`
+	NegativePrompt string `json:"negativePrompt,omitempty"`
+	AspectRatio    string `json:"aspectRatio"`
+	Seed           int64  `json:"seed"`
+	Duration       int    `json:"durationSeconds,omitempty"`
+	// Input names the copy of the input image in jobs/. It is named by
+	// its content, so a losing concurrent submit cannot overwrite it.
+	Input         string        `json:"input,omitempty"`
+	InputMimeType string        `json:"inputMimeType,omitempty"`
+	SubmittedAt   time.Time     `json:"submittedAt"`
+	Latency       time.Duration `json:"latencyNs"`
 
 	// Final is set once the job is terminal, which it then stays even if
 	// the clock steps back.
@@ -75,11 +78,11 @@ func (r *record) status(now time.Time) provider.Status {
 }
 
 // timeline is the simulated course of an uncancelled job: queued for the
-// first queueShare of its latency, then running (or failing, for [fail]),
+// first queuePercent of its latency, then running (or failing, for [fail]),
 // then completed.
 func (r *record) timeline(now time.Time) provider.Status {
 	elapsed := max(now.Sub(r.SubmittedAt), 0)
-	queue := time.Duration(float64(r.Latency) * queueShare)
+	queue := r.Latency * queuePercent / 100
 	switch {
 	case elapsed < queue:
 		left := float64(queue-elapsed) / float64(queue)
@@ -120,9 +123,9 @@ func validJobID(id string) bool {
 	return err == nil && strings.ToLower(rest) == rest
 }
 
-func (p *Provider) jobPath(id string) string   { return filepath.Join(p.dir, "jobs", id+".json") }
-func (p *Provider) inputPath(id string) string { return filepath.Join(p.dir, "jobs", id+".input") }
-func (p *Provider) outputDir(id string) string { return filepath.Join(p.dir, "outputs", id) }
+func (p *Provider) jobPath(id string) string     { return filepath.Join(p.dir, "jobs", id+".json") }
+func (p *Provider) inputPath(name string) string { return filepath.Join(p.dir, "jobs", name) }
+func (p *Provider) outputDir(id string) string   { return filepath.Join(p.dir, "outputs", id) }
 
 // load reads a job record; an unknown or malformed id is ErrNotFound.
 func (p *Provider) load(id string) (*record, error) {

@@ -4,8 +4,10 @@
 //
 // Outputs are procedural and deterministic: the same model, prompt,
 // negative prompt, aspect ratio, duration, seed (and input image) give
-// byte-identical files. Image models write a PNG, video models an animated
-// GIF, or an MP4 when ffmpeg is on PATH (the job reports the real type).
+// byte-identical files from one build of darkroom (another CPU architecture
+// may round floating point differently). Image models write a PNG, video
+// models an animated GIF, or an MP4 when ffmpeg is on PATH (the job reports
+// the real type).
 //
 // Jobs are durable. Each is a JSON file under <Dir>/local-provider/jobs,
 // written atomically, and its state follows from its submit time and the
@@ -19,17 +21,21 @@
 //	[fail]  the job fails after its queue phase with the error
 //	        "the local provider refused this prompt ([fail] token)"
 //	[slow]  the job takes twice its model's latency
+//
+// The provider sends no webhooks and ignores Request.Deadline: darkroom
+// polls it and enforces its own deadlines.
 package local
 
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +61,7 @@ type Options struct {
 }
 
 // ParseLatencyScale parses a latency scale such as DARKROOM_LOCAL_LATENCY:
-// empty means 1, otherwise a finite number >= 0.
+// empty means 1, otherwise a number from 0 to 1000.
 func ParseLatencyScale(s string) (float64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -63,12 +69,16 @@ func ParseLatencyScale(s string) (float64, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || !validScale(f) {
-		return 0, fmt.Errorf("local: latency scale %q is not a number >= 0", s)
+		return 0, fmt.Errorf("local: latency scale %q is not a number from 0 to %d", s, maxScale)
 	}
 	return f, nil
 }
 
-func validScale(f float64) bool { return f >= 0 && !math.IsInf(f, 0) } // NaN fails f >= 0
+// maxScale keeps scaled latencies (at most 20 s × maxScale) far from
+// overflowing a time.Duration.
+const maxScale = 1000
+
+func validScale(f float64) bool { return f >= 0 && f <= maxScale } // NaN fails both
 
 // Provider is the local provider. It is safe for concurrent use, and
 // several processes may share one Dir.
@@ -91,7 +101,7 @@ func New(opts Options) (*Provider, error) {
 		return nil, errors.New("local: Options.Dir is required")
 	}
 	if !validScale(opts.Scale) {
-		return nil, fmt.Errorf("local: latency scale %v is not a number >= 0", opts.Scale)
+		return nil, fmt.Errorf("local: latency scale %v is not a number from 0 to %d", opts.Scale, maxScale)
 	}
 	p := &Provider{dir: filepath.Join(opts.Dir, "local-provider"), scale: opts.Scale, now: opts.Now}
 	if p.now == nil {
@@ -155,7 +165,9 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		if err != nil {
 			return provider.Job{}, err
 		}
-		err = writeFile(p.inputPath(id), false, func(w io.Writer) error {
+		sum := sha256.Sum256(data)
+		r.Input = id + "-" + hex.EncodeToString(sum[:8]) + ".input"
+		err = writeFile(p.inputPath(r.Input), false, func(w io.Writer) error {
 			_, err := w.Write(data)
 			return err
 		})
@@ -321,11 +333,11 @@ func (p *Provider) ensureOutput(ctx context.Context, r *record) error {
 func (p *Provider) spec(r *record) (spec, error) {
 	s := spec{model: r.Model, prompt: r.Prompt, negative: r.NegativePrompt,
 		ratio: r.AspectRatio, seed: r.Seed, duration: r.Duration}
-	if r.InputMimeType == "" {
+	if r.Input == "" {
 		return s, nil
 	}
 	var err error
-	s.input, err = os.ReadFile(p.inputPath(r.ID))
+	s.input, err = os.ReadFile(p.inputPath(r.Input))
 	return s, err
 }
 

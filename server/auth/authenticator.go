@@ -61,16 +61,17 @@ func (a *Authenticator) Close() {
 
 // LocalMode reports that neither API keys nor OAuth are configured: every
 // request is the Local principal. Only safe on loopback (see CheckBind).
+// A nil Authenticator is not local mode: it panics, failing closed.
 func (a *Authenticator) LocalMode() bool {
-	return a == nil || (a.keys.Len() == 0 && a.jwt == nil)
+	return a.keys.Len() == 0 && a.jwt == nil
 }
 
 // OAuthEnabled reports whether JWT access tokens are accepted.
-func (a *Authenticator) OAuthEnabled() bool { return a != nil && a.jwt != nil }
+func (a *Authenticator) OAuthEnabled() bool { return a.jwt != nil }
 
 // RequiredScopes returns the scopes every OAuth token must carry.
 func (a *Authenticator) RequiredScopes() []string {
-	if a == nil || a.jwt == nil {
+	if a.jwt == nil {
 		return nil
 	}
 	return slices.Clone(a.jwt.scopes)
@@ -103,10 +104,10 @@ const (
 	EnvOAuthJWKSURL    = "DARKROOM_OAUTH_JWKS_URL"
 	EnvOAuthJWKSFile   = "DARKROOM_OAUTH_JWKS_FILE"
 	EnvOAuthIssuer     = "DARKROOM_OAUTH_ISSUER"
-	EnvOAuthAudience   = "DARKROOM_OAUTH_AUDIENCE"    // default: the resource URL
-	EnvOAuthScopes     = "DARKROOM_OAUTH_SCOPES"      // space or comma separated
-	EnvOAuthClockSkew  = "DARKROOM_OAUTH_CLOCK_SKEW"  // Go duration, default 30s
-	EnvOAuthAlgorithms = "DARKROOM_OAUTH_ALGORITHMS"  // default "RS256,ES256,EdDSA"
+	EnvOAuthAudience   = "DARKROOM_OAUTH_AUDIENCE"   // default: the resource URL
+	EnvOAuthScopes     = "DARKROOM_OAUTH_SCOPES"     // space or comma separated
+	EnvOAuthClockSkew  = "DARKROOM_OAUTH_CLOCK_SKEW" // Go duration, default 30s
+	EnvOAuthAlgorithms = "DARKROOM_OAUTH_ALGORITHMS" // default "RS256,ES256,EdDSA"
 )
 
 // ConfigFromEnv reads the variables above. resource is darkroom's own
@@ -140,7 +141,13 @@ func ConfigFromEnv(getenv func(string) string, resource string) (Config, error) 
 		Issuer:   strings.TrimSpace(getenv(EnvOAuthIssuer)),
 		Audience: strings.TrimSpace(getenv(EnvOAuthAudience)),
 	}
-	if o.Enabled() {
+	anyOAuth := false
+	for _, k := range []string{EnvOAuthJWKSURL, EnvOAuthJWKSFile, EnvOAuthIssuer, EnvOAuthAudience, EnvOAuthScopes, EnvOAuthClockSkew, EnvOAuthAlgorithms} {
+		anyOAuth = anyOAuth || strings.TrimSpace(getenv(k)) != ""
+	}
+	// Any DARKROOM_OAUTH_* variable turns OAuth on, so a half-done setup
+	// fails loudly instead of being ignored.
+	if anyOAuth {
 		if o.Audience == "" {
 			o.Audience = resource
 		}

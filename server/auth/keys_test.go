@@ -266,6 +266,11 @@ func TestLoadKeyFileAndConfigFromEnv(t *testing.T) {
 		t.Errorf("HS256: err = %v", err)
 	}
 
+	env = map[string]string{EnvOAuthScopes: "darkroom:generate"}
+	if _, err := ConfigFromEnv(func(k string) string { return env[k] }, "https://dr.example/mcp"); err == nil || !strings.Contains(err.Error(), "JWKS URL or JWKS file is required") {
+		t.Errorf("half-configured oauth: err = %v", err)
+	}
+
 	if cfg, err := ConfigFromEnv(func(string) string { return "" }, ""); err != nil || cfg.Configured() {
 		t.Errorf("empty env: %+v, %v", cfg, err)
 	}

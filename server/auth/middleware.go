@@ -37,6 +37,9 @@ type MiddlewareOptions struct {
 // Tokens are only read from the header, never from the query string. Mount the
 // PRM handler outside this middleware.
 func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) http.Handler {
+	if a == nil {
+		panic("auth.Middleware: nil Authenticator")
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()

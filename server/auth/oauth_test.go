@@ -9,6 +9,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -137,6 +138,7 @@ func oauthConfig(url string) *OAuthConfig {
 		Audience:       testResource,
 		RequiredScopes: []string{testScope},
 		Now:            func() time.Time { return testNow },
+		Logger:         slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -435,5 +437,24 @@ func TestOAuthConfigErrors(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestJWKSResponseIsCapped(t *testing.T) {
+	testKeys(t)
+	// A valid key set behind more than 1 MiB of leading whitespace: the
+	// truncated body does not parse, so no key is loaded.
+	body := append([]byte(strings.Repeat(" ", maxJWKSBytes)), jwks(t, jwk(t, "rsa1", &rsaKey1.PublicKey))...)
+	idp := newIdP(t, body)
+	a := newAuth(t, Config{OAuth: oauthConfig(idp.URL)})
+	_, err := a.Authenticate(t.Context(), sign(t, jwt.SigningMethodRS256, "rsa1", rsaKey1, claims()))
+	if err == nil {
+		t.Fatal("token accepted with a key from an oversized JWKS")
+	}
+	// Same body within the cap is accepted.
+	idp2 := newIdP(t, body[maxJWKSBytes-100:])
+	a2 := newAuth(t, Config{OAuth: oauthConfig(idp2.URL)})
+	if _, err := a2.Authenticate(t.Context(), sign(t, jwt.SigningMethodRS256, "rsa1", rsaKey1, claims())); err != nil {
+		t.Fatal(err)
 	}
 }

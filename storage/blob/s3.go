@@ -226,16 +226,18 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, contentType strin
 	}
 	full := s.prefix + key
 	hr := newHashingReader(ctx, r, maxBytes)
-	first, err := io.ReadAll(io.LimitReader(hr, s.partSize+1))
+	// Read one part ahead: a body that fits goes up in a single PutObject
+	// that already carries its digest; a larger one streams.
+	first, err := readChunks(hr, s.partSize+1)
 	if err != nil {
 		return Object{}, fmt.Errorf("blob: put %s: %w", key, err)
 	}
-	if int64(len(first)) <= s.partSize {
-		obj := Object{Key: key, Size: int64(len(first)), SHA256: hr.sum(), ContentType: contentType}
+	if first.size <= s.partSize {
+		obj := Object{Key: key, Size: first.size, SHA256: hr.sum(), ContentType: contentType}
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket:        &s.cfg.Bucket,
 			Key:           &full,
-			Body:          bytes.NewReader(first),
+			Body:          first.reader(),
 			ContentLength: aws.Int64(obj.Size),
 			ContentType:   &contentType,
 			Metadata:      map[string]string{MetaSHA256: obj.SHA256},
@@ -250,10 +252,9 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, contentType strin
 	_, err = s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
 		Bucket:      &s.cfg.Bucket,
 		Key:         &staging,
-		Body:        io.MultiReader(bytes.NewReader(first), hr),
+		Body:        io.MultiReader(first.reader(), hr),
 		ContentType: &contentType,
 	})
-	first = nil
 	if hr.err != nil { // the body failed (or was too large): report that, not its echo
 		return Object{}, fmt.Errorf("blob: put %s: %w", key, hr.err)
 	}

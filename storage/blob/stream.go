@@ -144,3 +144,80 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 }
 
 func (v *verifyingReader) Close() error { return v.rc.Close() }
+
+// chunks holds a body read ahead in memory as a list of buffers, allocated
+// as the body arrives (64 KiB doubling to 1 MiB), so that neither a small
+// body nor a large one costs a full-size buffer plus the copies and the
+// garbage of growing one slice.
+type chunks struct {
+	bufs [][]byte
+	size int64
+}
+
+// readChunks reads from r until EOF or until limit bytes are held.
+func readChunks(r io.Reader, limit int64) (*chunks, error) {
+	c := &chunks{}
+	next := int64(64 << 10)
+	for c.size < limit {
+		buf := make([]byte, min(next, limit-c.size))
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			c.bufs = append(c.bufs, buf[:n])
+			c.size += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return c, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		next = min(next*2, 1<<20)
+	}
+	return c, nil
+}
+
+// reader returns a fresh io.ReadSeeker over the chunks.
+func (c *chunks) reader() *chunkReader { return &chunkReader{c: c} }
+
+type chunkReader struct {
+	c   *chunks
+	off int64
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.off >= r.c.size {
+		return 0, io.EOF
+	}
+	n, base := 0, int64(0)
+	for _, b := range r.c.bufs {
+		if len(p) == 0 {
+			break
+		}
+		end := base + int64(len(b))
+		if r.off < end {
+			k := copy(p, b[r.off-base:])
+			p = p[k:]
+			r.off += int64(k)
+			n += k
+		}
+		base = end
+	}
+	return n, nil
+}
+
+func (r *chunkReader) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += r.off
+	case io.SeekEnd:
+		offset += r.c.size
+	default:
+		return 0, errors.New("blob: bad whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("blob: negative position")
+	}
+	r.off = offset
+	return offset, nil
+}

@@ -1,0 +1,39 @@
+# darkroom: make run | test | generate | lint | bench | docker | conformance
+SHELL := /bin/bash
+GO ?= go
+BIN := $(HOME)/.cache/darkroom/bin
+SQLC := $(GO) tool -modfile=$(CURDIR)/tools/go.mod sqlc
+
+.PHONY: run test unit lint generate check-generated bench docker conformance tools
+
+run: ## serve on the embedded default: SQLite, local folder, local provider
+	$(GO) run ./cmd/darkroom serve
+
+test: lint check-generated ## the whole suite, as CI runs it
+	scripts/test.sh
+
+unit: ## go tests only, without the external servers
+	$(GO) test -race -count=1 ./...
+
+tools:
+	scripts/tools.sh staticcheck
+
+lint: tools
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+
+generate: ## regenerate sqlc code from sql/
+	cd sql && $(SQLC) generate
+
+check-generated: ## fail when generated code is stale
+	cd sql && $(SQLC) diff
+
+bench: ## performance figures (prints ratios measured in one run)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./... | grep -v '^ok\|no test files'
+
+docker: ## lint the Dockerfile and build the same static binary it builds
+	scripts/dockerlint.sh
+
+conformance: ## the official MCP conformance suite against the fixture server
+	scripts/conformance.sh

@@ -1,0 +1,87 @@
+// Command darkroom-conformance is the fixture server for the official MCP
+// conformance suite. It registers the suite's fixture tools, resources and
+// prompts on the same stack darkroom serves: go-sdk stateless Streamable
+// HTTP behind the real tasks dispatcher and its SQL task store.
+//
+//	darkroom-conformance -addr 127.0.0.1:0 -data DIR
+//
+// It prints "listening on http://ADDR/mcp" once ready.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	data := flag.String("data", "", "data directory (default: a temporary one)")
+	flag.Parse()
+	if err := run(*addr, *data); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(addr, data string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if data == "" {
+		dir, err := os.MkdirTemp("", "darkroom-conformance")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		data = dir
+	}
+	d, err := db.Open(ctx, filepath.Join(data, "conformance.db"))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	h, err := newHandler(d)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	fmt.Printf("listening on http://%s/mcp\n", ln.Addr())
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// newHandler builds the fixture server's HTTP handler.
+func newHandler(d *db.DB) (http.Handler, error) {
+	store := tasks.NewStore(d, nil)
+	info := &mcp.Implementation{Name: "darkroom-conformance", Version: "1.0.0"}
+	disp := tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info})
+	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
+	caps.AddExtension(tasks.ExtensionID, nil)
+	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps})
+	s.AddReceivingMiddleware(tasks.SDKMiddleware())
+	registerTaskFixtures(s, disp)
+	registerCore(s)
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	owner := func(*http.Request) string { return "conformance" }
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", disp.Middleware(owner, 4<<20)(sdk))
+	return mux, nil
+}

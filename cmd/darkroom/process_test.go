@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// binary is darkroom built once for the process tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "darkroom-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "darkroom")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		panic("build darkroom: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is darkroom serve running as a child process.
+type proc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+func startProcess(t *testing.T, dataDir string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// The start-up log line names the address.
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "darkroom serving" {
+				addr <- strings.TrimSuffix(line.Addr, "/mcp")
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return &proc{cmd: cmd, url: a}
+	case <-time.After(30 * time.Second):
+		t.Fatal("darkroom did not start")
+	}
+	return nil
+}
+
+func jobFiles(t *testing.T, dataDir string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dataDir, "local-provider", "jobs", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+// TestKillNineResumes kills darkroom mid-generation and restarts it on the
+// same data dir: the generation completes and exactly one provider job
+// was made.
+func TestKillNineResumes(t *testing.T) {
+	data := t.TempDir()
+	p := startProcess(t, data, "DARKROOM_LOCAL_LATENCY=0.2") // video: about 4 s
+	cs := connect(t, p.url, "2026-07-28")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "a train crossing a bridge"}, &g)
+	// Wait (event-driven, bounded) until the provider job exists.
+	deadline := time.Now().Add(20 * time.Second)
+	for jobFiles(t, data) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no provider job was made")
+		}
+		var w genView
+		call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &w)
+		if w.Status == "completed" {
+			t.Fatal("completed before the kill; raise the latency")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process's files
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+
+	p2 := startProcess(t, data, "DARKROOM_LOCAL_LATENCY=0.2")
+	cs2 := connect(t, p2.url, "2026-07-28")
+	var w genView
+	call(t, cs2, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 60}, &w)
+	if w.Status != "completed" {
+		t.Fatalf("after restart: %s (%s)", w.Status, w.StatusMessage)
+	}
+	if n := jobFiles(t, data); n != 1 {
+		t.Fatalf("provider jobs = %d, want exactly 1", n)
+	}
+}
+
+// TestStdio runs the same flow over stdio, with output links served by the
+// files listener that stdio mode starts.
+func TestStdio(t *testing.T) {
+	cmd := exec.Command(binary, "stdio", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "DARKROOM_LOCAL_LATENCY=0")
+	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) != 9 {
+		t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
+	}
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "stdio", "wait": true, "waitSeconds": 30}, &g)
+	if g.Status != "completed" {
+		t.Fatalf("stdio generate: %+v", g)
+	}
+	code, body := fetch(t, g.Outputs[0].URL)
+	if code != 200 || len(body) != int(g.Outputs[0].Bytes) {
+		t.Fatalf("stdio output link: %d, %d bytes", code, len(body))
+	}
+}

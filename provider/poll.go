@@ -1,0 +1,92 @@
+package provider
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Polling bounds used by NextPoll.
+const (
+	// PollFloor is the shortest wait NextPoll ever returns.
+	PollFloor = 250 * time.Millisecond
+	// PollCapImage and PollCapVideo bound the wait between two checks of
+	// a running job without webhooks: short jobs are looked at often,
+	// long ones at most every 30 s.
+	PollCapImage = 5 * time.Second
+	PollCapVideo = 30 * time.Second
+	// SafetyPollMin and SafetyPollMax bound the slow safety poll used when
+	// webhooks are expected: the webhook is the signal, the poll only
+	// catches a lost delivery.
+	SafetyPollMin = 2 * time.Minute
+	SafetyPollMax = 10 * time.Minute
+)
+
+// firstCheckFraction is how far into the expected duration the first
+// real check lands (the runner's immediate look right after submit is not
+// counted in it).
+const firstCheckFraction = 0.5
+
+// NextPoll says how long to wait before the next status check of a job.
+//
+//   - expected is the model's typical time from submit to completion
+//     (Model.ExpectedDuration); zero means unknown (10 s is assumed).
+//   - sinceSubmit is the time since the job was submitted.
+//   - checks is the number of status checks made since submit, the
+//     runner's immediate look after submit included.
+//   - progressed reports that the last check showed progress (a higher
+//     percentage, queued → running); it resets the backoff to its base,
+//     so a job that visibly moves is followed closely.
+//   - webhooks reports that a webhook will announce the job's end; only a
+//     slow safety poll is then scheduled (2× expected, between 2 and 10
+//     minutes).
+//   - jitter spreads the result (see Jitter); nil means none.
+//
+// Without webhooks: wait until half the expected duration has passed,
+// then back off exponentially from expected/8, capped at PollCapImage for
+// jobs expected under a minute, PollCapVideo for longer ones (linearly in
+// between: expected/4). A 3-minute video is checked about 6 times.
+func NextPoll(expected, sinceSubmit time.Duration, checks int, progressed, webhooks bool, jitter func(time.Duration) time.Duration) time.Duration {
+	if expected <= 0 {
+		expected = 10 * time.Second
+	}
+	if jitter == nil {
+		jitter = func(d time.Duration) time.Duration { return d }
+	}
+	if webhooks {
+		d := min(max(2*expected, SafetyPollMin), SafetyPollMax)
+		return max(jitter(d), PollFloor)
+	}
+	limit := PollCap(expected)
+	first := time.Duration(float64(expected) * firstCheckFraction)
+	if sinceSubmit < first && !progressed {
+		return max(jitter(first-sinceSubmit), PollFloor)
+	}
+	base := max(expected/8, PollFloor)
+	d := base
+	if !progressed {
+		// checks counts the immediate look and the first real check;
+		// the backoff starts doubling after those.
+		n := min(max(checks-2, 0), 16)
+		d = base << n
+	}
+	d = min(d, limit)
+	return min(max(jitter(d), PollFloor), limit+limit/4)
+}
+
+// PollCap is the longest wait between two checks of a running job without
+// webhooks: expected/4, at least PollCapImage, at most PollCapVideo.
+func PollCap(expected time.Duration) time.Duration {
+	return min(max(expected/4, PollCapImage), PollCapVideo)
+}
+
+// Jitter returns a jitter function for NextPoll that moves a wait by up to
+// ±frac of itself, uniformly (frac 0.1 = ±10 %).
+func Jitter(frac float64) func(time.Duration) time.Duration {
+	return func(d time.Duration) time.Duration {
+		if d <= 0 || frac <= 0 {
+			return d
+		}
+		span := float64(d) * frac
+		return d + time.Duration((rand.Float64()*2-1)*span)
+	}
+}

@@ -1,0 +1,29 @@
+package provider
+
+import "errors"
+
+// ErrNotCreated marks a Submit failure after which the provider surely
+// made no job: the request was never sent (a local rate or concurrency
+// limit, a refused connection) or the provider throttled it (429).
+// Adapters wrap it in the RetryableError they return (a refusal for good
+// is a PermanentError, which ends the generation anyway); test it with
+// errors.Is. After it the runner may submit again without calling Find.
+// Any other Submit failure (timeout, dropped connection, 5xx) leaves the
+// outcome unknown.
+var ErrNotCreated = errors.New("provider: no job was created")
+
+// DuplicateRisk is implemented by providers whose Submit is not
+// idempotent and whose Find cannot tell whether an earlier submit made a
+// job (Find returns ErrUnsupported). For them, resubmitting after an
+// unknown outcome may run, and bill, the job twice.
+//
+// A runner that sees Find → ErrUnsupported from a provider whose
+// ResubmitMayDuplicate is true must not resubmit blindly. It should wait
+// for a webhook whose WebhookEvent.Key is the generation id and bind
+// WebhookEvent.Job (after one Status call confirms it), and when none
+// arrives within a bounded time (a few times the expected duration) fail
+// the generation with a message saying the submit's outcome is unknown,
+// unless the operator opted into at-least-once resubmits.
+type DuplicateRisk interface {
+	ResubmitMayDuplicate() bool
+}

@@ -1,0 +1,390 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind gives meaning to the tasks whose ref starts with its prefix.
+type Kind interface {
+	// Cancel is asked by tasks/cancel for a live task. It is cooperative:
+	// it may end the task at once or leave the outcome to later.
+	Cancel(ctx context.Context, t *Task) error
+	// Answered is called after tasks/update recorded answers to
+	// outstanding input requests (already removed from t.InputRequests).
+	Answered(ctx context.Context, t *Task, answers map[string]json.RawMessage) error
+	// Result renders the result of a completed task whose row stores none
+	// (e.g. one with short-lived links minted per read).
+	Result(ctx context.Context, t *Task) (json.RawMessage, error)
+}
+
+// JSON-RPC error codes used here.
+const (
+	CodeInvalidParams         = -32602
+	CodeMethodNotFound        = -32601
+	CodeInternal              = -32603
+	CodeHeaderMismatch        = -32020
+	CodeMissingCapability     = -32021
+	CodeUnsupportedProtocol   = -32022
+	metaProtocolVersion       = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities    = "io.modelcontextprotocol/clientCapabilities"
+	metaSubscriptionID        = "io.modelcontextprotocol/subscriptionId"
+	metaServerInfo            = "io.modelcontextprotocol/serverInfo"
+	notificationTasks         = "notifications/tasks"
+	notificationSubscribed    = "notifications/subscriptions/acknowledged"
+	methodGet                 = "tasks/get"
+	methodUpdate              = "tasks/update"
+	methodCancel              = "tasks/cancel"
+	methodListen              = "subscriptions/listen"
+	defaultKeepAlive          = 25 * time.Second
+	notFoundMessage           = "Task not found"
+	missingExtensionMessage   = "Missing required client capability"
+	missingMetaMessagePreface = "missing required _meta"
+)
+
+// RPCError is a JSON-RPC error with the HTTP status it travels with.
+type RPCError struct {
+	Code       int64  `json:"code"`
+	Message    string `json:"message"`
+	Data       any    `json:"data,omitempty"`
+	HTTPStatus int    `json:"-"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
+
+// MissingExtension is the -32021 error for a request that needed the
+// Tasks extension but did not declare it.
+func MissingExtension() *RPCError {
+	return &RPCError{Code: CodeMissingCapability, Message: missingExtensionMessage, HTTPStatus: http.StatusBadRequest,
+		Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}}}}
+}
+
+func notFound() *RPCError {
+	return &RPCError{Code: CodeInvalidParams, Message: notFoundMessage, HTTPStatus: http.StatusOK}
+}
+
+func invalidParams(msg string) *RPCError {
+	return &RPCError{Code: CodeInvalidParams, Message: msg, HTTPStatus: http.StatusBadRequest}
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	Store *Store
+	// Versions are the protocol versions served on this wire (default
+	// 2026-07-28).
+	Versions []string
+	// ServerInfo goes into every result's _meta.
+	ServerInfo any
+	// PollInterval may raise a task's poll interval for the caller (so
+	// that a client honouring it never meets a rate limit).
+	PollInterval func(ctx context.Context, owner string, base time.Duration) time.Duration
+	// KeepAlive spaces SSE comments on listen streams (default 25 s).
+	KeepAlive time.Duration
+	Logger    *slog.Logger
+}
+
+// Dispatcher serves tasks/get, tasks/update, tasks/cancel and
+// subscriptions/listen with taskIds, below go-sdk: it is the poll hot path,
+// so it parses only what it needs and answers with precomputed framing.
+type Dispatcher struct {
+	opts  Options
+	store *Store
+	kinds map[string]Kind
+	ack   json.RawMessage
+}
+
+// NewDispatcher builds a dispatcher over a store.
+func NewDispatcher(o Options) *Dispatcher {
+	if len(o.Versions) == 0 {
+		o.Versions = []string{"2026-07-28"}
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = defaultKeepAlive
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}}
+	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.meta(nil)})
+	return d
+}
+
+// Store returns the dispatcher's store.
+func (d *Dispatcher) Store() *Store { return d.store }
+
+// Register makes k responsible for tasks whose ref starts with prefix+":".
+func (d *Dispatcher) Register(prefix string, k Kind) { d.kinds[prefix] = k }
+
+func (d *Dispatcher) kind(t *Task) (Kind, error) {
+	prefix, _, _ := strings.Cut(t.Ref, ":")
+	k, ok := d.kinds[prefix]
+	if !ok {
+		return nil, fmt.Errorf("task %s: no kind registered for ref %q", t.ID, t.Ref)
+	}
+	return k, nil
+}
+
+func (d *Dispatcher) meta(extra map[string]any) map[string]any {
+	m := map[string]any{}
+	if d.opts.ServerInfo != nil {
+		m[metaServerInfo] = d.opts.ServerInfo
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// Request is a JSON-RPC request as the dispatcher needs it.
+type Request struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+type clientCaps struct {
+	Extensions  map[string]json.RawMessage `json:"extensions"`
+	Elicitation json.RawMessage            `json:"elicitation"`
+}
+
+type params struct {
+	Meta *struct {
+		ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
+		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	} `json:"_meta"`
+	TaskID         json.RawMessage            `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	Notifications  *struct {
+		TaskIDs []string `json:"taskIds"`
+	} `json:"notifications"`
+}
+
+// Handles reports whether this dispatcher serves the request rather than
+// the MCP server behind it.
+func Handles(method string, rawParams json.RawMessage) bool {
+	switch method {
+	case methodGet, methodUpdate, methodCancel:
+		return true
+	case methodListen:
+		var p params
+		return json.Unmarshal(rawParams, &p) == nil && p.Notifications != nil && p.Notifications.TaskIDs != nil
+	}
+	return false
+}
+
+// HasExtension reports whether raw client capabilities declare the Tasks
+// extension (with an object value).
+func HasExtension(caps json.RawMessage) bool {
+	var c clientCaps
+	if json.Unmarshal(caps, &c) != nil {
+		return false
+	}
+	v, ok := c.Extensions[ExtensionID]
+	return ok && len(v) > 0 && v[0] == '{'
+}
+
+// HasElicitation reports whether raw client capabilities declare form
+// elicitation.
+func HasElicitation(caps json.RawMessage) bool {
+	var c clientCaps
+	if json.Unmarshal(caps, &c) != nil || len(c.Elicitation) == 0 || c.Elicitation[0] != '{' {
+		return false
+	}
+	var e map[string]json.RawMessage
+	_ = json.Unmarshal(c.Elicitation, &e)
+	_, form := e["form"]
+	_, url := e["url"]
+	return form || !url // {} means form mode
+}
+
+// parse decodes and checks params in the spec's order: _meta, then
+// headers (HTTP only), version, then the extension.
+func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCError) {
+	var p params
+	if len(req.Params) == 0 || json.Unmarshal(req.Params, &p) != nil {
+		return nil, invalidParams("params must be an object with _meta")
+	}
+	if p.Meta == nil || p.Meta.ProtocolVersion == nil || len(p.Meta.ClientCapabilities) == 0 {
+		return nil, invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
+	}
+	if headers != nil {
+		if e := checkHeaders(headers, req.Method, *p.Meta.ProtocolVersion, p.TaskID); e != nil {
+			return nil, e
+		}
+	}
+	if !slices.Contains(d.opts.Versions, *p.Meta.ProtocolVersion) {
+		return nil, &RPCError{Code: CodeUnsupportedProtocol, Message: "Unsupported protocol version", HTTPStatus: http.StatusBadRequest,
+			Data: map[string]any{"supported": d.opts.Versions, "requested": *p.Meta.ProtocolVersion}}
+	}
+	if !HasExtension(p.Meta.ClientCapabilities) {
+		return nil, MissingExtension()
+	}
+	return &p, nil
+}
+
+func headerMismatch(msg string) *RPCError {
+	return &RPCError{Code: CodeHeaderMismatch, Message: "Header mismatch: " + msg, HTTPStatus: http.StatusBadRequest}
+}
+
+// checkHeaders applies SEP-2243 to the tasks methods: MCP-Protocol-Version
+// and Mcp-Method must match the body; tasks/* also need Mcp-Name equal to
+// params.taskId.
+func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessage) *RPCError {
+	if v := decodeHeader(h.Get("Mcp-Protocol-Version")); v != version {
+		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", v, version))
+	}
+	if m := decodeHeader(h.Get("Mcp-Method")); m != method {
+		return headerMismatch(fmt.Sprintf("Mcp-Method %q does not match method %q", m, method))
+	}
+	if method == methodListen {
+		return nil
+	}
+	var id string
+	_ = json.Unmarshal(rawTaskID, &id)
+	if n := decodeHeader(h.Get("Mcp-Name")); n != id {
+		return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match params.taskId", n))
+	}
+	return nil
+}
+
+func taskID(p *params) (string, *RPCError) {
+	var id string
+	if len(p.TaskID) == 0 || json.Unmarshal(p.TaskID, &id) != nil || id == "" {
+		return "", invalidParams("params.taskId must be a non-empty string")
+	}
+	return id, nil
+}
+
+// Call serves one unary method for owner and returns the result object.
+// headers is nil off HTTP (stdio), where no header checks apply.
+func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, headers http.Header) (json.RawMessage, *RPCError) {
+	p, e := d.parse(req, headers)
+	if e != nil {
+		return nil, e
+	}
+	id, e := taskID(p)
+	if e != nil {
+		return nil, e
+	}
+	switch req.Method {
+	case methodGet:
+		return d.get(ctx, owner, id)
+	case methodUpdate:
+		if p.InputResponses == nil {
+			return nil, invalidParams("params.inputResponses must be an object")
+		}
+		return d.update(ctx, owner, id, p.InputResponses)
+	case methodCancel:
+		return d.cancel(ctx, owner, id)
+	}
+	return nil, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", HTTPStatus: http.StatusNotFound}
+}
+
+func internal(err error) *RPCError {
+	return &RPCError{Code: CodeInternal, Message: "internal error: " + err.Error(), HTTPStatus: http.StatusInternalServerError}
+}
+
+func (d *Dispatcher) lookup(ctx context.Context, owner, id string) (*Task, *RPCError) {
+	t, err := d.store.Lookup(ctx, owner, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound()
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	return t, nil
+}
+
+// Detailed renders the DetailedTask for t as tasks/get and
+// notifications/tasks carry it.
+func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta map[string]any) (json.RawMessage, error) {
+	var result json.RawMessage
+	if t.Status == StatusCompleted {
+		result = t.Result
+		if len(result) == 0 {
+			k, err := d.kind(t)
+			if err != nil {
+				return nil, err
+			}
+			if result, err = k.Result(ctx, t); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if d.opts.PollInterval != nil {
+		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
+	}
+	w := t.detailed(result)
+	w.Meta = d.meta(meta)
+	return json.Marshal(w)
+}
+
+func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage, *RPCError) {
+	t, e := d.lookup(ctx, owner, id)
+	if e != nil {
+		return nil, e
+	}
+	b, err := d.Detailed(ctx, owner, t, nil)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return b, nil
+}
+
+func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (json.RawMessage, *RPCError) {
+	t, taken, err := d.store.answer(ctx, owner, id, responses)
+	if errors.Is(err, ErrNotFound) {
+		return nil, notFound()
+	}
+	if err != nil {
+		return nil, internal(err)
+	}
+	if len(taken) > 0 {
+		d.store.Notify(id)
+		k, err := d.kind(t)
+		if err != nil {
+			return nil, internal(err)
+		}
+		if err := k.Answered(ctx, t, taken); err != nil {
+			d.opts.Logger.Error("tasks: apply answers", "task", id, "err", err)
+		}
+	}
+	return d.ack, nil
+}
+
+func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMessage, *RPCError) {
+	t, e := d.lookup(ctx, owner, id)
+	if e != nil {
+		return nil, e
+	}
+	if t.Status.Terminal() {
+		return d.ack, nil // idempotent
+	}
+	k, err := d.kind(t)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if err := k.Cancel(ctx, t); err != nil {
+		return nil, internal(err)
+	}
+	return d.ack, nil
+}
+
+// CreateResult renders a CreateTaskResult: the flat task with
+// resultType "task", nothing status-specific.
+func (d *Dispatcher) CreateResult(ctx context.Context, t *Task) json.RawMessage {
+	if d.opts.PollInterval != nil {
+		t.PollInterval = d.opts.PollInterval(ctx, t.Owner, t.PollInterval)
+	}
+	w := t.wire("task")
+	w.Meta = d.meta(nil)
+	b, _ := json.Marshal(w)
+	return b
+}

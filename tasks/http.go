@@ -1,0 +1,279 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// decodeHeader undoes SEP-2243's =?base64?...?= encoding and trims
+// surrounding whitespace.
+func decodeHeader(v string) string {
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") {
+		if b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-2]); err == nil {
+			return string(b)
+		}
+	}
+	return v
+}
+
+// Envelope is the routing view of one JSON-RPC POST: the method and, for
+// tools/call, the tool name. Body is set only when the body was read.
+type Envelope struct {
+	Method string
+	Name   string
+	Req    *Request
+}
+
+type envelopeKey struct{}
+
+// EnvelopeFrom returns the envelope Peek stored in ctx.
+func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
+	e, ok := ctx.Value(envelopeKey{}).(*Envelope)
+	return e, ok
+}
+
+// Peek learns what a POST to the MCP endpoint asks for, reading the body
+// only when the headers do not already say (legacy clients send no
+// Mcp-Method) or when the dispatcher may serve it. The body is restored
+// for the next handler, and the envelope stored in the returned request's
+// context so later middleware does not parse again.
+func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, error) {
+	if e, ok := EnvelopeFrom(r.Context()); ok {
+		return e, r, nil
+	}
+	e := &Envelope{Method: decodeHeader(r.Header.Get("Mcp-Method")), Name: decodeHeader(r.Header.Get("Mcp-Name"))}
+	needBody := r.Method == http.MethodPost && (e.Method == "" || e.Method == methodGet || e.Method == methodUpdate ||
+		e.Method == methodCancel || e.Method == methodListen)
+	if needBody {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			return nil, r, err
+		}
+		_ = r.Body.Close()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var req Request
+		if json.Unmarshal(body, &req) == nil {
+			e.Req = &req
+			if e.Method == "" {
+				e.Method = req.Method
+				var p struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal(req.Params, &p)
+				e.Name = p.Name
+			}
+		}
+	}
+	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
+}
+
+// WriteError answers a JSON-RPC error over HTTP.
+func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
+	b, _ := json.Marshal(e)
+	writeJSON(w, e.HTTPStatus, frame(id, "error", b))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(body)))
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// frame wraps a result or error object in a JSON-RPC response without
+// re-encoding it.
+func frame(id json.RawMessage, field string, body []byte) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	out := make([]byte, 0, len(body)+len(id)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"`...)
+	out = append(out, field...)
+	out = append(out, `":`...)
+	out = append(out, body...)
+	return append(out, '}')
+}
+
+func notification(method string, params []byte) []byte {
+	out := make([]byte, 0, len(params)+64)
+	out = append(out, `{"jsonrpc":"2.0","method":"`...)
+	out = append(out, method...)
+	out = append(out, `","params":`...)
+	out = append(out, params...)
+	return append(out, '}')
+}
+
+// Middleware serves the dispatcher's methods on the MCP endpoint and
+// passes every other request to next. owner names the authenticated
+// caller of a request.
+func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
+			}
+			env, r, err := Peek(w, r, maxBody)
+			if err != nil {
+				var mbe *http.MaxBytesError
+				if errors.As(err, &mbe) {
+					http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+					return
+				}
+				http.Error(w, "bad request body", http.StatusBadRequest)
+				return
+			}
+			if env.Req == nil || !Handles(env.Req.Method, env.Req.Params) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if env.Req.Method == methodListen {
+				d.serveListen(w, r, owner(r), env.Req)
+				return
+			}
+			res, e := d.Call(r.Context(), owner(r), env.Req, r.Header)
+			if e != nil {
+				WriteError(w, env.Req.ID, e)
+				return
+			}
+			writeJSON(w, http.StatusOK, frame(env.Req.ID, "result", res))
+		})
+	}
+}
+
+// serveListen streams notifications/tasks as SSE until the client goes
+// away or every listed task has ended.
+func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
+	p, e := d.parse(req, r.Header)
+	if e != nil {
+		WriteError(w, req.ID, e)
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(msg []byte) error {
+		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
+			return err
+		}
+		if _, err := w.Write(msg); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "\n\n"); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	keepAlive := func() error {
+		_, err := io.WriteString(w, ":\r\n\r\n")
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err
+	}
+	d.listen(r.Context(), owner, req.ID, p.Notifications.TaskIDs, send, keepAlive)
+}
+
+// listen runs one subscription: acknowledgement first (listing only the
+// caller's own live tasks), then the current state and every change of
+// each agreed task, then the closing response once all have ended.
+func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessage, want []string, send func([]byte) error, keepAlive func() error) {
+	agreed := []string{}
+	for _, tid := range want {
+		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !contains(agreed, tid) {
+			agreed = append(agreed, tid)
+		}
+	}
+	sub := d.store.broker.subscribe(agreed)
+	defer d.store.broker.unsubscribe(sub, agreed)
+	subMeta := map[string]any{metaSubscriptionID: json.RawMessage(id)}
+	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
+	if send(notification(notificationSubscribed, ack)) != nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, tid := range agreed {
+		live[tid] = true
+	}
+	push := func(ids []string) bool {
+		for _, tid := range ids {
+			if !live[tid] {
+				continue
+			}
+			t, err := d.store.Lookup(ctx, owner, tid)
+			if err != nil {
+				delete(live, tid) // expired or purged: nothing more will come
+				continue
+			}
+			b, err := d.Detailed(ctx, owner, t, subMeta)
+			if err != nil || send(notification(notificationTasks, b)) != nil {
+				return false
+			}
+			if t.Status.Terminal() {
+				delete(live, tid)
+			}
+		}
+		return true
+	}
+	if !push(agreed) {
+		return
+	}
+	tick := time.NewTicker(d.opts.KeepAlive)
+	defer tick.Stop()
+	for len(live) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.wake:
+			if !push(sub.take()) {
+				return
+			}
+		case <-tick.C:
+			if keepAlive() != nil {
+				return
+			}
+		}
+	}
+	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
+	_ = send(frame(id, "result", end))
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,212 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Declared reports whether a tools/call request declared the Tasks
+// extension in its own client capabilities. Nothing is remembered between
+// requests.
+func Declared(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	if caps == nil {
+		return false
+	}
+	v, ok := caps.Extensions[ExtensionID]
+	_, obj := v.(map[string]any)
+	return ok && obj
+}
+
+// ElicitationDeclared reports whether the request declared form
+// elicitation.
+func ElicitationDeclared(req *mcp.CallToolRequest) bool {
+	caps := req.ClientCapabilities()
+	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
+}
+
+// CapsJSON returns the request's client capabilities as stored on a task.
+func CapsJSON(req *mcp.CallToolRequest) json.RawMessage {
+	b, err := json.Marshal(req.ClientCapabilities())
+	if err != nil || string(b) == "null" {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+// created carries a CreateTaskResult out of a go-sdk tool handler, whose
+// signature only allows *CallToolResult; SDKMiddleware puts it on the
+// wire.
+type created struct{ body json.RawMessage }
+
+func (c *created) Error() string { return "task created" }
+
+// Created returns the error a tool handler returns to answer with a
+// CreateTaskResult for t.
+func (d *Dispatcher) Created(ctx context.Context, t *Task) error {
+	return &created{body: d.CreateResult(ctx, t)}
+}
+
+type createTaskResult struct {
+	mcp.ResultBase
+	body json.RawMessage
+}
+
+func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
+
+// SDKMiddleware turns a created task into the flat CreateTaskResult and an
+// *RPCError into a JSON-RPC error, for tools/call.
+func SDKMiddleware() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if err == nil || method != "tools/call" {
+				return res, err
+			}
+			var c *created
+			if errors.As(err, &c) {
+				return &createTaskResult{body: c.body}, nil
+			}
+			var re *RPCError
+			if errors.As(err, &re) {
+				data, _ := json.Marshal(re.Data)
+				if re.Data == nil {
+					data = nil
+				}
+				return nil, &jsonrpc.Error{Code: re.Code, Message: re.Message, Data: data}
+			}
+			return res, err
+		}
+	}
+}
+
+// Transport wraps a stdio (or any persistent) transport so that the
+// dispatcher serves tasks/* and subscriptions/listen with taskIds on it,
+// for owner, before go-sdk sees them.
+func (d *Dispatcher) Transport(t mcp.Transport, owner string) mcp.Transport {
+	return &transport{inner: t, d: d, owner: owner}
+}
+
+type transport struct {
+	inner mcp.Transport
+	d     *Dispatcher
+	owner string
+}
+
+func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{Connection: c, d: t.d, owner: t.owner, ctx: ctx, cancel: cancel, listens: map[string]context.CancelFunc{}}, nil
+}
+
+type conn struct {
+	mcp.Connection
+	d       *Dispatcher
+	owner   string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	listens map[string]context.CancelFunc
+}
+
+func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *conn) Close() error {
+	c.cancel()
+	return c.Connection.Close()
+}
+
+func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		if req.Method == "notifications/cancelled" {
+			c.cancelListen(req.Params)
+			return msg, nil
+		}
+		if !req.IsCall() || !Handles(req.Method, req.Params) {
+			return msg, nil
+		}
+		id, _ := json.Marshal(req.ID.Raw())
+		r := &Request{ID: id, Method: req.Method, Params: req.Params}
+		go c.serve(req.ID, r)
+	}
+}
+
+func (c *conn) cancelListen(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cancel, ok := c.listens[strings.TrimSpace(string(p.RequestID))]; ok {
+		cancel()
+	}
+}
+
+func (c *conn) serve(id jsonrpc.ID, r *Request) {
+	if r.Method == methodListen {
+		p, e := c.d.parse(r, nil)
+		if e != nil {
+			c.writeError(id, e)
+			return
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		key := string(r.ID)
+		c.mu.Lock()
+		c.listens[key] = cancel
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			delete(c.listens, key)
+			c.mu.Unlock()
+			cancel()
+		}()
+		send := func(b []byte) error {
+			msg, err := jsonrpc.DecodeMessage(b)
+			if err != nil {
+				return err
+			}
+			return c.Write(ctx, msg)
+		}
+		c.d.listen(ctx, c.owner, r.ID, p.Notifications.TaskIDs, send, func() error { return nil })
+		return
+	}
+	res, e := c.d.Call(c.ctx, c.owner, r, nil)
+	if e != nil {
+		c.writeError(id, e)
+		return
+	}
+	_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Result: res})
+}
+
+func (c *conn) writeError(id jsonrpc.ID, e *RPCError) {
+	var data json.RawMessage
+	if e.Data != nil {
+		data, _ = json.Marshal(e.Data)
+	}
+	_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: data}})
+}

@@ -1,0 +1,287 @@
+package tasks
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+)
+
+// ErrNotFound is returned for unknown, expired and foreign tasks alike.
+var ErrNotFound = errors.New("task not found")
+
+// Store keeps tasks in SQL. Writes take a *db.Tx so that a task can be
+// created or moved in the same transaction as the work it follows.
+type Store struct {
+	db     *db.DB
+	now    func() time.Time
+	broker *Broker
+}
+
+// NewStore returns a store; now may be nil (time.Now).
+func NewStore(d *db.DB, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: d, now: now, broker: newBroker()}
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// NewID returns a task id of 128 random bits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func nullInt(v int64, ok bool) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
+
+func nullJSON(b json.RawMessage) sql.NullString {
+	return sql.NullString{String: string(b), Valid: len(b) > 0}
+}
+
+func marshal(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Create inserts t (assigning ID, times and a working status when unset)
+// inside tx. The caller commits; nothing is visible before.
+func (s *Store) Create(ctx context.Context, tx *db.Tx, t *Task) error {
+	if t.ID == "" {
+		t.ID = NewID()
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = s.now().UTC().Truncate(time.Millisecond)
+	}
+	t.LastUpdatedAt = t.CreatedAt
+	if t.Status == "" {
+		t.Status = StatusWorking
+	}
+	if t.PollInterval <= 0 {
+		t.PollInterval = time.Second
+	}
+	if len(t.ClientCaps) == 0 {
+		t.ClientCaps = json.RawMessage("{}")
+	}
+	exp := t.ExpiresAt()
+	var errJSON json.RawMessage
+	if t.Error != nil {
+		errJSON, _ = json.Marshal(t.Error)
+	}
+	return tx.InsertTask(ctx, sqlitedb.InsertTaskParams{
+		TaskID: t.ID, Owner: t.Owner, Ref: t.Ref, Status: string(t.Status), StatusMessage: t.StatusMessage,
+		CreatedAt: t.CreatedAt.UnixMilli(), LastUpdatedAt: t.LastUpdatedAt.UnixMilli(),
+		TtlMs: nullInt(t.TTL.Milliseconds(), t.TTL > 0), PollIntervalMs: t.PollInterval.Milliseconds(),
+		ExpiresAt: nullInt(exp.UnixMilli(), !exp.IsZero()), InputRequests: marshal(nonNil(t.InputRequests)),
+		KeySeq: t.KeySeq, Result: nullJSON(t.Result), Error: nullJSON(errJSON), ClientCaps: string(t.ClientCaps),
+	})
+}
+
+func nonNil(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return map[string]json.RawMessage{}
+	}
+	return m
+}
+
+func fromRow(r sqlitedb.Task) (*Task, error) {
+	t := &Task{
+		ID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: Status(r.Status), StatusMessage: r.StatusMessage,
+		CreatedAt:     time.UnixMilli(r.CreatedAt).UTC(),
+		LastUpdatedAt: time.UnixMilli(r.LastUpdatedAt).UTC(),
+		PollInterval:  time.Duration(r.PollIntervalMs) * time.Millisecond,
+		KeySeq:        r.KeySeq,
+		ClientCaps:    json.RawMessage(r.ClientCaps),
+	}
+	if r.TtlMs.Valid {
+		t.TTL = time.Duration(r.TtlMs.Int64) * time.Millisecond
+	}
+	if err := json.Unmarshal([]byte(r.InputRequests), &t.InputRequests); err != nil {
+		return nil, fmt.Errorf("task %s: input requests: %w", r.TaskID, err)
+	}
+	if err := json.Unmarshal([]byte(r.AnsweredKeys), &t.AnsweredKeys); err != nil {
+		return nil, fmt.Errorf("task %s: answered keys: %w", r.TaskID, err)
+	}
+	if err := json.Unmarshal([]byte(r.InputResponses), &t.InputResponses); err != nil {
+		return nil, fmt.Errorf("task %s: input responses: %w", r.TaskID, err)
+	}
+	if r.Result.Valid {
+		t.Result = json.RawMessage(r.Result.String)
+	}
+	if r.Error.Valid {
+		t.Error = &Error{}
+		if err := json.Unmarshal([]byte(r.Error.String), t.Error); err != nil {
+			return nil, fmt.Errorf("task %s: error: %w", r.TaskID, err)
+		}
+	}
+	return t, nil
+}
+
+// Get reads a task by id (no owner check: see Lookup).
+func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	r, err := s.db.Queries.GetTask(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
+}
+
+// Lookup returns the owner's live (unexpired) task, or ErrNotFound for
+// unknown, foreign and expired ids alike.
+func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
+	t, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner || t.Expired(s.now()) {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// GetTx reads a task inside a write transaction.
+func (s *Store) GetTx(ctx context.Context, tx *db.Tx, id string) (*Task, error) {
+	r, err := tx.GetTask(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
+}
+
+// ByRef finds the task following ref, inside tx when tx is non-nil.
+func (s *Store) ByRef(ctx context.Context, tx *db.Tx, ref string) (*Task, error) {
+	var r sqlitedb.Task
+	var err error
+	if tx != nil {
+		r, err = tx.GetTaskByRef(ctx, ref)
+	} else {
+		r, err = s.db.Queries.GetTaskByRef(ctx, ref)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
+}
+
+// SetActive moves a live task to working or input_required with the given
+// outstanding requests. It reports false when the task is already
+// terminal (nothing changes).
+func (s *Store) SetActive(ctx context.Context, tx *db.Tx, t *Task, status Status, msg string) (bool, error) {
+	if status.Terminal() {
+		return false, fmt.Errorf("SetActive: %s is terminal; use Finish", status)
+	}
+	n, err := tx.SetTaskActive(ctx, sqlitedb.SetTaskActiveParams{
+		TaskID: t.ID, Status: string(status), StatusMessage: msg, InputRequests: marshal(nonNil(t.InputRequests)),
+		KeySeq: t.KeySeq, PollIntervalMs: t.PollInterval.Milliseconds(), Now: s.now().UnixMilli(),
+	})
+	return n == 1, err
+}
+
+// Finish moves a live task to a terminal status with its result (for
+// completed) or error (for failed): compare-and-set, so a task that is
+// already terminal never changes and false is returned.
+func (s *Store) Finish(ctx context.Context, tx *db.Tx, id string, status Status, msg string, result json.RawMessage, terr *Error) (bool, error) {
+	if !status.Terminal() {
+		return false, fmt.Errorf("Finish: %s is not terminal", status)
+	}
+	var errJSON json.RawMessage
+	if terr != nil {
+		errJSON, _ = json.Marshal(terr)
+	}
+	n, err := tx.FinishTask(ctx, sqlitedb.FinishTaskParams{
+		TaskID: id, Status: string(status), StatusMessage: msg, Result: nullJSON(result), Error: nullJSON(errJSON), Now: s.now().UnixMilli(),
+	})
+	return n == 1, err
+}
+
+// AddInputRequest adds an outstanding request under a key unique for the
+// task's lifetime (prefix + sequence number) and returns the key.
+func (t *Task) AddInputRequest(prefix string, req any) string {
+	t.KeySeq++
+	key := fmt.Sprintf("%s_%d", prefix, t.KeySeq)
+	b, _ := json.Marshal(req)
+	if t.InputRequests == nil {
+		t.InputRequests = map[string]json.RawMessage{}
+	}
+	t.InputRequests[key] = b
+	return key
+}
+
+// answer records responses for outstanding keys inside one write
+// transaction, removing them from InputRequests before the ack, so the
+// very next tasks/get lists only what is still pending. Keys that are not
+// outstanding are ignored. It returns the task after the change and the
+// answers taken.
+func (s *Store) answer(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (*Task, map[string]json.RawMessage, error) {
+	var t *Task
+	var taken map[string]json.RawMessage
+	err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		var err error
+		if t, err = s.GetTx(ctx, tx, id); err != nil {
+			return err
+		}
+		if t.Owner != owner || t.Expired(s.now()) {
+			return ErrNotFound
+		}
+		if t.Status != StatusInputRequired {
+			return nil
+		}
+		taken = map[string]json.RawMessage{}
+		for k, v := range responses {
+			if _, ok := t.InputRequests[k]; !ok || slices.Contains(t.AnsweredKeys, k) {
+				continue
+			}
+			delete(t.InputRequests, k)
+			t.AnsweredKeys = append(t.AnsweredKeys, k)
+			if t.InputResponses == nil {
+				t.InputResponses = map[string]json.RawMessage{}
+			}
+			t.InputResponses[k] = v
+			taken[k] = v
+		}
+		if len(taken) == 0 {
+			return nil
+		}
+		_, err = tx.SetTaskAnswers(ctx, sqlitedb.SetTaskAnswersParams{
+			TaskID: id, InputRequests: marshal(nonNil(t.InputRequests)), AnsweredKeys: marshal(t.AnsweredKeys),
+			InputResponses: marshal(t.InputResponses), Now: s.now().UnixMilli(),
+		})
+		return err
+	})
+	return t, taken, err
+}
+
+// Notify tells listeners that task id changed. Call it after the change
+// is committed.
+func (s *Store) Notify(id string) { s.broker.publish(id) }
+
+// Write runs fn in a write transaction (a convenience for kinds that keep
+// no rows of their own) and notifies listeners of the given task after
+// commit.
+func (s *Store) Write(ctx context.Context, id string, fn func(ctx context.Context, tx *db.Tx) error) error {
+	if err := s.db.Write(ctx, fn); err != nil {
+		return err
+	}
+	s.Notify(id)
+	return nil
+}

@@ -1,0 +1,90 @@
+package tasks
+
+import (
+	"context"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+)
+
+// sweepBatch bounds the rows one sweep transaction touches, so requests
+// waiting on the single writer are never held up for long.
+const sweepBatch = 500
+
+// PurgeGrace is how long an expired task's row is kept before deletion.
+// Expired tasks already read as not found; the grace only spares a busy
+// writer.
+const PurgeGrace = time.Hour
+
+// Sweep fails live tasks that outlived their TTL and purges expired rows,
+// in batches. It returns how many it failed and purged.
+func (s *Store) Sweep(ctx context.Context) (failed, purged int, err error) {
+	now := s.now()
+	for {
+		rows, err := s.db.Queries.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: sweepBatch})
+		if err != nil || len(rows) == 0 {
+			if err != nil {
+				return failed, purged, err
+			}
+			break
+		}
+		var changed []string
+		err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+			changed = changed[:0]
+			for _, r := range rows {
+				ok, err := s.Finish(ctx, tx, r.TaskID, StatusFailed, "task expired: its ttlMs passed before it finished",
+					nil, &Error{Code: CodeInternal, Message: "task expired before completion"})
+				if err != nil {
+					return err
+				}
+				if ok {
+					changed = append(changed, r.TaskID)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return failed, purged, err
+		}
+		for _, id := range changed {
+			s.Notify(id)
+		}
+		failed += len(changed)
+		if len(rows) < sweepBatch {
+			break
+		}
+	}
+	cutoff := now.Add(-PurgeGrace).UnixMilli()
+	for {
+		var n int64
+		err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+			var err error
+			n, err = tx.PurgeTasks(ctx, sqlitedb.PurgeTasksParams{Cutoff: cutoff, Lim: sweepBatch})
+			return err
+		})
+		if err != nil {
+			return failed, purged, err
+		}
+		purged += int(n)
+		if n < sweepBatch {
+			return failed, purged, nil
+		}
+	}
+}
+
+// RunSweeper sweeps every interval until ctx ends.
+func (s *Store) RunSweeper(ctx context.Context, every time.Duration, onErr func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, err := s.Sweep(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+		}
+	}
+}
