@@ -29,10 +29,11 @@ type Config struct {
 	FetchImage func(ctx context.Context, url string, maxBytes int64) ([]byte, string, error)
 	// MaxInputBytes caps an input image (default 10 MiB).
 	MaxInputBytes int64
-	// BeforeGenerate may take over generate (the tasks layer answers with a
-	// task; the approval gate asks for confirmation). It returns nil to let
-	// the plain compatibility flow continue.
-	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *GenerateArgs) (mcp.Result, error)
+	// BeforeGenerate may take over generate: the tasks layer answers with a
+	// task (carried out as an error go-sdk's middleware turns into the
+	// CreateTaskResult), the approval gate asks for confirmation. It
+	// returns (nil, nil) to let the plain compatibility flow continue.
+	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *GenerateArgs) (*mcp.CallToolResult, error)
 }
 
 // Tools holds the handlers.
@@ -267,16 +268,19 @@ func (t *Tools) generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return fail(err, "")
 	}
 	owner := t.owner(ctx, req)
-	if t.cfg.BeforeGenerate != nil {
-		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, m, &a)
+	if limit := t.cfg.Budget(ctx, owner); limit != nil && cr.IdempotencyKey == "" {
+		spent, err := t.svc.Spent(ctx, owner)
 		if err != nil {
 			return nil, err
 		}
-		if res != nil {
-			if ctr, ok := res.(*mcp.CallToolResult); ok {
-				return ctr, nil
-			}
-			return nil, &resultOverride{res}
+		if bal := *limit - spent; m.Credits > bal {
+			return toolError("%s costs %d credits but your balance today is %d (spent %d of %d); nothing was generated", m.ID, m.Credits, max(bal, 0), spent, *limit), nil
+		}
+	}
+	if t.cfg.BeforeGenerate != nil {
+		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, m, &a)
+		if err != nil || res != nil {
+			return res, err
 		}
 	}
 	g, _, err := t.svc.Create(ctx, owner, cr)
@@ -291,22 +295,6 @@ func (t *Tools) generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, err
 	}
 	return t.Result(ctx, g, &timedOut)
-}
-
-// resultOverride carries a non-CallToolResult (a CreateTaskResult) out of a
-// tool handler; the server's middleware unwraps it. go-sdk's tool handlers
-// can only return *CallToolResult.
-type resultOverride struct{ Result mcp.Result }
-
-func (r *resultOverride) Error() string { return "result override" }
-
-// Override extracts a result carried out of a tool handler.
-func Override(err error) (mcp.Result, bool) {
-	var ro *resultOverride
-	if errors.As(err, &ro) {
-		return ro.Result, true
-	}
-	return nil, false
 }
 
 type idArgs struct {

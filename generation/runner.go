@@ -41,6 +41,9 @@ type RunnerConfig struct {
 	// GiveUpAfter ends a generation failed when it has not finished this
 	// long after creation.
 	GiveUpAfter time.Duration
+	// MaxInFlight caps an owner's generations at the provider at once;
+	// more wait queued (0 or nil: no cap).
+	MaxInFlight func(owner string) int
 	Logger      *slog.Logger
 }
 
@@ -223,6 +226,9 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Genera
 		if g.CancelRequested {
 			return r.cancelUnsubmitted(ctx, g)
 		}
+		if wait, err := r.overCap(ctx, g); wait > 0 || err != nil {
+			return wait, err
+		}
 		if err := r.markSubmitting(ctx, g.ID); err != nil {
 			return -1, err // cancelled meanwhile (or gone): nothing to do
 		}
@@ -278,6 +284,28 @@ func (r *Runner) markSubmitting(ctx context.Context, id string) error {
 }
 
 var errNoLongerQueued = errors.New("no longer queued")
+
+// overCap holds a generation queued while its owner has the maximum in
+// flight, and says when to look again.
+func (r *Runner) overCap(ctx context.Context, g *Generation) (time.Duration, error) {
+	if r.cfg.MaxInFlight == nil {
+		return 0, nil
+	}
+	limit := r.cfg.MaxInFlight(g.Owner)
+	if limit <= 0 {
+		return 0, nil
+	}
+	n, err := r.s.db.Queries.CountInFlight(ctx, g.Owner)
+	if err != nil || n < int64(limit) {
+		return 0, err
+	}
+	msg := fmt.Sprintf("queued: %d of your generations are in flight (limit %d); this one starts when one finishes", n, limit)
+	_, err = r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(StatusQueued), StatusMessage: msg, Progress: 0, Now: r.s.cfg.Now().UnixMilli()})
+		return n == 1, err
+	})
+	return 2 * time.Second, err
+}
 
 func (r *Runner) cancelUnsubmitted(ctx context.Context, g *Generation) (time.Duration, error) {
 	_, _, err := r.s.cancel(ctx, g.ID)

@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,8 +40,16 @@ type Config struct {
 	Logger       *slog.Logger
 	// Extra routes (webhooks, metadata) mounted beside /mcp.
 	Routes map[string]http.Handler
-	// Wrap, when set, wraps the /mcp handler (auth, limits, task routing).
-	Wrap func(http.Handler) http.Handler
+	// Auth authenticates HTTP callers (nil: the single local principal).
+	Auth *auth.Authenticator
+	// ResourceURL is darkroom's own resource URL (OAuth audience, PRM).
+	ResourceURL string
+	// AuthServers are named in the Protected Resource Metadata.
+	AuthServers []string
+	// Limits are the per-caller rate limits (nil: none).
+	Limits *limit.Classes
+	// Tasks serves tasks/* and listen with taskIds ahead of go-sdk.
+	Tasks *tasks.Dispatcher
 	// Configure runs on the new mcp.Server before it is used (the tasks
 	// layer adds its methods, capabilities and middleware here).
 	Configure func(*mcp.Server)
@@ -76,10 +87,28 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		Logger:              cfg.Logger,
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 	})
-	if cfg.Wrap != nil {
-		h = cfg.Wrap(h)
+	if cfg.Tasks != nil {
+		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
+	}
+	if cfg.Limits != nil {
+		h = rateLimit(cfg.Limits, cfg.MaxBodyBytes, h)
 	}
 	mux := http.NewServeMux()
+	if cfg.Auth != nil && !cfg.Auth.LocalMode() {
+		prm, err := auth.MetadataURL(cfg.ResourceURL)
+		if err == nil {
+			h = auth.Middleware(cfg.Auth, auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger})(h)
+		}
+		if paths, err := auth.PRMPaths(cfg.ResourceURL); err == nil && len(cfg.AuthServers) > 0 {
+			ph := auth.PRMHandler(cfg.ResourceURL, cfg.AuthServers, cfg.Auth.RequiredScopes())
+			for _, p := range paths {
+				mux.Handle(p, ph)
+			}
+		}
+	}
+	if cfg.Limits != nil {
+		h = newGuessGuard(cfg.Limits.PreAuth).wrap(h)
+	}
 	mux.Handle("/mcp", checkOrigin(cfg.AllowedOrigins, h))
 	if cfg.Files != nil {
 		mux.Handle("/files/", cfg.Files)
@@ -122,15 +151,17 @@ func originAllowed(origin string, allowed []string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Owner is compat's Owner func for the local single-principal setup and
-// for stdio.
-func Owner(principal func(ctx context.Context) (string, bool)) func(ctx context.Context, req *mcp.CallToolRequest) string {
-	return func(ctx context.Context, _ *mcp.CallToolRequest) string {
-		if principal != nil {
-			if p, ok := principal(ctx); ok {
-				return p
-			}
-		}
-		return LocalPrincipal
+// Owner names the caller of a request: the authenticated principal, or
+// the local principal on stdio and unauthenticated loopback.
+func Owner(ctx context.Context) string {
+	if p, ok := auth.FromContext(ctx); ok {
+		return p.ID
 	}
+	return LocalPrincipal
 }
+
+// OwnerOf is Owner for an HTTP request.
+func OwnerOf(r *http.Request) string { return Owner(r.Context()) }
+
+// ToolOwner is compat's Owner func.
+func ToolOwner(ctx context.Context, _ *mcp.CallToolRequest) string { return Owner(ctx) }

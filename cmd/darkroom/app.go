@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
@@ -21,6 +22,9 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/darkroom-mcp/darkroom/storage/db"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,6 +41,15 @@ type config struct {
 	LinkTTL        time.Duration
 	AllowedOrigins []string
 	LogLevel       slog.Level
+	TaskTTL        time.Duration
+	PollRate       float64
+	PollBurst      int
+	CreateRate     float64
+	CreateBurst    int
+	ApprovalAbove  *int64 // credits above which a spend needs approval
+	DailyBudget    *int64
+	MaxInFlight    int
+	Auth           auth.Config
 }
 
 func env(name, def string) string {
@@ -59,11 +72,43 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	ttl := fs.String("link-ttl", env("DARKROOM_LINK_TTL", "15m"), "signed link lifetime (DARKROOM_LINK_TTL)")
 	origins := fs.String("allowed-origins", env("DARKROOM_ALLOWED_ORIGINS", ""), "comma-separated extra browser origins allowed on /mcp (DARKROOM_ALLOWED_ORIGINS)")
 	level := fs.String("log-level", env("DARKROOM_LOG_LEVEL", "info"), "debug, info, warn or error (DARKROOM_LOG_LEVEL)")
+	taskTTL := fs.String("task-ttl", env("DARKROOM_TASK_TTL", "24h"), "lifetime of a task (DARKROOM_TASK_TTL)")
+	pollRate := fs.String("poll-rate", env("DARKROOM_POLL_RATE", "5"), "polls per second per caller (DARKROOM_POLL_RATE)")
+	pollBurst := fs.String("poll-burst", env("DARKROOM_POLL_BURST", "20"), "poll burst per caller (DARKROOM_POLL_BURST)")
+	createRate := fs.String("create-rate", env("DARKROOM_CREATE_RATE", "1"), "generations started per second per caller (DARKROOM_CREATE_RATE)")
+	createBurst := fs.String("create-burst", env("DARKROOM_CREATE_BURST", "10"), "creation burst per caller (DARKROOM_CREATE_BURST)")
+	approval := fs.String("approval-above-credits", env("DARKROOM_APPROVAL_ABOVE_CREDITS", ""), "ask before spending more credits than this on one generation; empty = never (DARKROOM_APPROVAL_ABOVE_CREDITS)")
+	budget := fs.String("daily-budget", env("DARKROOM_DAILY_BUDGET", ""), "credits per caller per UTC day; empty = unlimited (DARKROOM_DAILY_BUDGET)")
+	inflight := fs.String("max-in-flight", env("DARKROOM_MAX_IN_FLIGHT", "4"), "generations per caller at the provider at once; more wait queued (DARKROOM_MAX_IN_FLIGHT)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	c := &config{Addr: *addr, DataDir: *data, PublicURL: strings.TrimSuffix(*public, "/")}
 	var err error
+	if c.TaskTTL, err = time.ParseDuration(*taskTTL); err != nil || c.TaskTTL < time.Minute {
+		return nil, fmt.Errorf("DARKROOM_TASK_TTL: %q is not a duration of at least 1m", *taskTTL)
+	}
+	if c.PollRate, err = strconv.ParseFloat(*pollRate, 64); err != nil || c.PollRate <= 0 {
+		return nil, fmt.Errorf("DARKROOM_POLL_RATE: %q is not a positive number", *pollRate)
+	}
+	if c.CreateRate, err = strconv.ParseFloat(*createRate, 64); err != nil || c.CreateRate <= 0 {
+		return nil, fmt.Errorf("DARKROOM_CREATE_RATE: %q is not a positive number", *createRate)
+	}
+	if c.PollBurst, err = strconv.Atoi(*pollBurst); err != nil || c.PollBurst < 1 {
+		return nil, fmt.Errorf("DARKROOM_POLL_BURST: %q is not a positive integer", *pollBurst)
+	}
+	if c.CreateBurst, err = strconv.Atoi(*createBurst); err != nil || c.CreateBurst < 1 {
+		return nil, fmt.Errorf("DARKROOM_CREATE_BURST: %q is not a positive integer", *createBurst)
+	}
+	if c.MaxInFlight, err = strconv.Atoi(*inflight); err != nil || c.MaxInFlight < 0 {
+		return nil, fmt.Errorf("DARKROOM_MAX_IN_FLIGHT: %q is not a non-negative integer", *inflight)
+	}
+	if c.ApprovalAbove, err = optionalCredits("DARKROOM_APPROVAL_ABOVE_CREDITS", *approval); err != nil {
+		return nil, err
+	}
+	if c.DailyBudget, err = optionalCredits("DARKROOM_DAILY_BUDGET", *budget); err != nil {
+		return nil, err
+	}
 	if c.LocalLatency, err = local.ParseLatencyScale(*latency); err != nil {
 		return nil, fmt.Errorf("DARKROOM_LOCAL_LATENCY: %w", err)
 	}
@@ -87,6 +132,17 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	return c, nil
 }
 
+func optionalCredits(name, v string) (*int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("%s: %q is not a credit count", name, v)
+	}
+	return &n, nil
+}
+
 // app is darkroom wired together.
 type app struct {
 	cfg    *config
@@ -98,6 +154,12 @@ type app struct {
 	files  *blob.Local
 	mcp    *mcp.Server
 	local  *local.Provider
+	tasks  *tasks.Dispatcher
+	gen    *server.GenTasks
+	auth   *auth.Authenticator
+	limits *limit.Classes
+	secret []byte
+	keys   map[string]auth.Overrides // per-caller overrides by principal id
 }
 
 func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
@@ -127,24 +189,91 @@ func (a *app) wire() error {
 	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
 		return fmt.Errorf("local provider: %w", err)
 	}
+	a.secret = secret
+	if a.auth, err = auth.New(a.cfg.Auth); err != nil {
+		return fmt.Errorf("authentication: %w", err)
+	}
+	a.keys = map[string]auth.Overrides{}
+	for _, k := range a.cfg.Auth.Keys {
+		a.keys[k.Principal().ID] = k.Principal().Limits
+	}
+	a.limits = limit.NewClasses(limit.Options{})
+	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
+	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	store := tasks.NewStore(a.db, nil)
+	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
+	a.gen = &server.GenTasks{D: a.tasks, TTL: a.cfg.TaskTTL, Secret: secret, Now: time.Now, ApprovalAbove: a.approvalAbove}
+	hub := generation.NewHub()
+	hub.Subscribe(a.gen.Notify)
 	a.svc, err = generation.NewService(generation.Config{
 		DB:            a.db,
 		Blobs:         a.files,
 		Providers:     []provider.Provider{a.local},
+		Hub:           hub,
 		MaxInputBytes: a.cfg.MaxInputBytes,
 		LinkTTL:       a.cfg.LinkTTL,
+		Hooks:         generation.Hooks{Changed: a.gen.Changed},
 	})
 	if err != nil {
 		return err
 	}
-	a.runner = generation.NewRunner(a.svc, generation.RunnerConfig{Logger: a.log})
+	a.runner = generation.NewRunner(a.svc, generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight})
 	a.tools = compat.New(compat.Config{
-		Service:       a.svc,
-		Owner:         server.Owner(nil),
-		MaxInputBytes: a.cfg.MaxInputBytes,
+		Service:        a.svc,
+		Owner:          server.ToolOwner,
+		MaxInputBytes:  a.cfg.MaxInputBytes,
+		Budget:         a.budget,
+		BeforeGenerate: a.gen.BeforeGenerate,
 	})
+	a.gen.Svc, a.gen.Tools = a.svc, a.tools
+	a.tasks.Register("generation", a.gen)
 	a.mcp = server.New(a.serverConfig())
 	return nil
+}
+
+// overrides returns the caller's per-key limits.
+func (a *app) overrides(ctx context.Context) auth.Overrides {
+	p, _ := auth.FromContext(ctx)
+	return p.Limits
+}
+
+func (a *app) approvalAbove(ctx context.Context) *int64 {
+	if o := a.overrides(ctx); o.ApprovalAboveCredits != nil {
+		return o.ApprovalAboveCredits
+	}
+	return a.cfg.ApprovalAbove
+}
+
+func (a *app) budget(ctx context.Context, _ string) *int64 {
+	if o := a.overrides(ctx); o.BudgetPerDay != nil {
+		return o.BudgetPerDay
+	}
+	return a.cfg.DailyBudget
+}
+
+func (a *app) maxInFlight(owner string) int {
+	if o, ok := a.keys[owner]; ok && o.MaxInFlight != nil {
+		return *o.MaxInFlight
+	}
+	return a.cfg.MaxInFlight
+}
+
+// background runs the runner, the task sweeper and limiter eviction until
+// ctx ends.
+func (a *app) background(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = a.runner.Run(ctx) })
+		wg.Go(func() {
+			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
+		})
+		wg.Go(func() { a.limits.Run(ctx) })
+		wg.Wait()
+	}()
+	return done
 }
 
 func (a *app) serverConfig() server.Config {
@@ -155,13 +284,44 @@ func (a *app) serverConfig() server.Config {
 		AllowedOrigins: a.cfg.AllowedOrigins,
 		MaxBodyBytes:   a.cfg.MaxBodyBytes,
 		Logger:         a.log,
+		Auth:           a.auth,
+		ResourceURL:    a.cfg.PublicURL + "/mcp",
+		AuthServers:    authServers(),
+		Limits:         a.limits,
+		Tasks:          a.tasks,
+		Capabilities:   capabilities(),
+		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
 	}
+}
+
+func capabilities() *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{}
+	c.AddExtension(tasks.ExtensionID, nil)
+	return c
+}
+
+func authServers() []string {
+	var out []string
+	for _, s := range strings.Split(os.Getenv("DARKROOM_OAUTH_AUTHORIZATION_SERVERS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		if iss := os.Getenv("DARKROOM_OAUTH_ISSUER"); iss != "" {
+			out = []string{iss}
+		}
+	}
+	return out
 }
 
 func (a *app) handler() http.Handler { return server.Handler(a.serverConfig(), a.mcp) }
 
-// close stops background work and the database.
-func (a *app) close() error { return a.db.Close() }
+// close releases the database and the authenticator.
+func (a *app) close() error {
+	a.auth.Close()
+	return a.db.Close()
+}
 
 // loadSecret reads the HMAC key for file links, creating it on first start
 // so links stay valid across restarts.
@@ -191,15 +351,16 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger(cfg.LogLevel)
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("DARKROOM_ADDR %q: %w", cfg.Addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("refusing to listen on %s without authentication: bind a loopback address (127.0.0.1) or configure API keys", cfg.Addr)
-	}
 	ln, err := listen(cfg)
 	if err != nil {
+		return err
+	}
+	if cfg.Auth, err = auth.ConfigFromEnv(os.Getenv, cfg.PublicURL+"/mcp"); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	if err := auth.CheckBind(cfg.Addr, cfg.Auth.Configured()); err != nil {
+		_ = ln.Close()
 		return err
 	}
 	a, err := newApp(ctx, cfg, log)
@@ -215,18 +376,21 @@ func serve(ctx context.Context, args []string) error {
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: SSE streams and bounded waits run for minutes.
 	}
-	runDone := make(chan error, 1)
-	go func() { runDone <- a.runner.Run(ctx) }()
+	bgDone := a.background(ctx)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
+	mode := "none: loopback only, every request is the single local principal"
+	if cfg.Auth.Configured() {
+		mode = fmt.Sprintf("bearer tokens: %d API key(s), OAuth %v", len(cfg.Auth.Keys), cfg.Auth.OAuth.Enabled())
+	}
 	log.Info("darkroom serving", "version", buildVersion(), "addr", "http://"+ln.Addr().String()+"/mcp",
-		"data", cfg.DataDir, "principal", server.LocalPrincipal, "auth", "none: loopback only, single local principal")
+		"data", cfg.DataDir, "auth", mode)
 	err = srv.Serve(ln)
-	<-runDone
+	<-bgDone
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -261,12 +425,13 @@ func stdio(ctx context.Context, args []string) error {
 	defer files.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runDone := make(chan error, 1)
-	go func() { runDone <- a.runner.Run(ctx) }()
+	bgDone := a.background(ctx)
 	log.Info("darkroom on stdio", "version", buildVersion(), "files", cfg.PublicURL+"/files/", "data", cfg.DataDir)
-	err = a.mcp.Run(ctx, &mcp.StdioTransport{})
+	// stdio is always the local principal; tasks/* and listen are served by
+	// the tasks dispatcher wrapped around the transport.
+	err = a.mcp.Run(ctx, a.tasks.Transport(&mcp.StdioTransport{}, server.LocalPrincipal))
 	cancel()
-	<-runDone
+	<-bgDone
 	return err
 }
 

@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,17 +25,20 @@ type testServer struct {
 	url string // base URL, without /mcp
 }
 
-func startServer(t *testing.T, latency float64) *testServer {
+func startServer(t *testing.T, latency float64, opts ...func(*config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewUnstartedServer(nil)
-	cfg := &config{
-		DataDir:       t.TempDir(),
-		PublicURL:     "http://" + srv.Listener.Addr().String(),
-		LocalLatency:  latency,
-		MaxBodyBytes:  16 << 20,
-		MaxInputBytes: 1 << 20,
-		LinkTTL:       15 * time.Minute,
+	cfg, err := parseConfig("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	cfg.LocalLatency = latency
+	cfg.MaxInputBytes = 1 << 20
+	for _, o := range opts {
+		o(cfg)
 	}
 	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -44,8 +46,7 @@ func startServer(t *testing.T, latency float64) *testServer {
 	}
 	srv.Config.Handler = a.handler()
 	srv.Start()
-	done := make(chan struct{})
-	go func() { _ = a.runner.Run(ctx); close(done) }()
+	done := a.background(ctx)
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()

@@ -1,0 +1,277 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// refPrefix marks tasks that follow a generation.
+const refPrefix = "generation"
+
+func genRef(id string) string { return refPrefix + ":" + id }
+
+// GenTasks maps generations onto tasks for clients that declare the Tasks
+// extension, and runs the spend-approval gate for every client. It is the
+// tasks package's Kind for generation tasks.
+type GenTasks struct {
+	D     *tasks.Dispatcher
+	Svc   *generation.Service
+	Tools *compat.Tools
+	// TTL is a new task's lifetime.
+	TTL time.Duration
+	// ApprovalAbove returns the caller's spend threshold (nil: no gate).
+	ApprovalAbove func(ctx context.Context) *int64
+	// Secret keys the HMAC that protects MRTR requestState.
+	Secret []byte
+	Now    func() time.Time
+}
+
+const approveKeyPrefix = "approve_spend"
+
+// Changed keeps the task row in step with its generation, inside the
+// generation's write transaction. Terminal task states never change: the
+// store's compare-and-set refuses.
+func (g *GenTasks) Changed(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
+	store := g.D.Store()
+	t, err := store.ByRef(ctx, tx, genRef(gen.ID))
+	if errors.Is(err, tasks.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch gen.Status {
+	case generation.StatusReserved:
+		if len(t.InputRequests) > 0 {
+			return nil // still waiting for the approval answer
+		}
+		_, err = store.SetActive(ctx, tx, t, tasks.StatusWorking, gen.StatusMessage)
+	case generation.StatusQueued, generation.StatusRunning:
+		msg := gen.StatusMessage
+		if gen.Progress > 0 && !strings.Contains(msg, "%") {
+			msg = fmt.Sprintf("%s (%.0f%%)", msg, gen.Progress*100)
+		}
+		t.InputRequests = nil
+		_, err = store.SetActive(ctx, tx, t, tasks.StatusWorking, msg)
+	case generation.StatusCompleted:
+		// The result carries links minted per read: rendered by Result.
+		_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCompleted, gen.StatusMessage, nil, nil)
+	case generation.StatusFailed:
+		if gen.ErrorKind == generation.ErrorInternal {
+			_, err = store.Finish(ctx, tx, t.ID, tasks.StatusFailed, gen.StatusMessage, nil,
+				&tasks.Error{Code: tasks.CodeInternal, Message: gen.ErrorMessage})
+		} else {
+			// A provider refusal is a tool error: completed with isError.
+			_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCompleted, gen.StatusMessage, nil, nil)
+		}
+	case generation.StatusCancelled:
+		_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCancelled, gen.StatusMessage, nil, nil)
+	}
+	return err
+}
+
+// Notify pushes a committed generation change to task listeners.
+func (g *GenTasks) Notify(genID string) {
+	t, err := g.D.Store().ByRef(context.Background(), nil, genRef(genID))
+	if err == nil {
+		g.D.Store().Notify(t.ID)
+	}
+}
+
+func genID(t *tasks.Task) string { return strings.TrimPrefix(t.Ref, refPrefix+":") }
+
+// Cancel is tasks/cancel for a generation task: the same code path as
+// cancel_generation.
+func (g *GenTasks) Cancel(ctx context.Context, t *tasks.Task) error {
+	_, _, err := g.Svc.CancelByID(ctx, genID(t))
+	return err
+}
+
+// Answered applies the spend-approval answer: accept with confirm:true
+// queues the generation; anything else cancels it.
+func (g *GenTasks) Answered(ctx context.Context, t *tasks.Task, answers map[string]json.RawMessage) error {
+	for k, v := range answers {
+		if !strings.HasPrefix(k, approveKeyPrefix) {
+			continue
+		}
+		if approved(v) {
+			_, err := g.Svc.Approve(ctx, genID(t))
+			return err
+		}
+		_, _, err := g.Svc.CancelByID(ctx, genID(t))
+		return err
+	}
+	return nil
+}
+
+func approved(raw json.RawMessage) bool {
+	var r struct {
+		Action  string         `json:"action"`
+		Content map[string]any `json:"content"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.Action != "accept" {
+		return false
+	}
+	c, _ := r.Content["confirm"].(bool)
+	return c
+}
+
+// Result renders a finished generation exactly as generate with wait:true
+// returns it, with fresh links.
+func (g *GenTasks) Result(ctx context.Context, t *tasks.Task) (json.RawMessage, error) {
+	gen, err := g.Svc.Get(ctx, t.Owner, genID(t))
+	if err != nil {
+		return nil, err
+	}
+	timedOut := false
+	res, err := g.Tools.Result(ctx, gen, &timedOut)
+	if err != nil {
+		return nil, err
+	}
+	return completeResult(res)
+}
+
+func completeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	// The inlined result is a complete CallToolResult.
+	return append([]byte(`{"resultType":"complete",`), b[1:]...), nil
+}
+
+// basePoll is the honest poll interval for a model: about a second for
+// images, five for video.
+func basePoll(m provider.Model) time.Duration {
+	if m.Kind == provider.KindVideo {
+		return 5 * time.Second
+	}
+	return time.Second
+}
+
+func approvalRequest(m provider.Model) map[string]any {
+	return map[string]any{"method": "elicitation/create", "params": map[string]any{
+		"mode":    "form",
+		"message": fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
+		"requestedSchema": map[string]any{"type": "object", "required": []string{"confirm"},
+			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}},
+	}}
+}
+
+// BeforeGenerate is compat's hook: it answers with a task when the request
+// declared the extension, and runs the approval gate.
+func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *compat.GenerateArgs) (*mcp.CallToolResult, error) {
+	threshold := g.ApprovalAbove(ctx)
+	needsApproval := threshold != nil && m.Credits > *threshold && !args.ConfirmSpend
+	if !tasks.Declared(req) {
+		if !needsApproval {
+			return nil, nil
+		}
+		return g.gateWithoutTasks(req, owner, m, args, *threshold)
+	}
+	if needsApproval && !tasks.ElicitationDeclared(req) {
+		return nil, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
+			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
+	}
+	var task *tasks.Task
+	cr.HoldForApproval = needsApproval
+	cr.InTx = func(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
+		task = &tasks.Task{Owner: owner, Ref: genRef(gen.ID), TTL: g.TTL, PollInterval: basePoll(m),
+			StatusMessage: gen.StatusMessage, ClientCaps: tasks.CapsJSON(req)}
+		switch {
+		case needsApproval:
+			task.Status = tasks.StatusInputRequired
+			task.AddInputRequest(approveKeyPrefix, approvalRequest(m))
+		default:
+			task.Status = tasks.StatusWorking
+		}
+		return g.D.Store().Create(ctx, tx, task)
+	}
+	gen, existing, err := g.Svc.Create(ctx, owner, *cr)
+	if err != nil {
+		return nil, err
+	}
+	if existing {
+		if task, err = g.D.Store().ByRef(ctx, nil, genRef(gen.ID)); err != nil {
+			// The key was first used without the extension: answer as then.
+			return g.Tools.Result(ctx, gen, nil)
+		}
+	}
+	return nil, g.D.Created(ctx, task)
+}
+
+// gateWithoutTasks asks for spend approval by MRTR when the client can
+// elicit, else by the confirmSpend argument.
+func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, args *compat.GenerateArgs, threshold int64) (*mcp.CallToolResult, error) {
+	if !tasks.ElicitationDeclared(req) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, m.Credits, threshold)}}}, nil
+	}
+	digest := argsDigest(req)
+	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.validState(req.Params.RequestState, owner, digest) {
+		if c, _ := resp.Content["confirm"].(bool); resp.Action == "accept" && c {
+			return nil, nil // approved: create as usual
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "spend not approved: nothing was generated"}}}, nil
+	}
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{
+			Message: fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
+			RequestedSchema: map[string]any{"type": "object", "required": []string{"confirm"},
+				"properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}},
+		}},
+		RequestState: g.state(owner, digest),
+	}, nil
+}
+
+func argsDigest(req *mcp.CallToolRequest) string {
+	sum := sha256.Sum256(req.Params.Arguments)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// state is an HMAC-protected requestState bound to the caller, the exact
+// arguments and a 10-minute expiry.
+func (g *GenTasks) state(owner, digest string) string {
+	payload := fmt.Sprintf("%s|%s|%d", owner, digest, g.Now().Add(10*time.Minute).Unix())
+	mac := hmac.New(sha256.New, g.Secret)
+	mac.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (g *GenTasks) validState(s, owner, digest string) bool {
+	p64, m64, ok := strings.Cut(s, ".")
+	if !ok {
+		return false
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(m64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, g.Secret)
+	mac.Write(payload)
+	if !hmac.Equal(sig, mac.Sum(nil)) {
+		return false
+	}
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 3 || parts[0] != owner || parts[1] != digest {
+		return false
+	}
+	var exp int64
+	_, err := fmt.Sscan(parts[2], &exp)
+	return err == nil && g.Now().Unix() <= exp
+}
