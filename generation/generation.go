@@ -55,6 +55,8 @@ type Params struct {
 	Seed            *int64      `json:"seed,omitempty"`
 	DurationSeconds int         `json:"durationSeconds,omitempty"`
 	InputImage      *StoredBlob `json:"inputImage,omitempty"`
+	// AwaitsImage marks a generation reserved until upload_input.
+	AwaitsImage bool `json:"awaitsImage,omitempty"`
 }
 
 // StoredBlob is a file darkroom keeps in its blob store.
@@ -99,7 +101,7 @@ type Generation struct {
 
 // UploadRequired reports whether the generation waits for an input image.
 func (g *Generation) UploadRequired() bool {
-	return g.Status == StatusReserved && g.Params.InputImage == nil
+	return g.Status == StatusReserved && g.Params.AwaitsImage
 }
 
 func fromRow(r sqlitedb.Generation) (*Generation, error) {

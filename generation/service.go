@@ -231,8 +231,9 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		params.InputImage = in
 	}
 	status, msg := StatusQueued, "queued"
+	params.AwaitsImage = m.NeedsInputImage && params.InputImage == nil
 	switch {
-	case m.NeedsInputImage && params.InputImage == nil:
+	case params.AwaitsImage:
 		status, msg = StatusReserved, "waiting for an input image: call upload_input"
 	case req.HoldForApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
@@ -458,7 +459,7 @@ func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputIm
 		return nil, inputErrorf("generation %s is %s; upload_input applies only to a reserved generation", id, g.Status)
 	case !m.NeedsInputImage:
 		return nil, inputErrorf("model %s does not take an input image", g.ModelID)
-	case g.Params.InputImage != nil:
+	case !g.Params.AwaitsImage:
 		return nil, inputErrorf("generation %s already has its input image", id)
 	}
 	if err := s.checkImage(&img); err != nil {
@@ -469,7 +470,7 @@ func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputIm
 		return nil, err
 	}
 	p := g.Params
-	p.InputImage = in
+	p.InputImage, p.AwaitsImage = in, false
 	return s.approve(ctx, id, p, "queued")
 }
 

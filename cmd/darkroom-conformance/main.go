@@ -75,7 +75,7 @@ func newHandler(d *db.DB) (http.Handler, error) {
 	disp := tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info})
 	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
 	caps.AddExtension(tasks.ExtensionID, nil)
-	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps})
+	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps, CompletionHandler: completeFixture})
 	s.AddReceivingMiddleware(tasks.SDKMiddleware())
 	registerTaskFixtures(s, disp)
 	registerCore(s)

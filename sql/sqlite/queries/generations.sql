@@ -113,7 +113,9 @@ SET cancel_requested = 1, updated_at = @now, next_check_at = @now
 WHERE id = @id AND status IN ('queued', 'running') AND cancel_requested = 0;
 
 -- name: CancelConfirmed :execrows
+-- The provider confirmed the cancel: nothing was delivered, so the credits
+-- are refunded.
 UPDATE generations
-SET status = 'cancelled', status_message = @status_message, updated_at = @now,
+SET status = 'cancelled', status_message = @status_message, charged = 0, updated_at = @now,
     next_check_at = NULL, lease_owner = '', lease_until = 0
 WHERE id = @id AND status IN ('queued', 'running');

@@ -40,7 +40,7 @@ func (q *Queries) Approve(ctx context.Context, arg ApproveParams) (int64, error)
 
 const cancelConfirmed = `-- name: CancelConfirmed :execrows
 UPDATE generations
-SET status = 'cancelled', status_message = ?1, updated_at = ?2,
+SET status = 'cancelled', status_message = ?1, charged = 0, updated_at = ?2,
     next_check_at = NULL, lease_owner = '', lease_until = 0
 WHERE id = ?3 AND status IN ('queued', 'running')
 `
@@ -51,6 +51,8 @@ type CancelConfirmedParams struct {
 	ID            string
 }
 
+// The provider confirmed the cancel: nothing was delivered, so the credits
+// are refunded.
 func (q *Queries) CancelConfirmed(ctx context.Context, arg CancelConfirmedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, cancelConfirmed, arg.StatusMessage, arg.Now, arg.ID)
 	if err != nil {
