@@ -29,7 +29,7 @@ const generationSchema = `{"type":"object","properties":{
  "createdAt":{"type":"string"},"updatedAt":{"type":"string"},
  "outputs":{"type":"array","items":` + outputSchema + `},
  "error":{"type":"object","properties":{"kind":{"type":"string"},"message":{"type":"string"}},"required":["kind","message"]},
- "credits":{"type":"integer"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
+ "credits":{"type":"integer"},"outputsExpired":{"type":"boolean"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
  "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }

@@ -355,6 +355,9 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	if g.Status != generation.StatusCompleted {
 		return toolError("generation %s is %s, not completed: there is nothing to download yet (use wait_generation)", g.ID, g.Status), nil
 	}
+	if g.OutputsExpired {
+		return toolError("the outputs of generation %s were deleted after the %s retention period; generate again if you need them", g.ID, t.svc.Retention()), nil
+	}
 	i := 0
 	if a.Index != nil {
 		i = *a.Index

@@ -24,6 +24,7 @@ type GenerationView struct {
 	Outputs         []OutputView `json:"outputs"`
 	Error           *ErrorView   `json:"error,omitempty"`
 	Credits         int64        `json:"credits"`
+	OutputsExpired  bool         `json:"outputsExpired,omitempty"`
 	UploadRequired  bool         `json:"uploadRequired,omitempty"`
 	CancelRequested bool         `json:"cancelRequested,omitempty"`
 	TimedOut        *bool        `json:"timedOut,omitempty"`
@@ -67,6 +68,11 @@ func (t *Tools) View(ctx context.Context, g *generation.Generation) (*Generation
 	}
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
+	}
+	if g.OutputsExpired {
+		v.OutputsExpired = true
+		v.StatusMessage = fmt.Sprintf("completed; the outputs were kept for %s and have been deleted", t.svc.Retention())
+		return v, nil
 	}
 	for _, o := range g.Outputs {
 		url, exp, err := t.svc.Link(ctx, o.StoredBlob)

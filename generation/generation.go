@@ -95,6 +95,7 @@ type Generation struct {
 	IdempotencyKey  string
 	CancelRequested bool
 	Submitted       bool // handed to the provider (or possibly, after a crash)
+	OutputsExpired  bool // retention passed: the output files are deleted
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }
@@ -122,6 +123,7 @@ func fromRow(r sqlitedb.Generation) (*Generation, error) {
 		IdempotencyKey:  r.IdempotencyKey.String,
 		CancelRequested: r.CancelRequested != 0,
 		Submitted:       r.SubmitState != "",
+		OutputsExpired:  r.OutputsExpired != 0,
 		CreatedAt:       time.UnixMilli(r.CreatedAt).UTC(),
 		UpdatedAt:       time.UnixMilli(r.UpdatedAt).UTC(),
 	}

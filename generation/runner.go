@@ -41,6 +41,9 @@ type RunnerConfig struct {
 	// GiveUpAfter ends a generation failed when it has not finished this
 	// long after creation.
 	GiveUpAfter time.Duration
+	// StorageGiveUp is how long an output copy may keep failing on storage
+	// before the generation fails (a darkroom failure, not the provider's).
+	StorageGiveUp time.Duration
 	// MaxInFlight caps an owner's generations at the provider at once;
 	// more wait queued (0 or nil: no cap).
 	MaxInFlight func(owner string) int
@@ -57,6 +60,9 @@ type Runner struct {
 	sem   chan struct{}
 	mu    sync.Mutex
 	fails map[string]int // consecutive step failures, in memory only
+	// storageDown records when output copies of a generation started
+	// failing on storage.
+	storageDown map[string]time.Time
 	wg    sync.WaitGroup
 }
 
@@ -77,10 +83,13 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.GiveUpAfter == 0 {
 		cfg.GiveUpAfter = 6 * time.Hour
 	}
+	if cfg.StorageGiveUp == 0 {
+		cfg.StorageGiveUp = 30 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
 	s.cfg.Kick = r.Kick
 	return r
 }
@@ -161,6 +170,17 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 		return
 	}
 	next, err := r.advance(ctx, g, row)
+	var se *storageError
+	if errors.As(err, &se) {
+		next, err = r.storageOutage(ctx, g, se)
+		if next < 0 {
+			return
+		}
+	} else {
+		r.mu.Lock()
+		delete(r.storageDown, g.ID)
+		r.mu.Unlock()
+	}
 	if err != nil {
 		var perm *provider.PermanentError
 		if errors.As(err, &perm) {
@@ -200,6 +220,41 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
 	}
 	r.Kick() // the loop recomputes its next wake-up
+}
+
+// storageError marks a failure to write outputs into our own store: the
+// provider's job is done, so the runner waits for storage instead of
+// counting attempts.
+type storageError struct{ err error }
+
+func (e *storageError) Error() string { return "storage: " + e.err.Error() }
+func (e *storageError) Unwrap() error { return e.err }
+
+// storageOutage keeps the generation running with a message saying it
+// waits for storage, retrying with backoff, and fails it (inside
+// darkroom) once storage has been failing for StorageGiveUp.
+func (r *Runner) storageOutage(ctx context.Context, g *Generation, se *storageError) (time.Duration, error) {
+	now := r.s.cfg.Now()
+	r.mu.Lock()
+	since, ok := r.storageDown[g.ID]
+	if !ok {
+		since = now
+		r.storageDown[g.ID] = now
+	}
+	r.mu.Unlock()
+	if now.Sub(since) >= r.cfg.StorageGiveUp {
+		r.mu.Lock()
+		delete(r.storageDown, g.ID)
+		r.mu.Unlock()
+		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("output storage unreachable for %s: %v", r.cfg.StorageGiveUp, se.err))
+		return -1, nil
+	}
+	msg := fmt.Sprintf("running: the result is ready; waiting for storage to come back (since %s): %v", since.UTC().Format(time.RFC3339), se.err)
+	_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(StatusRunning), StatusMessage: msg, Progress: g.Progress, Now: now.UnixMilli()})
+		return n == 1, err
+	})
+	return min(backoff(int(now.Sub(since)/time.Second)+1), 30*time.Second), err
 }
 
 // backoff is exponential with jitter, 1 s doubling to a 60 s cap.
@@ -480,15 +535,34 @@ func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation
 		out.DurationSeconds = float64(g.Params.DurationSeconds)
 	}
 	key := blob.Key(g.Owner, g.ID, i, extFor(mime))
-	obj, err := r.s.cfg.Blobs.Put(ctx, key, br, mime, r.cfg.MaxOutputBytes)
+	src := &readErr{r: br}
+	obj, err := r.s.cfg.Blobs.Put(ctx, key, src, mime, r.cfg.MaxOutputBytes)
+	if src.err != nil {
+		return Output{}, fmt.Errorf("read output from %s: %w", p.Name(), src.err) // the provider side failed, not storage
+	}
 	if errors.Is(err, blob.ErrTooLarge) {
 		return Output{}, &provider.PermanentError{Message: fmt.Sprintf("output %d is larger than the %d-byte limit", i, r.cfg.MaxOutputBytes)}
 	}
 	if err != nil {
-		return Output{}, err
+		return Output{}, &storageError{err}
 	}
 	out.StoredBlob = StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}
 	return out, nil
+}
+
+// readErr remembers a read failure, to tell a provider download that broke
+// from a storage write that failed.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }
 
 // sniffMedia names the media type from magic bytes; "" when it is neither

@@ -48,6 +48,9 @@ type Config struct {
 	Now           func() time.Time
 	MaxInputBytes int64         // upload cap; default 10 MiB
 	LinkTTL       time.Duration // signed link lifetime; default 15 min
+	// Retention is how long outputs are kept after completion (default 7
+	// days); then their files are deleted.
+	Retention time.Duration
 	Hooks         Hooks
 	// Kick wakes the runner after a write that makes work due.
 	Kick func()
@@ -72,6 +75,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.LinkTTL == 0 {
 		cfg.LinkTTL = 15 * time.Minute
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 7 * 24 * time.Hour
 	}
 	if cfg.Hub == nil {
 		cfg.Hub = NewHub()
@@ -549,4 +555,59 @@ func (s *Service) Spent(ctx context.Context, owner string) (int64, error) {
 // Link mints a short-lived signed link for a stored blob.
 func (s *Service) Link(ctx context.Context, b StoredBlob) (string, time.Time, error) {
 	return s.cfg.Blobs.SignedURL(ctx, b.Key, s.cfg.LinkTTL)
+}
+
+// Retention returns how long outputs are kept.
+func (s *Service) Retention() time.Duration { return s.cfg.Retention }
+
+// ExpireOutputs deletes the files of generations completed more than the
+// retention period ago and marks their outputs expired, in batches. A
+// file is deleted before the record says so: a crash in between leaves a
+// record whose file is gone, which the next pass marks.
+func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
+	before := s.cfg.Now().Add(-s.cfg.Retention).UnixMilli()
+	total := 0
+	for {
+		rows, err := s.db.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before, Lim: 200})
+		if err != nil || len(rows) == 0 {
+			return total, err
+		}
+		for _, r := range rows {
+			var outs []Output
+			if err := json.Unmarshal([]byte(r.Outputs), &outs); err != nil {
+				return total, err
+			}
+			for _, o := range outs {
+				if err := s.cfg.Blobs.Delete(ctx, o.Key); err != nil {
+					return total, fmt.Errorf("delete expired output %s: %w", o.Key, err)
+				}
+			}
+			if _, err := s.change(ctx, r.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+				n, err := tx.MarkOutputsExpired(ctx, r.ID)
+				return n == 1, err
+			}); err != nil {
+				return total, err
+			}
+			total++
+		}
+		if len(rows) < 200 {
+			return total, nil
+		}
+	}
+}
+
+// RunRetention expires outputs every interval until ctx ends.
+func (s *Service) RunRetention(ctx context.Context, every time.Duration, onErr func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := s.ExpireOutputs(ctx); err != nil && ctx.Err() == nil && onErr != nil {
+			onErr(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the conformance fixtures exercise the deprecated roots, sampling and logging features.
+
 package main
 
 import (
@@ -48,19 +50,20 @@ func missingCapability(name string) error {
 		Message: "missing required client capability: " + name, Data: data}
 }
 
-// declared reports which of the deprecated in-band input kinds
-// ("elicitation", "sampling", "roots") caps declares.
+// declared reports whether caps declares the in-band input kind name:
+// "elicitation" (form mode, which the fixtures use), "sampling" or "roots".
 func declared(caps *mcp.ClientCapabilities, name string) bool {
 	if caps == nil {
 		return false
 	}
 	switch name {
 	case "elicitation":
-		return caps.Elicitation != nil
+		e := caps.Elicitation
+		return e != nil && (e.Form != nil || e.URL == nil) // {} means form mode only
 	case "sampling":
-		return caps.Sampling != nil //nolint:staticcheck // the fixtures exercise the deprecated kinds
+		return caps.Sampling != nil
 	case "roots":
-		return caps.RootsV2 != nil //nolint:staticcheck
+		return caps.RootsV2 != nil
 	}
 	return false
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the conformance fixtures exercise the deprecated roots, sampling and logging features.
+
 package main
 
 import (

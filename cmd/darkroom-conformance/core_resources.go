@@ -35,8 +35,9 @@ func registerCoreResources(s *mcp.Server) {
 
 func templateData(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, ok := strings.CutPrefix(uri, "test://template/")
-	if id, ok = strings.CutSuffix(id, "/data"); !ok || id == "" || strings.Contains(id, "/") {
+	rest, prefixed := strings.CutPrefix(uri, "test://template/")
+	id, suffixed := strings.CutSuffix(rest, "/data")
+	if !prefixed || !suffixed || id == "" || strings.Contains(id, "/") {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json",

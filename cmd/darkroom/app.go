@@ -50,6 +50,10 @@ type config struct {
 	DailyBudget    *int64
 	MaxInFlight    int
 	Auth           auth.Config
+	S3             blob.S3Config // Bucket set: outputs go to S3
+	CreateBucket   bool
+	Retention      time.Duration
+	StorageGiveUp  time.Duration
 }
 
 func env(name, def string) string {
@@ -80,11 +84,28 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	approval := fs.String("approval-above-credits", env("DARKROOM_APPROVAL_ABOVE_CREDITS", ""), "ask before spending more credits than this on one generation; empty = never (DARKROOM_APPROVAL_ABOVE_CREDITS)")
 	budget := fs.String("daily-budget", env("DARKROOM_DAILY_BUDGET", ""), "credits per caller per UTC day; empty = unlimited (DARKROOM_DAILY_BUDGET)")
 	inflight := fs.String("max-in-flight", env("DARKROOM_MAX_IN_FLIGHT", "4"), "generations per caller at the provider at once; more wait queued (DARKROOM_MAX_IN_FLIGHT)")
+	createBucket := fs.Bool("create-bucket", false, "create the S3 bucket if it does not exist")
+	retention := fs.String("retention", env("DARKROOM_RETENTION", "168h"), "how long outputs are kept (DARKROOM_RETENTION)")
+	giveUp := fs.String("storage-give-up", env("DARKROOM_STORAGE_GIVE_UP", "30m"), "how long to retry an unreachable output store before failing (DARKROOM_STORAGE_GIVE_UP)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c := &config{Addr: *addr, DataDir: *data, PublicURL: strings.TrimSuffix(*public, "/")}
+	c := &config{Addr: *addr, DataDir: *data, PublicURL: strings.TrimSuffix(*public, "/"), CreateBucket: *createBucket}
+	c.S3 = blob.S3Config{
+		Bucket:         os.Getenv("DARKROOM_S3_BUCKET"),
+		Endpoint:       os.Getenv("DARKROOM_S3_ENDPOINT"),
+		Region:         env("DARKROOM_S3_REGION", "us-east-1"),
+		Prefix:         os.Getenv("DARKROOM_S3_PREFIX"),
+		PathStyle:      os.Getenv("DARKROOM_S3_PATH_STYLE") == "true" || os.Getenv("DARKROOM_S3_PATH_STYLE") == "1",
+		PublicEndpoint: os.Getenv("DARKROOM_S3_PUBLIC_ENDPOINT"),
+	}
 	var err error
+	if c.Retention, err = time.ParseDuration(*retention); err != nil || c.Retention < time.Minute {
+		return nil, fmt.Errorf("DARKROOM_RETENTION: %q is not a duration of at least 1m", *retention)
+	}
+	if c.StorageGiveUp, err = time.ParseDuration(*giveUp); err != nil || c.StorageGiveUp < time.Second {
+		return nil, fmt.Errorf("DARKROOM_STORAGE_GIVE_UP: %q is not a duration of at least 1s", *giveUp)
+	}
 	if c.TaskTTL, err = time.ParseDuration(*taskTTL); err != nil || c.TaskTTL < time.Minute {
 		return nil, fmt.Errorf("DARKROOM_TASK_TTL: %q is not a duration of at least 1m", *taskTTL)
 	}
@@ -151,7 +172,8 @@ type app struct {
 	svc    *generation.Service
 	runner *generation.Runner
 	tools  *compat.Tools
-	files  *blob.Local
+	blobs  blob.Store
+	files  http.Handler // signed links to the local store; nil with S3
 	mcp    *mcp.Server
 	local  *local.Provider
 	tasks  *tasks.Dispatcher
@@ -163,6 +185,9 @@ type app struct {
 }
 
 func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -183,8 +208,8 @@ func (a *app) wire() error {
 	if err != nil {
 		return err
 	}
-	if a.files, err = blob.NewLocal(filepath.Join(a.cfg.DataDir, "files"), secret, a.cfg.PublicURL); err != nil {
-		return fmt.Errorf("local file store: %w", err)
+	if err := a.openBlobs(secret); err != nil {
+		return err
 	}
 	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
 		return fmt.Errorf("local provider: %w", err)
@@ -208,7 +233,8 @@ func (a *app) wire() error {
 	hub.Subscribe(a.gen.Notify)
 	a.svc, err = generation.NewService(generation.Config{
 		DB:            a.db,
-		Blobs:         a.files,
+		Blobs:         a.blobs,
+		Retention:     a.cfg.Retention,
 		Providers:     []provider.Provider{a.local},
 		Hub:           hub,
 		MaxInputBytes: a.cfg.MaxInputBytes,
@@ -218,7 +244,7 @@ func (a *app) wire() error {
 	if err != nil {
 		return err
 	}
-	a.runner = generation.NewRunner(a.svc, generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight})
+	a.runner = generation.NewRunner(a.svc, generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp})
 	a.tools = compat.New(compat.Config{
 		Service:        a.svc,
 		Owner:          server.ToolOwner,
@@ -229,6 +255,37 @@ func (a *app) wire() error {
 	a.gen.Svc, a.gen.Tools = a.svc, a.tools
 	a.tasks.Register("generation", a.gen)
 	a.mcp = server.New(a.serverConfig())
+	return nil
+}
+
+// openBlobs picks the output store: S3 when a bucket is configured (the
+// bucket must exist and be writable, or darkroom refuses to start), else
+// a folder under the data directory served by /files links.
+func (a *app) openBlobs(secret []byte) error {
+	ctx := context.Background()
+	if a.cfg.S3.Bucket == "" {
+		l, err := blob.NewLocal(filepath.Join(a.cfg.DataDir, "files"), secret, a.cfg.PublicURL)
+		if err != nil {
+			return fmt.Errorf("local file store: %w", err)
+		}
+		_, _ = l.Sweep(ctx, time.Hour) // temp files a crash left behind
+		a.blobs, a.files = l, l.Handler()
+		return nil
+	}
+	s3, err := blob.NewS3(ctx, a.cfg.S3)
+	if err != nil {
+		return fmt.Errorf("S3 storage: %w", err)
+	}
+	if a.cfg.CreateBucket {
+		if err := s3.CreateBucket(ctx); err != nil {
+			return fmt.Errorf("create S3 bucket %q: %w", a.cfg.S3.Bucket, err)
+		}
+	}
+	if err := s3.CheckBucket(ctx); err != nil {
+		return fmt.Errorf("S3 bucket %q is not usable (%w); create it, fix DARKROOM_S3_* and the AWS credentials, or start with --create-bucket", a.cfg.S3.Bucket, err)
+	}
+	_, _ = s3.Sweep(ctx, time.Hour) // staging objects and unfinished uploads
+	a.blobs = s3
 	return nil
 }
 
@@ -271,6 +328,9 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
 		})
 		wg.Go(func() { a.limits.Run(ctx) })
+		wg.Go(func() {
+			a.svc.RunRetention(ctx, 10*time.Minute, func(err error) { a.log.Error("output retention", "err", err) })
+		})
 		wg.Wait()
 	}()
 	return done
@@ -280,7 +340,7 @@ func (a *app) serverConfig() server.Config {
 	return server.Config{
 		Version:        buildVersion(),
 		Tools:          a.tools,
-		Files:          a.files.Handler(),
+		Files:          a.files,
 		AllowedOrigins: a.cfg.AllowedOrigins,
 		MaxBodyBytes:   a.cfg.MaxBodyBytes,
 		Logger:         a.log,
@@ -419,7 +479,9 @@ func stdio(ctx context.Context, args []string) error {
 	}
 	defer a.close()
 	mux := http.NewServeMux()
-	mux.Handle("/files/", a.files.Handler())
+	if a.files != nil {
+		mux.Handle("/files/", a.files)
+	}
 	files := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = files.Serve(ln) }()
 	defer files.Close()

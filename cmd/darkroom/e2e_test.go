@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/png"
 	"io"
@@ -15,7 +16,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -407,5 +410,34 @@ func TestOriginAndBodyLimits(t *testing.T) {
 	huge := strings.Replace(body, `"params":{`, `"params":{"pad":"`+strings.Repeat("x", 17<<20)+`",`, 1)
 	if c := post("", huge); c != http.StatusRequestEntityTooLarge {
 		t.Fatalf("oversize body: %d, want 413", c)
+	}
+}
+
+func TestRetentionExpiresOutputs(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.Retention = time.Millisecond })
+	cs := connect(t, s.url, "2026-07-28")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "short-lived", "wait": true, "waitSeconds": 30}, &g)
+	if g.Status != "completed" {
+		t.Fatalf("generate: %+v", g)
+	}
+	key := blob.Key("local", g.GenerationID, 0, "png")
+	time.Sleep(2 * time.Millisecond) // past the 1 ms retention
+	if n, err := s.app.svc.ExpireOutputs(context.Background()); err != nil || n != 1 {
+		t.Fatalf("ExpireOutputs = %d, %v", n, err)
+	}
+	if _, err := s.app.blobs.Stat(context.Background(), key); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("expired file still there: %v", err)
+	}
+	var after struct {
+		genView
+		OutputsExpired bool `json:"outputsExpired"`
+	}
+	call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &after)
+	if !after.OutputsExpired || len(after.Outputs) != 0 || !strings.Contains(after.StatusMessage, "deleted") {
+		t.Fatalf("after retention: %+v", after)
+	}
+	if res := call(t, cs, "download_output", map[string]any{"generationId": g.GenerationID}, nil); !res.IsError || !strings.Contains(text(res), "retention") {
+		t.Fatalf("download after retention: %s", text(res))
 	}
 }

@@ -119,3 +119,13 @@ UPDATE generations
 SET status = 'cancelled', status_message = @status_message, charged = 0, updated_at = @now,
     next_check_at = NULL, lease_owner = '', lease_until = 0
 WHERE id = @id AND status IN ('queued', 'running');
+
+-- name: OutputsToExpire :many
+SELECT id, outputs FROM generations
+WHERE status = 'completed' AND outputs_expired = 0 AND updated_at < @before
+ORDER BY updated_at
+LIMIT @lim;
+
+-- name: MarkOutputsExpired :execrows
+UPDATE generations SET outputs_expired = 1
+WHERE id = @id AND status = 'completed' AND outputs_expired = 0;

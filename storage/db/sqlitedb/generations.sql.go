@@ -93,7 +93,7 @@ WHERE id = (
     ORDER BY due.next_check_at
     LIMIT 1
 )
-RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired
 `
 
 type ClaimDueParams struct {
@@ -133,6 +133,7 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.OutputsExpired,
 	)
 	return i, err
 }
@@ -207,7 +208,7 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE owner = ?1 AND idempotency_key = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE owner = ?1 AND idempotency_key = ?2
 `
 
 type GetByIdempotencyKeyParams struct {
@@ -244,12 +245,13 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.OutputsExpired,
 	)
 	return i, err
 }
 
 const getGeneration = `-- name: GetGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = ?1
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE id = ?1
 `
 
 func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
@@ -281,12 +283,13 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.OutputsExpired,
 	)
 	return i, err
 }
 
 const getOwnedGeneration = `-- name: GetOwnedGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = ?1 AND owner = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE id = ?1 AND owner = ?2
 `
 
 type GetOwnedGenerationParams struct {
@@ -323,6 +326,7 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.OutputsExpired,
 	)
 	return i, err
 }
@@ -377,7 +381,7 @@ func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationPara
 }
 
 const listGenerations = `-- name: ListGenerations :many
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations
 WHERE owner = ?1
   AND (CAST(?2 AS TEXT) = '' OR status = ?2)
   AND (CAST(?3 AS INTEGER) = 0 OR created_at < ?3
@@ -435,6 +439,7 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Attempts,
 			&i.LeaseOwner,
 			&i.LeaseUntil,
+			&i.OutputsExpired,
 		); err != nil {
 			return nil, err
 		}
@@ -456,6 +461,19 @@ UPDATE generations SET cancel_requested = 2 WHERE id = ?1 AND cancel_requested =
 func (q *Queries) MarkCancelSent(ctx context.Context, id string) error {
 	_, err := q.db.ExecContext(ctx, markCancelSent, id)
 	return err
+}
+
+const markOutputsExpired = `-- name: MarkOutputsExpired :execrows
+UPDATE generations SET outputs_expired = 1
+WHERE id = ?1 AND status = 'completed' AND outputs_expired = 0
+`
+
+func (q *Queries) MarkOutputsExpired(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.ExecContext(ctx, markOutputsExpired, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const markSubmitted = `-- name: MarkSubmitted :execrows
@@ -522,6 +540,46 @@ func (q *Queries) NextDueAt(ctx context.Context) (int64, error) {
 	var due int64
 	err := row.Scan(&due)
 	return due, err
+}
+
+const outputsToExpire = `-- name: OutputsToExpire :many
+SELECT id, outputs FROM generations
+WHERE status = 'completed' AND outputs_expired = 0 AND updated_at < ?1
+ORDER BY updated_at
+LIMIT ?2
+`
+
+type OutputsToExpireParams struct {
+	Before int64
+	Lim    int64
+}
+
+type OutputsToExpireRow struct {
+	ID      string
+	Outputs string
+}
+
+func (q *Queries) OutputsToExpire(ctx context.Context, arg OutputsToExpireParams) ([]OutputsToExpireRow, error) {
+	rows, err := q.db.QueryContext(ctx, outputsToExpire, arg.Before, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OutputsToExpireRow
+	for rows.Next() {
+		var i OutputsToExpireRow
+		if err := rows.Scan(&i.ID, &i.Outputs); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const requestCancel = `-- name: RequestCancel :execrows

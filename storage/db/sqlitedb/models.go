@@ -34,6 +34,7 @@ type Generation struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	OutputsExpired  int64
 }
 
 type Task struct {
