@@ -126,7 +126,9 @@ func jsonKind(goKind string) string {
 	return "an object"
 }
 
-func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string { return t.cfg.Owner(ctx, req) }
+func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string {
+	return t.cfg.Owner(ctx, req)
+}
 
 // fail turns a service error into a result: input errors and not-found are
 // tool errors; anything else is an internal error.

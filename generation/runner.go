@@ -63,7 +63,7 @@ type Runner struct {
 	// storageDown records when output copies of a generation started
 	// failing on storage.
 	storageDown map[string]time.Time
-	wg    sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 // NewRunner builds a runner for the service and hooks its Kick.

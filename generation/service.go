@@ -51,7 +51,7 @@ type Config struct {
 	// Retention is how long outputs are kept after completion (default 7
 	// days); then their files are deleted.
 	Retention time.Duration
-	Hooks         Hooks
+	Hooks     Hooks
 	// Kick wakes the runner after a write that makes work due.
 	Kick func()
 }

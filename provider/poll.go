@@ -34,17 +34,19 @@ const firstCheckFraction = 0.5
 //   - checks is the number of status checks made since submit, the
 //     runner's immediate look after submit included.
 //   - progressed reports that the last check showed progress (a higher
-//     percentage, queued → running); it resets the backoff to its base,
-//     so a job that visibly moves is followed closely.
+//     percentage, queued → running) compared with the check before it;
+//     it resets the backoff to its base, so a job that visibly moves is
+//     followed closely. The first observation is not progress.
 //   - webhooks reports that a webhook will announce the job's end; only a
 //     slow safety poll is then scheduled (2× expected, between 2 and 10
 //     minutes).
 //   - jitter spreads the result (see Jitter); nil means none.
 //
-// Without webhooks: wait until half the expected duration has passed,
-// then back off exponentially from expected/8, capped at PollCapImage for
+// Without webhooks: wait until half the expected duration has passed
+// (whatever the job showed before), then back off exponentially from expected/6, capped at PollCapImage for
 // jobs expected under a minute, PollCapVideo for longer ones (linearly in
-// between: expected/4). A 3-minute video is checked about 6 times.
+// between: expected/4). A 3-minute video is checked 4 to 5 times after the
+// runner's immediate look.
 func NextPoll(expected, sinceSubmit time.Duration, checks int, progressed, webhooks bool, jitter func(time.Duration) time.Duration) time.Duration {
 	if expected <= 0 {
 		expected = 10 * time.Second
@@ -58,10 +60,12 @@ func NextPoll(expected, sinceSubmit time.Duration, checks int, progressed, webho
 	}
 	limit := PollCap(expected)
 	first := time.Duration(float64(expected) * firstCheckFraction)
-	if sinceSubmit < first && !progressed {
+	base := max(expected/6, PollFloor)
+	if sinceSubmit < first-base/2 {
+		// Nothing to gain by looking before then. (A check that jitter
+		// put a little early does not wait for "first" again.)
 		return max(jitter(first-sinceSubmit), PollFloor)
 	}
-	base := max(expected/8, PollFloor)
 	d := base
 	if !progressed {
 		// checks counts the immediate look and the first real check;

@@ -108,7 +108,9 @@ type guessGuard struct {
 	blocked map[string]time.Time
 }
 
-func newGuessGuard(c limit.Class) *guessGuard { return &guessGuard{c: c, blocked: map[string]time.Time{}} }
+func newGuessGuard(c limit.Class) *guessGuard {
+	return &guessGuard{c: c, blocked: map[string]time.Time{}}
+}
 
 type statusRecorder struct {
 	http.ResponseWriter

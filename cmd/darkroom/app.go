@@ -24,9 +24,9 @@ import (
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -342,7 +342,9 @@ func TestForeignIDsLookUnknown(t *testing.T) {
 	random := "0123456789abcdef0123456789abcdef"
 
 	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
-		p := func(id string) map[string]any { return map[string]any{"taskId": id, "inputResponses": map[string]any{}} }
+		p := func(id string) map[string]any {
+			return map[string]any{"taskId": id, "inputResponses": map[string]any{}}
+		}
 		foreign, unknown := bob.call(m, p(tid)), bob.call(m, p(random))
 		if foreign.Error == nil || unknown.Error == nil || fmt.Sprint(*foreign.Error) != fmt.Sprint(*unknown.Error) || foreign.Status != unknown.Status {
 			t.Errorf("%s: foreign %+v vs unknown %+v", m, foreign.Error, unknown.Error)
