@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite (pinned in scripts/tools.sh)
+# against cmd/darkroom-conformance: every tasks-* scenario one by one, then
+# every scenario the 2026-07-28 revision requires (plus the extension and
+# pending ones it reports). Exits non-zero if any check fails, scored or not.
+#
+# CONFORMANCE_OUT=DIR keeps the suite's per-scenario results in DIR
+# (default: a temporary directory, removed on exit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/tools.sh conformance
+CACHE="${DARKROOM_CACHE:-$HOME/.cache/darkroom}"
+NODE="$CACHE/bin/node22"
+VERSION=$(sed -n 's/^CONFORMANCE_VERSION=//p' scripts/tools.sh)
+SUITE="$CACHE/conformance-$VERSION/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+tmp=$(mktemp -d)
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+out="${CONFORMANCE_OUT:-$tmp/out}"
+mkdir -p "$tmp/data" "$tmp/home" "$out"
+
+go build -o "$tmp/darkroom-conformance" ./cmd/darkroom-conformance
+
+# The server prints "listening on http://ADDR/mcp" on stdout once ready.
+mkfifo "$tmp/ready"
+"$tmp/darkroom-conformance" -addr 127.0.0.1:0 -data "$tmp/data" >"$tmp/ready" 2>"$tmp/server.log" &
+pid=$!
+exec 3<>"$tmp/ready" # read-write: never blocks, and the server never meets a closed pipe
+url=""
+for _ in $(seq 60); do
+  if read -r -t 1 -u 3 line; then
+    case $line in "listening on "*) url=${line#listening on }; break ;; esac
+  elif ! kill -0 "$pid" 2>/dev/null; then
+    break
+  fi
+done
+if [ -z "$url" ]; then
+  echo "conformance: the fixture server did not start" >&2
+  cat "$tmp/server.log" >&2
+  exit 1
+fi
+
+suite() { HOME="$tmp/home" NO_COLOR=1 FORCE_COLOR=0 "$NODE" "$SUITE" "$@"; }
+plain() { sed 's/\x1b\[[0-9;]*m//g' "$1"; }
+# problems DIR prints the failed and warning checks recorded under DIR.
+problems() {
+  "$NODE" -e '
+    const fs = require("fs"), path = require("path");
+    for (const d of fs.readdirSync(process.argv[1]).sort()) {
+      let checks;
+      try { checks = JSON.parse(fs.readFileSync(path.join(process.argv[1], d, "checks.json"), "utf8")); } catch { continue; }
+      const name = d.replace(/^server-/, "").replace(/-\d{4}-\d\d-\d\dT.*$/, "");
+      for (const c of checks)
+        if (c.status === "FAILURE" || c.status === "WARNING")
+          console.log(`    ${name}: ${c.status} ${c.id}: ${(c.errorMessage || "").slice(0, 300)}`);
+    }' "$1"
+}
+
+failed=0
+summary=()
+
+# (a) Each tasks-* extension scenario on its own.
+mapfile -t scenarios < <(suite list --server | sed -n 's/^ *- \(tasks-[^ ]*\).*/\1/p')
+if [ ${#scenarios[@]} -eq 0 ]; then
+  echo "conformance: the suite lists no tasks-* scenarios" >&2
+  exit 1
+fi
+for s in "${scenarios[@]}"; do
+  log="$tmp/$s.log"
+  rc=0
+  suite server --url "$url" --scenario "$s" -o "$out/$s" >"$log" 2>&1 || rc=$?
+  counts=$(plain "$log" | sed -n 's/^Passed: \(.*\)/\1/p' | tail -n1)
+  if [ $rc -ne 0 ]; then
+    failed=1
+    summary+=("FAIL $s: ${counts:-no result (exit $rc)}")
+    [ -n "$counts" ] || summary+=("$(plain "$log" | tail -n5)")
+  else
+    summary+=("ok   $s: ${counts:-skipped}")
+  fi
+  details=$(problems "$out/$s")
+  [ -z "$details" ] || summary+=("$details")
+done
+
+# (b) Everything 2026-07-28 requires, in one run.
+log="$tmp/requirements.log"
+rc=0
+suite server --url "$url" --requirements 2026-07-28 -o "$out/requirements" >"$log" 2>&1 || rc=$?
+total=$(plain "$log" | sed -n 's/^Total: \(.*\)/\1/p' | tail -n1)
+bad=$(plain "$log" | sed -n '/^=== SUMMARY ===/,$p' | grep -E '^[^ ]+ [a-z0-9-]+: [0-9]+ passed, [1-9][0-9]* failed' || true)
+if [ $rc -ne 0 ] || [ -z "$total" ] || [ -n "$bad" ]; then
+  failed=1
+  summary+=("FAIL requirements 2026-07-28: ${total:-no result (exit $rc)}")
+  [ -n "$total" ] || summary+=("$(plain "$log" | tail -n5)")
+else
+  summary+=("ok   requirements 2026-07-28: $total")
+fi
+details=$(problems "$out/requirements")
+[ -z "$details" ] || summary+=("$details")
+
+echo "conformance $VERSION against $url:"
+printf '%s\n' "${summary[@]}" | sed 's/^/  /'
+[ $failed -eq 0 ] || echo "conformance: FAILED${CONFORMANCE_OUT:+ (results in $CONFORMANCE_OUT)}" >&2
+exit $failed
