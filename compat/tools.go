@@ -143,10 +143,6 @@ func fail(err error, id string) (*mcp.CallToolResult, error) {
 	return nil, err
 }
 
-type modelView struct {
-	provider.Model
-}
-
 func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	models := t.svc.Models()
 	for i := range models {

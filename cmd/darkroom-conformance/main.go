@@ -73,6 +73,7 @@ func newHandler(d *db.DB) (http.Handler, error) {
 	store := tasks.NewStore(d, nil)
 	info := &mcp.Implementation{Name: "darkroom-conformance", Version: "1.0.0"}
 	disp := tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info})
+	//lint:ignore SA1019 the core scenarios still exercise logging, deprecated but served for twelve months
 	caps := &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}}
 	caps.AddExtension(tasks.ExtensionID, nil)
 	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps, CompletionHandler: completeFixture})
