@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,5 +146,87 @@ func TestStdio(t *testing.T) {
 	code, body := fetch(t, g.Outputs[0].URL)
 	if code != 200 || len(body) != int(g.Outputs[0].Bytes) {
 		t.Fatalf("stdio output link: %d, %d bytes", code, len(body))
+	}
+}
+
+// stdioPeer drives `darkroom stdio` with raw JSON lines, so the Tasks
+// methods (which go-sdk's client does not speak) can be exercised.
+type stdioPeer struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func (p *stdioPeer) send(v map[string]any) {
+	p.t.Helper()
+	b, _ := json.Marshal(v)
+	if _, err := p.in.Write(append(b, '\n')); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// next reads the next message, failing after the deadline.
+func (p *stdioPeer) next() map[string]any {
+	p.t.Helper()
+	if !p.out.Scan() {
+		p.t.Fatalf("stdio closed: %v", p.out.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(p.out.Bytes(), &m); err != nil {
+		p.t.Fatalf("not JSON on stdout: %q", p.out.Text())
+	}
+	return m
+}
+
+func meta(caps map[string]any) map[string]any {
+	return map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
+}
+
+// TestStdioTasks: a task over stdio, then subscriptions/listen pushes its
+// notifications/tasks on the same channel, tagged with the subscription id.
+func TestStdioTasks(t *testing.T) {
+	cmd := exec.Command(binary, "stdio", "--data", t.TempDir())
+	cmd.Env = append(os.Environ(), "DARKROOM_LOCAL_LATENCY=0.05")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close(); _ = cmd.Wait() })
+	p := &stdioPeer{t: t, in: in, out: bufio.NewScanner(out)}
+	p.out.Buffer(make([]byte, 1<<20), 1<<20)
+
+	p.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+		"_meta": meta(withTasks()), "name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "stdio task", "durationSeconds": 2}}})
+	created := p.next()
+	res, _ := created["result"].(map[string]any)
+	id, _ := res["taskId"].(string)
+	if res["resultType"] != "task" || id == "" {
+		t.Fatalf("stdio generate: %v", created)
+	}
+	p.send(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": map[string]any{"_meta": meta(withTasks()), "taskId": id}})
+	if got := p.next(); got["result"].(map[string]any)["taskId"] != id {
+		t.Fatalf("stdio tasks/get: %v", got)
+	}
+	p.send(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen", "params": map[string]any{
+		"_meta": meta(withTasks()), "notifications": map[string]any{"taskIds": []string{id}}}})
+	ack := p.next()
+	if ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first listen message: %v", ack)
+	}
+	for {
+		m := p.next()
+		if m["id"] != nil { // the listen response closes the subscription
+			break
+		}
+		params := m["params"].(map[string]any)
+		if m["method"] != "notifications/tasks" || params["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"] != float64(3) {
+			t.Fatalf("unexpected message on the listen stream: %v", m)
+		}
+		if params["status"] == "completed" {
+			if params["result"] == nil {
+				t.Fatalf("completed notification without result: %v", params)
+			}
+		}
 	}
 }
