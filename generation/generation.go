@@ -96,6 +96,8 @@ type Generation struct {
 	CancelRequested bool
 	Submitted       bool // handed to the provider (or possibly, after a crash)
 	OutputsExpired  bool // retention passed: the output files are deleted
+	SubmittedAt     time.Time
+	Checks          int64 // runner steps so far (status looks, once submitted)
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }
@@ -124,6 +126,8 @@ func fromRow(r sqlitedb.Generation) (*Generation, error) {
 		CancelRequested: r.CancelRequested != 0,
 		Submitted:       r.SubmitState != "",
 		OutputsExpired:  r.OutputsExpired != 0,
+		SubmittedAt:     time.UnixMilli(r.SubmittedAt).UTC(),
+		Checks:          r.Attempts,
 		CreatedAt:       time.UnixMilli(r.CreatedAt).UTC(),
 		UpdatedAt:       time.UnixMilli(r.UpdatedAt).UTC(),
 	}

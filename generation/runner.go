@@ -44,6 +44,10 @@ type RunnerConfig struct {
 	// StorageGiveUp is how long an output copy may keep failing on storage
 	// before the generation fails (a darkroom failure, not the provider's).
 	StorageGiveUp time.Duration
+	// WebhookBase is darkroom's public base URL; when set, providers that
+	// accept webhooks get {WebhookBase}/webhooks/{provider} per job and
+	// are polled only as a slow safety net.
+	WebhookBase string
 	// MaxInFlight caps an owner's generations at the provider at once;
 	// more wait queued (0 or nil: no cap).
 	MaxInFlight func(owner string) int
@@ -63,7 +67,10 @@ type Runner struct {
 	// storageDown records when output copies of a generation started
 	// failing on storage.
 	storageDown map[string]time.Time
-	wg          sync.WaitGroup
+	// hooks holds webhook deliveries not yet taken by a step, by
+	// generation id.
+	hooks map[string]provider.WebhookEvent
+	wg    sync.WaitGroup
 }
 
 // NewRunner builds a runner for the service and hooks its Kick.
@@ -89,7 +96,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, hooks: map[string]provider.WebhookEvent{}}
 	s.cfg.Kick = r.Kick
 	return r
 }
@@ -213,6 +220,11 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("did not finish within %s", r.cfg.GiveUpAfter))
 		return
 	}
+	r.mu.Lock()
+	if _, ok := r.hooks[g.ID]; ok {
+		next = 0 // a webhook arrived while we stepped: look again now
+	}
+	r.mu.Unlock()
 	at := r.s.cfg.Now().Add(next).UnixMilli()
 	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
 		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id})
@@ -289,23 +301,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Genera
 		}
 		return r.submit(ctx, p, m, g)
 	case "submitting":
-		// A crash (or a lost reply) left the outcome of a submit unknown:
-		// reconcile before ever submitting again.
-		found, ok, err := p.Find(ctx, g.ID)
-		switch {
-		case err == nil && ok:
-			if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "queued at provider"}); err != nil {
-				return 0, err
-			}
-			return 0, nil
-		case err == nil || errors.Is(err, provider.ErrUnsupported):
-			// Not there (or the provider cannot say; only idempotent
-			// providers answer ErrUnsupported safely): submit with the same
-			// idempotency key.
-			return r.submit(ctx, p, m, g)
-		default:
-			return 0, err
-		}
+		return r.reconcile(ctx, p, m, g)
 	}
 	if err := json.Unmarshal([]byte(row.ProviderJob), &job); err != nil {
 		return 0, fmt.Errorf("decode provider job: %w", err)
@@ -321,11 +317,115 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Genera
 		}
 		return r.observe(ctx, p, m, g, job, st)
 	}
-	st, err := p.Status(ctx, job)
-	if err != nil {
-		return 0, err
+	var st provider.Status
+	if ev, ok := r.takeWebhook(g.ID); ok && ev.Trusted && ev.Status != nil {
+		st = *ev.Status // a signed delivery states the status: no call needed
+	} else {
+		var err error
+		if st, err = p.Status(ctx, job); err != nil {
+			return 0, err
+		}
 	}
 	return r.observe(ctx, p, m, g, job, st)
+}
+
+// reconcile settles a submit whose outcome is unknown (a crash or a lost
+// reply between MarkSubmitting and MarkSubmitted) without ever making a
+// second job where the provider cannot tell.
+func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
+	if ev, ok := r.takeWebhook(g.ID); ok && ev.Job != nil {
+		// A delivery named this generation: its job exists. Confirm with
+		// one Status call before binding it.
+		st, err := p.Status(ctx, *ev.Job)
+		if err != nil {
+			return 0, err
+		}
+		if err := r.markSubmitted(ctx, g.ID, *ev.Job, st); err != nil {
+			return 0, err
+		}
+		return r.observe(ctx, p, m, g, *ev.Job, st)
+	}
+	found, ok, err := p.Find(ctx, g.ID)
+	switch {
+	case err == nil && ok:
+		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "queued at " + p.Name()}); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	case err == nil:
+		return r.submit(ctx, p, m, g) // the provider says there is none
+	case !errors.Is(err, provider.ErrUnsupported):
+		return 0, err
+	}
+	if dr, risky := p.(provider.DuplicateRisk); !risky || !dr.ResubmitMayDuplicate() {
+		return r.submit(ctx, p, m, g) // idempotent submit: safe to repeat
+	}
+	// Resubmitting could run (and bill) the job twice: wait for the
+	// provider's webhook to name it, within reason.
+	waited := r.s.cfg.Now().Sub(g.UpdatedAt)
+	limit := 4*m.ExpectedDuration + time.Minute
+	if waited >= limit {
+		return 0, &provider.PermanentError{Message: fmt.Sprintf("%s did not confirm the submit and cannot be asked; not resubmitted, to avoid a duplicate paid job", p.Name())}
+	}
+	return min(limit-waited, 30*time.Second), nil
+}
+
+// Webhook takes a verified delivery for provider name: the generation it
+// names is looked at now (applying a trusted status without a call).
+func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEvent) error {
+	id := ""
+	if ev.Key != "" {
+		if row, err := r.s.db.Queries.GetGeneration(ctx, ev.Key); err == nil && row.Provider == name {
+			id = row.ID
+		}
+	}
+	if id == "" && ev.JobID != "" {
+		row, err := r.s.db.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: name, ProviderJobID: ev.JobID})
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // not ours (or purged): nothing to do
+		}
+		if err != nil {
+			return err
+		}
+		id = row.ID
+	}
+	if id == "" {
+		return nil
+	}
+	r.mu.Lock()
+	if len(r.hooks) > 10_000 {
+		clear(r.hooks) // bounded; a dropped hint only means a later poll
+	}
+	r.hooks[id] = ev
+	r.mu.Unlock()
+	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		return tx.WakeNow(ctx, sqlitedb.WakeNowParams{ID: id, Now: r.s.cfg.Now().UnixMilli()})
+	}); err != nil {
+		return err
+	}
+	r.Kick()
+	return nil
+}
+
+func (r *Runner) takeWebhook(id string) (provider.WebhookEvent, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ev, ok := r.hooks[id]
+	delete(r.hooks, id)
+	return ev, ok
+}
+
+// webhooks reports whether p's jobs announce their end by webhook.
+func (r *Runner) webhooks(p provider.Provider) bool {
+	_, ok := p.(provider.WebhookParser)
+	return ok && r.cfg.WebhookBase != ""
+}
+
+// nextPoll spaces status checks by the model's expected duration:
+// adaptive backoff without webhooks, a slow safety poll with them.
+func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, st provider.Status, checks int64, submittedAt time.Time) time.Duration {
+	progressed := st.Progress > g.Progress+0.005 || (g.Status == StatusQueued && st.State == provider.StateRunning)
+	return provider.NextPoll(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), int(checks), progressed, r.webhooks(p), provider.Jitter(0.1))
 }
 
 func (r *Runner) markSubmitting(ctx context.Context, id string) error {
@@ -391,9 +491,19 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 			return rc, err
 		}}
 	}
+	if r.webhooks(p) {
+		req.WebhookURL = r.cfg.WebhookBase + "/webhooks/" + p.Name()
+	}
 	job, err := p.Submit(ctx, req)
-	if err != nil {
+	if errors.Is(err, provider.ErrNotCreated) {
+		// Surely no job: the next attempt may submit afresh.
+		if rerr := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return tx.ResetSubmitting(ctx, g.ID) }); rerr != nil {
+			return 0, rerr
+		}
 		return 0, err
+	}
+	if err != nil {
+		return 0, err // outcome unknown: the next step reconciles
 	}
 	st := provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}
 	if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
@@ -403,7 +513,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	// are often done already.
 	st, err = p.Status(ctx, job)
 	if err != nil {
-		return pollDelay(m, 0), nil
+		return r.nextPoll(p, m, g, st, 1, r.s.cfg.Now()), nil
 	}
 	return r.observe(ctx, p, m, g, job, st)
 }
@@ -415,7 +525,7 @@ func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job,
 		status = StatusRunning
 	}
 	_, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.MarkSubmitted(ctx, sqlitedb.MarkSubmittedParams{ID: id, ProviderJob: string(jb), Status: string(status), StatusMessage: st.Message, Progress: st.Progress, Now: r.s.cfg.Now().UnixMilli()})
+		n, err := tx.MarkSubmitted(ctx, sqlitedb.MarkSubmittedParams{ID: id, ProviderJob: string(jb), ProviderJobID: job.ID, Status: string(status), StatusMessage: st.Message, Progress: st.Progress, Now: r.s.cfg.Now().UnixMilli()})
 		return n == 1, err
 	})
 	return err
@@ -466,18 +576,14 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 	if msg == "" {
 		msg = string(status)
 	}
-	_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
+	after, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
 		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(status), StatusMessage: msg, Progress: st.Progress, Now: now})
 		return n == 1, err
 	})
-	return pollDelay(m, st.Progress), err
-}
-
-// pollDelay spaces status checks by the model's expected duration: about
-// twenty looks over a typical run, at least 100 ms, at most 5 s.
-func pollDelay(m provider.Model, progress float64) time.Duration {
-	d := m.ExpectedDuration / 20
-	return min(max(d, 100*time.Millisecond), 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	return r.nextPoll(p, m, g, st, after.Checks, after.SubmittedAt), nil
 }
 
 func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string) {

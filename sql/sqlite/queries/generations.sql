@@ -76,7 +76,8 @@ WHERE id = @id AND status = 'queued' AND submit_state = '' AND cancel_requested 
 
 -- name: MarkSubmitted :execrows
 UPDATE generations
-SET submit_state = 'submitted', provider_job = @provider_job, status = @status,
+SET submit_state = 'submitted', provider_job = @provider_job, provider_job_id = @provider_job_id,
+    submitted_at = @now, status = @status,
     status_message = @status_message, progress = @progress, updated_at = @now
 WHERE id = @id AND status IN ('queued', 'running');
 
@@ -129,3 +130,17 @@ LIMIT @lim;
 -- name: MarkOutputsExpired :execrows
 UPDATE generations SET outputs_expired = 1
 WHERE id = @id AND status = 'completed' AND outputs_expired = 0;
+
+-- name: ResetSubmitting :exec
+-- The provider surely made no job (throttled before creating one): the
+-- next attempt submits afresh.
+UPDATE generations SET submit_state = ''
+WHERE id = @id AND submit_state = 'submitting' AND status = 'queued';
+
+-- name: GetByProviderJob :one
+SELECT * FROM generations WHERE provider = @provider AND provider_job_id = @provider_job_id;
+
+-- name: WakeNow :exec
+-- A webhook arrived: look at the generation now.
+UPDATE generations SET next_check_at = CAST(@now AS INTEGER)
+WHERE id = @id AND status IN ('queued', 'running') AND lease_until = 0;

@@ -93,7 +93,7 @@ WHERE id = (
     ORDER BY due.next_check_at
     LIMIT 1
 )
-RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired
+RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id
 `
 
 type ClaimDueParams struct {
@@ -134,6 +134,8 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
 		&i.OutputsExpired,
+		&i.SubmittedAt,
+		&i.ProviderJobID,
 	)
 	return i, err
 }
@@ -208,7 +210,7 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE owner = ?1 AND idempotency_key = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE owner = ?1 AND idempotency_key = ?2
 `
 
 type GetByIdempotencyKeyParams struct {
@@ -246,12 +248,59 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.LeaseOwner,
 		&i.LeaseUntil,
 		&i.OutputsExpired,
+		&i.SubmittedAt,
+		&i.ProviderJobID,
+	)
+	return i, err
+}
+
+const getByProviderJob = `-- name: GetByProviderJob :one
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE provider = ?1 AND provider_job_id = ?2
+`
+
+type GetByProviderJobParams struct {
+	Provider      string
+	ProviderJobID string
+}
+
+func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobParams) (Generation, error) {
+	row := q.db.QueryRowContext(ctx, getByProviderJob, arg.Provider, arg.ProviderJobID)
+	var i Generation
+	err := row.Scan(
+		&i.ID,
+		&i.Owner,
+		&i.ModelID,
+		&i.Provider,
+		&i.Kind,
+		&i.Prompt,
+		&i.Params,
+		&i.Credits,
+		&i.Charged,
+		&i.Status,
+		&i.StatusMessage,
+		&i.Progress,
+		&i.SubmitState,
+		&i.ProviderJob,
+		&i.Outputs,
+		&i.ErrorKind,
+		&i.ErrorMessage,
+		&i.IdempotencyKey,
+		&i.CancelRequested,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.NextCheckAt,
+		&i.Attempts,
+		&i.LeaseOwner,
+		&i.LeaseUntil,
+		&i.OutputsExpired,
+		&i.SubmittedAt,
+		&i.ProviderJobID,
 	)
 	return i, err
 }
 
 const getGeneration = `-- name: GetGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE id = ?1
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE id = ?1
 `
 
 func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
@@ -284,12 +333,14 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.LeaseOwner,
 		&i.LeaseUntil,
 		&i.OutputsExpired,
+		&i.SubmittedAt,
+		&i.ProviderJobID,
 	)
 	return i, err
 }
 
 const getOwnedGeneration = `-- name: GetOwnedGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations WHERE id = ?1 AND owner = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE id = ?1 AND owner = ?2
 `
 
 type GetOwnedGenerationParams struct {
@@ -327,6 +378,8 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.LeaseOwner,
 		&i.LeaseUntil,
 		&i.OutputsExpired,
+		&i.SubmittedAt,
+		&i.ProviderJobID,
 	)
 	return i, err
 }
@@ -381,7 +434,7 @@ func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationPara
 }
 
 const listGenerations = `-- name: ListGenerations :many
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations
 WHERE owner = ?1
   AND (CAST(?2 AS TEXT) = '' OR status = ?2)
   AND (CAST(?3 AS INTEGER) = 0 OR created_at < ?3
@@ -440,6 +493,8 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.LeaseOwner,
 			&i.LeaseUntil,
 			&i.OutputsExpired,
+			&i.SubmittedAt,
+			&i.ProviderJobID,
 		); err != nil {
 			return nil, err
 		}
@@ -478,27 +533,30 @@ func (q *Queries) MarkOutputsExpired(ctx context.Context, id string) (int64, err
 
 const markSubmitted = `-- name: MarkSubmitted :execrows
 UPDATE generations
-SET submit_state = 'submitted', provider_job = ?1, status = ?2,
-    status_message = ?3, progress = ?4, updated_at = ?5
-WHERE id = ?6 AND status IN ('queued', 'running')
+SET submit_state = 'submitted', provider_job = ?1, provider_job_id = ?2,
+    submitted_at = ?3, status = ?4,
+    status_message = ?5, progress = ?6, updated_at = ?3
+WHERE id = ?7 AND status IN ('queued', 'running')
 `
 
 type MarkSubmittedParams struct {
 	ProviderJob   string
+	ProviderJobID string
+	Now           int64
 	Status        string
 	StatusMessage string
 	Progress      float64
-	Now           int64
 	ID            string
 }
 
 func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, markSubmitted,
 		arg.ProviderJob,
+		arg.ProviderJobID,
+		arg.Now,
 		arg.Status,
 		arg.StatusMessage,
 		arg.Progress,
-		arg.Now,
 		arg.ID,
 	)
 	if err != nil {
@@ -618,6 +676,18 @@ func (q *Queries) Reschedule(ctx context.Context, arg RescheduleParams) error {
 	return err
 }
 
+const resetSubmitting = `-- name: ResetSubmitting :exec
+UPDATE generations SET submit_state = ''
+WHERE id = ?1 AND submit_state = 'submitting' AND status = 'queued'
+`
+
+// The provider surely made no job (throttled before creating one): the
+// next attempt submits afresh.
+func (q *Queries) ResetSubmitting(ctx context.Context, id string) error {
+	_, err := q.db.ExecContext(ctx, resetSubmitting, id)
+	return err
+}
+
 const spentSince = `-- name: SpentSince :one
 SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
 FROM generations WHERE owner = ?1 AND created_at >= ?2
@@ -662,4 +732,20 @@ func (q *Queries) UpdateProgress(ctx context.Context, arg UpdateProgressParams) 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const wakeNow = `-- name: WakeNow :exec
+UPDATE generations SET next_check_at = CAST(?1 AS INTEGER)
+WHERE id = ?2 AND status IN ('queued', 'running') AND lease_until = 0
+`
+
+type WakeNowParams struct {
+	Now int64
+	ID  string
+}
+
+// A webhook arrived: look at the generation now.
+func (q *Queries) WakeNow(ctx context.Context, arg WakeNowParams) error {
+	_, err := q.db.ExecContext(ctx, wakeNow, arg.Now, arg.ID)
+	return err
 }

@@ -35,6 +35,8 @@ type Generation struct {
 	LeaseOwner      string
 	LeaseUntil      int64
 	OutputsExpired  int64
+	SubmittedAt     int64
+	ProviderJobID   string
 }
 
 type Task struct {

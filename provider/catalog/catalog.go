@@ -1,0 +1,424 @@
+// Package catalog holds the Replicate and fal model catalog as data: an
+// embedded default (models.json) and an optional override file
+// (DARKROOM_MODELS_FILE, read with Load). Each entry says how darkroom's
+// request maps onto the provider's input fields and where the output URLs
+// are in the provider's result.
+package catalog
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+//go:embed models.json
+var defaultJSON []byte
+
+// Entry is one model.
+type Entry struct {
+	// ID is darkroom's model id, unique across providers.
+	ID          string        `json:"modelId"`
+	Provider    string        `json:"provider"` // "replicate" or "fal"
+	Kind        provider.Kind `json:"kind"`
+	Title       string        `json:"title"`
+	Description string        `json:"description"`
+	Credits     int64         `json:"credits"`
+	// ExpectedSeconds is the typical time from submit to completion.
+	ExpectedSeconds float64  `json:"expectedSeconds"`
+	AspectRatios    []string `json:"aspectRatios"`
+	Durations       []int    `json:"durations,omitempty"`
+	NeedsInputImage bool     `json:"needsInputImage,omitempty"`
+	// Endpoint is the provider's model path: Replicate "owner/name"
+	// (official model endpoint), fal "owner/app[/subpath]".
+	Endpoint string `json:"endpoint"`
+	// Version pins a Replicate version ("hash" or "owner/name:hash"); set,
+	// it is sent to POST /v1/predictions instead of the model endpoint.
+	Version string `json:"version,omitempty"`
+	// Input maps darkroom's request onto the provider's input object.
+	Input InputMap `json:"input"`
+	// Defaults are fixed input fields sent with every request.
+	Defaults map[string]any `json:"defaults,omitempty"`
+	// Output says where the result's files are.
+	Output OutputMap `json:"output"`
+	// Disabled removes the model (in an override file).
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// InputMap names the provider's input fields; an empty name means the
+// model has no such input.
+type InputMap struct {
+	Prompt         string `json:"prompt"`
+	NegativePrompt string `json:"negativePrompt,omitempty"`
+	AspectRatio    string `json:"aspectRatio,omitempty"`
+	// AspectRatioValues translates darkroom's "16:9" into the provider's
+	// value (fal's image_size "landscape_16_9"); nil sends the ratio as is.
+	AspectRatioValues map[string]any `json:"aspectRatioValues,omitempty"`
+	Duration          string         `json:"duration,omitempty"`
+	// DurationFormat: "int" (5, default), "string" ("5") or "seconds"
+	// ("5s").
+	DurationFormat string `json:"durationFormat,omitempty"`
+	Seed           string `json:"seed,omitempty"`
+	InputImage     string `json:"inputImage,omitempty"`
+}
+
+// OutputMap locates output files in the provider's result.
+type OutputMap struct {
+	// Path into the result (Replicate: the prediction's "output"; fal: the
+	// response body): dot-separated keys, "[*]" for every array element,
+	// "[n]" for one. "" is the root. The value found may be a URL string,
+	// an object with "url" (and "content_type"), or arrays of those.
+	Path string `json:"path"`
+	// MimeType is the files' type when the result does not say.
+	MimeType string `json:"mimeType,omitempty"`
+	// SafetyPath, when set, points at booleans (or arrays of booleans)
+	// that are true when the provider's safety checker blocked an output
+	// (fal's has_nsfw_concepts).
+	SafetyPath string `json:"safetyPath,omitempty"`
+}
+
+type file struct {
+	Models []Entry `json:"models"`
+}
+
+// Default returns the embedded catalog.
+func Default() []Entry {
+	es, err := Parse(defaultJSON)
+	if err != nil {
+		panic("catalog: embedded models.json: " + err.Error())
+	}
+	return es
+}
+
+// Load reads a catalog file ({"models":[...]}, the models.json shape).
+func Load(path string) ([]Entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	es, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %s: %w", path, err)
+	}
+	return es, nil
+}
+
+// Parse decodes and validates a catalog. Disabled entries are kept (Merge
+// uses them to remove defaults); ForProvider drops them.
+func Parse(b []byte) ([]Entry, error) {
+	var f file
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i, e := range f.Models {
+		if err := e.validate(); err != nil {
+			return nil, fmt.Errorf("model %d (%q): %w", i, e.ID, err)
+		}
+		if seen[e.ID] {
+			return nil, fmt.Errorf("model %q listed twice", e.ID)
+		}
+		seen[e.ID] = true
+	}
+	return f.Models, nil
+}
+
+func (e Entry) validate() error {
+	if e.ID == "" {
+		return errors.New("modelId is required")
+	}
+	if e.Disabled {
+		return nil
+	}
+	switch e.Provider {
+	case "replicate", "fal":
+	default:
+		return fmt.Errorf("provider %q is not replicate or fal", e.Provider)
+	}
+	if e.Kind != provider.KindImage && e.Kind != provider.KindVideo {
+		return fmt.Errorf("kind %q is not image or video", e.Kind)
+	}
+	if e.Endpoint == "" && e.Version == "" {
+		return errors.New("endpoint is required")
+	}
+	if e.Provider == "replicate" && e.Endpoint != "" && strings.Count(e.Endpoint, "/") != 1 {
+		return fmt.Errorf("replicate endpoint %q is not owner/name", e.Endpoint)
+	}
+	if e.Provider == "fal" && strings.Count(e.Endpoint, "/") < 1 {
+		return fmt.Errorf("fal endpoint %q is not owner/app[/subpath]", e.Endpoint)
+	}
+	if e.Input.Prompt == "" {
+		return errors.New("input.prompt is required")
+	}
+	if e.ExpectedSeconds <= 0 {
+		return errors.New("expectedSeconds must be > 0")
+	}
+	if e.NeedsInputImage && e.Input.InputImage == "" {
+		return errors.New("needsInputImage without input.inputImage")
+	}
+	switch e.Input.DurationFormat {
+	case "", "int", "string", "seconds":
+	default:
+		return fmt.Errorf("durationFormat %q is not int, string or seconds", e.Input.DurationFormat)
+	}
+	if _, err := splitPath(e.Output.Path); err != nil {
+		return fmt.Errorf("output.path: %w", err)
+	}
+	if _, err := splitPath(e.Output.SafetyPath); err != nil {
+		return fmt.Errorf("output.safetyPath: %w", err)
+	}
+	for _, r := range e.AspectRatios {
+		if e.Input.AspectRatioValues != nil {
+			if _, ok := e.Input.AspectRatioValues[r]; !ok {
+				return fmt.Errorf("aspect ratio %q has no aspectRatioValues entry", r)
+			}
+		}
+	}
+	return nil
+}
+
+// Merge applies override onto base: an entry with a known modelId
+// replaces it (or removes it when disabled), new ones are appended.
+func Merge(base, override []Entry) []Entry {
+	out := slices.Clone(base)
+	for _, o := range override {
+		i := slices.IndexFunc(out, func(e Entry) bool { return e.ID == o.ID })
+		switch {
+		case i >= 0 && o.Disabled:
+			out = slices.Delete(out, i, i+1)
+		case i >= 0:
+			out[i] = o
+		case !o.Disabled:
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// ForProvider returns the enabled entries of one provider.
+func ForProvider(es []Entry, name string) []Entry {
+	var out []Entry
+	for _, e := range es {
+		if e.Provider == name && !e.Disabled {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Expected is ExpectedSeconds as a duration.
+func (e Entry) Expected() time.Duration {
+	return time.Duration(e.ExpectedSeconds * float64(time.Second))
+}
+
+// Model is the entry as darkroom's provider.Model.
+func (e Entry) Model() provider.Model {
+	return provider.Model{
+		ID: e.ID, Provider: e.Provider, Kind: e.Kind, Title: e.Title, Description: e.Description,
+		Credits: e.Credits, AspectRatios: slices.Clone(e.AspectRatios), Durations: slices.Clone(e.Durations),
+		NeedsInputImage: e.NeedsInputImage, ExpectedDuration: e.Expected(),
+	}
+}
+
+// DerivedSeed is the seed sent when a request has none: a hash of the
+// idempotency key, 31 bits so every model's seed field accepts it. It
+// makes the submission recognisable later (Replicate's Find) and the
+// generation reproducible.
+func DerivedSeed(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("darkroom-seed\x00" + key))
+	return int64(h.Sum64() & 0x7fffffff)
+}
+
+// BuildInput maps a request onto the provider's input object. Invalid
+// requests (unknown ratio or duration, missing input image) return a
+// *provider.PermanentError.
+func (e Entry) BuildInput(req provider.Request) (map[string]any, error) {
+	in := map[string]any{}
+	for k, v := range e.Defaults {
+		in[k] = v
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return nil, &provider.PermanentError{Message: "a prompt is required"}
+	}
+	in[e.Input.Prompt] = req.Prompt
+	if req.NegativePrompt != "" && e.Input.NegativePrompt != "" {
+		in[e.Input.NegativePrompt] = req.NegativePrompt
+	}
+	if req.AspectRatio != "" && e.Input.AspectRatio != "" {
+		if len(e.AspectRatios) > 0 && !slices.Contains(e.AspectRatios, req.AspectRatio) {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer aspect ratio %q (offers %s)", e.ID, req.AspectRatio, strings.Join(e.AspectRatios, ", "))}
+		}
+		var v any = req.AspectRatio
+		if e.Input.AspectRatioValues != nil {
+			v = e.Input.AspectRatioValues[req.AspectRatio]
+		}
+		in[e.Input.AspectRatio] = v
+	}
+	if req.DurationSeconds > 0 && e.Input.Duration != "" {
+		if len(e.Durations) > 0 && !slices.Contains(e.Durations, req.DurationSeconds) {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer a %d s duration", e.ID, req.DurationSeconds)}
+		}
+		switch e.Input.DurationFormat {
+		case "string":
+			in[e.Input.Duration] = strconv.Itoa(req.DurationSeconds)
+		case "seconds":
+			in[e.Input.Duration] = strconv.Itoa(req.DurationSeconds) + "s"
+		default:
+			in[e.Input.Duration] = req.DurationSeconds
+		}
+	}
+	if e.Input.Seed != "" {
+		seed := req.Seed
+		if seed == 0 {
+			seed = DerivedSeed(req.IdempotencyKey)
+		}
+		in[e.Input.Seed] = seed
+	}
+	if req.InputImage != nil && req.InputImage.URL != "" {
+		if e.Input.InputImage == "" {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s takes no input image", e.ID)}
+		}
+		in[e.Input.InputImage] = req.InputImage.URL
+	} else if e.NeedsInputImage {
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s needs an input image", e.ID)}
+	}
+	return in, nil
+}
+
+// Outputs extracts the output files from a result value (decoded JSON).
+func (e Entry) Outputs(v any) []provider.Output {
+	return ExtractOutputs(v, e.Output.Path, e.Output.MimeType)
+}
+
+// Blocked reports whether the result flags an output as blocked by the
+// provider's safety checker.
+func (e Entry) Blocked(v any) bool {
+	if e.Output.SafetyPath == "" {
+		return false
+	}
+	segs, _ := splitPath(e.Output.SafetyPath)
+	blocked := false
+	walk(v, segs, func(x any) {
+		if b, ok := x.(bool); ok && b {
+			blocked = true
+		}
+	})
+	return blocked
+}
+
+// ExtractOutputs finds output files at path in v (see OutputMap.Path).
+func ExtractOutputs(v any, path, mime string) []provider.Output {
+	segs, err := splitPath(path)
+	if err != nil {
+		return nil
+	}
+	var outs []provider.Output
+	walk(v, segs, func(x any) {
+		switch t := x.(type) {
+		case string:
+			if looksURL(t) {
+				outs = append(outs, provider.Output{URL: t, MimeType: mime})
+			}
+		case map[string]any:
+			u, _ := t["url"].(string)
+			if !looksURL(u) {
+				return
+			}
+			m := mime
+			if ct, ok := t["content_type"].(string); ok && strings.Contains(ct, "/") {
+				m = ct
+			}
+			outs = append(outs, provider.Output{URL: u, MimeType: m})
+		}
+	})
+	return outs
+}
+
+func looksURL(s string) bool {
+	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")
+}
+
+// seg is one path step: a key, every element ("[*]") or one index.
+type seg struct {
+	key   string
+	index int // -1: every element; -2: not an index
+}
+
+func splitPath(p string) ([]seg, error) {
+	var out []seg
+	if p == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(p, ".") {
+		key, rest, _ := strings.Cut(part, "[")
+		if key != "" {
+			out = append(out, seg{key: key, index: -2})
+		}
+		for rest != "" {
+			inner, after, ok := strings.Cut(rest, "]")
+			if !ok {
+				return nil, fmt.Errorf("unclosed [ in %q", p)
+			}
+			if inner == "*" {
+				out = append(out, seg{index: -1})
+			} else {
+				n, err := strconv.Atoi(inner)
+				if err != nil || n < 0 {
+					return nil, fmt.Errorf("bad index %q in %q", inner, p)
+				}
+				out = append(out, seg{index: n})
+			}
+			rest = strings.TrimPrefix(after, "[")
+			if after != "" && !strings.HasPrefix(after, "[") {
+				return nil, fmt.Errorf("unexpected %q in %q", after, p)
+			}
+		}
+		if key == "" && !strings.Contains(part, "[") {
+			return nil, fmt.Errorf("empty key in %q", p)
+		}
+	}
+	return out, nil
+}
+
+// walk visits the values at segs; at the end, arrays are flattened so a
+// path to a list of URLs (or a single URL) works the same.
+func walk(v any, segs []seg, visit func(any)) {
+	if len(segs) == 0 {
+		if arr, ok := v.([]any); ok {
+			for _, x := range arr {
+				walk(x, nil, visit)
+			}
+			return
+		}
+		visit(v)
+		return
+	}
+	s := segs[0]
+	switch {
+	case s.index == -2:
+		if m, ok := v.(map[string]any); ok {
+			walk(m[s.key], segs[1:], visit)
+		}
+	case s.index == -1:
+		if arr, ok := v.([]any); ok {
+			for _, x := range arr {
+				walk(x, segs[1:], visit)
+			}
+		}
+	default:
+		if arr, ok := v.([]any); ok && s.index < len(arr) {
+			walk(arr[s.index], segs[1:], visit)
+		}
+	}
+}

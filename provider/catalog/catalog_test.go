@@ -1,0 +1,165 @@
+package catalog_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+)
+
+func entry(t *testing.T, id string) catalog.Entry {
+	for _, e := range catalog.Default() {
+		if e.ID == id {
+			return e
+		}
+	}
+	t.Fatalf("no %s", id)
+	return catalog.Entry{}
+}
+
+func TestDefault(t *testing.T) {
+	es := catalog.Default()
+	kinds := map[string]int{}
+	for _, e := range es {
+		kinds[e.Provider+"/"+string(e.Kind)]++
+		m := e.Model()
+		if m.ID != e.ID || m.ExpectedDuration <= 0 || len(m.AspectRatios) == 0 {
+			t.Errorf("model %+v", m)
+		}
+	}
+	if kinds["replicate/image"] != 2 || kinds["fal/image"] != 2 || kinds["replicate/video"] != 1 || kinds["fal/video"] != 1 {
+		t.Fatalf("catalog %v", kinds)
+	}
+	if len(catalog.ForProvider(es, "fal")) != 3 {
+		t.Fatal("ForProvider")
+	}
+}
+
+func TestBuildInput(t *testing.T) {
+	r := provider.Request{IdempotencyKey: "gen-1", Prompt: "a fox", NegativePrompt: "blur", AspectRatio: "16:9", DurationSeconds: 5}
+	in, err := entry(t, "fal-flux-schnell").BuildInput(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in["prompt"] != "a fox" || in["image_size"] != "landscape_16_9" || in["seed"] != catalog.DerivedSeed("gen-1") || in["num_images"] != float64(1) {
+		t.Fatalf("fal flux %v", in)
+	}
+	if _, ok := in["negative_prompt"]; ok {
+		t.Fatal("flux has no negative prompt")
+	}
+	in, _ = entry(t, "fal-kling-1.6").BuildInput(r)
+	if in["duration"] != "5" || in["negative_prompt"] != "blur" || in["aspect_ratio"] != "16:9" {
+		t.Fatalf("fal kling %v", in)
+	}
+	in, _ = entry(t, "replicate-kling-1.6").BuildInput(r)
+	if in["duration"] != 5 {
+		t.Fatalf("replicate kling %v", in)
+	}
+	r.Seed = 7
+	in, _ = entry(t, "replicate-flux-dev").BuildInput(r)
+	if in["seed"] != int64(7) {
+		t.Fatalf("own seed %v", in)
+	}
+	r.InputImage = &provider.Input{URL: "https://x/in.png"}
+	if in, _ = entry(t, "replicate-flux-dev").BuildInput(r); in["image"] != "https://x/in.png" {
+		t.Fatalf("image %v", in)
+	}
+	var pe *provider.PermanentError
+	if _, err := entry(t, "fal-flux-dev").BuildInput(r); !errors.As(err, &pe) {
+		t.Fatal("input image on a model without one")
+	}
+	bad := []provider.Request{
+		{Prompt: "x", AspectRatio: "7:5"},
+		{Prompt: "x", DurationSeconds: 7},
+		{Prompt: " "},
+	}
+	for _, b := range bad {
+		if _, err := entry(t, "fal-kling-1.6").BuildInput(b); !errors.As(err, &pe) {
+			t.Errorf("%+v accepted", b)
+		}
+	}
+	if catalog.DerivedSeed("a") == catalog.DerivedSeed("b") || catalog.DerivedSeed("a") >= 1<<31 {
+		t.Fatal("DerivedSeed")
+	}
+}
+
+func fixture(t *testing.T, p string) any {
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	json.Unmarshal(b, &v)
+	return v
+}
+
+func TestOutputs(t *testing.T) {
+	pred := fixture(t, "replicate/prediction_succeeded.json").(map[string]any)
+	if o := entry(t, "replicate-flux-schnell").Outputs(pred["output"]); len(o) != 1 || o[0].MimeType != "image/png" {
+		t.Fatalf("%+v", o)
+	}
+	vid := fixture(t, "replicate/prediction_succeeded_video.json").(map[string]any)
+	if o := entry(t, "replicate-kling-1.6").Outputs(vid["output"]); len(o) != 1 || !strings.HasSuffix(o[0].URL, ".mp4") {
+		t.Fatalf("%+v", o)
+	}
+	flux := fixture(t, "fal/result_flux.json")
+	e := entry(t, "fal-flux-dev")
+	if o := e.Outputs(flux); len(o) != 1 || o[0].MimeType != "image/jpeg" || e.Blocked(flux) {
+		t.Fatalf("%+v", o)
+	}
+	if !e.Blocked(fixture(t, "fal/result_flux_nsfw.json")) {
+		t.Fatal("nsfw not blocked")
+	}
+	if o := entry(t, "fal-kling-1.6").Outputs(fixture(t, "fal/result_kling.json")); len(o) != 1 || o[0].MimeType != "video/mp4" {
+		t.Fatalf("%+v", o)
+	}
+	v := map[string]any{"a": []any{map[string]any{"b": []any{"https://x/1", "nope", "https://x/2"}}}}
+	if o := catalog.ExtractOutputs(v, "a[0].b", ""); len(o) != 2 {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestLoadMerge(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "models.json")
+	os.WriteFile(p, []byte(`{"models":[
+	  {"modelId":"fal-flux-dev","disabled":true},
+	  {"modelId":"fal-veo3","provider":"fal","kind":"video","title":"Veo 3","expectedSeconds":120,
+	   "aspectRatios":["16:9"],"durations":[8],"endpoint":"fal-ai/veo3",
+	   "input":{"prompt":"prompt","duration":"duration","durationFormat":"seconds"},"output":{"path":"video"}}]}`), 0o600)
+	over, err := catalog.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := catalog.Merge(catalog.Default(), over)
+	ids := map[string]bool{}
+	for _, e := range all {
+		ids[e.ID] = true
+	}
+	if ids["fal-flux-dev"] || !ids["fal-veo3"] || len(all) != 6 {
+		t.Fatalf("%v", ids)
+	}
+	in, _ := all[len(all)-1].BuildInput(provider.Request{Prompt: "x", DurationSeconds: 8})
+	if in["duration"] != "8s" {
+		t.Fatalf("%v", in)
+	}
+	for _, bad := range []string{
+		`{"models":[{"modelId":"x","provider":"openai","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1}]}`,
+		`{"models":[{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{},"expectedSeconds":1}]}`,
+		`{"models":[{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1,"output":{"path":"a[x]"}}]}`,
+		`{"models":[{"modelId":"x","provider":"replicate","kind":"image","endpoint":"a/b/c","input":{"prompt":"p"},"expectedSeconds":1}]}`,
+		`{"models":[],"extra":1}`,
+	} {
+		if _, err := catalog.Parse([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+	if _, err := catalog.Load(filepath.Join(dir, "missing.json")); err == nil {
+		t.Fatal("missing file")
+	}
+}

@@ -1,0 +1,581 @@
+// Package fal is darkroom's adapter for the fal.ai queue
+// (https://queue.fal.run).
+//
+// Wire facts it relies on (see shared/spec/media-landscape.md §3.2):
+//
+//   - submit: POST {queue}/{model_id}[/{subpath}] with the JSON input,
+//     Authorization: Key $FAL_KEY; the reply has request_id, status_url,
+//     response_url and cancel_url. Status and result paths drop the
+//     subpath, so the returned URLs are persisted in Job.Data and used
+//     as they are (when they stay on the queue's origin; otherwise they
+//     are rebuilt, so our key never goes elsewhere).
+//   - status: GET status_url?logs=1 → IN_QUEUE (queue_position),
+//     IN_PROGRESS (logs), COMPLETED; result: GET response_url.
+//   - cancel: PUT cancel_url → CANCELLATION_REQUESTED (202),
+//     ALREADY_COMPLETED (400), NOT_FOUND (404), OK.
+//   - webhook: ?fal_webhook=<url> on submit; fal POSTs {request_id,
+//     gateway_request_id, status OK|ERROR, payload} when the request is
+//     done, retrying up to 10 times over 2 hours. Deliveries are not
+//     verified here, so they are never trusted: ParseWebhook only says
+//     which job to look at (deduplicated on request_id).
+//   - limits are concurrency, not RPM; excess requests queue at fal.
+//
+// fal has no idempotency key (none is documented) and no way to list
+// requests by something we set, so Find answers ErrUnsupported and the
+// Provider implements provider.DuplicateRisk: a submit whose reply was
+// lost must not be resubmitted blindly. The key travels in the webhook
+// URL, so a webhook can still tie the job to its generation.
+package fal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
+)
+
+// Name is the provider's id in the catalog.
+const Name = "fal"
+
+// DefaultQueueURL is fal's queue origin.
+const DefaultQueueURL = "https://queue.fal.run"
+
+// DefaultOutputHosts are the hosts fal serves outputs from: its CDN
+// (v3.fal.media is the documented one; other fal.media subdomains are
+// seen in practice). storage.googleapis.com, used by some older fal
+// models, is not included: it serves anyone's buckets; add it through
+// Config.Fetch.Hosts if a model needs it.
+var DefaultOutputHosts = []string{"fal.media", "*.fal.media"}
+
+// ModelParam is the webhook URL parameter carrying the catalog model id,
+// so a webhook can be turned into a complete Job.
+const ModelParam = "darkroom_model"
+
+// Config configures a Provider. Only Key is required.
+type Config struct {
+	// Key is the API key (FAL_KEY, read by the caller).
+	Key string
+	// QueueURL is the queue origin (default DefaultQueueURL).
+	QueueURL string
+	// Models are the catalog entries to serve; entries of other providers
+	// are ignored. nil means the embedded default catalog.
+	Models []catalog.Entry
+	// MaxConcurrent caps this process's unfinished fal jobs (default 2,
+	// a new account's allowance). When it is reached Submit returns a
+	// RetryableError (wrapping provider.ErrNotCreated) whose After is
+	// ConcurrencyRetry, so the runner keeps the generation queued.
+	MaxConcurrent    int
+	ConcurrencyRetry time.Duration // default 5 s
+	// ActiveTTL forgets a job that never reached an end we saw (default
+	// 3 h), so an abandoned job cannot hold a slot for ever.
+	ActiveTTL time.Duration
+	// RequestsPerMinute is an outbound limit per key (default 600;
+	// negative disables it). fal limits concurrency, not rate; this only
+	// guards against runaway polling.
+	RequestsPerMinute int
+	MaxRateWait       time.Duration
+	// ObjectLifetime, when set, asks fal to keep outputs this long
+	// (X-Fal-Object-Lifecycle-Preference). darkroom copies outputs at
+	// once, so an hour is plenty.
+	ObjectLifetime time.Duration
+	// HTTPClient sends API requests (nil: one with RequestTimeout).
+	HTTPClient     *http.Client
+	RequestTimeout time.Duration
+	// Fetch is the output download policy; Hosts defaults to
+	// DefaultOutputHosts.
+	Fetch fetch.Options
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Provider is the fal adapter. It is safe for concurrent use.
+type Provider struct {
+	cfg    Config
+	queue  string
+	http   *httpx.Client
+	fetch  *fetch.Fetcher
+	models []catalog.Entry
+	byID   map[string]catalog.Entry
+	hooks  *seen.Set
+
+	mu        sync.Mutex
+	pending   int                  // submits in flight (concurrency cap)
+	active    map[string]time.Time // request id → submitted (concurrency cap)
+	cancelled map[string]time.Time // request ids we asked to cancel
+}
+
+// New builds a Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Key == "" {
+		return nil, errors.New("fal: an API key is required")
+	}
+	if cfg.QueueURL == "" {
+		cfg.QueueURL = DefaultQueueURL
+	}
+	if cfg.Models == nil {
+		cfg.Models = catalog.Default()
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 2
+	}
+	if cfg.ConcurrencyRetry <= 0 {
+		cfg.ConcurrencyRetry = 5 * time.Second
+	}
+	if cfg.ActiveTTL <= 0 {
+		cfg.ActiveTTL = 3 * time.Hour
+	}
+	if cfg.RequestsPerMinute == 0 {
+		cfg.RequestsPerMinute = 600
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Fetch.Hosts == nil {
+		cfg.Fetch.Hosts = DefaultOutputHosts
+	}
+	u, err := url.Parse(cfg.QueueURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("fal: bad queue URL %q", cfg.QueueURL)
+	}
+	p := &Provider{
+		cfg:   cfg,
+		queue: strings.TrimSuffix(cfg.QueueURL, "/"),
+		http: httpx.New(httpx.Config{
+			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: cfg.HTTPClient, Timeout: cfg.RequestTimeout,
+			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
+			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
+		}),
+		fetch:     fetch.New(cfg.Fetch),
+		byID:      map[string]catalog.Entry{},
+		hooks:     seen.New(10000, 3*time.Hour, cfg.Now), // fal retries for 2 h
+		active:    map[string]time.Time{},
+		cancelled: map[string]time.Time{},
+	}
+	for _, e := range catalog.ForProvider(cfg.Models, Name) {
+		p.models = append(p.models, e)
+		p.byID[e.ID] = e
+	}
+	return p, nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Models implements provider.Provider.
+func (p *Provider) Models() []provider.Model {
+	out := make([]provider.Model, 0, len(p.models))
+	for _, e := range p.models {
+		m := e.Model()
+		m.Provider = Name
+		out = append(out, m)
+	}
+	return out
+}
+
+// ResubmitMayDuplicate implements provider.DuplicateRisk: fal has no
+// idempotency key and Find cannot tell.
+func (p *Provider) ResubmitMayDuplicate() bool { return true }
+
+// jobData is what Job.Data holds.
+type jobData struct {
+	Model       string `json:"modelId,omitempty"`
+	RequestID   string `json:"requestId"`
+	StatusURL   string `json:"statusUrl"`
+	ResponseURL string `json:"responseUrl"`
+	CancelURL   string `json:"cancelUrl"`
+}
+
+// app is the part of a fal endpoint that status paths keep: owner/app
+// ("fal-ai/flux/dev" → "fal-ai/flux").
+func app(endpoint string) string {
+	parts := strings.SplitN(endpoint, "/", 3)
+	if len(parts) < 2 {
+		return endpoint
+	}
+	return parts[0] + "/" + parts[1]
+}
+
+// urlsFor builds the queue URLs of a request from its endpoint.
+func (p *Provider) urlsFor(endpoint, requestID string) jobData {
+	base := p.queue + "/" + app(endpoint) + "/requests/" + url.PathEscape(requestID)
+	return jobData{RequestID: requestID, StatusURL: base + "/status", ResponseURL: base, CancelURL: base + "/cancel"}
+}
+
+// JobFor rebuilds the Job of a fal request of a catalog model from its
+// request id (for a request id learnt from a webhook).
+func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
+	e, ok := p.byID[modelID]
+	if !ok || requestID == "" {
+		return provider.Job{}, fmt.Errorf("fal: cannot build a job for model %q request %q", modelID, requestID)
+	}
+	d := p.urlsFor(e.Endpoint, requestID)
+	d.Model = e.ID
+	b, _ := json.Marshal(d)
+	return provider.Job{ID: requestID, Data: b}, nil
+}
+
+func (p *Provider) data(job provider.Job) (jobData, catalog.Entry, error) {
+	var d jobData
+	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || d.StatusURL == "" || d.ResponseURL == "" {
+		return d, catalog.Entry{}, &provider.PermanentError{Message: "fal job record lacks its queue URLs"}
+	}
+	if job.ID != "" && d.RequestID == "" {
+		d.RequestID = job.ID
+	}
+	return d, p.byID[d.Model], nil
+}
+
+// Submit implements provider.Provider.
+func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
+	e, ok := p.byID[req.Model.ID]
+	if !ok {
+		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("fal does not serve model %q here", req.Model.ID)}
+	}
+	input, err := e.BuildInput(req)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	if !p.reserve() {
+		return provider.Job{}, &provider.RetryableError{
+			Err:   fmt.Errorf("%w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, p.cfg.MaxConcurrent),
+			After: p.cfg.ConcurrencyRetry,
+		}
+	}
+	submitted := false
+	defer func() {
+		if !submitted {
+			p.unreserve()
+		}
+	}()
+	target := p.queue + "/" + e.Endpoint
+	if req.WebhookURL != "" {
+		wh, err := webhookURL(req.WebhookURL, req.IdempotencyKey, e.ID)
+		if err != nil {
+			return provider.Job{}, err
+		}
+		target += "?fal_webhook=" + url.QueryEscape(wh)
+	}
+	hdr := http.Header{}
+	if p.cfg.ObjectLifetime > 0 {
+		hdr.Set("X-Fal-Object-Lifecycle-Preference", fmt.Sprintf(`{"expiration_duration_seconds":%d}`, int64(p.cfg.ObjectLifetime/time.Second)))
+	}
+	resp, err := p.http.Do(ctx, httpx.Create, http.MethodPost, target, input, hdr)
+	if err != nil {
+		return provider.Job{}, httpx.SubmitErr(err, nil)
+	}
+	if err := p.http.Err(resp); err != nil {
+		if errors.Is(err, provider.ErrNotFound) {
+			return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("fal does not know model %s: %s", e.Endpoint, httpx.Message(resp.Body))}
+		}
+		return provider.Job{}, httpx.SubmitErr(err, resp)
+	}
+	var r struct {
+		RequestID   string `json:"request_id"`
+		StatusURL   string `json:"status_url"`
+		ResponseURL string `json:"response_url"`
+		CancelURL   string `json:"cancel_url"`
+	}
+	if err := json.Unmarshal(resp.Body, &r); err != nil || r.RequestID == "" {
+		// Queued or not, we cannot tell.
+		return provider.Job{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable submit reply (%d)", resp.Status)}
+	}
+	d := p.urlsFor(e.Endpoint, r.RequestID)
+	d.Model = e.ID
+	// Prefer fal's own URLs (they are authoritative about paths), but
+	// only on the queue's origin: our key goes with every call.
+	if httpx.SameOrigin(p.queue, r.StatusURL) && httpx.SameOrigin(p.queue, r.ResponseURL) {
+		d.StatusURL, d.ResponseURL = r.StatusURL, r.ResponseURL
+		if httpx.SameOrigin(p.queue, r.CancelURL) {
+			d.CancelURL = r.CancelURL
+		}
+	}
+	b, _ := json.Marshal(d)
+	submitted = true
+	p.track(r.RequestID)
+	return provider.Job{ID: r.RequestID, Data: b}, nil
+}
+
+func webhookURL(webhook, key, model string) (string, error) {
+	u, err := url.Parse(webhook)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", &provider.PermanentError{Message: fmt.Sprintf("bad webhook URL %q", webhook)}
+	}
+	q := u.Query()
+	if key != "" {
+		q.Set(provider.WebhookKeyParam, key)
+	}
+	q.Set(ModelParam, model)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// The concurrency cap: a slot is reserved before the submit and becomes
+// the job's once fal accepts it; it is freed when we see the job end (or
+// after ActiveTTL). A submit whose reply is lost keeps no slot: its job is
+// not known to us until a webhook or a Status call names it.
+
+func (p *Provider) reserve() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for id, at := range p.active {
+		if now.Sub(at) > p.cfg.ActiveTTL {
+			delete(p.active, id)
+		}
+	}
+	if len(p.active)+p.pending >= p.cfg.MaxConcurrent {
+		return false
+	}
+	p.pending++
+	return true
+}
+
+func (p *Provider) unreserve() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending--
+}
+
+func (p *Provider) track(requestID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending--
+	p.active[requestID] = p.cfg.Now()
+}
+
+func (p *Provider) release(requestID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.active, requestID)
+	delete(p.cancelled, requestID)
+}
+
+// Active is the number of unfinished jobs counted against MaxConcurrent.
+func (p *Provider) Active() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.active) + p.pending
+}
+
+// Find implements provider.Provider: fal cannot tell (see the package
+// comment), so it is ErrUnsupported.
+func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, error) {
+	return provider.Job{}, false, provider.ErrUnsupported
+}
+
+type statusReply struct {
+	Status        string          `json:"status"`
+	QueuePosition *int            `json:"queue_position"`
+	Logs          []logLine       `json:"logs"`
+	Error         any             `json:"error"`
+	ErrorType     string          `json:"error_type"`
+	ResponseURL   string          `json:"response_url"`
+	Metrics       json.RawMessage `json:"metrics"`
+}
+
+type logLine struct {
+	Message string `json:"message"`
+}
+
+// Status implements provider.Provider. For a COMPLETED request it also
+// fetches the result (response_url) to read the outputs or the error.
+func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Status, error) {
+	d, e, err := p.data(job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	st, err := p.status(ctx, d, e)
+	if err == nil && st.State.Terminal() {
+		p.release(d.RequestID)
+	}
+	if errors.Is(err, provider.ErrNotFound) {
+		p.release(d.RequestID)
+	}
+	return st, err
+}
+
+func (p *Provider) status(ctx context.Context, d jobData, e catalog.Entry) (provider.Status, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, withQuery(d.StatusURL, "logs", "1"), nil, nil)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	if err := p.http.Err(resp); err != nil {
+		return provider.Status{}, err
+	}
+	var r statusReply
+	if err := json.Unmarshal(resp.Body, &r); err != nil {
+		return provider.Status{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable status: %w", err)}
+	}
+	switch r.Status {
+	case "IN_QUEUE":
+		st := provider.Status{State: provider.StateQueued, Message: "in fal's queue"}
+		if r.QueuePosition != nil {
+			st.Message = fmt.Sprintf("in fal's queue, position %d", *r.QueuePosition)
+		}
+		return st, nil
+	case "IN_PROGRESS":
+		st := provider.Status{State: provider.StateRunning, Message: "running"}
+		if pct, ok := logProgress(r.Logs); ok {
+			st.Progress = pct / 100
+			st.Message = fmt.Sprintf("running: %.0f%%", pct)
+		}
+		return st, nil
+	case "COMPLETED":
+		if msg := httpx.Text(r.Error); msg != "" {
+			return p.failed(d, msg), nil
+		}
+		return p.result(ctx, d, e)
+	default:
+		return provider.Status{State: provider.StateQueued, Message: fmt.Sprintf("fal status %q", r.Status)}, nil
+	}
+}
+
+func (p *Provider) failed(d jobData, msg string) provider.Status {
+	p.mu.Lock()
+	_, asked := p.cancelled[d.RequestID]
+	p.mu.Unlock()
+	if asked || strings.Contains(strings.ToLower(msg), "cancel") {
+		return provider.Status{State: provider.StateCancelled, Message: "cancelled at fal: " + msg}
+	}
+	return provider.Status{State: provider.StateFailed, Error: msg}
+}
+
+// result reads a completed request's response.
+func (p *Provider) result(ctx context.Context, d jobData, e catalog.Entry) (provider.Status, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, d.ResponseURL, nil, nil)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	switch {
+	case resp.OK():
+	case resp.Status == http.StatusBadRequest || resp.Status == http.StatusUnprocessableEntity:
+		// The request itself failed (invalid input, content policy).
+		msg := httpx.Message(resp.Body)
+		if msg == "" {
+			msg = fmt.Sprintf("the request failed at fal (%d)", resp.Status)
+		}
+		return p.failed(d, msg), nil
+	case resp.Status == http.StatusNotFound || resp.Status == http.StatusGone:
+		return provider.Status{State: provider.StateFailed, Error: "fal no longer has this request's result"}, nil
+	default:
+		return provider.Status{}, p.http.Err(resp)
+	}
+	var v any
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		return provider.Status{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable result: %w", err)}
+	}
+	if m, ok := v.(map[string]any); ok {
+		if msg := httpx.Text(m["detail"]); msg != "" && len(e.Outputs(v)) == 0 {
+			return p.failed(d, msg), nil
+		}
+	}
+	outs := e.Outputs(v)
+	if e.Blocked(v) {
+		return provider.Status{State: provider.StateFailed, Error: "fal's safety checker blocked the output (NSFW content detected); try a different prompt"}, nil
+	}
+	if len(outs) == 0 {
+		return provider.Status{State: provider.StateFailed, Error: "fal reported completion but the result has no output file"}, nil
+	}
+	return provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed", Outputs: outs}, nil
+}
+
+func withQuery(u, k, v string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := pu.Query()
+	q.Set(k, v)
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+var pctRE = regexp.MustCompile(`(\d{1,3}(?:\.\d+)?)\s?%`)
+var stepRE = regexp.MustCompile(`\b(\d{1,6})/(\d{1,6})\b`)
+
+// logProgress reads the latest percentage (or "n/m" step) from fal logs.
+func logProgress(logs []logLine) (float64, bool) {
+	for i := len(logs) - 1; i >= 0 && i >= len(logs)-50; i-- {
+		msg := logs[i].Message
+		if m := pctRE.FindAllStringSubmatch(msg, -1); m != nil {
+			if v, err := strconv.ParseFloat(m[len(m)-1][1], 64); err == nil && v <= 100 {
+				return v, true
+			}
+		}
+		if m := stepRE.FindAllStringSubmatch(msg, -1); m != nil {
+			a, _ := strconv.Atoi(m[len(m)-1][1])
+			b, _ := strconv.Atoi(m[len(m)-1][2])
+			if b > 0 && a <= b {
+				return float64(a) * 100 / float64(b), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Cancel implements provider.Provider. fal cancels a queued request; an
+// in-progress one gets a signal its app may ignore, so the state returned
+// is what a status check says right after (StateCancelled only once fal
+// shows it ended that way).
+func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
+	d, e, err := p.data(job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodPut, d.CancelURL, nil, nil)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	var r struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(resp.Body, &r)
+	switch {
+	case r.Status == "NOT_FOUND" || resp.Status == http.StatusNotFound:
+		p.release(d.RequestID)
+		return provider.Status{State: provider.StateCancelled, Message: "fal no longer knows this request; nothing is running"}, nil
+	case r.Status == "ALREADY_COMPLETED" || (resp.Status == http.StatusBadRequest && r.Status == ""):
+		return p.Status(ctx, job)
+	case resp.OK() || r.Status == "CANCELLATION_REQUESTED":
+		p.mu.Lock()
+		p.cancelled[d.RequestID] = p.cfg.Now()
+		p.mu.Unlock()
+		st, err := p.status(ctx, d, e)
+		if err != nil {
+			// The cancel was asked; the next poll tells how it ended.
+			return provider.Status{State: provider.StateRunning, Message: "cancellation requested at fal"}, nil
+		}
+		if st.State.Terminal() {
+			p.release(d.RequestID)
+		} else {
+			st.Message = "cancellation requested at fal; " + st.Message
+		}
+		return st, nil
+	default:
+		return provider.Status{}, p.http.Err(resp)
+	}
+}
+
+// OpenOutput implements provider.Provider: the URL must be on fal's CDN
+// hosts (Config.Fetch).
+func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provider.Output) (io.ReadCloser, error) {
+	rc, err := p.fetch.Open(ctx, out.URL)
+	if err != nil {
+		return nil, fetch.ProviderError(Name, err)
+	}
+	return rc, nil
+}
