@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +21,11 @@ import (
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fal"
+	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -54,6 +59,21 @@ type config struct {
 	CreateBucket   bool
 	Retention      time.Duration
 	StorageGiveUp  time.Duration
+	// Providers beyond the local one; each is on only with its credential.
+	ReplicateToken   string
+	ReplicateBaseURL string
+	ReplicateSecret  string // webhook signing secret; fetched from Replicate when empty
+	FalKey           string
+	FalQueueURL      string
+	FalConcurrency   int
+	ModelsFile       string
+	OutputHosts      []string // extra hosts outputs may be fetched from
+	// UnsafeOutputFetch allows plain-http and private-address output
+	// hosts: for tests against a local provider emulator only.
+	UnsafeOutputFetch bool
+	// Webhooks is set when DARKROOM_PUBLIC_URL is configured: providers
+	// then call back instead of being polled.
+	Webhooks bool
 }
 
 func env(name, def string) string {
@@ -87,10 +107,22 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	createBucket := fs.Bool("create-bucket", false, "create the S3 bucket if it does not exist")
 	retention := fs.String("retention", env("DARKROOM_RETENTION", "168h"), "how long outputs are kept (DARKROOM_RETENTION)")
 	giveUp := fs.String("storage-give-up", env("DARKROOM_STORAGE_GIVE_UP", "30m"), "how long to retry an unreachable output store before failing (DARKROOM_STORAGE_GIVE_UP)")
+	falConc := fs.String("fal-max-concurrent", env("DARKROOM_FAL_MAX_CONCURRENT", "2"), "fal requests in flight at once; more wait queued (DARKROOM_FAL_MAX_CONCURRENT)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	c := &config{Addr: *addr, DataDir: *data, PublicURL: strings.TrimSuffix(*public, "/"), CreateBucket: *createBucket}
+	c.Webhooks = c.PublicURL != ""
+	c.ReplicateToken, c.ReplicateBaseURL = os.Getenv("REPLICATE_API_TOKEN"), os.Getenv("DARKROOM_REPLICATE_BASE_URL")
+	c.ReplicateSecret = os.Getenv("DARKROOM_REPLICATE_WEBHOOK_SECRET")
+	c.FalKey, c.FalQueueURL = os.Getenv("FAL_KEY"), os.Getenv("DARKROOM_FAL_QUEUE_URL")
+	c.ModelsFile = os.Getenv("DARKROOM_MODELS_FILE")
+	for _, h := range strings.Split(os.Getenv("DARKROOM_OUTPUT_HOSTS"), ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.OutputHosts = append(c.OutputHosts, h)
+		}
+	}
+	c.UnsafeOutputFetch = os.Getenv("DARKROOM_UNSAFE_OUTPUT_FETCH") == `1`
 	c.S3 = blob.S3Config{
 		Bucket:         os.Getenv("DARKROOM_S3_BUCKET"),
 		Endpoint:       os.Getenv("DARKROOM_S3_ENDPOINT"),
@@ -100,6 +132,9 @@ func parseConfig(cmd string, args []string) (*config, error) {
 		PublicEndpoint: os.Getenv("DARKROOM_S3_PUBLIC_ENDPOINT"),
 	}
 	var err error
+	if c.FalConcurrency, err = strconv.Atoi(*falConc); err != nil || c.FalConcurrency < 1 {
+		return nil, fmt.Errorf("DARKROOM_FAL_MAX_CONCURRENT: %q is not a positive integer", *falConc)
+	}
 	if c.Retention, err = time.ParseDuration(*retention); err != nil || c.Retention < time.Minute {
 		return nil, fmt.Errorf("DARKROOM_RETENTION: %q is not a duration of at least 1m", *retention)
 	}
@@ -182,6 +217,7 @@ type app struct {
 	limits *limit.Classes
 	secret []byte
 	keys   map[string]auth.Overrides // per-caller overrides by principal id
+	routes map[string]http.Handler    // provider webhooks
 }
 
 func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
@@ -214,6 +250,10 @@ func (a *app) wire() error {
 	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
 		return fmt.Errorf("local provider: %w", err)
 	}
+	providers, err := a.remoteProviders()
+	if err != nil {
+		return err
+	}
 	a.secret = secret
 	if a.auth, err = auth.New(a.cfg.Auth); err != nil {
 		return fmt.Errorf("authentication: %w", err)
@@ -235,7 +275,7 @@ func (a *app) wire() error {
 		DB:            a.db,
 		Blobs:         a.blobs,
 		Retention:     a.cfg.Retention,
-		Providers:     []provider.Provider{a.local},
+		Providers:     append([]provider.Provider{a.local}, providers...),
 		Hub:           hub,
 		MaxInputBytes: a.cfg.MaxInputBytes,
 		LinkTTL:       a.cfg.LinkTTL,
@@ -244,7 +284,17 @@ func (a *app) wire() error {
 	if err != nil {
 		return err
 	}
-	a.runner = generation.NewRunner(a.svc, generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp})
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp}
+	if a.cfg.Webhooks {
+		rc.WebhookBase = a.cfg.PublicURL
+	}
+	a.runner = generation.NewRunner(a.svc, rc)
+	a.routes = map[string]http.Handler{}
+	for _, p := range providers {
+		if wp, ok := p.(provider.WebhookParser); ok {
+			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), wp, a.runner.Webhook, a.log)
+		}
+	}
 	a.tools = compat.New(compat.Config{
 		Service:        a.svc,
 		Owner:          server.ToolOwner,
@@ -256,6 +306,53 @@ func (a *app) wire() error {
 	a.tasks.Register("generation", a.gen)
 	a.mcp = server.New(a.serverConfig())
 	return nil
+}
+
+// remoteProviders builds Replicate and fal when their credentials are
+// set; a provider without a key is simply absent, and so are its models.
+func (a *app) remoteProviders() ([]provider.Provider, error) {
+	entries := catalog.Default()
+	if a.cfg.ModelsFile != "" {
+		over, err := catalog.Load(a.cfg.ModelsFile)
+		if err != nil {
+			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
+		}
+		entries = catalog.Merge(entries, over)
+	}
+	fetchOpts := func(defaults []string) fetch.Options {
+		o := fetch.Options{AllowHTTP: a.cfg.UnsafeOutputFetch, AllowPrivate: a.cfg.UnsafeOutputFetch}
+		if len(a.cfg.OutputHosts) > 0 {
+			o.Hosts = append(slices.Clone(defaults), a.cfg.OutputHosts...)
+		}
+		return o
+	}
+	var out []provider.Provider
+	if a.cfg.ReplicateToken != "" {
+		p, err := replicate.New(replicate.Config{
+			Token: a.cfg.ReplicateToken, BaseURL: a.cfg.ReplicateBaseURL, WebhookSecret: a.cfg.ReplicateSecret,
+			Models: catalog.ForProvider(entries, "replicate"), Fetch: fetchOpts(replicate.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("replicate: %w", err)
+		}
+		if a.cfg.Webhooks && a.cfg.ReplicateSecret == "" {
+			if err := p.LoadWebhookSecret(context.Background()); err != nil {
+				a.log.Warn("replicate: no webhook secret; polling instead", "err", err)
+			}
+		}
+		out = append(out, p)
+	}
+	if a.cfg.FalKey != "" {
+		p, err := fal.New(fal.Config{
+			Key: a.cfg.FalKey, QueueURL: a.cfg.FalQueueURL, MaxConcurrent: a.cfg.FalConcurrency,
+			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fal: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // openBlobs picks the output store: S3 when a bucket is configured (the
@@ -341,6 +438,7 @@ func (a *app) serverConfig() server.Config {
 		Version:        buildVersion(),
 		Tools:          a.tools,
 		Files:          a.files,
+		Routes:         a.routes,
 		AllowedOrigins: a.cfg.AllowedOrigins,
 		MaxBodyBytes:   a.cfg.MaxBodyBytes,
 		Logger:         a.log,

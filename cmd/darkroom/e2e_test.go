@@ -117,7 +117,7 @@ type genView struct {
 	} `json:"outputs"`
 }
 
-func fetch(t *testing.T, url string) (int, []byte) {
+func httpGet(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
@@ -181,7 +181,7 @@ func TestGenerateWaitDownload(t *testing.T) {
 		t.Errorf("result carries base64")
 	}
 	o := w.Outputs[0]
-	code, body := fetch(t, o.URL)
+	code, body := httpGet(t, o.URL)
 	if code != 200 {
 		t.Fatalf("GET output: %d", code)
 	}
@@ -218,7 +218,7 @@ func TestGenerateWaitDownload(t *testing.T) {
 	}
 	// A tampered link is refused.
 	tampered := strings.Replace(d.URL, "sig=", "sig=0", 1)
-	if code, _ := fetch(t, tampered); code != http.StatusForbidden {
+	if code, _ := httpGet(t, tampered); code != http.StatusForbidden {
 		t.Fatalf("tampered link: %d, want 403", code)
 	}
 }

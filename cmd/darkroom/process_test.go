@@ -143,7 +143,7 @@ func TestStdio(t *testing.T) {
 	if g.Status != "completed" {
 		t.Fatalf("stdio generate: %+v", g)
 	}
-	code, body := fetch(t, g.Outputs[0].URL)
+	code, body := httpGet(t, g.Outputs[0].URL)
 	if code != 200 || len(body) != int(g.Outputs[0].Bytes) {
 		t.Fatalf("stdio output link: %d, %d bytes", code, len(body))
 	}

@@ -60,7 +60,7 @@ func TestS3EndToEnd(t *testing.T) {
 	if !strings.Contains(d.URL, "X-Amz-Signature=") {
 		t.Fatalf("not a presigned S3 link: %s", d.URL)
 	}
-	code, body := fetch(t, d.URL)
+	code, body := httpGet(t, d.URL)
 	if code != 200 {
 		t.Fatalf("GET presigned link: %d %s", code, body)
 	}
