@@ -217,7 +217,7 @@ type app struct {
 	limits *limit.Classes
 	secret []byte
 	keys   map[string]auth.Overrides // per-caller overrides by principal id
-	routes map[string]http.Handler    // provider webhooks
+	routes map[string]http.Handler   // provider webhooks
 }
 
 func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
