@@ -154,13 +154,11 @@ func completeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 	return append([]byte(`{"resultType":"complete",`), b[1:]...), nil
 }
 
-// basePoll is the honest poll interval for a model: about a second for
-// images, five for video.
+// basePoll is the honest poll interval for a model: a quarter of its
+// expected duration, between 250 ms and 5 s (about a second for a typical
+// image, five for video).
 func basePoll(m provider.Model) time.Duration {
-	if m.Kind == provider.KindVideo {
-		return 5 * time.Second
-	}
-	return time.Second
+	return min(max(m.ExpectedDuration/4, 250*time.Millisecond), 5*time.Second)
 }
 
 func approvalRequest(m provider.Model) map[string]any {

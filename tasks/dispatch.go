@@ -302,8 +302,9 @@ func (d *Dispatcher) lookup(ctx context.Context, owner, id string) (*Task, *RPCE
 	return t, nil
 }
 
-// Detailed renders the DetailedTask for t as tasks/get and
-// notifications/tasks carry it.
+// Detailed renders the DetailedTask for t as tasks/get returns it, or,
+// with a subscription's meta, as notifications/tasks params (which are not
+// a result, so carry no resultType).
 func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta map[string]any) (json.RawMessage, error) {
 	var result json.RawMessage
 	if t.Status == StatusCompleted {
@@ -322,6 +323,9 @@ func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta m
 		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
 	}
 	w := t.detailed(result)
+	if meta != nil {
+		w.ResultType = ""
+	}
 	w.Meta = d.meta(meta)
 	return json.Marshal(w)
 }
