@@ -71,7 +71,7 @@ const (
 	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
  "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},
  "description":{"type":"string"},"credits":{"type":"integer"},"aspectRatios":{"type":"array","items":{"type":"string"}},
- "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"}},
+ "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"},"acceptsInputImage":{"type":"boolean"}},
  "required":["modelId","provider","kind","title","description","credits","aspectRatios","needsInputImage"]}}},"required":["models"]}`
 	creditsOut  = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
 	downloadOut = outputSchema

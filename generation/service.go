@@ -166,7 +166,7 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	} else if req.DurationSeconds != 0 {
 		return m, inputErrorf("durationSeconds applies to video models only; %s makes images", m.ID)
 	}
-	if req.InputImage != nil && !m.NeedsInputImage {
+	if req.InputImage != nil && !m.NeedsInputImage && !m.AcceptsInputImage {
 		return m, inputErrorf("%s does not take an input image", m.ID)
 	}
 	if req.InputImage != nil {

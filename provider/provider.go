@@ -25,16 +25,18 @@ const (
 
 // Model is one entry of a provider's catalog.
 type Model struct {
-	ID               string        `json:"modelId"`
-	Provider         string        `json:"provider"`
-	Kind             Kind          `json:"kind"`
-	Title            string        `json:"title"`
-	Description      string        `json:"description"`
-	Credits          int64         `json:"credits"`
-	AspectRatios     []string      `json:"aspectRatios"`
-	Durations        []int         `json:"durations,omitempty"` // seconds, video only
-	NeedsInputImage  bool          `json:"needsInputImage"`
-	ExpectedDuration time.Duration `json:"-"` // typical time from submit to completion
+	ID              string   `json:"modelId"`
+	Provider        string   `json:"provider"`
+	Kind            Kind     `json:"kind"`
+	Title           string   `json:"title"`
+	Description     string   `json:"description"`
+	Credits         int64    `json:"credits"`
+	AspectRatios    []string `json:"aspectRatios"`
+	Durations       []int    `json:"durations,omitempty"` // seconds, video only
+	NeedsInputImage bool     `json:"needsInputImage"`
+	// AcceptsInputImage: an input image is optional (it guides the result).
+	AcceptsInputImage bool          `json:"acceptsInputImage,omitempty"`
+	ExpectedDuration  time.Duration `json:"-"` // typical time from submit to completion
 }
 
 // Input is an input image already stored by darkroom. Providers that need a

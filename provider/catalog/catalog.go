@@ -226,7 +226,7 @@ func (e Entry) Model() provider.Model {
 	return provider.Model{
 		ID: e.ID, Provider: e.Provider, Kind: e.Kind, Title: e.Title, Description: e.Description,
 		Credits: e.Credits, AspectRatios: slices.Clone(e.AspectRatios), Durations: slices.Clone(e.Durations),
-		NeedsInputImage: e.NeedsInputImage, ExpectedDuration: e.Expected(),
+		NeedsInputImage: e.NeedsInputImage, AcceptsInputImage: e.Input.InputImage != "", ExpectedDuration: e.Expected(),
 	}
 }
 
