@@ -55,8 +55,11 @@ type Params struct {
 	Seed            *int64      `json:"seed,omitempty"`
 	DurationSeconds int         `json:"durationSeconds,omitempty"`
 	InputImage      *StoredBlob `json:"inputImage,omitempty"`
-	// AwaitsImage marks a generation reserved until upload_input.
-	AwaitsImage bool `json:"awaitsImage,omitempty"`
+	// AwaitsImage marks a generation reserved until upload_input, and
+	// AwaitsApproval one reserved until its spend is approved; it is
+	// queued once neither holds.
+	AwaitsImage    bool `json:"awaitsImage,omitempty"`
+	AwaitsApproval bool `json:"awaitsApproval,omitempty"`
 }
 
 // StoredBlob is a file darkroom keeps in its blob store.

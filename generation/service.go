@@ -238,10 +238,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	}
 	status, msg := StatusQueued, "queued"
 	params.AwaitsImage = m.NeedsInputImage && params.InputImage == nil
+	params.AwaitsApproval = req.HoldForApproval
 	switch {
 	case params.AwaitsImage:
-		status, msg = StatusReserved, "waiting for an input image: call upload_input"
-	case req.HoldForApproval:
+		status, msg = StatusReserved, "waiting for an input image: call upload_input with generationId "+id
+	case params.AwaitsApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
 	pj, _ := json.Marshal(params)
@@ -475,31 +476,33 @@ func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputIm
 	if err != nil {
 		return nil, err
 	}
-	p := g.Params
-	p.InputImage, p.AwaitsImage = in, false
-	return s.approve(ctx, id, p, "queued")
+	return s.release(ctx, id, func(p *Params) { p.InputImage, p.AwaitsImage = in, false }, "queued")
 }
 
-// Approve releases a generation held for spend approval.
+// Approve releases a generation held for spend approval (it still waits
+// for its input image if it has none).
 func (s *Service) Approve(ctx context.Context, id string) (*Generation, error) {
-	r, err := s.db.Queries.GetGeneration(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	g, err := fromRow(r)
-	if err != nil {
-		return nil, err
-	}
-	if g.UploadRequired() {
-		return g, nil // still needs its image; approval is recorded by the caller
-	}
-	return s.approve(ctx, id, g.Params, "queued: spend approved")
+	return s.release(ctx, id, func(p *Params) { p.AwaitsApproval = false }, "queued: spend approved")
 }
 
-func (s *Service) approve(ctx context.Context, id string, p Params, msg string) (*Generation, error) {
-	pj, _ := json.Marshal(p)
+// release clears one reason a reserved generation waits, inside one write
+// transaction, and queues it when no reason is left.
+func (s *Service) release(ctx context.Context, id string, clearHold func(*Params), msg string) (*Generation, error) {
 	now := s.cfg.Now().UnixMilli()
 	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		r, err := tx.GetGeneration(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		var p Params
+		if err := json.Unmarshal([]byte(r.Params), &p); err != nil {
+			return false, err
+		}
+		clearHold(&p)
+		pj, _ := json.Marshal(p)
+		if p.AwaitsImage || p.AwaitsApproval {
+			return false, tx.SetReservedParams(ctx, sqlitedb.SetReservedParamsParams{ID: id, Params: string(pj), Now: now})
+		}
 		n, err := tx.Approve(ctx, sqlitedb.ApproveParams{ID: id, Params: string(pj), StatusMessage: msg, Now: now})
 		return n == 1, err
 	})

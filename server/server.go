@@ -95,10 +95,10 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 	}
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {
-		prm, err := auth.MetadataURL(cfg.ResourceURL)
-		if err == nil {
-			h = auth.Middleware(cfg.Auth, auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger})(h)
-		}
+		// Fail closed: authentication applies even if the metadata URL
+		// cannot be derived (the challenge then names no metadata).
+		prm, _ := auth.MetadataURL(cfg.ResourceURL)
+		h = auth.Middleware(cfg.Auth, auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger})(h)
 		if paths, err := auth.PRMPaths(cfg.ResourceURL); err == nil && len(cfg.AuthServers) > 0 {
 			ph := auth.PRMHandler(cfg.ResourceURL, cfg.AuthServers, cfg.Auth.RequiredScopes())
 			for _, p := range paths {

@@ -178,15 +178,19 @@ func (d *DB) commit(batch []*writeReq) {
 			errs[i] = err
 			continue
 		}
+		// Once started, a write runs to the end: a statement interrupted
+		// by its caller's cancellation would make SQLite roll back the
+		// whole shared transaction, batch mates included.
+		wctx := context.WithoutCancel(r.ctx)
 		if len(batch) == 1 {
-			errs[i] = r.fn(r.ctx, t)
+			errs[i] = r.fn(wctx, t)
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
 			errs[i] = err
 			continue
 		}
-		if errs[i] = r.fn(r.ctx, t); errs[i] != nil {
+		if errs[i] = r.fn(wctx, t); errs[i] != nil {
 			_, _ = tx.ExecContext(ctx, "ROLLBACK TO w")
 		}
 		_, _ = tx.ExecContext(ctx, "RELEASE w")

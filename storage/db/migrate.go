@@ -40,15 +40,17 @@ func migrate(ctx context.Context, db *sql.DB, files fs.FS, dir string) error {
 		steps = append(steps, step{n, e.Name()})
 	}
 	sort.Slice(steps, func(i, j int) bool { return steps[i].n < steps[j].n })
+	for i := 1; i < len(steps); i++ {
+		if steps[i-1].n == steps[i].n {
+			return fmt.Errorf("migrations %s and %s share number %d", steps[i-1].name, steps[i].name, steps[i].n)
+		}
+	}
 
 	var current int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	for i, s := range steps {
-		if i > 0 && steps[i-1].n == s.n {
-			return fmt.Errorf("migrations %s and %s share number %d", steps[i-1].name, s.name, s.n)
-		}
+	for _, s := range steps {
 		if s.n <= current {
 			continue
 		}

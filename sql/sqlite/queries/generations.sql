@@ -144,3 +144,8 @@ SELECT * FROM generations WHERE provider = @provider AND provider_job_id = @prov
 -- A webhook arrived: look at the generation now.
 UPDATE generations SET next_check_at = CAST(@now AS INTEGER)
 WHERE id = @id AND status IN ('queued', 'running') AND lease_until = 0;
+
+-- name: SetReservedParams :exec
+-- A reserved generation got one of the things it waits for, not all.
+UPDATE generations SET params = @params, updated_at = @now
+WHERE id = @id AND status = 'reserved';

@@ -688,6 +688,23 @@ func (q *Queries) ResetSubmitting(ctx context.Context, id string) error {
 	return err
 }
 
+const setReservedParams = `-- name: SetReservedParams :exec
+UPDATE generations SET params = ?1, updated_at = ?2
+WHERE id = ?3 AND status = 'reserved'
+`
+
+type SetReservedParamsParams struct {
+	Params string
+	Now    int64
+	ID     string
+}
+
+// A reserved generation got one of the things it waits for, not all.
+func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsParams) error {
+	_, err := q.db.ExecContext(ctx, setReservedParams, arg.Params, arg.Now, arg.ID)
+	return err
+}
+
 const spentSince = `-- name: SpentSince :one
 SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
 FROM generations WHERE owner = ?1 AND created_at >= ?2
