@@ -214,6 +214,7 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 		r.mu.Unlock()
 	}
 	if next < 0 {
+		r.wakeOwner(ctx, g.Owner)
 		return // terminal; nothing to reschedule
 	}
 	if time.Since(g.CreatedAt) > r.cfg.GiveUpAfter {
@@ -459,7 +460,9 @@ func (r *Runner) overCap(ctx context.Context, g *Generation) (time.Duration, err
 		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(StatusQueued), StatusMessage: msg, Progress: 0, Now: r.s.cfg.Now().UnixMilli()})
 		return n == 1, err
 	})
-	return 2 * time.Second, err
+	// The end of one of the owner's generations wakes this one; the long
+	// fallback only covers an end seen by another process.
+	return time.Minute, err
 }
 
 func (r *Runner) cancelUnsubmitted(ctx context.Context, g *Generation) (time.Duration, error) {
@@ -586,6 +589,21 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 	return r.nextPoll(p, m, g, st, after.Checks, after.SubmittedAt), nil
 }
 
+// wakeOwner starts the owner's generations held back by the in-flight
+// cap, now that one of theirs has ended (no timer: the end wakes them).
+func (r *Runner) wakeOwner(ctx context.Context, owner string) {
+	if r.cfg.MaxInFlight == nil {
+		return
+	}
+	err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		return tx.WakeOwnerQueued(ctx, sqlitedb.WakeOwnerQueuedParams{Owner: owner, Now: r.s.cfg.Now().UnixMilli()})
+	})
+	if err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
+	}
+	r.Kick()
+}
+
 func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string) {
 	r.mu.Lock()
 	delete(r.fails, id)
@@ -595,12 +613,15 @@ func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string
 	if kind == ErrorInternal {
 		status = "failed inside darkroom: " + msg
 	}
-	_, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+	g, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
 		n, err := tx.Fail(ctx, sqlitedb.FailParams{ID: id, StatusMessage: status, ErrorKind: string(kind), ErrorMessage: msg, Now: now})
 		return n == 1, err
 	})
 	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: record failure", "generation", id, "err", err)
+	}
+	if g != nil {
+		r.wakeOwner(ctx, g.Owner)
 	}
 }
 

@@ -98,6 +98,8 @@ type Dispatcher struct {
 	store *Store
 	kinds map[string]Kind
 	ack   json.RawMessage
+	// resultMeta is every result's _meta, encoded once.
+	resultMeta json.RawMessage
 }
 
 // NewDispatcher builds a dispatcher over a store.
@@ -112,7 +114,8 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}}
-	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.meta(nil)})
+	d.resultMeta = d.meta(nil)
+	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.resultMeta})
 	return d
 }
 
@@ -131,7 +134,8 @@ func (d *Dispatcher) kind(t *Task) (Kind, error) {
 	return k, nil
 }
 
-func (d *Dispatcher) meta(extra map[string]any) map[string]any {
+// meta encodes a _meta object: serverInfo plus extra keys.
+func (d *Dispatcher) meta(extra map[string]any) json.RawMessage {
 	m := map[string]any{}
 	if d.opts.ServerInfo != nil {
 		m[metaServerInfo] = d.opts.ServerInfo
@@ -139,7 +143,8 @@ func (d *Dispatcher) meta(extra map[string]any) map[string]any {
 	for k, v := range extra {
 		m[k] = v
 	}
-	return m
+	b, _ := json.Marshal(m)
+	return b
 }
 
 // Request is a JSON-RPC request as the dispatcher needs it.
@@ -156,8 +161,8 @@ type clientCaps struct {
 
 type params struct {
 	Meta *struct {
-		ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
-		ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+		ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
+		ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
 	} `json:"_meta"`
 	TaskID         json.RawMessage            `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -183,9 +188,10 @@ func Handles(method string, rawParams json.RawMessage) bool {
 // extension (with an object value).
 func HasExtension(caps json.RawMessage) bool {
 	var c clientCaps
-	if json.Unmarshal(caps, &c) != nil {
-		return false
-	}
+	return json.Unmarshal(caps, &c) == nil && c.hasExtension()
+}
+
+func (c *clientCaps) hasExtension() bool {
 	v, ok := c.Extensions[ExtensionID]
 	return ok && len(v) > 0 && v[0] == '{'
 }
@@ -211,7 +217,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 	if len(req.Params) == 0 || json.Unmarshal(req.Params, &p) != nil {
 		return nil, invalidParams("params must be an object with _meta")
 	}
-	if p.Meta == nil || p.Meta.ProtocolVersion == nil || len(p.Meta.ClientCapabilities) == 0 {
+	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
 		return nil, invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
 	}
 	if headers != nil {
@@ -223,7 +229,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 		return nil, &RPCError{Code: CodeUnsupportedProtocol, Message: "Unsupported protocol version", HTTPStatus: http.StatusBadRequest,
 			Data: map[string]any{"supported": d.opts.Versions, "requested": *p.Meta.ProtocolVersion}}
 	}
-	if !HasExtension(p.Meta.ClientCapabilities) {
+	if !p.Meta.ClientCapabilities.hasExtension() {
 		return nil, MissingExtension()
 	}
 	return &p, nil
@@ -302,10 +308,10 @@ func (d *Dispatcher) lookup(ctx context.Context, owner, id string) (*Task, *RPCE
 	return t, nil
 }
 
-// Detailed renders the DetailedTask for t as tasks/get returns it, or,
-// with a subscription's meta, as notifications/tasks params (which are not
-// a result, so carry no resultType).
-func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta map[string]any) (json.RawMessage, error) {
+// Detailed renders the DetailedTask for t as tasks/get returns it (meta
+// nil), or, with a subscription's encoded meta, as notifications/tasks
+// params (which are not a result, so carry no resultType).
+func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta json.RawMessage) (json.RawMessage, error) {
 	var result json.RawMessage
 	if t.Status == StatusCompleted {
 		result = t.Result
@@ -323,10 +329,10 @@ func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta m
 		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
 	}
 	w := t.detailed(result)
+	w.Meta = d.resultMeta
 	if meta != nil {
-		w.ResultType = ""
+		w.ResultType, w.Meta = "", meta
 	}
-	w.Meta = d.meta(meta)
 	return json.Marshal(w)
 }
 
@@ -388,7 +394,7 @@ func (d *Dispatcher) CreateResult(ctx context.Context, t *Task) json.RawMessage 
 		t.PollInterval = d.opts.PollInterval(ctx, t.Owner, t.PollInterval)
 	}
 	w := t.wire("task")
-	w.Meta = d.meta(nil)
+	w.Meta = d.resultMeta
 	b, _ := json.Marshal(w)
 	return b
 }

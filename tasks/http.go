@@ -217,7 +217,7 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	}
 	sub := d.store.broker.subscribe(agreed)
 	defer d.store.broker.unsubscribe(sub, agreed)
-	subMeta := map[string]any{metaSubscriptionID: json.RawMessage(id)}
+	subMeta := d.meta(map[string]any{metaSubscriptionID: json.RawMessage(id)})
 	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
 	if send(notification(notificationSubscribed, ack)) != nil {
 		return

@@ -93,7 +93,7 @@ type wireTask struct {
 	InputRequests  map[string]json.RawMessage `json:"inputRequests,omitempty"`
 	Result         json.RawMessage            `json:"result,omitempty"`
 	Error          *Error                     `json:"error,omitempty"`
-	Meta           map[string]any             `json:"_meta,omitempty"`
+	Meta           json.RawMessage            `json:"_meta,omitempty"`
 }
 
 func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

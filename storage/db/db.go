@@ -32,8 +32,10 @@ type DB struct {
 	write *sql.DB
 	// Read is a read-only pool; WAL lets it read while the writer commits.
 	Read *sql.DB
-	// Queries runs sqlc reads against Read.
+	// Queries runs sqlc reads against Read, as prepared statements.
 	Queries *sqlitedb.Queries
+	// writeQ holds the same statements prepared on the writer.
+	writeQ *sqlitedb.Queries
 
 	reqs     chan *writeReq
 	done     chan struct{}
@@ -75,7 +77,8 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		_ = w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	// mmap keeps reads of a large table from going through read() calls.
+	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)&_pragma=mmap_size(268435456)")
 	if err != nil {
 		_ = w.Close()
 		return nil, err
@@ -83,10 +86,26 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	n := max(4, runtime.GOMAXPROCS(0)*2)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
+	// Prepared once: the hot paths (tasks/get, creations) would otherwise
+	// re-parse their SQL on every call.
+	rq, err := sqlitedb.Prepare(ctx, r)
+	if err != nil {
+		_ = w.Close()
+		_ = r.Close()
+		return nil, err
+	}
+	wq, err := sqlitedb.Prepare(ctx, w)
+	if err != nil {
+		_ = rq.Close()
+		_ = w.Close()
+		_ = r.Close()
+		return nil, err
+	}
 	d := &DB{
 		write:    w,
 		Read:     r,
-		Queries:  sqlitedb.New(r),
+		Queries:  rq,
+		writeQ:   wq,
 		reqs:     make(chan *writeReq, maxBatch),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -172,7 +191,7 @@ func (d *DB) commit(batch []*writeReq) {
 		}
 		return
 	}
-	t := &Tx{Queries: sqlitedb.New(tx), Tx: tx}
+	t := &Tx{Queries: d.writeQ.WithTx(tx), Tx: tx}
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err
@@ -191,9 +210,17 @@ func (d *DB) commit(batch []*writeReq) {
 			continue
 		}
 		if errs[i] = r.fn(wctx, t); errs[i] != nil {
-			_, _ = tx.ExecContext(ctx, "ROLLBACK TO w")
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+				// SQLite aborted the whole transaction (disk full, I/O):
+				// nothing in this batch is committed, so say so to all.
+				failBatch(tx, batch, fmt.Errorf("write failed and aborted its batch: %w", errs[i]))
+				return
+			}
 		}
-		_, _ = tx.ExecContext(ctx, "RELEASE w")
+		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+			failBatch(tx, batch, fmt.Errorf("release savepoint: %w", err))
+			return
+		}
 	}
 	if len(batch) == 1 && errs[0] != nil {
 		_ = tx.Rollback()
@@ -211,6 +238,13 @@ func (d *DB) commit(batch []*writeReq) {
 	}
 }
 
+func failBatch(tx *sql.Tx, batch []*writeReq, err error) {
+	_ = tx.Rollback()
+	for _, r := range batch {
+		r.err <- err
+	}
+}
+
 // Close stops the writer (failing writes not yet started) and closes both
 // pools.
 func (d *DB) Close() error {
@@ -223,5 +257,5 @@ func (d *DB) Close() error {
 	close(d.done)
 	d.closeMu.Unlock()
 	<-d.loopDone
-	return errors.Join(d.write.Close(), d.Read.Close())
+	return errors.Join(d.Queries.Close(), d.writeQ.Close(), d.write.Close(), d.Read.Close())
 }

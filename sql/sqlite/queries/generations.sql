@@ -149,3 +149,10 @@ WHERE id = @id AND status IN ('queued', 'running') AND lease_until = 0;
 -- A reserved generation got one of the things it waits for, not all.
 UPDATE generations SET params = @params, updated_at = @now
 WHERE id = @id AND status = 'reserved';
+
+-- name: WakeOwnerQueued :exec
+-- One of the owner's generations left the provider: those held back by
+-- the in-flight cap may start now.
+UPDATE generations SET next_check_at = CAST(@now AS INTEGER)
+WHERE owner = @owner AND status = 'queued' AND submit_state = '' AND lease_until = 0
+  AND next_check_at > CAST(@now AS INTEGER);

@@ -7,6 +7,7 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 type DBTX interface {
@@ -20,12 +21,408 @@ func New(db DBTX) *Queries {
 	return &Queries{db: db}
 }
 
+func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
+	q := Queries{db: db}
+	var err error
+	if q.approveStmt, err = db.PrepareContext(ctx, approve); err != nil {
+		return nil, fmt.Errorf("error preparing query Approve: %w", err)
+	}
+	if q.cancelConfirmedStmt, err = db.PrepareContext(ctx, cancelConfirmed); err != nil {
+		return nil, fmt.Errorf("error preparing query CancelConfirmed: %w", err)
+	}
+	if q.cancelUnsubmittedStmt, err = db.PrepareContext(ctx, cancelUnsubmitted); err != nil {
+		return nil, fmt.Errorf("error preparing query CancelUnsubmitted: %w", err)
+	}
+	if q.claimDueStmt, err = db.PrepareContext(ctx, claimDue); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimDue: %w", err)
+	}
+	if q.completeStmt, err = db.PrepareContext(ctx, complete); err != nil {
+		return nil, fmt.Errorf("error preparing query Complete: %w", err)
+	}
+	if q.countInFlightStmt, err = db.PrepareContext(ctx, countInFlight); err != nil {
+		return nil, fmt.Errorf("error preparing query CountInFlight: %w", err)
+	}
+	if q.expiredLiveTasksStmt, err = db.PrepareContext(ctx, expiredLiveTasks); err != nil {
+		return nil, fmt.Errorf("error preparing query ExpiredLiveTasks: %w", err)
+	}
+	if q.failStmt, err = db.PrepareContext(ctx, fail); err != nil {
+		return nil, fmt.Errorf("error preparing query Fail: %w", err)
+	}
+	if q.finishTaskStmt, err = db.PrepareContext(ctx, finishTask); err != nil {
+		return nil, fmt.Errorf("error preparing query FinishTask: %w", err)
+	}
+	if q.getByIdempotencyKeyStmt, err = db.PrepareContext(ctx, getByIdempotencyKey); err != nil {
+		return nil, fmt.Errorf("error preparing query GetByIdempotencyKey: %w", err)
+	}
+	if q.getByProviderJobStmt, err = db.PrepareContext(ctx, getByProviderJob); err != nil {
+		return nil, fmt.Errorf("error preparing query GetByProviderJob: %w", err)
+	}
+	if q.getGenerationStmt, err = db.PrepareContext(ctx, getGeneration); err != nil {
+		return nil, fmt.Errorf("error preparing query GetGeneration: %w", err)
+	}
+	if q.getOwnedGenerationStmt, err = db.PrepareContext(ctx, getOwnedGeneration); err != nil {
+		return nil, fmt.Errorf("error preparing query GetOwnedGeneration: %w", err)
+	}
+	if q.getTaskStmt, err = db.PrepareContext(ctx, getTask); err != nil {
+		return nil, fmt.Errorf("error preparing query GetTask: %w", err)
+	}
+	if q.getTaskByRefStmt, err = db.PrepareContext(ctx, getTaskByRef); err != nil {
+		return nil, fmt.Errorf("error preparing query GetTaskByRef: %w", err)
+	}
+	if q.insertGenerationStmt, err = db.PrepareContext(ctx, insertGeneration); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertGeneration: %w", err)
+	}
+	if q.insertTaskStmt, err = db.PrepareContext(ctx, insertTask); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertTask: %w", err)
+	}
+	if q.listGenerationsStmt, err = db.PrepareContext(ctx, listGenerations); err != nil {
+		return nil, fmt.Errorf("error preparing query ListGenerations: %w", err)
+	}
+	if q.markCancelSentStmt, err = db.PrepareContext(ctx, markCancelSent); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkCancelSent: %w", err)
+	}
+	if q.markOutputsExpiredStmt, err = db.PrepareContext(ctx, markOutputsExpired); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkOutputsExpired: %w", err)
+	}
+	if q.markSubmittedStmt, err = db.PrepareContext(ctx, markSubmitted); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkSubmitted: %w", err)
+	}
+	if q.markSubmittingStmt, err = db.PrepareContext(ctx, markSubmitting); err != nil {
+		return nil, fmt.Errorf("error preparing query MarkSubmitting: %w", err)
+	}
+	if q.nextDueAtStmt, err = db.PrepareContext(ctx, nextDueAt); err != nil {
+		return nil, fmt.Errorf("error preparing query NextDueAt: %w", err)
+	}
+	if q.outputsToExpireStmt, err = db.PrepareContext(ctx, outputsToExpire); err != nil {
+		return nil, fmt.Errorf("error preparing query OutputsToExpire: %w", err)
+	}
+	if q.purgeTasksStmt, err = db.PrepareContext(ctx, purgeTasks); err != nil {
+		return nil, fmt.Errorf("error preparing query PurgeTasks: %w", err)
+	}
+	if q.requestCancelStmt, err = db.PrepareContext(ctx, requestCancel); err != nil {
+		return nil, fmt.Errorf("error preparing query RequestCancel: %w", err)
+	}
+	if q.rescheduleStmt, err = db.PrepareContext(ctx, reschedule); err != nil {
+		return nil, fmt.Errorf("error preparing query Reschedule: %w", err)
+	}
+	if q.resetSubmittingStmt, err = db.PrepareContext(ctx, resetSubmitting); err != nil {
+		return nil, fmt.Errorf("error preparing query ResetSubmitting: %w", err)
+	}
+	if q.setReservedParamsStmt, err = db.PrepareContext(ctx, setReservedParams); err != nil {
+		return nil, fmt.Errorf("error preparing query SetReservedParams: %w", err)
+	}
+	if q.setTaskActiveStmt, err = db.PrepareContext(ctx, setTaskActive); err != nil {
+		return nil, fmt.Errorf("error preparing query SetTaskActive: %w", err)
+	}
+	if q.setTaskAnswersStmt, err = db.PrepareContext(ctx, setTaskAnswers); err != nil {
+		return nil, fmt.Errorf("error preparing query SetTaskAnswers: %w", err)
+	}
+	if q.spentSinceStmt, err = db.PrepareContext(ctx, spentSince); err != nil {
+		return nil, fmt.Errorf("error preparing query SpentSince: %w", err)
+	}
+	if q.updateProgressStmt, err = db.PrepareContext(ctx, updateProgress); err != nil {
+		return nil, fmt.Errorf("error preparing query UpdateProgress: %w", err)
+	}
+	if q.wakeNowStmt, err = db.PrepareContext(ctx, wakeNow); err != nil {
+		return nil, fmt.Errorf("error preparing query WakeNow: %w", err)
+	}
+	if q.wakeOwnerQueuedStmt, err = db.PrepareContext(ctx, wakeOwnerQueued); err != nil {
+		return nil, fmt.Errorf("error preparing query WakeOwnerQueued: %w", err)
+	}
+	return &q, nil
+}
+
+func (q *Queries) Close() error {
+	var err error
+	if q.approveStmt != nil {
+		if cerr := q.approveStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing approveStmt: %w", cerr)
+		}
+	}
+	if q.cancelConfirmedStmt != nil {
+		if cerr := q.cancelConfirmedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing cancelConfirmedStmt: %w", cerr)
+		}
+	}
+	if q.cancelUnsubmittedStmt != nil {
+		if cerr := q.cancelUnsubmittedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing cancelUnsubmittedStmt: %w", cerr)
+		}
+	}
+	if q.claimDueStmt != nil {
+		if cerr := q.claimDueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimDueStmt: %w", cerr)
+		}
+	}
+	if q.completeStmt != nil {
+		if cerr := q.completeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing completeStmt: %w", cerr)
+		}
+	}
+	if q.countInFlightStmt != nil {
+		if cerr := q.countInFlightStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing countInFlightStmt: %w", cerr)
+		}
+	}
+	if q.expiredLiveTasksStmt != nil {
+		if cerr := q.expiredLiveTasksStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing expiredLiveTasksStmt: %w", cerr)
+		}
+	}
+	if q.failStmt != nil {
+		if cerr := q.failStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing failStmt: %w", cerr)
+		}
+	}
+	if q.finishTaskStmt != nil {
+		if cerr := q.finishTaskStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing finishTaskStmt: %w", cerr)
+		}
+	}
+	if q.getByIdempotencyKeyStmt != nil {
+		if cerr := q.getByIdempotencyKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getByIdempotencyKeyStmt: %w", cerr)
+		}
+	}
+	if q.getByProviderJobStmt != nil {
+		if cerr := q.getByProviderJobStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getByProviderJobStmt: %w", cerr)
+		}
+	}
+	if q.getGenerationStmt != nil {
+		if cerr := q.getGenerationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getGenerationStmt: %w", cerr)
+		}
+	}
+	if q.getOwnedGenerationStmt != nil {
+		if cerr := q.getOwnedGenerationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getOwnedGenerationStmt: %w", cerr)
+		}
+	}
+	if q.getTaskStmt != nil {
+		if cerr := q.getTaskStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getTaskStmt: %w", cerr)
+		}
+	}
+	if q.getTaskByRefStmt != nil {
+		if cerr := q.getTaskByRefStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getTaskByRefStmt: %w", cerr)
+		}
+	}
+	if q.insertGenerationStmt != nil {
+		if cerr := q.insertGenerationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertGenerationStmt: %w", cerr)
+		}
+	}
+	if q.insertTaskStmt != nil {
+		if cerr := q.insertTaskStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertTaskStmt: %w", cerr)
+		}
+	}
+	if q.listGenerationsStmt != nil {
+		if cerr := q.listGenerationsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing listGenerationsStmt: %w", cerr)
+		}
+	}
+	if q.markCancelSentStmt != nil {
+		if cerr := q.markCancelSentStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markCancelSentStmt: %w", cerr)
+		}
+	}
+	if q.markOutputsExpiredStmt != nil {
+		if cerr := q.markOutputsExpiredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markOutputsExpiredStmt: %w", cerr)
+		}
+	}
+	if q.markSubmittedStmt != nil {
+		if cerr := q.markSubmittedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markSubmittedStmt: %w", cerr)
+		}
+	}
+	if q.markSubmittingStmt != nil {
+		if cerr := q.markSubmittingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing markSubmittingStmt: %w", cerr)
+		}
+	}
+	if q.nextDueAtStmt != nil {
+		if cerr := q.nextDueAtStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing nextDueAtStmt: %w", cerr)
+		}
+	}
+	if q.outputsToExpireStmt != nil {
+		if cerr := q.outputsToExpireStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing outputsToExpireStmt: %w", cerr)
+		}
+	}
+	if q.purgeTasksStmt != nil {
+		if cerr := q.purgeTasksStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing purgeTasksStmt: %w", cerr)
+		}
+	}
+	if q.requestCancelStmt != nil {
+		if cerr := q.requestCancelStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing requestCancelStmt: %w", cerr)
+		}
+	}
+	if q.rescheduleStmt != nil {
+		if cerr := q.rescheduleStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing rescheduleStmt: %w", cerr)
+		}
+	}
+	if q.resetSubmittingStmt != nil {
+		if cerr := q.resetSubmittingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing resetSubmittingStmt: %w", cerr)
+		}
+	}
+	if q.setReservedParamsStmt != nil {
+		if cerr := q.setReservedParamsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setReservedParamsStmt: %w", cerr)
+		}
+	}
+	if q.setTaskActiveStmt != nil {
+		if cerr := q.setTaskActiveStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setTaskActiveStmt: %w", cerr)
+		}
+	}
+	if q.setTaskAnswersStmt != nil {
+		if cerr := q.setTaskAnswersStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing setTaskAnswersStmt: %w", cerr)
+		}
+	}
+	if q.spentSinceStmt != nil {
+		if cerr := q.spentSinceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing spentSinceStmt: %w", cerr)
+		}
+	}
+	if q.updateProgressStmt != nil {
+		if cerr := q.updateProgressStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing updateProgressStmt: %w", cerr)
+		}
+	}
+	if q.wakeNowStmt != nil {
+		if cerr := q.wakeNowStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing wakeNowStmt: %w", cerr)
+		}
+	}
+	if q.wakeOwnerQueuedStmt != nil {
+		if cerr := q.wakeOwnerQueuedStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing wakeOwnerQueuedStmt: %w", cerr)
+		}
+	}
+	return err
+}
+
+func (q *Queries) exec(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (sql.Result, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	case stmt != nil:
+		return stmt.ExecContext(ctx, args...)
+	default:
+		return q.db.ExecContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) query(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (*sql.Rows, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryContext(ctx, args...)
+	default:
+		return q.db.QueryContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) *sql.Row {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryRowContext(ctx, args...)
+	default:
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+}
+
 type Queries struct {
-	db DBTX
+	db                      DBTX
+	tx                      *sql.Tx
+	approveStmt             *sql.Stmt
+	cancelConfirmedStmt     *sql.Stmt
+	cancelUnsubmittedStmt   *sql.Stmt
+	claimDueStmt            *sql.Stmt
+	completeStmt            *sql.Stmt
+	countInFlightStmt       *sql.Stmt
+	expiredLiveTasksStmt    *sql.Stmt
+	failStmt                *sql.Stmt
+	finishTaskStmt          *sql.Stmt
+	getByIdempotencyKeyStmt *sql.Stmt
+	getByProviderJobStmt    *sql.Stmt
+	getGenerationStmt       *sql.Stmt
+	getOwnedGenerationStmt  *sql.Stmt
+	getTaskStmt             *sql.Stmt
+	getTaskByRefStmt        *sql.Stmt
+	insertGenerationStmt    *sql.Stmt
+	insertTaskStmt          *sql.Stmt
+	listGenerationsStmt     *sql.Stmt
+	markCancelSentStmt      *sql.Stmt
+	markOutputsExpiredStmt  *sql.Stmt
+	markSubmittedStmt       *sql.Stmt
+	markSubmittingStmt      *sql.Stmt
+	nextDueAtStmt           *sql.Stmt
+	outputsToExpireStmt     *sql.Stmt
+	purgeTasksStmt          *sql.Stmt
+	requestCancelStmt       *sql.Stmt
+	rescheduleStmt          *sql.Stmt
+	resetSubmittingStmt     *sql.Stmt
+	setReservedParamsStmt   *sql.Stmt
+	setTaskActiveStmt       *sql.Stmt
+	setTaskAnswersStmt      *sql.Stmt
+	spentSinceStmt          *sql.Stmt
+	updateProgressStmt      *sql.Stmt
+	wakeNowStmt             *sql.Stmt
+	wakeOwnerQueuedStmt     *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db: tx,
+		db:                      tx,
+		tx:                      tx,
+		approveStmt:             q.approveStmt,
+		cancelConfirmedStmt:     q.cancelConfirmedStmt,
+		cancelUnsubmittedStmt:   q.cancelUnsubmittedStmt,
+		claimDueStmt:            q.claimDueStmt,
+		completeStmt:            q.completeStmt,
+		countInFlightStmt:       q.countInFlightStmt,
+		expiredLiveTasksStmt:    q.expiredLiveTasksStmt,
+		failStmt:                q.failStmt,
+		finishTaskStmt:          q.finishTaskStmt,
+		getByIdempotencyKeyStmt: q.getByIdempotencyKeyStmt,
+		getByProviderJobStmt:    q.getByProviderJobStmt,
+		getGenerationStmt:       q.getGenerationStmt,
+		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
+		getTaskStmt:             q.getTaskStmt,
+		getTaskByRefStmt:        q.getTaskByRefStmt,
+		insertGenerationStmt:    q.insertGenerationStmt,
+		insertTaskStmt:          q.insertTaskStmt,
+		listGenerationsStmt:     q.listGenerationsStmt,
+		markCancelSentStmt:      q.markCancelSentStmt,
+		markOutputsExpiredStmt:  q.markOutputsExpiredStmt,
+		markSubmittedStmt:       q.markSubmittedStmt,
+		markSubmittingStmt:      q.markSubmittingStmt,
+		nextDueAtStmt:           q.nextDueAtStmt,
+		outputsToExpireStmt:     q.outputsToExpireStmt,
+		purgeTasksStmt:          q.purgeTasksStmt,
+		requestCancelStmt:       q.requestCancelStmt,
+		rescheduleStmt:          q.rescheduleStmt,
+		resetSubmittingStmt:     q.resetSubmittingStmt,
+		setReservedParamsStmt:   q.setReservedParamsStmt,
+		setTaskActiveStmt:       q.setTaskActiveStmt,
+		setTaskAnswersStmt:      q.setTaskAnswersStmt,
+		spentSinceStmt:          q.spentSinceStmt,
+		updateProgressStmt:      q.updateProgressStmt,
+		wakeNowStmt:             q.wakeNowStmt,
+		wakeOwnerQueuedStmt:     q.wakeOwnerQueuedStmt,
 	}
 }

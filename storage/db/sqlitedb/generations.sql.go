@@ -26,7 +26,7 @@ type ApproveParams struct {
 
 // reserved -> queued, once the input image or the spend approval is in.
 func (q *Queries) Approve(ctx context.Context, arg ApproveParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, approve,
+	result, err := q.exec(ctx, q.approveStmt, approve,
 		arg.StatusMessage,
 		arg.Params,
 		arg.Now,
@@ -54,7 +54,7 @@ type CancelConfirmedParams struct {
 // The provider confirmed the cancel: nothing was delivered, so the credits
 // are refunded.
 func (q *Queries) CancelConfirmed(ctx context.Context, arg CancelConfirmedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, cancelConfirmed, arg.StatusMessage, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.cancelConfirmedStmt, cancelConfirmed, arg.StatusMessage, arg.Now, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -77,7 +77,7 @@ type CancelUnsubmittedParams struct {
 // A reserved generation, or a queued one not yet handed to the provider,
 // ends cancelled at once and its credits are refunded.
 func (q *Queries) CancelUnsubmitted(ctx context.Context, arg CancelUnsubmittedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, cancelUnsubmitted, arg.StatusMessage, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.cancelUnsubmittedStmt, cancelUnsubmitted, arg.StatusMessage, arg.Now, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -105,7 +105,7 @@ type ClaimDueParams struct {
 // Takes the lease on the next due generation. One runner per database
 // holds leases; an expired lease (crash) makes the row due again.
 func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation, error) {
-	row := q.db.QueryRowContext(ctx, claimDue, arg.LeaseOwner, arg.LeaseUntil, arg.Now)
+	row := q.queryRow(ctx, q.claimDueStmt, claimDue, arg.LeaseOwner, arg.LeaseUntil, arg.Now)
 	var i Generation
 	err := row.Scan(
 		&i.ID,
@@ -155,7 +155,7 @@ type CompleteParams struct {
 }
 
 func (q *Queries) Complete(ctx context.Context, arg CompleteParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, complete,
+	result, err := q.exec(ctx, q.completeStmt, complete,
 		arg.StatusMessage,
 		arg.Outputs,
 		arg.Now,
@@ -173,7 +173,7 @@ WHERE owner = ?1 AND status IN ('queued', 'running') AND submit_state != ''
 `
 
 func (q *Queries) CountInFlight(ctx context.Context, owner string) (int64, error) {
-	row := q.db.QueryRowContext(ctx, countInFlight, owner)
+	row := q.queryRow(ctx, q.countInFlightStmt, countInFlight, owner)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -196,7 +196,7 @@ type FailParams struct {
 }
 
 func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, fail,
+	result, err := q.exec(ctx, q.failStmt, fail,
 		arg.StatusMessage,
 		arg.ErrorKind,
 		arg.ErrorMessage,
@@ -219,7 +219,7 @@ type GetByIdempotencyKeyParams struct {
 }
 
 func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyKeyParams) (Generation, error) {
-	row := q.db.QueryRowContext(ctx, getByIdempotencyKey, arg.Owner, arg.IdempotencyKey)
+	row := q.queryRow(ctx, q.getByIdempotencyKeyStmt, getByIdempotencyKey, arg.Owner, arg.IdempotencyKey)
 	var i Generation
 	err := row.Scan(
 		&i.ID,
@@ -264,7 +264,7 @@ type GetByProviderJobParams struct {
 }
 
 func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobParams) (Generation, error) {
-	row := q.db.QueryRowContext(ctx, getByProviderJob, arg.Provider, arg.ProviderJobID)
+	row := q.queryRow(ctx, q.getByProviderJobStmt, getByProviderJob, arg.Provider, arg.ProviderJobID)
 	var i Generation
 	err := row.Scan(
 		&i.ID,
@@ -304,7 +304,7 @@ SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, st
 `
 
 func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
-	row := q.db.QueryRowContext(ctx, getGeneration, id)
+	row := q.queryRow(ctx, q.getGenerationStmt, getGeneration, id)
 	var i Generation
 	err := row.Scan(
 		&i.ID,
@@ -349,7 +349,7 @@ type GetOwnedGenerationParams struct {
 }
 
 func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGenerationParams) (Generation, error) {
-	row := q.db.QueryRowContext(ctx, getOwnedGeneration, arg.ID, arg.Owner)
+	row := q.queryRow(ctx, q.getOwnedGenerationStmt, getOwnedGeneration, arg.ID, arg.Owner)
 	var i Generation
 	err := row.Scan(
 		&i.ID,
@@ -413,7 +413,7 @@ type InsertGenerationParams struct {
 }
 
 func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationParams) error {
-	_, err := q.db.ExecContext(ctx, insertGeneration,
+	_, err := q.exec(ctx, q.insertGenerationStmt, insertGeneration,
 		arg.ID,
 		arg.Owner,
 		arg.ModelID,
@@ -452,7 +452,7 @@ type ListGenerationsParams struct {
 }
 
 func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams) ([]Generation, error) {
-	rows, err := q.db.QueryContext(ctx, listGenerations,
+	rows, err := q.query(ctx, q.listGenerationsStmt, listGenerations,
 		arg.Owner,
 		arg.Status,
 		arg.BeforeCreated,
@@ -514,7 +514,7 @@ UPDATE generations SET cancel_requested = 2 WHERE id = ?1 AND cancel_requested =
 `
 
 func (q *Queries) MarkCancelSent(ctx context.Context, id string) error {
-	_, err := q.db.ExecContext(ctx, markCancelSent, id)
+	_, err := q.exec(ctx, q.markCancelSentStmt, markCancelSent, id)
 	return err
 }
 
@@ -524,7 +524,7 @@ WHERE id = ?1 AND status = 'completed' AND outputs_expired = 0
 `
 
 func (q *Queries) MarkOutputsExpired(ctx context.Context, id string) (int64, error) {
-	result, err := q.db.ExecContext(ctx, markOutputsExpired, id)
+	result, err := q.exec(ctx, q.markOutputsExpiredStmt, markOutputsExpired, id)
 	if err != nil {
 		return 0, err
 	}
@@ -550,7 +550,7 @@ type MarkSubmittedParams struct {
 }
 
 func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, markSubmitted,
+	result, err := q.exec(ctx, q.markSubmittedStmt, markSubmitted,
 		arg.ProviderJob,
 		arg.ProviderJobID,
 		arg.Now,
@@ -579,7 +579,7 @@ type MarkSubmittingParams struct {
 // Recorded before the provider is called, so that after a crash the runner
 // knows a job may exist and reconciles instead of submitting twice.
 func (q *Queries) MarkSubmitting(ctx context.Context, arg MarkSubmittingParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, markSubmitting, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.markSubmittingStmt, markSubmitting, arg.Now, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -594,7 +594,7 @@ FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0
 // Leased rows are being stepped; the runner looks again when they are
 // rescheduled.
 func (q *Queries) NextDueAt(ctx context.Context) (int64, error) {
-	row := q.db.QueryRowContext(ctx, nextDueAt)
+	row := q.queryRow(ctx, q.nextDueAtStmt, nextDueAt)
 	var due int64
 	err := row.Scan(&due)
 	return due, err
@@ -618,7 +618,7 @@ type OutputsToExpireRow struct {
 }
 
 func (q *Queries) OutputsToExpire(ctx context.Context, arg OutputsToExpireParams) ([]OutputsToExpireRow, error) {
-	rows, err := q.db.QueryContext(ctx, outputsToExpire, arg.Before, arg.Lim)
+	rows, err := q.query(ctx, q.outputsToExpireStmt, outputsToExpire, arg.Before, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
@@ -652,7 +652,7 @@ type RequestCancelParams struct {
 }
 
 func (q *Queries) RequestCancel(ctx context.Context, arg RequestCancelParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, requestCancel, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.requestCancelStmt, requestCancel, arg.Now, arg.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -672,7 +672,7 @@ type RescheduleParams struct {
 }
 
 func (q *Queries) Reschedule(ctx context.Context, arg RescheduleParams) error {
-	_, err := q.db.ExecContext(ctx, reschedule, arg.NextCheckAt, arg.ID, arg.LeaseOwner)
+	_, err := q.exec(ctx, q.rescheduleStmt, reschedule, arg.NextCheckAt, arg.ID, arg.LeaseOwner)
 	return err
 }
 
@@ -684,7 +684,7 @@ WHERE id = ?1 AND submit_state = 'submitting' AND status = 'queued'
 // The provider surely made no job (throttled before creating one): the
 // next attempt submits afresh.
 func (q *Queries) ResetSubmitting(ctx context.Context, id string) error {
-	_, err := q.db.ExecContext(ctx, resetSubmitting, id)
+	_, err := q.exec(ctx, q.resetSubmittingStmt, resetSubmitting, id)
 	return err
 }
 
@@ -701,7 +701,7 @@ type SetReservedParamsParams struct {
 
 // A reserved generation got one of the things it waits for, not all.
 func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsParams) error {
-	_, err := q.db.ExecContext(ctx, setReservedParams, arg.Params, arg.Now, arg.ID)
+	_, err := q.exec(ctx, q.setReservedParamsStmt, setReservedParams, arg.Params, arg.Now, arg.ID)
 	return err
 }
 
@@ -716,7 +716,7 @@ type SpentSinceParams struct {
 }
 
 func (q *Queries) SpentSince(ctx context.Context, arg SpentSinceParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, spentSince, arg.Owner, arg.Since)
+	row := q.queryRow(ctx, q.spentSinceStmt, spentSince, arg.Owner, arg.Since)
 	var spent int64
 	err := row.Scan(&spent)
 	return spent, err
@@ -738,7 +738,7 @@ type UpdateProgressParams struct {
 }
 
 func (q *Queries) UpdateProgress(ctx context.Context, arg UpdateProgressParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, updateProgress,
+	result, err := q.exec(ctx, q.updateProgressStmt, updateProgress,
 		arg.Status,
 		arg.StatusMessage,
 		arg.Progress,
@@ -763,6 +763,24 @@ type WakeNowParams struct {
 
 // A webhook arrived: look at the generation now.
 func (q *Queries) WakeNow(ctx context.Context, arg WakeNowParams) error {
-	_, err := q.db.ExecContext(ctx, wakeNow, arg.Now, arg.ID)
+	_, err := q.exec(ctx, q.wakeNowStmt, wakeNow, arg.Now, arg.ID)
+	return err
+}
+
+const wakeOwnerQueued = `-- name: WakeOwnerQueued :exec
+UPDATE generations SET next_check_at = CAST(?1 AS INTEGER)
+WHERE owner = ?2 AND status = 'queued' AND submit_state = '' AND lease_until = 0
+  AND next_check_at > CAST(?1 AS INTEGER)
+`
+
+type WakeOwnerQueuedParams struct {
+	Now   int64
+	Owner string
+}
+
+// One of the owner's generations left the provider: those held back by
+// the in-flight cap may start now.
+func (q *Queries) WakeOwnerQueued(ctx context.Context, arg WakeOwnerQueuedParams) error {
+	_, err := q.exec(ctx, q.wakeOwnerQueuedStmt, wakeOwnerQueued, arg.Now, arg.Owner)
 	return err
 }

@@ -27,7 +27,7 @@ type ExpiredLiveTasksRow struct {
 }
 
 func (q *Queries) ExpiredLiveTasks(ctx context.Context, arg ExpiredLiveTasksParams) ([]ExpiredLiveTasksRow, error) {
-	rows, err := q.db.QueryContext(ctx, expiredLiveTasks, arg.Now, arg.Lim)
+	rows, err := q.query(ctx, q.expiredLiveTasksStmt, expiredLiveTasks, arg.Now, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ type FinishTaskParams struct {
 
 // The one way into a terminal state: compare-and-set on a live status.
 func (q *Queries) FinishTask(ctx context.Context, arg FinishTaskParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, finishTask,
+	result, err := q.exec(ctx, q.finishTaskStmt, finishTask,
 		arg.Status,
 		arg.StatusMessage,
 		arg.Result,
@@ -86,7 +86,7 @@ SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at,
 `
 
 func (q *Queries) GetTask(ctx context.Context, taskID string) (Task, error) {
-	row := q.db.QueryRowContext(ctx, getTask, taskID)
+	row := q.queryRow(ctx, q.getTaskStmt, getTask, taskID)
 	var i Task
 	err := row.Scan(
 		&i.TaskID,
@@ -115,7 +115,7 @@ SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at,
 `
 
 func (q *Queries) GetTaskByRef(ctx context.Context, ref string) (Task, error) {
-	row := q.db.QueryRowContext(ctx, getTaskByRef, ref)
+	row := q.queryRow(ctx, q.getTaskByRefStmt, getTaskByRef, ref)
 	var i Task
 	err := row.Scan(
 		&i.TaskID,
@@ -168,7 +168,7 @@ type InsertTaskParams struct {
 }
 
 func (q *Queries) InsertTask(ctx context.Context, arg InsertTaskParams) error {
-	_, err := q.db.ExecContext(ctx, insertTask,
+	_, err := q.exec(ctx, q.insertTaskStmt, insertTask,
 		arg.TaskID,
 		arg.Owner,
 		arg.Ref,
@@ -202,7 +202,7 @@ type PurgeTasksParams struct {
 }
 
 func (q *Queries) PurgeTasks(ctx context.Context, arg PurgeTasksParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, purgeTasks, arg.Cutoff, arg.Lim)
+	result, err := q.exec(ctx, q.purgeTasksStmt, purgeTasks, arg.Cutoff, arg.Lim)
 	if err != nil {
 		return 0, err
 	}
@@ -229,7 +229,7 @@ type SetTaskActiveParams struct {
 // working <-> input_required, with the outstanding input requests. Only a
 // non-terminal task moves: terminal states never change.
 func (q *Queries) SetTaskActive(ctx context.Context, arg SetTaskActiveParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, setTaskActive,
+	result, err := q.exec(ctx, q.setTaskActiveStmt, setTaskActive,
 		arg.Status,
 		arg.StatusMessage,
 		arg.InputRequests,
@@ -260,7 +260,7 @@ type SetTaskAnswersParams struct {
 }
 
 func (q *Queries) SetTaskAnswers(ctx context.Context, arg SetTaskAnswersParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, setTaskAnswers,
+	result, err := q.exec(ctx, q.setTaskAnswersStmt, setTaskAnswers,
 		arg.InputRequests,
 		arg.AnsweredKeys,
 		arg.InputResponses,
