@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/storage/db"
@@ -24,6 +25,7 @@ type Store struct {
 	db     *db.DB
 	now    func() time.Time
 	broker *Broker
+	cache  taskCache
 }
 
 // NewStore returns a store; now may be nil (time.Now).
@@ -31,7 +33,7 @@ func NewStore(d *db.DB, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: d, now: now, broker: newBroker()}
+	return &Store{db: d, now: now, broker: newBroker(), cache: taskCache{m: map[string]*Task{}}}
 }
 
 // Now is the store's clock.
@@ -128,8 +130,13 @@ func fromRow(r sqlitedb.Task) (*Task, error) {
 	return t, nil
 }
 
-// Get reads a task by id (no owner check: see Lookup).
+// Get reads a task by id (no owner check: see Lookup). The caller may
+// modify the returned copy.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	if t, ok := s.cache.get(id); ok {
+		return t, nil
+	}
+	seq := s.cache.epoch()
 	r, err := s.db.Queries.GetTask(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -137,7 +144,12 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return fromRow(r)
+	t, err := fromRow(r)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(id, t, seq)
+	return t, nil
 }
 
 // Lookup returns the owner's live (unexpired) task, or ErrNotFound for
@@ -271,9 +283,64 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 	return t, taken, err
 }
 
-// Notify tells listeners that task id changed. Call it after the change
-// is committed.
-func (s *Store) Notify(id string) { s.broker.publish(id) }
+// Notify tells listeners (and the read cache) that task id changed. Every
+// write that changes a task must call it after its commit.
+func (s *Store) Notify(id string) {
+	s.cache.invalidate(id)
+	s.broker.publish(id)
+}
+
+// taskCache keeps recently read tasks, so that polling (tasks/get every
+// few seconds from every client) does not touch SQLite between changes.
+// It is coherent within one process, which is what the SQLite store
+// serves: Notify drops an entry after each committed change, and a read
+// that raced any invalidation is not cached.
+type taskCache struct {
+	mu  sync.Mutex
+	m   map[string]*Task
+	seq uint64 // bumped by every invalidation
+}
+
+const taskCacheMax = 100_000
+
+func (c *taskCache) get(id string) (*Task, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[id]
+	if !ok {
+		return nil, false
+	}
+	cp := *t
+	return &cp, true
+}
+
+func (c *taskCache) epoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seq
+}
+
+// put caches t unless an invalidation happened since the read began
+// (seq), which could make t stale.
+func (c *taskCache) put(id string, t *Task, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seq != seq {
+		return
+	}
+	if len(c.m) >= taskCacheMax {
+		clear(c.m)
+	}
+	cp := *t
+	c.m[id] = &cp
+}
+
+func (c *taskCache) invalidate(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	delete(c.m, id)
+}
 
 // Write runs fn in a write transaction (a convenience for kinds that keep
 // no rows of their own) and notifies listeners of the given task after
