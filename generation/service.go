@@ -256,15 +256,18 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if status == StatusQueued {
 		row.NextCheckAt = sql.NullInt64{Int64: now, Valid: true}
 	}
+	// The record as inserted (the defaults are the schema's): no read-back.
+	g, err = fromRow(sqlitedb.Generation{
+		ID: row.ID, Owner: row.Owner, ModelID: row.ModelID, Provider: row.Provider, Kind: row.Kind,
+		Prompt: row.Prompt, Params: row.Params, Credits: row.Credits, Charged: row.Charged,
+		Status: row.Status, StatusMessage: row.StatusMessage, Outputs: "[]", IdempotencyKey: row.IdempotencyKey,
+		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, NextCheckAt: row.NextCheckAt,
+	})
+	if err != nil {
+		return nil, false, err
+	}
 	err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
 		if err := tx.InsertGeneration(ctx, row); err != nil {
-			return err
-		}
-		r, err := tx.GetGeneration(ctx, id)
-		if err != nil {
-			return err
-		}
-		if g, err = fromRow(r); err != nil {
 			return err
 		}
 		if req.InTx != nil {
