@@ -504,7 +504,12 @@ func (s *Service) release(ctx context.Context, id string, clearHold func(*Params
 		clearHold(&p)
 		pj, _ := json.Marshal(p)
 		if p.AwaitsImage || p.AwaitsApproval {
-			return false, tx.SetReservedParams(ctx, sqlitedb.SetReservedParamsParams{ID: id, Params: string(pj), Now: now})
+			wait := "waiting for an input image: call upload_input with generationId " + id
+			if p.AwaitsApproval {
+				wait = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
+			}
+			err := tx.SetReservedParams(ctx, sqlitedb.SetReservedParamsParams{ID: id, Params: string(pj), StatusMessage: wait, Now: now})
+			return err == nil, err
 		}
 		n, err := tx.Approve(ctx, sqlitedb.ApproveParams{ID: id, Params: string(pj), StatusMessage: msg, Now: now})
 		return n == 1, err

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"net/http"
 	"strings"
@@ -436,5 +439,34 @@ func TestBudgetAndRefund(t *testing.T) {
 	cr = c.tool("get_credits", nil).Result["structuredContent"].(map[string]any)
 	if cr["spent"].(float64) != 0 {
 		t.Fatalf("after cancel, spent = %v", cr["spent"])
+	}
+}
+
+// TestApprovalThenUpload: a generation that waits for both its spend
+// approval and its input image leaves input_required once approved, says
+// what it still needs, and starts only when both are in.
+func TestApprovalThenUpload(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { five := int64(5); c.ApprovalAbove = &five })
+	c := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	id := c.tool("generate", map[string]any{"modelId": "local-animate", "prompt": "ripples", "durationSeconds": 2}).Result["taskId"].(string)
+	g := c.call("tasks/get", map[string]any{"taskId": id})
+	for k := range g.Result["inputRequests"].(map[string]any) {
+		c.call("tasks/update", map[string]any{"taskId": id, "inputResponses": map[string]any{k: map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}})
+	}
+	g = c.call("tasks/get", map[string]any{"taskId": id})
+	msg, _ := g.Result["statusMessage"].(string)
+	if g.Result["status"] != "working" || !strings.Contains(msg, "upload_input") {
+		t.Fatalf("approved, image missing: %v", g.Result)
+	}
+	genID := msg[strings.LastIndex(msg, " ")+1:]
+	var buf bytes.Buffer
+	_ = png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 32, 18)))
+	plain := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	up := plain.tool("upload_input", map[string]any{"generationId": genID, "image": map[string]any{"data": base64.StdEncoding.EncodeToString(buf.Bytes()), "mimeType": "image/png"}})
+	if up.Result["isError"] == true {
+		t.Fatalf("upload: %v", up.Result)
+	}
+	if done := c.waitTask(id); done["status"] != "completed" {
+		t.Fatalf("after approval and upload: %v", done["status"])
 	}
 }

@@ -147,7 +147,7 @@ WHERE id = @id AND status IN ('queued', 'running') AND lease_until = 0;
 
 -- name: SetReservedParams :exec
 -- A reserved generation got one of the things it waits for, not all.
-UPDATE generations SET params = @params, updated_at = @now
+UPDATE generations SET params = @params, status_message = @status_message, updated_at = @now
 WHERE id = @id AND status = 'reserved';
 
 -- name: WakeOwnerQueued :exec

@@ -689,19 +689,25 @@ func (q *Queries) ResetSubmitting(ctx context.Context, id string) error {
 }
 
 const setReservedParams = `-- name: SetReservedParams :exec
-UPDATE generations SET params = ?1, updated_at = ?2
-WHERE id = ?3 AND status = 'reserved'
+UPDATE generations SET params = ?1, status_message = ?2, updated_at = ?3
+WHERE id = ?4 AND status = 'reserved'
 `
 
 type SetReservedParamsParams struct {
-	Params string
-	Now    int64
-	ID     string
+	Params        string
+	StatusMessage string
+	Now           int64
+	ID            string
 }
 
 // A reserved generation got one of the things it waits for, not all.
 func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsParams) error {
-	_, err := q.exec(ctx, q.setReservedParamsStmt, setReservedParams, arg.Params, arg.Now, arg.ID)
+	_, err := q.exec(ctx, q.setReservedParamsStmt, setReservedParams,
+		arg.Params,
+		arg.StatusMessage,
+		arg.Now,
+		arg.ID,
+	)
 	return err
 }
 
