@@ -16,8 +16,7 @@ import (
 )
 
 func server(t *testing.T) *httptest.Server {
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/file":
 			w.Write([]byte(strings.Repeat("x", 100)))
