@@ -228,7 +228,7 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 	r.mu.Unlock()
 	at := r.s.cfg.Now().Add(next).UnixMilli()
 	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id})
+		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id, Now: r.s.cfg.Now().UnixMilli()})
 	}); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
 	}
@@ -339,6 +339,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 		// one Status call before binding it.
 		st, err := p.Status(ctx, *ev.Job)
 		if err != nil {
+			r.keepWebhook(g.ID, ev) // try the confirmation again next step
 			return 0, err
 		}
 		if err := r.markSubmitted(ctx, g.ID, *ev.Job, st); err != nil {
@@ -406,6 +407,16 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	}
 	r.Kick()
 	return nil
+}
+
+// keepWebhook puts back a delivery whose use failed, unless a newer one
+// arrived meanwhile.
+func (r *Runner) keepWebhook(id string, ev provider.WebhookEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, newer := r.hooks[id]; !newer {
+		r.hooks[id] = ev
+	}
 }
 
 func (r *Runner) takeWebhook(id string) (provider.WebhookEvent, bool) {

@@ -661,18 +661,27 @@ func (q *Queries) RequestCancel(ctx context.Context, arg RequestCancelParams) (i
 
 const reschedule = `-- name: Reschedule :exec
 UPDATE generations
-SET next_check_at = ?1, lease_owner = '', lease_until = 0
-WHERE id = ?2 AND lease_owner = ?3
+SET next_check_at = CASE WHEN cancel_requested = 1 THEN CAST(?1 AS INTEGER) ELSE ?2 END,
+    lease_owner = '', lease_until = 0
+WHERE id = ?3 AND lease_owner = ?4
 `
 
 type RescheduleParams struct {
+	Now         int64
 	NextCheckAt sql.NullInt64
 	ID          string
 	LeaseOwner  string
 }
 
+// A cancel asked while the step ran is acted on at once, not at the
+// step's planned next look.
 func (q *Queries) Reschedule(ctx context.Context, arg RescheduleParams) error {
-	_, err := q.exec(ctx, q.rescheduleStmt, reschedule, arg.NextCheckAt, arg.ID, arg.LeaseOwner)
+	_, err := q.exec(ctx, q.rescheduleStmt, reschedule,
+		arg.Now,
+		arg.NextCheckAt,
+		arg.ID,
+		arg.LeaseOwner,
+	)
 	return err
 }
 
