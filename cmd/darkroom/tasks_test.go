@@ -470,3 +470,38 @@ func TestApprovalThenUpload(t *testing.T) {
 		t.Fatalf("after approval and upload: %v", done["status"])
 	}
 }
+
+// TestApprovalByMRTR: a client without the Tasks extension that declared
+// elicitation confirms the spend through an InputRequiredResult whose
+// requestState is bound to it and to the arguments.
+func TestApprovalByMRTR(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { five := int64(5); c.ApprovalAbove = &five })
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{"elicitation": map[string]any{}}}
+	args := map[string]any{"modelId": "local-motion", "prompt": "mrtr", "durationSeconds": 2}
+	r1 := c.tool("generate", args)
+	reqs, _ := r1.Result["inputRequests"].(map[string]any)
+	state, _ := r1.Result["requestState"].(string)
+	if r1.Result["resultType"] != "input_required" || len(reqs) != 1 || state == "" || r1.Result["taskId"] != nil {
+		t.Fatalf("round 1: %v", r1.Result)
+	}
+	var key string
+	for k := range reqs {
+		key = k
+	}
+	answer := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}
+	// A tampered state is not trusted: the question is asked again.
+	tampered := c.call("tools/call", map[string]any{"name": "generate", "arguments": args, "inputResponses": answer, "requestState": state + "x"})
+	if tampered.Result["resultType"] != "input_required" {
+		t.Fatalf("tampered requestState accepted: %v", tampered.Result)
+	}
+	r2 := c.call("tools/call", map[string]any{"name": "generate", "arguments": args, "inputResponses": answer, "requestState": state})
+	sc, _ := r2.Result["structuredContent"].(map[string]any)
+	if r2.Result["resultType"] != "complete" || sc["generationId"] == nil || r2.Result["isError"] == true {
+		t.Fatalf("round 2: %v", r2.Result)
+	}
+	// Another caller cannot reuse the state with other arguments.
+	other := map[string]any{"modelId": "local-motion", "prompt": "something else", "durationSeconds": 2}
+	if r := c.call("tools/call", map[string]any{"name": "generate", "arguments": other, "inputResponses": answer, "requestState": state}); r.Result["resultType"] != "input_required" {
+		t.Fatalf("state reused for other arguments: %v", r.Result)
+	}
+}
