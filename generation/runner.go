@@ -228,7 +228,7 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 	r.mu.Unlock()
 	at := r.s.cfg.Now().Add(next).UnixMilli()
 	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id, Now: r.s.cfg.Now().UnixMilli()})
+		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id, Now: r.s.cfg.Now().UnixMilli(), CancelSeen: row.CancelRequested})
 	}); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
 	}

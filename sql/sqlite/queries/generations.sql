@@ -56,10 +56,12 @@ FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0;
 UPDATE generations SET cancel_requested = 2 WHERE id = @id AND cancel_requested = 1;
 
 -- name: Reschedule :exec
--- A cancel asked while the step ran is acted on at once, not at the
--- step's planned next look.
+-- A cancel asked while the step ran (the step began without one) is
+-- acted on at once, not at the step's planned next look; a cancel the
+-- step already tried and failed backs off like any other retry.
 UPDATE generations
-SET next_check_at = CASE WHEN cancel_requested = 1 THEN CAST(@now AS INTEGER) ELSE @next_check_at END,
+SET next_check_at = CASE WHEN cancel_requested = 1 AND CAST(@cancel_seen AS INTEGER) = 0
+                         THEN CAST(@now AS INTEGER) ELSE @next_check_at END,
     lease_owner = '', lease_until = 0
 WHERE id = @id AND lease_owner = @lease_owner;
 

@@ -661,22 +661,26 @@ func (q *Queries) RequestCancel(ctx context.Context, arg RequestCancelParams) (i
 
 const reschedule = `-- name: Reschedule :exec
 UPDATE generations
-SET next_check_at = CASE WHEN cancel_requested = 1 THEN CAST(?1 AS INTEGER) ELSE ?2 END,
+SET next_check_at = CASE WHEN cancel_requested = 1 AND CAST(?1 AS INTEGER) = 0
+                         THEN CAST(?2 AS INTEGER) ELSE ?3 END,
     lease_owner = '', lease_until = 0
-WHERE id = ?3 AND lease_owner = ?4
+WHERE id = ?4 AND lease_owner = ?5
 `
 
 type RescheduleParams struct {
+	CancelSeen  int64
 	Now         int64
 	NextCheckAt sql.NullInt64
 	ID          string
 	LeaseOwner  string
 }
 
-// A cancel asked while the step ran is acted on at once, not at the
-// step's planned next look.
+// A cancel asked while the step ran (the step began without one) is
+// acted on at once, not at the step's planned next look; a cancel the
+// step already tried and failed backs off like any other retry.
 func (q *Queries) Reschedule(ctx context.Context, arg RescheduleParams) error {
 	_, err := q.exec(ctx, q.rescheduleStmt, reschedule,
+		arg.CancelSeen,
 		arg.Now,
 		arg.NextCheckAt,
 		arg.ID,
