@@ -232,6 +232,18 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 	}); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
 	}
+	// A webhook that arrived after the check above found the row leased,
+	// so its wake-up did nothing: wake it now.
+	r.mu.Lock()
+	_, pending := r.hooks[g.ID]
+	r.mu.Unlock()
+	if pending {
+		if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+			return tx.WakeNow(ctx, sqlitedb.WakeNowParams{ID: g.ID, Now: r.s.cfg.Now().UnixMilli()})
+		}); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("runner: wake for webhook", "generation", g.ID, "err", err)
+		}
+	}
 	r.Kick() // the loop recomputes its next wake-up
 }
 

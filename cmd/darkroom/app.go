@@ -119,6 +119,9 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	c.ModelsFile = os.Getenv("DARKROOM_MODELS_FILE")
 	for _, h := range strings.Split(os.Getenv("DARKROOM_OUTPUT_HOSTS"), ",") {
 		if h = strings.TrimSpace(h); h != "" {
+			if host, _, err := net.SplitHostPort(h); err == nil {
+				h = host // hosts are matched by name; a port would never match
+			}
 			c.OutputHosts = append(c.OutputHosts, h)
 		}
 	}
