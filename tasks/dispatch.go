@@ -152,6 +152,9 @@ type Request struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+	// typed holds the params already decoded (the HTTP hot path decodes
+	// a tasks/* body once).
+	typed *params
 }
 
 type clientCaps struct {
@@ -213,9 +216,12 @@ func HasElicitation(caps json.RawMessage) bool {
 // parse decodes and checks params in the spec's order: _meta, then
 // headers (HTTP only), version, then the extension.
 func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCError) {
-	var p params
-	if len(req.Params) == 0 || json.Unmarshal(req.Params, &p) != nil {
-		return nil, invalidParams("params must be an object with _meta")
+	p := req.typed
+	if p == nil {
+		p = new(params)
+		if len(req.Params) == 0 || json.Unmarshal(req.Params, p) != nil {
+			return nil, invalidParams("params must be an object with _meta")
+		}
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
 		return nil, invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
@@ -232,7 +238,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 	if !p.Meta.ClientCapabilities.hasExtension() {
 		return nil, MissingExtension()
 	}
-	return &p, nil
+	return p, nil
 }
 
 func headerMismatch(msg string) *RPCError {

@@ -59,8 +59,20 @@ func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *ht
 		}
 		_ = r.Body.Close()
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		var typed struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params *params         `json:"params"`
+		}
 		var req Request
-		if json.Unmarshal(body, &req) == nil {
+		// tasks/*: one decode, straight into typed params; anything else
+		// (or params of the wrong shape, answered -32602 later) keeps them raw.
+		if isTaskMethod(e.Method) && json.Unmarshal(body, &typed) == nil && typed.Method == e.Method {
+			e.Req = &Request{ID: typed.ID, Method: typed.Method, typed: typed.Params}
+			if typed.Params == nil {
+				e.Req.typed = &params{}
+			}
+		} else if json.Unmarshal(body, &req) == nil {
 			e.Req = &req
 			if e.Method == "" {
 				e.Method = req.Method
@@ -74,6 +86,8 @@ func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *ht
 	}
 	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
 }
+
+func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate || m == methodCancel }
 
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
