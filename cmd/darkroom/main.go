@@ -3,6 +3,7 @@
 //
 //	darkroom serve     Streamable HTTP at /mcp (default 127.0.0.1:8080)
 //	darkroom stdio     MCP over stdin/stdout
+//	darkroom client    a Tasks client for the shell
 //	darkroom version
 package main
 
@@ -34,6 +35,7 @@ const usage = `darkroom: a self-hosted MCP server for image and video generation
 Usage:
   darkroom serve [flags]   serve MCP over Streamable HTTP at /mcp
   darkroom stdio [flags]   serve MCP over stdin/stdout
+  darkroom client ...      call tools as a Tasks client (darkroom client -h)
   darkroom version         print the version
 
 Run "darkroom serve -h" for flags; every flag has a DARKROOM_* environment
@@ -53,6 +55,8 @@ func main() {
 		err = serve(ctx, os.Args[2:])
 	case "stdio":
 		err = stdio(ctx, os.Args[2:])
+	case "client":
+		err = runClient(ctx, os.Args[2:], os.Stdout)
 	case "version", "--version", "-v":
 		fmt.Println("darkroom", buildVersion())
 	case "help", "-h", "--help":
