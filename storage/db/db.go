@@ -34,8 +34,10 @@ type DB struct {
 	Read *sql.DB
 	// Queries runs sqlc reads against Read, as prepared statements.
 	Queries *sqlitedb.Queries
-	// writeQ holds the same statements prepared on the writer.
+	// writeQ holds the same statements prepared on the writer, and sp the
+	// savepoint statements that fence each write in a batch.
 	writeQ *sqlitedb.Queries
+	sp     savepoints
 
 	reqs     chan *writeReq
 	done     chan struct{}
@@ -101,7 +103,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		_ = r.Close()
 		return nil, err
 	}
+	sp, err := prepareSavepoints(ctx, w)
+	if err != nil {
+		_ = rq.Close()
+		_ = wq.Close()
+		_ = w.Close()
+		_ = r.Close()
+		return nil, err
+	}
 	d := &DB{
+		sp:       sp,
 		write:    w,
 		Read:     r,
 		Queries:  rq,
@@ -205,19 +216,19 @@ func (d *DB) commit(batch []*writeReq) {
 			errs[i] = r.fn(wctx, t)
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+		if _, err := tx.StmtContext(ctx, d.sp.begin).ExecContext(ctx); err != nil {
 			errs[i] = err
 			continue
 		}
 		if errs[i] = r.fn(wctx, t); errs[i] != nil {
-			if _, err := tx.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+			if _, err := tx.StmtContext(ctx, d.sp.rollback).ExecContext(ctx); err != nil {
 				// SQLite aborted the whole transaction (disk full, I/O):
 				// nothing in this batch is committed, so say so to all.
 				failBatch(tx, batch, fmt.Errorf("write failed and aborted its batch: %w", errs[i]))
 				return
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE w"); err != nil {
+		if _, err := tx.StmtContext(ctx, d.sp.release).ExecContext(ctx); err != nil {
 			failBatch(tx, batch, fmt.Errorf("release savepoint: %w", err))
 			return
 		}
@@ -236,6 +247,27 @@ func (d *DB) commit(batch []*writeReq) {
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
+}
+
+// savepoints are prepared once: the writer runs them around every write
+// of a batch.
+type savepoints struct{ begin, rollback, release *sql.Stmt }
+
+func prepareSavepoints(ctx context.Context, w *sql.DB) (savepoints, error) {
+	var sp savepoints
+	var err error
+	if sp.begin, err = w.PrepareContext(ctx, "SAVEPOINT w"); err != nil {
+		return sp, err
+	}
+	if sp.rollback, err = w.PrepareContext(ctx, "ROLLBACK TO w"); err != nil {
+		return sp, err
+	}
+	sp.release, err = w.PrepareContext(ctx, "RELEASE w")
+	return sp, err
+}
+
+func (sp savepoints) close() error {
+	return errors.Join(sp.begin.Close(), sp.rollback.Close(), sp.release.Close())
 }
 
 func failBatch(tx *sql.Tx, batch []*writeReq, err error) {
@@ -257,5 +289,5 @@ func (d *DB) Close() error {
 	close(d.done)
 	d.closeMu.Unlock()
 	<-d.loopDone
-	return errors.Join(d.Queries.Close(), d.writeQ.Close(), d.write.Close(), d.Read.Close())
+	return errors.Join(d.Queries.Close(), d.writeQ.Close(), d.sp.close(), d.write.Close(), d.Read.Close())
 }
