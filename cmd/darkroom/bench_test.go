@@ -36,6 +36,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -672,6 +673,58 @@ func sqliteBaseline(tb testing.TB, path string, d time.Duration) (float64, int) 
 	return float64(n) / time.Since(t0).Seconds(), locked
 }
 
+// schemaBaseline makes creations in darkroom's own schema (a generation
+// row and its task row, one transaction) one fsync each on a single
+// synchronous=FULL connection: what group commit is measured against when
+// the rows are the same.
+func schemaBaseline(tb testing.TB, path string, d time.Duration) float64 {
+	tb.Helper()
+	mig, err := db.Open(context.Background(), path) // applies the schema
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = mig.Close()
+	conn, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetMaxOpenConns(1)
+	q, err := sqlitedb.Prepare(context.Background(), conn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer q.Close()
+	ctx := context.Background()
+	n := 0
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		id, now := generation.NewID(), time.Now().UnixMilli()
+		qt := q.WithTx(tx)
+		err = qt.InsertGeneration(ctx, sqlitedb.InsertGenerationParams{ID: id, Owner: "local", ModelID: "local-sketch", Provider: "local",
+			Kind: "image", Prompt: "durable baseline", Params: `{"aspectRatio":"16:9"}`, Credits: 1, Charged: 1, Status: "queued",
+			StatusMessage: "queued", CreatedAt: now, UpdatedAt: now, NextCheckAt: sql.NullInt64{Int64: now, Valid: true}})
+		if err == nil {
+			err = qt.InsertTask(ctx, sqlitedb.InsertTaskParams{TaskID: generation.NewID(), Owner: "local", Ref: "generation:" + id,
+				Status: "working", CreatedAt: now, LastUpdatedAt: now, TtlMs: sql.NullInt64{Int64: 3600000, Valid: true},
+				PollIntervalMs: 1000, ExpiresAt: sql.NullInt64{Int64: now + 3600000, Valid: true}, InputRequests: "{}", ClientCaps: "{}"})
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			tb.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			tb.Fatal(err)
+		}
+		n++
+	}
+	return float64(n) / time.Since(t0).Seconds()
+}
+
 // serviceCreates creates generations with their task rows in-process
 // (the tool handler's transaction, without HTTP and go-sdk) from conc
 // goroutines for d, and returns creations per second.
@@ -719,7 +772,8 @@ func BenchmarkDurableCreate(b *testing.B) {
 	var darkReqs, darkTotal, darkErrs, darkLocked, baseLocked int
 	var darkSecs float64
 	var darkCPU time.Duration
-	var baseRates, svcRates []float64
+	var baseRates, svcRates, schemaRates []float64
+	schemaPath := filepath.Join(b.TempDir(), "schema-baseline.db")
 	var errSample string
 	hideNsPerOp(b)
 	for range b.N {
@@ -728,6 +782,7 @@ func BenchmarkDurableCreate(b *testing.B) {
 				r, l := sqliteBaseline(b, basePath, 2*time.Second)
 				baseRates, baseLocked = append(baseRates, r), baseLocked+l
 				svcRates = append(svcRates, serviceCreates(b, s.app, conc, 2*time.Second))
+				schemaRates = append(schemaRates, schemaBaseline(b, schemaPath, 2*time.Second))
 			}
 			res, cpu := loadFromChild(b, spec)
 			darkReqs += res.Measured
@@ -757,6 +812,10 @@ func BenchmarkDurableCreate(b *testing.B) {
 	b.ReportMetric(dr, "http_creates/s")
 	b.ReportMetric(sr, "inprocess_creates/s")
 	b.ReportMetric(br, "sqlite_autocommit_rows/s")
+	sch := schemaRates[0]
+	b.ReportMetric(sch, "schema_autocommit_creates/s")
+	b.ReportMetric(sr/sch, "ratio_inprocess_vs_schema")
+	b.ReportMetric(dr/sch, "ratio_http_vs_schema")
 	b.ReportMetric(dr/br, "ratio_http")
 	b.ReportMetric(sr/br, "ratio_inprocess")
 	b.ReportMetric(float64(darkCPU.Microseconds())/float64(darkTotal), "http_server_cpu_us/create")
