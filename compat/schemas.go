@@ -2,10 +2,7 @@ package compat
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
-
-	"github.com/darkroom-mcp/darkroom/provider"
 )
 
 // Schemas are written out by hand: they are the contract models read, and
@@ -34,16 +31,8 @@ const generationSchema = `{"type":"object","properties":{
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
 
-func generateInputSchema(models []provider.Model) json.RawMessage {
-	var ratios []string
-	for _, m := range models {
-		for _, r := range m.AspectRatios {
-			if !slices.Contains(ratios, r) {
-				ratios = append(ratios, r)
-			}
-		}
-	}
-	slices.Sort(ratios)
+// generateInputSchema offers every aspect ratio some model supports.
+func generateInputSchema(ratios []string) json.RawMessage {
 	enum, _ := json.Marshal(ratios)
 	return raw(strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
  "modelId":{"type":"string","description":"A modelId from list_models."},

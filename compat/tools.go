@@ -10,11 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -33,7 +33,7 @@ type Config struct {
 	// task (carried out as an error go-sdk's middleware turns into the
 	// CreateTaskResult), the approval gate asks for confirmation. It
 	// returns (nil, nil) to let the plain compatibility flow continue.
-	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *GenerateArgs) (*mcp.CallToolResult, error)
+	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
 }
 
 // Tools holds the handlers.
@@ -76,7 +76,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
 			"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
 			"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
-		InputSchema:  generateInputSchema(t.svc.Models()),
+		InputSchema:  generateInputSchema(t.aspectRatios()),
 		OutputSchema: raw(generationSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
 	}, t.generate)
@@ -93,6 +93,20 @@ func (t *Tools) Register(s *mcp.Server) {
 		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
 	add("list_generations", "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
 		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)
+}
+
+// aspectRatios lists every ratio some model offers, sorted.
+func (t *Tools) aspectRatios() []string {
+	var ratios []string
+	for _, m := range t.svc.Models() {
+		for _, r := range m.AspectRatios {
+			if !slices.Contains(ratios, r) {
+				ratios = append(ratios, r)
+			}
+		}
+	}
+	slices.Sort(ratios)
+	return ratios
 }
 
 // decodeArgs unmarshals the arguments, turning type errors into messages a
@@ -276,7 +290,7 @@ func (t *Tools) generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 	}
 	if t.cfg.BeforeGenerate != nil {
-		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, m, &a)
+		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, &a)
 		if err != nil || res != nil {
 			return res, err
 		}

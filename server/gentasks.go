@@ -172,7 +172,8 @@ func approvalRequest(m provider.Model) map[string]any {
 
 // BeforeGenerate is compat's hook: it answers with a task when the request
 // declared the extension, and runs the approval gate.
-func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, m provider.Model, args *compat.GenerateArgs) (*mcp.CallToolResult, error) {
+func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *compat.GenerateArgs) (*mcp.CallToolResult, error) {
+	m, _ := g.Svc.Model(cr.ModelID) // compat validated the request
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := threshold != nil && m.Credits > *threshold && !args.ConfirmSpend
 	if !tasks.Declared(req) {

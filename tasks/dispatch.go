@@ -158,8 +158,7 @@ type Request struct {
 }
 
 type clientCaps struct {
-	Extensions  map[string]json.RawMessage `json:"extensions"`
-	Elicitation json.RawMessage            `json:"elicitation"`
+	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
 type params struct {
@@ -187,30 +186,9 @@ func Handles(method string, rawParams json.RawMessage) bool {
 	return false
 }
 
-// HasExtension reports whether raw client capabilities declare the Tasks
-// extension (with an object value).
-func HasExtension(caps json.RawMessage) bool {
-	var c clientCaps
-	return json.Unmarshal(caps, &c) == nil && c.hasExtension()
-}
-
 func (c *clientCaps) hasExtension() bool {
 	v, ok := c.Extensions[ExtensionID]
 	return ok && len(v) > 0 && v[0] == '{'
-}
-
-// HasElicitation reports whether raw client capabilities declare form
-// elicitation.
-func HasElicitation(caps json.RawMessage) bool {
-	var c clientCaps
-	if json.Unmarshal(caps, &c) != nil || len(c.Elicitation) == 0 || c.Elicitation[0] != '{' {
-		return false
-	}
-	var e map[string]json.RawMessage
-	_ = json.Unmarshal(c.Elicitation, &e)
-	_, form := e["form"]
-	_, url := e["url"]
-	return form || !url // {} means form mode
 }
 
 // parse decodes and checks params in the spec's order: _meta, then

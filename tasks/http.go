@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -97,25 +99,12 @@ func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", itoa(len(body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // frame wraps a result or error object in a JSON-RPC response without
@@ -225,7 +214,7 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessage, want []string, send func([]byte) error, keepAlive func() error) {
 	agreed := []string{}
 	for _, tid := range want {
-		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !contains(agreed, tid) {
+		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
 			agreed = append(agreed, tid)
 		}
 	}
@@ -281,13 +270,4 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	}
 	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
 	_ = send(frame(id, "result", end))
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
