@@ -4,11 +4,10 @@
 package generation
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
@@ -143,9 +142,5 @@ func fromRow(r sqlitedb.Generation) (*Generation, error) {
 	return g, nil
 }
 
-// NewID returns a 128-bit random id from crypto/rand, hex-encoded.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a new generation id (see package ids).
+func NewID() string { return ids.New() }

@@ -147,15 +147,22 @@ func (r *Runner) claimAll(ctx context.Context) {
 			return
 		}
 		var row sqlitedb.Generation
+		var claimed bool
 		now := r.s.cfg.Now()
 		err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
 			var err error
 			row, err = tx.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: r.id, LeaseUntil: now.Add(r.cfg.Lease).UnixMilli(), Now: now.UnixMilli()})
+			// Nothing due is an outcome, not a failure (a failing write
+			// makes its batch mates run again).
+			claimed = err == nil
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
 			return err
 		})
-		if err != nil {
+		if err != nil || !claimed {
 			<-r.sem
-			if !errors.Is(err, sql.ErrNoRows) && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil {
 				r.cfg.Logger.Error("runner: claim", "err", err)
 			}
 			return

@@ -433,6 +433,7 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 	outcome := CancelTooLate
 	now := s.cfg.Now().UnixMilli()
 	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+		outcome = CancelTooLate
 		n, err := tx.CancelUnsubmitted(ctx, sqlitedb.CancelUnsubmittedParams{ID: id, StatusMessage: "cancelled before submission; credits refunded", Now: now})
 		if err != nil || n == 1 {
 			outcome = CancelDone

@@ -2,9 +2,7 @@ package tasks
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/storage/db"
 	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
@@ -39,12 +38,8 @@ func NewStore(d *db.DB, now func() time.Time) *Store {
 // Now is the store's clock.
 func (s *Store) Now() time.Time { return s.now() }
 
-// NewID returns a task id of 128 random bits.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a new task id (see package ids).
+func NewID() string { return ids.New() }
 
 func nullInt(v int64, ok bool) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
 
@@ -248,6 +243,7 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 	var t *Task
 	var taken map[string]json.RawMessage
 	err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		taken = nil
 		var err error
 		if t, err = s.GetTx(ctx, tx, id); err != nil {
 			return err

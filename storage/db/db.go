@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
@@ -34,10 +35,8 @@ type DB struct {
 	Read *sql.DB
 	// Queries runs sqlc reads against Read, as prepared statements.
 	Queries *sqlitedb.Queries
-	// writeQ holds the same statements prepared on the writer, and sp the
-	// savepoint statements that fence each write in a batch.
+	// writeQ holds the same statements prepared on the writer.
 	writeQ *sqlitedb.Queries
-	sp     savepoints
 
 	reqs     chan *writeReq
 	done     chan struct{}
@@ -103,16 +102,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		_ = r.Close()
 		return nil, err
 	}
-	sp, err := prepareSavepoints(ctx, w)
-	if err != nil {
-		_ = rq.Close()
-		_ = wq.Close()
-		_ = w.Close()
-		_ = r.Close()
-		return nil, err
-	}
 	d := &DB{
-		sp:       sp,
 		write:    w,
 		Read:     r,
 		Queries:  rq,
@@ -130,8 +120,10 @@ var ErrClosed = errors.New("db: closed")
 
 // Write runs fn inside a write transaction and returns once that
 // transaction is durably committed (or fn's error). fn may share its
-// transaction with other waiting writes; a failing fn is rolled back to its
-// own savepoint and does not disturb the others. fn must not call Write.
+// transaction with other waiting writes; a failing fn is rolled back and
+// does not disturb the others. fn may run more than once (a batch mate's
+// failure reruns the batch without it), so it must act only through tx
+// and set anything it captures afresh on each run. fn must not call Write.
 func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
 	req := &writeReq{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
@@ -192,89 +184,62 @@ func (d *DB) drain() {
 	}
 }
 
+// commit runs a batch in one transaction, optimistically: each write runs
+// straight in it, with no savepoint. When one fails, the transaction is
+// rolled back and the batch runs again without it, so its error stands,
+// its partial changes are gone, and every other write's outcome is that
+// of the run that commits. Failing writes are rare (a lost race, a full
+// disk); a savepoint around every write would copy each page it touches
+// on every batch.
 func (d *DB) commit(batch []*writeReq) {
-	ctx := context.Background()
 	errs := make([]error, len(batch))
-	tx, err := d.write.BeginTx(ctx, nil)
-	if err != nil {
-		for _, r := range batch {
-			r.err <- fmt.Errorf("begin: %w", err)
-		}
-		return
-	}
-	t := &Tx{Queries: d.writeQ.WithTx(tx), Tx: tx}
+	live := make([]int, 0, len(batch))
 	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
+		if errs[i] = r.ctx.Err(); errs[i] == nil {
+			live = append(live, i)
 		}
-		// Once started, a write runs to the end: a statement interrupted
-		// by its caller's cancellation would make SQLite roll back the
-		// whole shared transaction, batch mates included.
-		wctx := context.WithoutCancel(r.ctx)
-		if len(batch) == 1 {
-			errs[i] = r.fn(wctx, t)
-			continue
-		}
-		if _, err := tx.StmtContext(ctx, d.sp.begin).ExecContext(ctx); err != nil {
-			errs[i] = err
-			continue
-		}
-		if errs[i] = r.fn(wctx, t); errs[i] != nil {
-			if _, err := tx.StmtContext(ctx, d.sp.rollback).ExecContext(ctx); err != nil {
-				// SQLite aborted the whole transaction (disk full, I/O):
-				// nothing in this batch is committed, so say so to all.
-				failBatch(tx, batch, fmt.Errorf("write failed and aborted its batch: %w", errs[i]))
-				return
+	}
+	for len(live) > 0 {
+		failed, err := d.run(batch, live, errs)
+		if err != nil {
+			for _, i := range live {
+				errs[i] = err
 			}
+			break
 		}
-		if _, err := tx.StmtContext(ctx, d.sp.release).ExecContext(ctx); err != nil {
-			failBatch(tx, batch, fmt.Errorf("release savepoint: %w", err))
-			return
+		if failed < 0 {
+			break
 		}
-	}
-	if len(batch) == 1 && errs[0] != nil {
-		_ = tx.Rollback()
-		batch[0].err <- errs[0]
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		for _, r := range batch {
-			r.err <- fmt.Errorf("commit: %w", err)
-		}
-		return
+		live = slices.Delete(live, failed, failed+1)
 	}
 	for i, r := range batch {
 		r.err <- errs[i]
 	}
 }
 
-// savepoints are prepared once: the writer runs them around every write
-// of a batch.
-type savepoints struct{ begin, rollback, release *sql.Stmt }
-
-func prepareSavepoints(ctx context.Context, w *sql.DB) (savepoints, error) {
-	var sp savepoints
-	var err error
-	if sp.begin, err = w.PrepareContext(ctx, "SAVEPOINT w"); err != nil {
-		return sp, err
+// run runs the live writes of batch in one transaction and commits it. It
+// returns the position in live of the first write that failed (its error
+// in errs, the transaction rolled back), or -1 once committed; err is a
+// failure of the transaction itself.
+func (d *DB) run(batch []*writeReq, live []int, errs []error) (failed int, err error) {
+	tx, err := d.write.BeginTx(context.Background(), nil)
+	if err != nil {
+		return -1, fmt.Errorf("begin: %w", err)
 	}
-	if sp.rollback, err = w.PrepareContext(ctx, "ROLLBACK TO w"); err != nil {
-		return sp, err
+	t := &Tx{Queries: d.writeQ.WithTx(tx), Tx: tx}
+	for k, i := range live {
+		// Once started, a write runs to the end: a statement interrupted
+		// by its caller's cancellation would make SQLite roll back the
+		// whole shared transaction, batch mates included.
+		if errs[i] = batch[i].fn(context.WithoutCancel(batch[i].ctx), t); errs[i] != nil {
+			_ = tx.Rollback()
+			return k, nil
+		}
 	}
-	sp.release, err = w.PrepareContext(ctx, "RELEASE w")
-	return sp, err
-}
-
-func (sp savepoints) close() error {
-	return errors.Join(sp.begin.Close(), sp.rollback.Close(), sp.release.Close())
-}
-
-func failBatch(tx *sql.Tx, batch []*writeReq, err error) {
-	_ = tx.Rollback()
-	for _, r := range batch {
-		r.err <- err
+	if err := tx.Commit(); err != nil {
+		return -1, fmt.Errorf("commit: %w", err)
 	}
+	return -1, nil
 }
 
 // Close stops the writer (failing writes not yet started) and closes both
@@ -289,5 +254,5 @@ func (d *DB) Close() error {
 	close(d.done)
 	d.closeMu.Unlock()
 	<-d.loopDone
-	return errors.Join(d.Queries.Close(), d.writeQ.Close(), d.sp.close(), d.write.Close(), d.Read.Close())
+	return errors.Join(d.Queries.Close(), d.writeQ.Close(), d.write.Close(), d.Read.Close())
 }
