@@ -79,7 +79,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		InputSchema:  generateInputSchema(t.aspectRatios()),
 		OutputSchema: raw(generationSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
-	}, t.generate)
+	}, t.Generate)
 	add("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
 		uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}, t.uploadInput)
 	add("get_generation", "Get a generation's current status, progress and, when completed, short-lived signed output links.",
@@ -249,7 +249,8 @@ func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generati
 	return nil, toolError("%s needs url or data", field)
 }
 
-func (t *Tools) generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// Generate is the generate tool's handler.
+func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a GenerateArgs
 	if r := decodeArgs(req, &a); r != nil {
 		return r, nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -41,6 +42,24 @@ type GenTasks struct {
 }
 
 const approveKeyPrefix = "approve_spend"
+
+// Register makes g the kind of generation tasks and lets the dispatcher
+// serve a Tasks client's generate itself (see tasks.ServeTool).
+func (g *GenTasks) Register() {
+	g.D.Register(refPrefix, g)
+	g.D.ServeTool("generate", g.leanGenerate)
+}
+
+// leanGenerate is generate for the dispatcher's own tools/call path. A
+// call with an input image goes the full way: the image is fetched or
+// decoded before generate knows its answer, and a refused call would
+// fetch it twice.
+func (g *GenTasks) leanGenerate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) {
+		return nil, nil
+	}
+	return g.Tools.Generate(ctx, req)
+}
 
 // Changed keeps the task row in step with its generation, inside the
 // generation's write transaction. Terminal task states never change: the
@@ -186,18 +205,15 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 		return nil, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
 			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
 	}
-	var task *tasks.Task
+	// Built before the write: the writer runs one transaction at a time.
+	task := &tasks.Task{Owner: owner, TTL: g.TTL, PollInterval: basePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
+	if needsApproval {
+		task.Status = tasks.StatusInputRequired
+		task.AddInputRequest(approveKeyPrefix, approvalRequest(m))
+	}
 	cr.HoldForApproval = needsApproval
 	cr.InTx = func(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
-		task = &tasks.Task{Owner: owner, Ref: genRef(gen.ID), TTL: g.TTL, PollInterval: basePoll(m),
-			StatusMessage: gen.StatusMessage, ClientCaps: tasks.CapsJSON(req)}
-		switch {
-		case needsApproval:
-			task.Status = tasks.StatusInputRequired
-			task.AddInputRequest(approveKeyPrefix, approvalRequest(m))
-		default:
-			task.Status = tasks.StatusWorking
-		}
+		task.Ref, task.StatusMessage = genRef(gen.ID), gen.StatusMessage
 		return g.D.Store().Create(ctx, tx, task)
 	}
 	gen, existing, err := g.Svc.Create(ctx, owner, *cr)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Kind gives meaning to the tasks whose ref starts with its prefix.
@@ -97,6 +99,7 @@ type Dispatcher struct {
 	opts  Options
 	store *Store
 	kinds map[string]Kind
+	tools map[string]mcp.ToolHandler // see ServeTool
 	ack   json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage

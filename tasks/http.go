@@ -152,6 +152,9 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				http.Error(w, "bad request body", http.StatusBadRequest)
 				return
 			}
+			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env.Name, maxBody) {
+				return
+			}
 			if env.Req == nil || !Handles(env.Req.Method, env.Req.Params) {
 				next.ServeHTTP(w, r)
 				return

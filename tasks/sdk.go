@@ -15,6 +15,11 @@ import (
 // extension in its own client capabilities. Nothing is remembered between
 // requests.
 func Declared(req *mcp.CallToolRequest) bool {
+	if m, ok := wireCaps(req); ok {
+		ext, _ := m["extensions"].(map[string]any)
+		_, obj := ext[ExtensionID].(map[string]any)
+		return obj
+	}
 	caps := req.ClientCapabilities()
 	if caps == nil {
 		return false
@@ -27,17 +32,40 @@ func Declared(req *mcp.CallToolRequest) bool {
 // ElicitationDeclared reports whether the request declared form
 // elicitation.
 func ElicitationDeclared(req *mcp.CallToolRequest) bool {
+	if m, ok := wireCaps(req); ok {
+		e, _ := m["elicitation"].(map[string]any)
+		return e != nil && (e["form"] != nil || e["url"] == nil)
+	}
 	caps := req.ClientCapabilities()
 	return caps != nil && caps.Elicitation != nil && (caps.Elicitation.Form != nil || caps.Elicitation.URL == nil)
 }
 
 // CapsJSON returns the request's client capabilities as stored on a task.
 func CapsJSON(req *mcp.CallToolRequest) json.RawMessage {
-	b, err := json.Marshal(req.ClientCapabilities())
+	var v any
+	if m, ok := wireCaps(req); ok {
+		v = m
+	} else {
+		v = req.ClientCapabilities()
+	}
+	b, err := json.Marshal(v)
 	if err != nil || string(b) == "null" {
 		return json.RawMessage("{}")
 	}
 	return b
+}
+
+// wireCaps returns the client capabilities as they came off the wire. A
+// handler only sees requests whose capabilities go-sdk (or the lean path)
+// already decoded successfully, so reading the map directly agrees with
+// req.ClientCapabilities(), which re-encodes and decodes _meta on every
+// call.
+func wireCaps(req *mcp.CallToolRequest) (map[string]any, bool) {
+	if req.Params == nil {
+		return nil, false
+	}
+	m, ok := req.Params.Meta[metaClientCapabilities].(map[string]any)
+	return m, ok
 }
 
 // created carries a CreateTaskResult out of a go-sdk tool handler, whose

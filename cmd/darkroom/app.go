@@ -306,7 +306,7 @@ func (a *app) wire() error {
 		BeforeGenerate: a.gen.BeforeGenerate,
 	})
 	a.gen.Svc, a.gen.Tools = a.svc, a.tools
-	a.tasks.Register("generation", a.gen)
+	a.gen.Register()
 	a.mcp = server.New(a.serverConfig())
 	return nil
 }

@@ -1,0 +1,172 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServeTool lets the dispatcher run the named tool's handler itself, below
+// go-sdk, for a tools/call that declared the Tasks extension: durable
+// creation is a hot path, and go-sdk's generic tools/call costs about a
+// millisecond of CPU per call, several times the creation itself.
+//
+// The dispatcher keeps the handler's answer only when it created a task
+// (Created) or is an *RPCError. Any other answer is dropped and the
+// request handed to go-sdk, which runs the handler again and encodes that
+// answer itself. So h must change nothing unless it creates a task. A
+// request the dispatcher is not sure go-sdk would accept as it stands
+// (other versions, odd headers, MRTR retries) goes to go-sdk untouched.
+// The tool must not declare x-mcp-header parameters.
+func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
+	if d.tools == nil {
+		d.tools = map[string]mcp.ToolHandler{}
+	}
+	d.tools[name] = h
+}
+
+// toolCall is a tools/call body as the lean path needs it.
+type toolCall struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  *struct {
+		Meta           map[string]any  `json:"_meta"`
+		Name           string          `json:"name"`
+		Arguments      json.RawMessage `json:"arguments"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   json.RawMessage `json:"requestState"`
+	} `json:"params"`
+}
+
+const methodToolsCall = "tools/call"
+
+// serveTool answers a tools/call for a tool registered with ServeTool, and
+// reports false (the body restored) when go-sdk must serve it instead.
+func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name string, maxBody int64) bool {
+	h := d.tools[name]
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if h == nil || !sdkWouldAccept(r, version, d.opts.Versions) ||
+		r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name {
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var call toolCall
+	if json.Unmarshal(body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
+		return false
+	}
+	p := call.Params
+	if p == nil || p.Name != name || p.InputResponses != nil || p.RequestState != nil {
+		return false
+	}
+	if v, _ := p.Meta[metaProtocolVersion].(string); v != version {
+		return false
+	}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}}
+	if !Declared(req) || !sdkWouldDecode(p.Meta) {
+		return false
+	}
+	_, herr := h(r.Context(), req)
+	var c *created
+	var re *RPCError
+	switch {
+	case errors.As(herr, &c):
+		writeJSON(w, http.StatusOK, frame(call.ID, "result", c.body))
+	case errors.As(herr, &re):
+		WriteError(w, call.ID, re)
+	default: // an answer that changed nothing: go-sdk gives it again
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return false
+	}
+	return true
+}
+
+const metaClientInfo = "io.modelcontextprotocol/clientInfo"
+
+// sdkWouldDecode reports whether go-sdk accepts a request's _meta: the
+// client capabilities decode into its ClientCapabilities (with the 2026
+// roots shape) and clientInfo, if present, into an Implementation. (go-sdk
+// would re-encode the maps to check; they are decoded here once, from the
+// body's own bytes.)
+func sdkWouldDecode(meta map[string]any) bool {
+	var caps struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	if !redecode(meta[metaClientCapabilities], &caps) {
+		return false
+	}
+	info, ok := meta[metaClientInfo]
+	return !ok || (info != nil && redecode(info, new(mcp.Implementation)))
+}
+
+func redecode(v any, into any) bool {
+	b, err := json.Marshal(v)
+	return err == nil && json.Unmarshal(b, into) == nil
+}
+
+// plainID is a JSON-RPC request id: a string or a number.
+func plainID(id json.RawMessage) bool {
+	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
+}
+
+// sdkWouldAccept reports whether go-sdk's stateless Streamable HTTP
+// handler lets the POST through to a tools/call in a version served here:
+// the checks it makes before reading the message.
+func sdkWouldAccept(r *http.Request, version string, versions []string) bool {
+	if !slices.Contains(versions, version) || r.Header.Get("Last-Event-ID") != "" {
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	jsonOK, streamOK := false, false
+	for _, v := range r.Header.Values("Accept") {
+		for tok := range strings.SplitSeq(v, ",") {
+			base, _, _ := strings.Cut(tok, ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json":
+				jsonOK = true
+			case "text/event-stream":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	if !jsonOK || !streamOK {
+		return false
+	}
+	// go-sdk's DNS-rebinding guard: on a loopback listener, the Host must
+	// be loopback too.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(la.String()) && !loopback(r.Host) {
+		return false
+	}
+	return true
+}
+
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
