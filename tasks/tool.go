@@ -138,9 +138,9 @@ func sdkWouldAccept(r *http.Request, version string, versions []string) bool {
 		for tok := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(tok, ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
-			case "application/json":
+			case "application/json", "application/*":
 				jsonOK = true
-			case "text/event-stream":
+			case "text/event-stream", "text/*":
 				streamOK = true
 			case "*/*":
 				jsonOK, streamOK = true, true

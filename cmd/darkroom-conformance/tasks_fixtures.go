@@ -34,10 +34,14 @@ func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher) {
 		}
 		return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
 	}
+	// Every fixture but greet changes nothing unless it creates a task, so
+	// the dispatcher may serve them below go-sdk as darkroom's generate is:
+	// the suite then checks that path too.
 	add := func(name, desc string, schema json.RawMessage, h mcp.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, h)
+		d.ServeTool(name, h)
 	}
-	add("greet", "Greets by name (synchronous).", obj(`"name":{"type":"string"}`, "name"), f.greet)
+	s.AddTool(&mcp.Tool{Name: "greet", Description: "Greets by name (synchronous).", InputSchema: obj(`"name":{"type":"string"}`, "name")}, f.greet)
 	add("slow_compute", "Sleeps seconds, then answers; runs as a task when the client allows.",
 		obj(`"seconds":{"type":"integer","minimum":0},"label":{"type":"string"}`), f.slowCompute)
 	add("failing_job", "Requires tasks; ends with a tool error after about a second.", obj(``), f.failingJob)

@@ -505,3 +505,61 @@ func TestApprovalByMRTR(t *testing.T) {
 		t.Fatalf("state reused for other arguments: %v", r.Result)
 	}
 }
+
+// TestLeanGenerateAnswersAsGoSDK: a Tasks client's generate is answered
+// by the dispatcher's own tools/call path; the same call made to go through
+// go-sdk (a requestState, which a Tasks client's generate ignores, sends it
+// there) gets the same answer, whatever the outcome.
+func TestLeanGenerateAnswersAsGoSDK(t *testing.T) {
+	s := startServer(t, 0, func(c *config) {
+		five := int64(5)
+		c.ApprovalAbove = &five
+		c.CreateRate, c.CreateBurst = 1e6, 1_000_000
+	})
+	noElicit := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	cases := []struct {
+		name string
+		caps map[string]any
+		args map[string]any
+		lean bool // the dispatcher answers (a task or a JSON-RPC error)
+	}{
+		{"task created", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "a"}, true},
+		{"held for approval", withTasks(), map[string]any{"modelId": "local-motion", "prompt": "b"}, true},
+		{"approval needs elicitation", noElicit, map[string]any{"modelId": "local-motion", "prompt": "c"}, true},
+		{"same idempotency key", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "d", "idempotencyKey": "k1"}, true},
+		{"unknown model", withTasks(), map[string]any{"modelId": "nope", "prompt": "e"}, false},
+		{"blank prompt", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": " "}, false},
+		{"bad waitSeconds", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "f", "waitSeconds": 1}, false},
+	}
+	normal := func(r rpcReply, again bool) string {
+		delete(r.Result, "taskId")
+		delete(r.Result, "createdAt")
+		delete(r.Result, "lastUpdatedAt")
+		if again { // the same task, read later: it has moved on
+			delete(r.Result, "status")
+			delete(r.Result, "statusMessage")
+		}
+		b, _ := json.Marshal(map[string]any{"result": r.Result, "error": r.Error})
+		return string(b)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := &rpcClient{t: t, url: s.url, caps: c.caps}
+			lean := cl.call("tools/call", map[string]any{"name": "generate", "arguments": c.args})
+			sdk := cl.call("tools/call", map[string]any{"name": "generate", "arguments": c.args, "requestState": "ignored"})
+			if got := lean.Header.Get("Content-Type") == "application/json"; got != c.lean {
+				t.Errorf("answered by the dispatcher: %v, want %v", got, c.lean)
+			}
+			if ct := sdk.Header.Get("Content-Type"); sdk.Error == nil && ct != "text/event-stream" {
+				t.Errorf("the requestState call was answered with %q, not by go-sdk", ct)
+			}
+			again := c.args["idempotencyKey"] != nil
+			if again && lean.Result["taskId"] != sdk.Result["taskId"] {
+				t.Errorf("same key, different tasks: %v and %v", lean.Result["taskId"], sdk.Result["taskId"])
+			}
+			if l, g := normal(lean, again), normal(sdk, again); l != g {
+				t.Errorf("answers differ:\n lean:   %s\n go-sdk: %s", l, g)
+			}
+		})
+	}
+}

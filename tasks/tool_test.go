@@ -1,0 +1,188 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// toolFixture serves the dispatcher's middleware with one lean tool,
+// "make", in front of a handler standing in for go-sdk that records the
+// body it was handed.
+type toolFixture struct {
+	srv    *httptest.Server
+	calls  atomic.Int32 // handler runs
+	passed chan []byte  // bodies handed to go-sdk
+	store  *Store
+}
+
+func newToolFixture(t *testing.T) *toolFixture {
+	t.Helper()
+	d, s, _, _ := newTestDispatcher(t)
+	f := &toolFixture{passed: make(chan []byte, 1), store: s}
+	// "make" creates a task, fails with an RPCError, or answers a plain
+	// result, as its "do" argument says.
+	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		f.calls.Add(1)
+		var a struct{ Do string }
+		_ = json.Unmarshal(req.Params.Arguments, &a)
+		switch a.Do {
+		case "create":
+			task := &Task{Owner: "alice", Ref: "test:x", ClientCaps: CapsJSON(req)}
+			if err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return s.Create(ctx, tx, task) }); err != nil {
+				return nil, err
+			}
+			return nil, d.Created(ctx, task)
+		case "rpcerr":
+			return nil, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}, nil
+	})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.passed <- b
+		w.WriteHeader(http.StatusTeapot)
+	})
+	f.srv = httptest.NewServer(d.Middleware(func(*http.Request) string { return "alice" }, 1<<20)(next))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+type toolCallCase struct {
+	name    string
+	do      string
+	params  map[string]any    // merged into params (nil values delete)
+	meta    map[string]any    // merged into _meta (nil values delete)
+	body    map[string]any    // merged into the message (nil values delete)
+	headers map[string]string // "" deletes
+	host    string
+	served  bool // answered by the dispatcher, not go-sdk
+}
+
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if v == nil {
+			delete(dst, k)
+		} else {
+			dst[k] = v
+		}
+	}
+}
+
+func (f *toolFixture) call(t *testing.T, c toolCallCase) (*http.Response, []byte) {
+	t.Helper()
+	meta := map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()}
+	merge(meta, c.meta)
+	params := map[string]any{"name": "make", "arguments": map[string]any{"do": c.do}, "_meta": meta}
+	merge(params, c.params)
+	msg := map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+	merge(msg, c.body)
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", bytes.NewReader(body))
+	h := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": testVersion, "Mcp-Method": "tools/call", "Mcp-Name": "make"}
+	maps.Copy(h, c.headers)
+	for k, v := range h {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	if c.host != "" {
+		req.Host = c.host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// TestServeTool: the dispatcher answers a tools/call itself only when go-sdk
+// would take the request as it stands and the handler created a task or
+// failed with an RPCError; everything else reaches go-sdk with its body
+// intact.
+func TestServeTool(t *testing.T) {
+	cases := []toolCallCase{
+		{name: "task created", do: "create", served: true},
+		{name: "rpc error", do: "rpcerr", served: true},
+		{name: "plain result goes to go-sdk", do: "plain"},
+		{name: "extension not declared", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{}}},
+		{name: "other tool", do: "create", params: map[string]any{"name": "other"}, headers: map[string]string{"Mcp-Name": "other"}},
+		{name: "Mcp-Name differs from the body", do: "create", params: map[string]any{"name": "other"}},
+		{name: "Mcp-Method missing", do: "create", headers: map[string]string{"Mcp-Method": ""}},
+		{name: "version header differs from _meta", do: "create", meta: map[string]any{metaProtocolVersion: "2025-11-25"}},
+		{name: "older version", do: "create", headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, meta: map[string]any{metaProtocolVersion: "2025-11-25"}},
+		{name: "Accept without event-stream", do: "create", headers: map[string]string{"Accept": "application/json"}},
+		{name: "Accept */*", do: "create", headers: map[string]string{"Accept": "*/*"}, served: true},
+		{name: "Content-Type not JSON", do: "create", headers: map[string]string{"Content-Type": "text/plain"}},
+		{name: "Content-Type with charset", do: "create", headers: map[string]string{"Content-Type": "application/json; charset=utf-8"}, served: true},
+		{name: "Last-Event-ID", do: "create", headers: map[string]string{"Last-Event-ID": "1"}},
+		{name: "MRTR retry", do: "create", params: map[string]any{"requestState": "s", "inputResponses": map[string]any{}}},
+		{name: "clientInfo malformed", do: "create", meta: map[string]any{metaClientInfo: "me"}},
+		{name: "clientInfo well formed", do: "create", meta: map[string]any{metaClientInfo: map[string]any{"name": "me", "version": "1"}}, served: true},
+		{name: "capabilities malformed", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}, "elicitation": 5}}},
+		{name: "null id", do: "create", body: map[string]any{"id": nil}},
+		{name: "not JSON-RPC 2.0", do: "create", body: map[string]any{"jsonrpc": "1.0"}},
+		{name: "foreign Host on a loopback listener", do: "create", host: "evil.example"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newToolFixture(t)
+			resp, body := f.call(t, c)
+			if !c.served {
+				if resp.StatusCode != http.StatusTeapot {
+					t.Fatalf("status %d %s, want the request passed on", resp.StatusCode, body)
+				}
+				var m map[string]any
+				if err := json.Unmarshal(<-f.passed, &m); err != nil || m["method"] != "tools/call" {
+					t.Fatalf("go-sdk got a damaged body: %v %v", m, err)
+				}
+				if n, _ := f.store.db.Read.Query("SELECT 1 FROM tasks"); n.Next() {
+					t.Fatal("a passed request left a task behind")
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+			var r struct {
+				ID     json.RawMessage
+				Result *struct {
+					ResultType string `json:"resultType"`
+					TaskID     string `json:"taskId"`
+				}
+				Error *struct{ Code int64 }
+			}
+			if err := json.Unmarshal(body, &r); err != nil || string(r.ID) != "7" {
+				t.Fatalf("response %s: %v", body, err)
+			}
+			switch c.do {
+			case "create":
+				if r.Result == nil || r.Result.ResultType != "task" {
+					t.Fatalf("want a CreateTaskResult, got %s", body)
+				}
+				if _, err := f.store.Lookup(context.Background(), "alice", r.Result.TaskID); err != nil {
+					t.Fatalf("task %s not stored: %v", r.Result.TaskID, err)
+				}
+			case "rpcerr":
+				if r.Error == nil || r.Error.Code != CodeMissingCapability {
+					t.Fatalf("want error -32021, got %s", body)
+				}
+			}
+			if n := f.calls.Load(); n != 1 {
+				t.Fatalf("handler ran %d times", n)
+			}
+		})
+	}
+}
