@@ -257,14 +257,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		row.NextCheckAt = sql.NullInt64{Int64: now, Valid: true}
 	}
 	// The record as inserted (the defaults are the schema's): no read-back.
-	g, err = fromRow(sqlitedb.Generation{
-		ID: row.ID, Owner: row.Owner, ModelID: row.ModelID, Provider: row.Provider, Kind: row.Kind,
-		Prompt: row.Prompt, Params: row.Params, Credits: row.Credits, Charged: row.Charged,
-		Status: row.Status, StatusMessage: row.StatusMessage, Outputs: "[]", IdempotencyKey: row.IdempotencyKey,
-		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, NextCheckAt: row.NextCheckAt,
-	})
-	if err != nil {
-		return nil, false, err
+	at := time.UnixMilli(now).UTC()
+	g = &Generation{
+		ID: id, Owner: owner, ModelID: m.ID, Provider: m.Provider, Kind: m.Kind, Prompt: req.Prompt, Params: params,
+		Credits: m.Credits, Charged: m.Credits, Status: status, StatusMessage: msg, Outputs: []Output{},
+		IdempotencyKey: req.IdempotencyKey, SubmittedAt: time.UnixMilli(0).UTC(), CreatedAt: at, UpdatedAt: at,
 	}
 	err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
 		if err := tx.InsertGeneration(ctx, row); err != nil {

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -636,5 +637,33 @@ func assertNoFiles(t *testing.T, dir string) {
 	})
 	if n != 0 {
 		t.Fatalf("%d files stored by refused input", n)
+	}
+}
+
+// TestCreateReturnsTheStoredRecord: Create builds its answer without
+// reading the row back; it must equal what Get reads.
+func TestCreateReturnsTheStoredRecord(t *testing.T) {
+	e := newEnv(t)
+	seed := int64(7)
+	cases := []struct {
+		name string
+		req  CreateRequest
+	}{
+		{"queued image", CreateRequest{ModelID: "local-sketch", Prompt: "a", Seed: &seed, AspectRatio: "1:1", NegativePrompt: "n"}},
+		{"idempotency key", CreateRequest{ModelID: "local-sketch", Prompt: "b", IdempotencyKey: "k"}},
+		{"held for approval", CreateRequest{ModelID: "local-motion", Prompt: "c", DurationSeconds: 2, HoldForApproval: true}},
+		{"waiting for an image", CreateRequest{ModelID: "local-animate", Prompt: "d"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			g := e.create("alice", c.req)
+			got, err := e.svc.Get(context.Background(), "alice", g.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, got) {
+				t.Fatalf("Create returned\n %+v\nGet reads\n %+v", g, got)
+			}
+		})
 	}
 }

@@ -100,6 +100,7 @@ type Dispatcher struct {
 	store *Store
 	kinds map[string]Kind
 	tools map[string]mcp.ToolHandler // see ServeTool
+	metas metaCache
 	ack   json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage

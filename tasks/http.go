@@ -94,18 +94,36 @@ func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate ||
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
-	writeJSON(w, e.HTTPStatus, frame(id, "error", b))
+	writeFramed(w, e.HTTPStatus, id, "error", b)
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+// Shared header values: set without canonicalising or allocating.
+var jsonContentType = []string{"application/json"}
+
+// writeFramed answers a JSON-RPC response over HTTP, writing the framing
+// around the result or error object instead of copying it into a new
+// buffer.
+func writeFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(framePrefix) + len(id) + len(field) + 4 + len(body) + 1)}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
+	_, _ = io.WriteString(w, framePrefix)
+	_, _ = w.Write(id)
+	_, _ = io.WriteString(w, `,"`)
+	_, _ = io.WriteString(w, field)
+	_, _ = io.WriteString(w, `":`)
 	_, _ = w.Write(body)
+	_, _ = io.WriteString(w, "}")
 }
+
+const framePrefix = `{"jsonrpc":"2.0","id":`
 
 // frame wraps a result or error object in a JSON-RPC response without
 // re-encoding it.
@@ -114,7 +132,7 @@ func frame(id json.RawMessage, field string, body []byte) []byte {
 		id = json.RawMessage("null")
 	}
 	out := make([]byte, 0, len(body)+len(id)+32)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, framePrefix...)
 	out = append(out, id...)
 	out = append(out, `,"`...)
 	out = append(out, field...)
@@ -168,7 +186,7 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				WriteError(w, env.Req.ID, e)
 				return
 			}
-			writeJSON(w, http.StatusOK, frame(env.Req.ID, "result", res))
+			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}
 }

@@ -80,16 +80,18 @@ func (s *Store) Create(ctx context.Context, tx *db.Tx, t *Task) error {
 		TaskID: t.ID, Owner: t.Owner, Ref: t.Ref, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		CreatedAt: t.CreatedAt.UnixMilli(), LastUpdatedAt: t.LastUpdatedAt.UnixMilli(),
 		TtlMs: nullInt(t.TTL.Milliseconds(), t.TTL > 0), PollIntervalMs: t.PollInterval.Milliseconds(),
-		ExpiresAt: nullInt(exp.UnixMilli(), !exp.IsZero()), InputRequests: marshal(nonNil(t.InputRequests)),
+		ExpiresAt: nullInt(exp.UnixMilli(), !exp.IsZero()), InputRequests: requestsJSON(t.InputRequests),
 		KeySeq: t.KeySeq, Result: nullJSON(t.Result), Error: nullJSON(errJSON), ClientCaps: string(t.ClientCaps),
 	})
 }
 
-func nonNil(m map[string]json.RawMessage) map[string]json.RawMessage {
-	if m == nil {
-		return map[string]json.RawMessage{}
+// requestsJSON encodes outstanding input requests (most tasks have none:
+// no encoder runs inside the writer for them).
+func requestsJSON(m map[string]json.RawMessage) string {
+	if len(m) == 0 {
+		return "{}"
 	}
-	return m
+	return marshal(m)
 }
 
 func fromRow(r sqlitedb.Task) (*Task, error) {
@@ -198,7 +200,7 @@ func (s *Store) SetActive(ctx context.Context, tx *db.Tx, t *Task, status Status
 		return false, fmt.Errorf("SetActive: %s is terminal; use Finish", status)
 	}
 	n, err := tx.SetTaskActive(ctx, sqlitedb.SetTaskActiveParams{
-		TaskID: t.ID, Status: string(status), StatusMessage: msg, InputRequests: marshal(nonNil(t.InputRequests)),
+		TaskID: t.ID, Status: string(status), StatusMessage: msg, InputRequests: requestsJSON(t.InputRequests),
 		KeySeq: t.KeySeq, PollIntervalMs: t.PollInterval.Milliseconds(), Now: s.now().UnixMilli(),
 	})
 	return n == 1, err
@@ -271,7 +273,7 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 			return nil
 		}
 		_, err = tx.SetTaskAnswers(ctx, sqlitedb.SetTaskAnswersParams{
-			TaskID: id, InputRequests: marshal(nonNil(t.InputRequests)), AnsweredKeys: marshal(t.AnsweredKeys),
+			TaskID: id, InputRequests: requestsJSON(t.InputRequests), AnsweredKeys: marshal(t.AnsweredKeys),
 			InputResponses: marshal(t.InputResponses), Now: s.now().UnixMilli(),
 		})
 		return err

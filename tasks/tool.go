@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,7 +26,8 @@ import (
 // answer itself. So h must change nothing unless it creates a task. A
 // request the dispatcher is not sure go-sdk would accept as it stands
 // (other versions, odd headers, MRTR retries) goes to go-sdk untouched.
-// The tool must not declare x-mcp-header parameters.
+// The tool must not declare x-mcp-header parameters, and h must not modify
+// req.Params.Meta (requests with the same _meta share it).
 func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
 	if d.tools == nil {
 		d.tools = map[string]mcp.ToolHandler{}
@@ -39,7 +41,7 @@ type toolCall struct {
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
 	Params  *struct {
-		Meta           map[string]any  `json:"_meta"`
+		Meta           json.RawMessage `json:"_meta"`
 		Name           string          `json:"name"`
 		Arguments      json.RawMessage `json:"arguments"`
 		InputResponses json.RawMessage `json:"inputResponses"`
@@ -72,11 +74,12 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name stri
 	if p == nil || p.Name != name || p.InputResponses != nil || p.RequestState != nil {
 		return false
 	}
-	if v, _ := p.Meta[metaProtocolVersion].(string); v != version {
+	meta := d.metas.get(p.Meta)
+	if v, _ := meta[metaProtocolVersion].(string); v != version {
 		return false
 	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}}
-	if !Declared(req) || !sdkWouldDecode(p.Meta) {
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: p.Name, Arguments: p.Arguments}}
+	if !Declared(req) {
 		return false
 	}
 	_, herr := h(r.Context(), req)
@@ -84,7 +87,7 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name stri
 	var re *RPCError
 	switch {
 	case errors.As(herr, &c):
-		writeJSON(w, http.StatusOK, frame(call.ID, "result", c.body))
+		writeFramed(w, http.StatusOK, call.ID, "result", c.body)
 	case errors.As(herr, &re):
 		WriteError(w, call.ID, re)
 	default: // an answer that changed nothing: go-sdk gives it again
@@ -95,6 +98,38 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name stri
 }
 
 const metaClientInfo = "io.modelcontextprotocol/clientInfo"
+
+// metaCache holds the _meta objects clients send, decoded, keyed by their
+// bytes: a client sends the same one on every call, and decoding and
+// checking it is a good part of a call's cost. Only objects go-sdk would
+// accept are kept, at most metaCacheMax; the maps are shared between
+// requests and never modified.
+type metaCache struct {
+	mu sync.RWMutex
+	m  map[string]map[string]any
+}
+
+const metaCacheMax = 1024
+
+// get returns raw decoded, or nil when go-sdk would refuse it.
+func (c *metaCache) get(raw json.RawMessage) map[string]any {
+	c.mu.RLock()
+	m, ok := c.m[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return m
+	}
+	if json.Unmarshal(raw, &m) != nil || !sdkWouldDecode(m) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= metaCacheMax {
+		c.m = map[string]map[string]any{} // bounded: at worst, decode again
+	}
+	c.m[string(raw)] = m
+	return m
+}
 
 // sdkWouldDecode reports whether go-sdk accepts a request's _meta: the
 // client capabilities decode into its ClientCapabilities (with the 2026
