@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
@@ -39,6 +40,50 @@ type GenTasks struct {
 	// Secret keys the HMAC that protects MRTR requestState.
 	Secret []byte
 	Now    func() time.Time
+
+	ids taskIndex
+}
+
+// taskIndex remembers which task follows a generation, which never
+// changes: a status change then finds its task by id, without a search by
+// ref. Bounded; a miss searches.
+type taskIndex struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const taskIndexMax = 100_000
+
+func (x *taskIndex) get(genID string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	id, ok := x.m[genID]
+	return id, ok
+}
+
+func (x *taskIndex) put(genID, taskID string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil || len(x.m) >= taskIndexMax {
+		x.m = map[string]string{}
+	}
+	x.m[genID] = taskID
+}
+
+// task finds the task following a generation, inside tx when non-nil.
+func (g *GenTasks) task(ctx context.Context, tx *db.Tx, genID string) (*tasks.Task, error) {
+	store := g.D.Store()
+	if id, ok := g.ids.get(genID); ok {
+		if tx != nil {
+			return store.GetTx(ctx, tx, id)
+		}
+		return store.Get(ctx, id)
+	}
+	t, err := store.ByRef(ctx, tx, genRef(genID))
+	if err == nil {
+		g.ids.put(genID, t.ID)
+	}
+	return t, err
 }
 
 const approveKeyPrefix = "approve_spend"
@@ -66,7 +111,7 @@ func (g *GenTasks) leanGenerate(ctx context.Context, req *mcp.CallToolRequest) (
 // store's compare-and-set refuses.
 func (g *GenTasks) Changed(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
 	store := g.D.Store()
-	t, err := store.ByRef(ctx, tx, genRef(gen.ID))
+	t, err := g.task(ctx, tx, gen.ID)
 	if errors.Is(err, tasks.ErrNotFound) {
 		return nil
 	}
@@ -105,8 +150,11 @@ func (g *GenTasks) Changed(ctx context.Context, tx *db.Tx, gen *generation.Gener
 
 // Notify pushes a committed generation change to task listeners.
 func (g *GenTasks) Notify(genID string) {
-	t, err := g.D.Store().ByRef(context.Background(), nil, genRef(genID))
-	if err == nil {
+	if id, ok := g.ids.get(genID); ok {
+		g.D.Store().Notify(id)
+		return
+	}
+	if t, err := g.task(context.Background(), nil, genID); err == nil {
 		g.D.Store().Notify(t.ID)
 	}
 }
@@ -220,8 +268,10 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 	if err != nil {
 		return nil, err
 	}
-	if existing {
-		if task, err = g.D.Store().ByRef(ctx, nil, genRef(gen.ID)); err != nil {
+	if !existing {
+		g.ids.put(gen.ID, task.ID)
+	} else {
+		if task, err = g.task(ctx, nil, gen.ID); err != nil {
 			// The key was first used without the extension: answer as then.
 			return g.Tools.Result(ctx, gen, nil)
 		}
