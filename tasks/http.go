@@ -162,12 +162,7 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			}
 			env, r, err := Peek(w, r, maxBody)
 			if err != nil {
-				var mbe *http.MaxBytesError
-				if errors.As(err, &mbe) {
-					http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-					return
-				}
-				http.Error(w, "bad request body", http.StatusBadRequest)
+				writeBodyError(w, err)
 				return
 			}
 			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env.Name, maxBody) {
@@ -189,6 +184,16 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}
+}
+
+// writeBodyError answers a request whose body could not be read.
+func writeBodyError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	http.Error(w, "bad request body", http.StatusBadRequest)
 }
 
 // serveListen streams notifications/tasks as SSE until the client goes

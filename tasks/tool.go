@@ -62,10 +62,11 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name stri
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	_ = r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return false
+		writeBodyError(w, err)
+		return true
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	var call toolCall
 	if json.Unmarshal(body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
 		return false

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -136,6 +137,13 @@ func TestServeTool(t *testing.T) {
 		{name: "not JSON-RPC 2.0", do: "create", body: map[string]any{"jsonrpc": "1.0"}},
 		{name: "foreign Host on a loopback listener", do: "create", host: "evil.example"},
 	}
+	t.Run("body over the limit", func(t *testing.T) {
+		f := newToolFixture(t)
+		resp, _ := f.call(t, toolCallCase{do: "create", params: map[string]any{"arguments": map[string]any{"do": "create", "pad": strings.Repeat("x", 2<<20)}}})
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || f.calls.Load() != 0 {
+			t.Fatalf("status %d after %d handler runs, want 413 and none", resp.StatusCode, f.calls.Load())
+		}
+	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newToolFixture(t)
