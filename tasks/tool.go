@@ -134,9 +134,8 @@ func (c *metaCache) get(raw json.RawMessage) map[string]any {
 
 // sdkWouldDecode reports whether go-sdk accepts a request's _meta: the
 // client capabilities decode into its ClientCapabilities (with the 2026
-// roots shape) and clientInfo, if present, into an Implementation. (go-sdk
-// would re-encode the maps to check; they are decoded here once, from the
-// body's own bytes.)
+// roots shape) and clientInfo, if present, into an Implementation: the
+// checks go-sdk makes on every request, made here once per distinct _meta.
 func sdkWouldDecode(meta map[string]any) bool {
 	var caps struct {
 		mcp.ClientCapabilities
