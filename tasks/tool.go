@@ -139,6 +139,7 @@ func (c *metaCache) get(raw json.RawMessage) map[string]any {
 func sdkWouldDecode(meta map[string]any) bool {
 	var caps struct {
 		mcp.ClientCapabilities
+		//lint:ignore SA1019 go-sdk still decodes roots (deprecated, served for twelve months): so must this check
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
 	if !redecode(meta[metaClientCapabilities], &caps) {

@@ -38,7 +38,7 @@ func TestOrderedByTime(t *testing.T) {
 		})
 	}
 	// Same millisecond: the random part differs.
-	if at(t0) == at(t0) {
+	if a, b := at(t0), at(t0); a == b {
 		t.Fatal("two ids in one millisecond are equal")
 	}
 }
