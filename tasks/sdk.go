@@ -41,19 +41,22 @@ func ElicitationDeclared(req *mcp.CallToolRequest) bool {
 }
 
 // CapsJSON returns the request's client capabilities as stored on a task.
+// As sent, unless that is larger than maxCapsJSON: then only the fields
+// go-sdk knows are kept.
 func CapsJSON(req *mcp.CallToolRequest) json.RawMessage {
-	var v any
 	if m, ok := wireCaps(req); ok {
-		v = m
-	} else {
-		v = req.ClientCapabilities()
+		if b, err := json.Marshal(m); err == nil && len(b) <= maxCapsJSON {
+			return b
+		}
 	}
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(req.ClientCapabilities())
 	if err != nil || string(b) == "null" {
 		return json.RawMessage("{}")
 	}
 	return b
 }
+
+const maxCapsJSON = 4 << 10
 
 // wireCaps returns the client capabilities as they came off the wire. A
 // handler only sees requests whose capabilities go-sdk (or the lean path)
