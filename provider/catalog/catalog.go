@@ -216,6 +216,40 @@ func ForProvider(es []Entry, name string) []Entry {
 	return out
 }
 
+// Set is one provider's enabled entries, looked up by model id.
+type Set struct {
+	entries []Entry
+	byID    map[string]Entry
+}
+
+// NewSet keeps the enabled entries of provider name.
+func NewSet(es []Entry, name string) Set {
+	s := Set{byID: map[string]Entry{}}
+	for _, e := range ForProvider(es, name) {
+		s.entries = append(s.entries, e)
+		s.byID[e.ID] = e
+	}
+	return s
+}
+
+// Entries lists the set in catalog order.
+func (s Set) Entries() []Entry { return s.entries }
+
+// Get returns the entry for a model id.
+func (s Set) Get(id string) (Entry, bool) {
+	e, ok := s.byID[id]
+	return e, ok
+}
+
+// Models lists the set as darkroom's provider.Models.
+func (s Set) Models() []provider.Model {
+	out := make([]provider.Model, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, e.Model())
+	}
+	return out
+}
+
 // Expected is ExpectedSeconds as a duration.
 func (e Entry) Expected() time.Duration {
 	return time.Duration(e.ExpectedSeconds * float64(time.Second))

@@ -108,8 +108,7 @@ type Provider struct {
 	queue  string
 	http   *httpx.Client
 	fetch  *fetch.Fetcher
-	models []catalog.Entry
-	byID   map[string]catalog.Entry
+	models catalog.Set
 	hooks  *seen.Set
 
 	mu        sync.Mutex
@@ -160,15 +159,11 @@ func New(cfg Config) (*Provider, error) {
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
 		fetch:     fetch.New(cfg.Fetch),
-		byID:      map[string]catalog.Entry{},
 		hooks:     seen.New(10000, 3*time.Hour, cfg.Now), // fal retries for 2 h
 		active:    map[string]time.Time{},
 		cancelled: map[string]time.Time{},
 	}
-	for _, e := range catalog.ForProvider(cfg.Models, Name) {
-		p.models = append(p.models, e)
-		p.byID[e.ID] = e
-	}
+	p.models = catalog.NewSet(cfg.Models, Name)
 	return p, nil
 }
 
@@ -176,15 +171,7 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // Models implements provider.Provider.
-func (p *Provider) Models() []provider.Model {
-	out := make([]provider.Model, 0, len(p.models))
-	for _, e := range p.models {
-		m := e.Model()
-		m.Provider = Name
-		out = append(out, m)
-	}
-	return out
-}
+func (p *Provider) Models() []provider.Model { return p.models.Models() }
 
 // ResubmitMayDuplicate implements provider.DuplicateRisk: fal has no
 // idempotency key and Find cannot tell.
@@ -218,7 +205,7 @@ func (p *Provider) urlsFor(endpoint, requestID string) jobData {
 // JobFor rebuilds the Job of a fal request of a catalog model from its
 // request id (for a request id learnt from a webhook).
 func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
-	e, ok := p.byID[modelID]
+	e, ok := p.models.Get(modelID)
 	if !ok || requestID == "" {
 		return provider.Job{}, fmt.Errorf("fal: cannot build a job for model %q request %q", modelID, requestID)
 	}
@@ -236,12 +223,13 @@ func (p *Provider) data(job provider.Job) (jobData, catalog.Entry, error) {
 	if job.ID != "" && d.RequestID == "" {
 		d.RequestID = job.ID
 	}
-	return d, p.byID[d.Model], nil
+	e, _ := p.models.Get(d.Model) // zero for a model no longer in the catalog
+	return d, e, nil
 }
 
 // Submit implements provider.Provider.
 func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
-	e, ok := p.byID[req.Model.ID]
+	e, ok := p.models.Get(req.Model.ID)
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("fal does not serve model %q here", req.Model.ID)}
 	}

@@ -146,7 +146,7 @@ func (p *Provider) matches(pr prediction, key string, seed int64, rec submitReco
 		}
 	}
 	if hasRec {
-		e := p.byID[rec.model]
+		e, _ := p.models.Get(rec.model)
 		if (e.Endpoint == "" || pr.Model == "" || pr.Model == e.Endpoint) &&
 			!pr.created().Before(rec.sent.Add(-5*time.Minute)) && sameInput(rec.input, pr.Input) {
 			return true
@@ -155,7 +155,7 @@ func (p *Provider) matches(pr prediction, key string, seed int64, rec submitReco
 			return false
 		}
 	}
-	for _, e := range p.models {
+	for _, e := range p.models.Entries() {
 		if e.Input.Seed == "" {
 			continue
 		}

@@ -95,8 +95,7 @@ type Provider struct {
 	base   string
 	http   *httpx.Client
 	fetch  *fetch.Fetcher
-	models []catalog.Entry
-	byID   map[string]catalog.Entry
+	models catalog.Set
 	replay *seen.Set
 
 	secretMu sync.RWMutex
@@ -154,14 +153,10 @@ func New(cfg Config) (*Provider, error) {
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
 		fetch:   fetch.New(cfg.Fetch),
-		byID:    map[string]catalog.Entry{},
 		replay:  seen.New(cfg.ReplayCache, 2*cfg.WebhookTolerance, cfg.Now),
 		submits: map[string]submitRecord{},
 	}
-	for _, e := range catalog.ForProvider(cfg.Models, Name) {
-		p.models = append(p.models, e)
-		p.byID[e.ID] = e
-	}
+	p.models = catalog.NewSet(cfg.Models, Name)
 	if cfg.WebhookSecret != "" {
 		if err := p.SetWebhookSecret(cfg.WebhookSecret); err != nil {
 			return nil, err
@@ -174,15 +169,7 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Name() string { return Name }
 
 // Models implements provider.Provider.
-func (p *Provider) Models() []provider.Model {
-	out := make([]provider.Model, 0, len(p.models))
-	for _, e := range p.models {
-		m := e.Model()
-		m.Provider = Name
-		out = append(out, m)
-	}
-	return out
-}
+func (p *Provider) Models() []provider.Model { return p.models.Models() }
 
 // jobData is what Job.Data holds.
 type jobData struct {
@@ -216,7 +203,7 @@ func (pr prediction) created() time.Time {
 
 // Submit implements provider.Provider.
 func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
-	e, ok := p.byID[req.Model.ID]
+	e, ok := p.models.Get(req.Model.ID)
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("replicate does not serve model %q here", req.Model.ID)}
 	}
@@ -298,7 +285,7 @@ func WithKey(webhook, key string) (string, error) {
 func (p *Provider) entryFor(job provider.Job, pr *prediction) catalog.Entry {
 	var d jobData
 	if len(job.Data) > 0 && json.Unmarshal(job.Data, &d) == nil {
-		if e, ok := p.byID[d.Model]; ok {
+		if e, ok := p.models.Get(d.Model); ok {
 			return e
 		}
 	}
@@ -311,7 +298,7 @@ func (p *Provider) entryFor(job provider.Job, pr *prediction) catalog.Entry {
 }
 
 func (p *Provider) entryForPrediction(pr prediction) (catalog.Entry, bool) {
-	for _, e := range p.models {
+	for _, e := range p.models.Entries() {
 		if (e.Endpoint != "" && e.Endpoint == pr.Model) || (e.Version != "" && pr.Version != "" && strings.HasSuffix(e.Version, pr.Version)) {
 			return e, true
 		}
