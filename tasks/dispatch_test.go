@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 )
 
 const testVersion = "2026-07-28"
@@ -50,7 +52,7 @@ func (k *testKind) calls() ([]map[string]json.RawMessage, []string) {
 	return slices.Clone(k.answered), slices.Clone(k.cancels)
 }
 
-func newTestDispatcher(t testing.TB) (*Dispatcher, *Store, *clock, *testKind) {
+func newTestDispatcher(t testing.TB) (*Dispatcher, *Store, *testclock.Clock, *testKind) {
 	t.Helper()
 	s, _, c := newTestStore(t)
 	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})

@@ -10,30 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/storage/db"
 )
 
-// clock is a settable clock for the store.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)) }
 
-func newClock() *clock { return &clock{t: time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newTestStore(t testing.TB) (*Store, *db.DB, *clock) {
+func newTestStore(t testing.TB) (*Store, *db.DB, *testclock.Clock) {
 	t.Helper()
 	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
 	if err != nil {

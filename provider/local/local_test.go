@@ -20,32 +20,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
-// clock is a settable fake clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // newProvider makes a Provider on dir that always writes GIF videos, so
 // the tests do not depend on ffmpeg being installed.
-func newProvider(t *testing.T, dir string, scale float64, c *clock) *Provider {
+func newProvider(t *testing.T, dir string, scale float64, c *testclock.Clock) *Provider {
 	t.Helper()
 	p, err := New(Options{Dir: dir, Scale: scale, Now: c.Now})
 	if err != nil {
