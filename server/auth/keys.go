@@ -70,27 +70,7 @@ func LoadKeyFile(path string) ([]APIKey, error) {
 // source and line ("keys.txt:3: ...") and never echo a secret; all bad lines
 // are reported at once.
 func ParseKeyFile(data []byte, source string) ([]APIKey, error) {
-	var keys []APIKey
-	var errs []error
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		where := fmt.Sprintf("%s:%d", source, i+1)
-		k, err := parseEntry(line)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-			continue
-		}
-		k.Source = where
-		keys = append(keys, k)
-	}
-	errs = append(errs, checkUnique(keys)...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return keys, nil
+	return parseEntries(bytes.Split(data, []byte("\n")), func(i int) string { return fmt.Sprintf("%s:%d", source, i+1) }, true)
 }
 
 // ParseKeyList parses the DARKROOM_API_KEYS format: "name=secret,name2=secret2",
@@ -98,21 +78,28 @@ func ParseKeyFile(data []byte, source string) ([]APIKey, error) {
 // may not contain ',' here. source names the origin in errors (e.g.
 // "DARKROOM_API_KEYS"); entries are numbered from 1.
 func ParseKeyList(s, source string) ([]APIKey, error) {
+	b := []byte(s)
+	defer clear(b) // the secrets' copy does not outlive parsing
+	return parseEntries(bytes.Split(b, []byte(",")), func(i int) string { return fmt.Sprintf("%s entry %d", source, i+1) }, false)
+}
+
+// parseEntries parses one key per entry, skipping blank ones (and, with
+// comments, lines starting with '#'). where(i) names entry i in errors; all
+// bad entries are reported at once.
+func parseEntries(entries [][]byte, where func(i int) string, comments bool) ([]APIKey, error) {
 	var keys []APIKey
 	var errs []error
-	for i, entry := range strings.Split(s, ",") {
-		b := bytes.TrimSpace([]byte(entry))
-		if len(b) == 0 {
+	for i, e := range entries {
+		e = bytes.TrimSpace(e)
+		if len(e) == 0 || (comments && e[0] == '#') {
 			continue
 		}
-		where := fmt.Sprintf("%s entry %d", source, i+1)
-		k, err := parseEntry(b)
-		clear(b)
+		k, err := parseEntry(e)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
+			errs = append(errs, fmt.Errorf("%s: %w", where(i), err))
 			continue
 		}
-		k.Source = where
+		k.Source = where(i)
 		keys = append(keys, k)
 	}
 	errs = append(errs, checkUnique(keys)...)
