@@ -100,27 +100,17 @@ func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 // Shared header values: set without canonicalising or allocating.
 var jsonContentType = []string{"application/json"}
 
-// writeFramed answers a JSON-RPC response over HTTP, writing the framing
-// around the result or error object instead of copying it into a new
-// buffer.
+// writeFramed answers a JSON-RPC response over HTTP.
 func writeFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
+	b := frame(id, field, body)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(framePrefix) + len(id) + len(field) + 4 + len(body) + 1)}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
-	_, _ = io.WriteString(w, framePrefix)
-	_, _ = w.Write(id)
-	_, _ = io.WriteString(w, `,"`)
-	_, _ = io.WriteString(w, field)
-	_, _ = io.WriteString(w, `":`)
-	_, _ = w.Write(body)
-	_, _ = io.WriteString(w, "}")
+	_, _ = w.Write(b)
 }
 
 const framePrefix = `{"jsonrpc":"2.0","id":`
