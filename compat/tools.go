@@ -23,7 +23,8 @@ type Config struct {
 	Service *generation.Service
 	// Owner names the caller of a request (the authenticated principal).
 	Owner func(ctx context.Context, req *mcp.CallToolRequest) string
-	// Budget reports the caller's daily credit limit; nil means unlimited.
+	// Budget reports the caller's daily credit limit for get_credits; nil
+	// means unlimited. (generation enforces it when creating.)
 	Budget func(ctx context.Context, owner string) *int64
 	// FetchImage downloads an input image given by URL; nil refuses URLs.
 	FetchImage func(ctx context.Context, url string, maxBytes int64) ([]byte, string, error)
@@ -36,11 +37,22 @@ type Config struct {
 	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
 }
 
+// Rate classes: the per-caller bucket a tool call draws from.
+const (
+	ClassPoll   = "poll"   // reads state: shares the bucket with tasks/get
+	ClassCreate = "create" // starts a generation (spends credits)
+)
+
 // Tools holds the handlers.
 type Tools struct {
-	cfg Config
-	svc *generation.Service
+	cfg     Config
+	svc     *generation.Service
+	classes map[string]string
 }
+
+// RateClass names the bucket a call of the named tool draws from ("" for
+// none), as its definition in Register says.
+func (t *Tools) RateClass(tool string) string { return t.classes[tool] }
 
 // New returns the tools.
 func New(cfg Config) *Tools {
@@ -50,7 +62,7 @@ func New(cfg Config) *Tools {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	return &Tools{cfg: cfg, svc: cfg.Service}
+	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -60,17 +72,19 @@ func (t *Tools) Register(s *mcp.Server) {
 	readOnly := func(title string) *mcp.ToolAnnotations {
 		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
 	}
-	add := func(name, desc string, in, out string, ann *mcp.ToolAnnotations, h mcp.ToolHandler) {
+	add := func(name, class, desc string, in, out string, ann *mcp.ToolAnnotations, h mcp.ToolHandler) {
+		t.classes[name] = class
 		tool := &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), Annotations: ann}
 		if out != "" {
 			tool.OutputSchema = raw(out)
 		}
 		s.AddTool(tool, h)
 	}
-	add("list_models", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
+	add("list_models", "", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
 		emptyInput, listModelsOut, readOnly("List models"), t.listModels)
-	add("get_credits", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
+	add("get_credits", "", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
 		emptyInput, creditsOut, readOnly("Get credits"), t.getCredits)
+	t.classes["generate"] = ClassCreate
 	s.AddTool(&mcp.Tool{
 		Name: "generate",
 		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
@@ -80,18 +94,18 @@ func (t *Tools) Register(s *mcp.Server) {
 		OutputSchema: raw(generationSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
 	}, t.Generate)
-	add("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
+	add("upload_input", "", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
 		uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}, t.uploadInput)
-	add("get_generation", "Get a generation's current status, progress and, when completed, short-lived signed output links.",
+	add("get_generation", ClassPoll, "Get a generation's current status, progress and, when completed, short-lived signed output links.",
 		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
-	add("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
+	add("wait_generation", ClassPoll, "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
 		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it.",
 		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
-	add("download_output", "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes.",
+	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes.",
 		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
-	add("cancel_generation", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
+	add("cancel_generation", "", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
 		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
-	add("list_generations", "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
+	add("list_generations", ClassPoll, "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
 		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)
 }
 
@@ -276,23 +290,17 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		cr.InputImage = img
 	}
-	m, err := t.svc.Validate(&cr)
-	if err != nil {
+	if _, err := t.svc.Validate(&cr); err != nil {
 		return fail(err, "")
 	}
 	owner := t.owner(ctx, req)
-	if limit := t.cfg.Budget(ctx, owner); limit != nil && cr.IdempotencyKey == "" {
-		spent, err := t.svc.Spent(ctx, owner)
-		if err != nil {
-			return nil, err
-		}
-		if bal := *limit - spent; m.Credits > bal {
-			return toolError("%s costs %d credits but your balance today is %d (spent %d of %d); nothing was generated", m.ID, m.Credits, max(bal, 0), spent, *limit), nil
-		}
-	}
 	if t.cfg.BeforeGenerate != nil {
 		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, &a)
 		if err != nil || res != nil {
+			var ie *generation.InputError
+			if errors.As(err, &ie) {
+				return fail(err, "")
+			}
 			return res, err
 		}
 	}

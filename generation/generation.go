@@ -9,7 +9,6 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
 
 // Status is a generation's place in its life.
@@ -109,7 +108,7 @@ func (g *Generation) UploadRequired() bool {
 	return g.Status == StatusReserved && g.Params.AwaitsImage
 }
 
-func fromRow(r sqlitedb.Generation) (*Generation, error) {
+func fromRow(r Row) (*Generation, error) {
 	g := &Generation{
 		ID:              r.ID,
 		Owner:           r.Owner,
@@ -119,19 +118,19 @@ func fromRow(r sqlitedb.Generation) (*Generation, error) {
 		Prompt:          r.Prompt,
 		Credits:         r.Credits,
 		Charged:         r.Charged,
-		Status:          Status(r.Status),
+		Status:          r.Status,
 		StatusMessage:   r.StatusMessage,
 		Progress:        r.Progress,
-		ErrorKind:       ErrorKind(r.ErrorKind),
+		ErrorKind:       r.ErrorKind,
 		ErrorMessage:    r.ErrorMessage,
-		IdempotencyKey:  r.IdempotencyKey.String,
+		IdempotencyKey:  r.IdempotencyKey,
 		CancelRequested: r.CancelRequested != 0,
 		Submitted:       r.SubmitState != "",
-		OutputsExpired:  r.OutputsExpired != 0,
-		SubmittedAt:     time.UnixMilli(r.SubmittedAt).UTC(),
+		OutputsExpired:  r.OutputsExpired,
+		SubmittedAt:     r.SubmittedAt.UTC(),
 		Checks:          r.Attempts,
-		CreatedAt:       time.UnixMilli(r.CreatedAt).UTC(),
-		UpdatedAt:       time.UnixMilli(r.UpdatedAt).UTC(),
+		CreatedAt:       r.CreatedAt.UTC(),
+		UpdatedAt:       r.UpdatedAt.UTC(),
 	}
 	if err := json.Unmarshal([]byte(r.Params), &g.Params); err != nil {
 		return nil, err

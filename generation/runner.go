@@ -4,7 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"database/sql"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,14 +17,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/db"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
 
 // RunnerConfig tunes the runner.
@@ -67,10 +67,7 @@ type Runner struct {
 	// storageDown records when output copies of a generation started
 	// failing on storage.
 	storageDown map[string]time.Time
-	// hooks holds webhook deliveries not yet taken by a step, by
-	// generation id.
-	hooks map[string]provider.WebhookEvent
-	wg    sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 // NewRunner builds a runner for the service and hooks its Kick.
@@ -96,7 +93,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, hooks: map[string]provider.WebhookEvent{}}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
 	s.cfg.Kick = r.Kick
 	return r
 }
@@ -115,10 +112,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer r.wg.Wait()
 	// One runner per SQLite database: leases left by a killed process are
 	// ours to take over at once instead of after they expire.
-	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET lease_owner = '', lease_until = 0 WHERE lease_until > 0")
-		return err
-	}); err != nil {
+	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) }); err != nil {
 		return fmt.Errorf("runner: release stale leases: %w", err)
 	}
 	timer := time.NewTimer(0)
@@ -126,8 +120,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		r.claimAll(ctx)
 		wait := time.Minute
-		if due, err := r.s.db.Queries.NextDueAt(ctx); err == nil && due > 0 {
-			wait = max(time.Until(time.UnixMilli(due)), time.Millisecond)
+		if due, err := r.s.store.NextDueAt(ctx); err == nil && !due.IsZero() {
+			wait = max(due.Sub(r.s.cfg.Now()), time.Millisecond)
 		}
 		timer.Reset(wait)
 		select {
@@ -146,18 +140,14 @@ func (r *Runner) claimAll(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		var row sqlitedb.Generation
+		var row Row
 		var claimed bool
 		now := r.s.cfg.Now()
-		err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 			var err error
-			row, err = tx.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: r.id, LeaseUntil: now.Add(r.cfg.Lease).UnixMilli(), Now: now.UnixMilli()})
 			// Nothing due is an outcome, not a failure (a failing write
 			// makes its batch mates run again).
-			claimed = err == nil
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
+			row, claimed, err = tx.Claim(ctx, r.id, now.Add(r.cfg.Lease), now)
 			return err
 		})
 		if err != nil || !claimed {
@@ -177,7 +167,7 @@ func (r *Runner) claimAll(ctx context.Context) {
 }
 
 // step does one unit of work on a claimed generation and reschedules it.
-func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
+func (r *Runner) step(ctx context.Context, row Row) {
 	g, err := fromRow(row)
 	if err != nil {
 		r.fail(ctx, row.ID, ErrorInternal, "corrupt record: "+err.Error())
@@ -224,29 +214,24 @@ func (r *Runner) step(ctx context.Context, row sqlitedb.Generation) {
 		r.wakeOwner(ctx, g.Owner)
 		return // terminal; nothing to reschedule
 	}
-	if time.Since(g.CreatedAt) > r.cfg.GiveUpAfter {
+	if r.s.cfg.Now().Sub(g.CreatedAt) > r.cfg.GiveUpAfter {
 		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("did not finish within %s", r.cfg.GiveUpAfter))
 		return
 	}
-	r.mu.Lock()
-	if _, ok := r.hooks[g.ID]; ok {
+	if pending, _ := r.s.store.HasPendingDelivery(ctx, g.ID); pending {
 		next = 0 // a webhook arrived while we stepped: look again now
 	}
-	r.mu.Unlock()
-	at := r.s.cfg.Now().Add(next).UnixMilli()
-	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		return tx.Reschedule(ctx, sqlitedb.RescheduleParams{ID: g.ID, NextCheckAt: sql.NullInt64{Int64: at, Valid: true}, LeaseOwner: r.id, Now: r.s.cfg.Now().UnixMilli(), CancelSeen: row.CancelRequested})
+	now := r.s.cfg.Now()
+	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		return tx.Reschedule(ctx, g.ID, r.id, now.Add(next), now, row.CancelRequested != 0)
 	}); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
 	}
 	// A webhook that arrived after the check above found the row leased,
 	// so its wake-up did nothing: wake it now.
-	r.mu.Lock()
-	_, pending := r.hooks[g.ID]
-	r.mu.Unlock()
-	if pending {
-		if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-			return tx.WakeNow(ctx, sqlitedb.WakeNowParams{ID: g.ID, Now: r.s.cfg.Now().UnixMilli()})
+	if pending, _ := r.s.store.HasPendingDelivery(ctx, g.ID); pending {
+		if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+			return tx.WakeNow(ctx, g.ID, r.s.cfg.Now())
 		}); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Error("runner: wake for webhook", "generation", g.ID, "err", err)
 		}
@@ -282,10 +267,9 @@ func (r *Runner) storageOutage(ctx context.Context, g *Generation, se *storageEr
 		return -1, nil
 	}
 	msg := fmt.Sprintf("running: the result is ready; waiting for storage to come back (since %s): %v", since.UTC().Format(time.RFC3339), se.err)
-	_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(StatusRunning), StatusMessage: msg, Progress: g.Progress, Now: now.UnixMilli()})
-		return n == 1, err
-	})
+	c := change(g.ID, EventProgress, StatusRunning)
+	c.Message, c.Progress = msg, g.Progress
+	_, err := r.s.apply(ctx, c)
 	return min(backoff(int(now.Sub(since)/time.Second)+1), 30*time.Second), err
 }
 
@@ -298,7 +282,7 @@ func backoff(n int) time.Duration {
 
 // advance moves g one step on and returns when to look again (negative:
 // never, it is terminal).
-func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Generation) (time.Duration, error) {
+func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Duration, error) {
 	if g.Status.Terminal() || g.Status == StatusReserved {
 		return -1, nil
 	}
@@ -313,11 +297,12 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Genera
 		if g.CancelRequested {
 			return r.cancelUnsubmitted(ctx, g)
 		}
-		if wait, err := r.overCap(ctx, g); wait > 0 || err != nil {
-			return wait, err
+		held, err := r.markSubmitting(ctx, g)
+		if errors.Is(err, errNoLongerQueued) {
+			return -1, nil // cancelled meanwhile (or gone): nothing to do
 		}
-		if err := r.markSubmitting(ctx, g.ID); err != nil {
-			return -1, err // cancelled meanwhile (or gone): nothing to do
+		if err != nil || held >= 0 {
+			return r.holdOverCap(ctx, g, held, err)
 		}
 		return r.submit(ctx, p, m, g)
 	case "submitting":
@@ -332,39 +317,53 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row sqlitedb.Genera
 		if err != nil {
 			return 0, err
 		}
-		if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return tx.MarkCancelSent(ctx, g.ID) }); err != nil {
+		if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.MarkCancelSent(ctx, g.ID) }); err != nil {
 			return 0, err
 		}
 		return r.observe(ctx, p, m, g, job, st)
 	}
-	var st provider.Status
-	if ev, ok := r.takeWebhook(g.ID); ok && ev.Trusted && ev.Status != nil {
-		st = *ev.Status // a signed delivery states the status: no call needed
-	} else {
-		var err error
-		if st, err = p.Status(ctx, job); err != nil {
-			return 0, err
-		}
+	hook, err := r.pendingWebhook(ctx, g.ID)
+	if err != nil {
+		return 0, err
 	}
-	return r.observe(ctx, p, m, g, job, st)
+	var st provider.Status
+	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil {
+		st = *hook.ev.Status // a signed delivery states the status: no call needed
+	} else if st, err = p.Status(ctx, job); err != nil {
+		return 0, err
+	}
+	next, err := r.observe(ctx, p, m, g, job, st)
+	if err == nil {
+		err = r.consume(ctx, g.ID, hook)
+	}
+	return next, err
 }
 
 // reconcile settles a submit whose outcome is unknown (a crash or a lost
 // reply between MarkSubmitting and MarkSubmitted) without ever making a
 // second job where the provider cannot tell.
 func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
-	if ev, ok := r.takeWebhook(g.ID); ok && ev.Job != nil {
+	hook, err := r.pendingWebhook(ctx, g.ID)
+	if err != nil {
+		return 0, err
+	}
+	if hook.ok && hook.ev.Job != nil {
 		// A delivery named this generation: its job exists. Confirm with
-		// one Status call before binding it.
-		st, err := p.Status(ctx, *ev.Job)
+		// one Status call before binding it (the delivery stays stored
+		// until that succeeds).
+		job := *hook.ev.Job
+		st, err := p.Status(ctx, job)
 		if err != nil {
-			r.keepWebhook(g.ID, ev) // try the confirmation again next step
 			return 0, err
 		}
-		if err := r.markSubmitted(ctx, g.ID, *ev.Job, st); err != nil {
+		if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
 			return 0, err
 		}
-		return r.observe(ctx, p, m, g, *ev.Job, st)
+		next, err := r.observe(ctx, p, m, g, job, st)
+		if err == nil {
+			err = r.consume(ctx, g.ID, hook)
+		}
+		return next, err
 	}
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
@@ -391,18 +390,20 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	return min(limit-waited, 30*time.Second), nil
 }
 
-// Webhook takes a verified delivery for provider name: the generation it
-// names is looked at now (applying a trusted status without a call).
+// Webhook takes a verified delivery for provider name: it is stored
+// (once per delivery id) and the generation it names is looked at now. It
+// returns only once the delivery is durable, so the caller may then
+// acknowledge it; a delivery for no generation of ours is dropped.
 func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEvent) error {
 	id := ""
 	if ev.Key != "" {
-		if row, err := r.s.db.Queries.GetGeneration(ctx, ev.Key); err == nil && row.Provider == name {
+		if row, err := r.s.store.Generation(ctx, ev.Key); err == nil && row.Provider == name {
 			id = row.ID
 		}
 	}
 	if id == "" && ev.JobID != "" {
-		row, err := r.s.db.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: name, ProviderJobID: ev.JobID})
-		if errors.Is(err, sql.ErrNoRows) {
+		row, err := r.s.store.GenerationByJob(ctx, name, ev.JobID)
+		if errors.Is(err, ErrNotFound) {
 			return nil // not ours (or purged): nothing to do
 		}
 		if err != nil {
@@ -413,14 +414,22 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	if id == "" {
 		return nil
 	}
-	r.mu.Lock()
-	if len(r.hooks) > 10_000 {
-		clear(r.hooks) // bounded; a dropped hint only means a later poll
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
 	}
-	r.hooks[id] = ev
-	r.mu.Unlock()
-	if err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		return tx.WakeNow(ctx, sqlitedb.WakeNowParams{ID: id, Now: r.s.cfg.Now().UnixMilli()})
+	delivery := ev.DeliveryID
+	if delivery == "" {
+		sum := sha256.Sum256(body)
+		delivery = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	now := r.s.cfg.Now()
+	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		fresh, err := tx.InsertDelivery(ctx, Delivery{Provider: name, DeliveryID: delivery, GenerationID: id, Event: string(body), ReceivedAt: now})
+		if err != nil || !fresh {
+			return err
+		}
+		return tx.WakeNow(ctx, id, now)
 	}); err != nil {
 		return err
 	}
@@ -428,22 +437,74 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	return nil
 }
 
-// keepWebhook puts back a delivery whose use failed, unless a newer one
-// arrived meanwhile.
-func (r *Runner) keepWebhook(id string, ev provider.WebhookEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, newer := r.hooks[id]; !newer {
-		r.hooks[id] = ev
+// ErrMalformedWebhook wraps a delivery the provider's parser could not
+// read.
+var ErrMalformedWebhook = errors.New("malformed webhook delivery")
+
+// Deliver verifies a raw delivery with the provider's parser and takes
+// it (see Webhook). A bad signature is provider.ErrWebhookUnauthenticated;
+// a body the parser cannot read wraps ErrMalformedWebhook.
+func (r *Runner) Deliver(ctx context.Context, name string, parser provider.WebhookParser, h http.Header, q url.Values, body []byte) error {
+	ev, err := parser.ParseWebhook(h, q, body)
+	switch {
+	case errors.Is(err, provider.ErrWebhookUnauthenticated):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrMalformedWebhook, err)
+	case ev.Duplicate:
+		return nil
 	}
+	return r.Webhook(ctx, name, ev)
 }
 
-func (r *Runner) takeWebhook(id string) (provider.WebhookEvent, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ev, ok := r.hooks[id]
-	delete(r.hooks, id)
-	return ev, ok
+// hook is what a generation's stored deliveries say, and how far they
+// were read.
+type hook struct {
+	ev   provider.WebhookEvent
+	upto int64
+	ok   bool
+}
+
+// pendingWebhook folds the generation's unconsumed deliveries, in arrival
+// order, into the one to act on: the latest, except that a trusted
+// terminal status is never replaced by a later non-terminal one (a late
+// retry of an earlier delivery), and a job handle once seen is kept.
+func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
+	ds, err := r.s.store.PendingDeliveries(ctx, id)
+	if err != nil || len(ds) == 0 {
+		return hook{}, err
+	}
+	var h hook
+	for _, d := range ds {
+		h.upto = d.Seq
+		var ev provider.WebhookEvent
+		if err := json.Unmarshal([]byte(d.Event), &ev); err != nil {
+			r.cfg.Logger.Error("runner: undecodable webhook delivery", "generation", id, "seq", d.Seq, "err", err)
+			continue
+		}
+		if h.ok && terminalWebhook(h.ev) && !terminalWebhook(ev) {
+			continue
+		}
+		if ev.Job == nil {
+			ev.Job = h.ev.Job
+		}
+		h.ev, h.ok = ev, true
+	}
+	return h, nil
+}
+
+func terminalWebhook(ev provider.WebhookEvent) bool {
+	return ev.Trusted && ev.Status != nil && ev.Status.State.Terminal()
+}
+
+// consume marks the deliveries h folded as applied.
+func (r *Runner) consume(ctx context.Context, id string, h hook) error {
+	if h.upto == 0 {
+		return nil
+	}
+	return r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		return tx.ConsumeDeliveries(ctx, id, h.upto, r.s.cfg.Now())
+	})
 }
 
 // webhooks reports whether p's jobs announce their end by webhook.
@@ -459,37 +520,53 @@ func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, 
 	return provider.NextPoll(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), int(checks), progressed, r.webhooks(p), provider.Jitter(0.1))
 }
 
-func (r *Runner) markSubmitting(ctx context.Context, id string) error {
-	return r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		n, err := tx.MarkSubmitting(ctx, sqlitedb.MarkSubmittingParams{ID: id, Now: r.s.cfg.Now().UnixMilli()})
-		if err == nil && n == 0 {
+// markSubmitting records that the provider is about to be called, unless
+// the owner already has the in-flight maximum at the provider: both are
+// decided in one transaction, so concurrent steps never exceed the cap.
+// held is the owner's count in flight when the cap holds it back, else -1.
+func (r *Runner) markSubmitting(ctx context.Context, g *Generation) (held int64, err error) {
+	limit := 0
+	if r.cfg.MaxInFlight != nil {
+		limit = r.cfg.MaxInFlight(g.Owner)
+	}
+	now := r.s.cfg.Now()
+	err = r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		held = -1
+		if limit > 0 {
+			if err := tx.LockOwner(ctx, g.Owner); err != nil {
+				return err
+			}
+			n, err := tx.CountInFlight(ctx, g.Owner)
+			if err != nil {
+				return err
+			}
+			if n >= int64(limit) {
+				held = n
+				return nil
+			}
+		}
+		c := change(g.ID, EventSubmit, "")
+		c.At = now
+		ok, err := tx.Apply(ctx, c)
+		if err == nil && !ok {
 			return errNoLongerQueued
 		}
 		return err
 	})
+	return held, err
 }
 
 var errNoLongerQueued = errors.New("no longer queued")
 
-// overCap holds a generation queued while its owner has the maximum in
+// holdOverCap keeps a generation queued while its owner has the maximum in
 // flight, and says when to look again.
-func (r *Runner) overCap(ctx context.Context, g *Generation) (time.Duration, error) {
-	if r.cfg.MaxInFlight == nil {
-		return 0, nil
-	}
-	limit := r.cfg.MaxInFlight(g.Owner)
-	if limit <= 0 {
-		return 0, nil
-	}
-	n, err := r.s.db.Queries.CountInFlight(ctx, g.Owner)
-	if err != nil || n < int64(limit) {
+func (r *Runner) holdOverCap(ctx context.Context, g *Generation, n int64, err error) (time.Duration, error) {
+	if err != nil {
 		return 0, err
 	}
-	msg := fmt.Sprintf("queued: %d of your generations are in flight (limit %d); this one starts when one finishes", n, limit)
-	_, err = r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(StatusQueued), StatusMessage: msg, Progress: 0, Now: r.s.cfg.Now().UnixMilli()})
-		return n == 1, err
-	})
+	c := change(g.ID, EventProgress, StatusQueued)
+	c.Message = fmt.Sprintf("queued: %d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
+	_, err = r.s.apply(ctx, c)
 	// The end of one of the owner's generations wakes this one; the long
 	// fallback only covers an end seen by another process.
 	return time.Minute, err
@@ -530,7 +607,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	job, err := p.Submit(ctx, req)
 	if errors.Is(err, provider.ErrNotCreated) {
 		// Surely no job: the next attempt may submit afresh.
-		if rerr := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return tx.ResetSubmitting(ctx, g.ID) }); rerr != nil {
+		if rerr := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ResetSubmitting(ctx, g.ID) }); rerr != nil {
 			return 0, rerr
 		}
 		return 0, err
@@ -553,20 +630,14 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 
 func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {
 	jb, _ := json.Marshal(job)
-	status := StatusQueued
-	if st.State == provider.StateRunning {
-		status = StatusRunning
-	}
-	_, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.MarkSubmitted(ctx, sqlitedb.MarkSubmittedParams{ID: id, ProviderJob: string(jb), ProviderJobID: job.ID, Status: string(status), StatusMessage: st.Message, Progress: st.Progress, Now: r.s.cfg.Now().UnixMilli()})
-		return n == 1, err
-	})
+	c := change(id, EventSubmitted, activeStatus(st.State))
+	c.Job, c.JobID, c.Message, c.Progress = string(jb), job.ID, st.Message, st.Progress
+	_, err := r.s.apply(ctx, c)
 	return err
 }
 
 // observe records a provider status and decides when to look again.
 func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Model, g *Generation, job provider.Job, st provider.Status) (time.Duration, error) {
-	now := r.s.cfg.Now().UnixMilli()
 	switch st.State {
 	case provider.StateCompleted:
 		if g.CancelRequested {
@@ -582,10 +653,9 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		if msg == "" || !strings.Contains(msg, "before the cancel") {
 			msg = fmt.Sprintf("completed: %d output(s)", len(outs))
 		}
-		_, err = r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-			n, err := tx.Complete(ctx, sqlitedb.CompleteParams{ID: g.ID, StatusMessage: msg, Outputs: string(ob), Now: now})
-			return n == 1, err
-		})
+		c := change(g.ID, EventComplete, "")
+		c.Message, c.Outputs = msg, string(ob)
+		_, err = r.s.apply(ctx, c)
 		return -1, err
 	case provider.StateFailed:
 		msg := st.Error
@@ -595,24 +665,19 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		r.fail(ctx, g.ID, ErrorProvider, msg)
 		return -1, nil
 	case provider.StateCancelled:
-		_, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-			n, err := tx.CancelConfirmed(ctx, sqlitedb.CancelConfirmedParams{ID: g.ID, StatusMessage: "cancelled by the provider at our request", Now: now})
-			return n == 1, err
-		})
+		c := change(g.ID, EventCancelled, "")
+		c.Message = "cancelled by the provider at our request"
+		_, err := r.s.apply(ctx, c)
 		return -1, err
 	}
-	status := StatusQueued
-	if st.State == provider.StateRunning {
-		status = StatusRunning
-	}
+	status := activeStatus(st.State)
 	msg := st.Message
 	if msg == "" {
 		msg = string(status)
 	}
-	after, err := r.s.change(ctx, g.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.UpdateProgress(ctx, sqlitedb.UpdateProgressParams{ID: g.ID, Status: string(status), StatusMessage: msg, Progress: st.Progress, Now: now})
-		return n == 1, err
-	})
+	c := change(g.ID, EventProgress, status)
+	c.Message, c.Progress = msg, st.Progress
+	after, err := r.s.apply(ctx, c)
 	if err != nil {
 		return 0, err
 	}
@@ -625,8 +690,8 @@ func (r *Runner) wakeOwner(ctx context.Context, owner string) {
 	if r.cfg.MaxInFlight == nil {
 		return
 	}
-	err := r.s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
-		return tx.WakeOwnerQueued(ctx, sqlitedb.WakeOwnerQueuedParams{Owner: owner, Now: r.s.cfg.Now().UnixMilli()})
+	err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		return tx.WakeOwnerQueued(ctx, owner, r.s.cfg.Now())
 	})
 	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
@@ -638,15 +703,12 @@ func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string
 	r.mu.Lock()
 	delete(r.fails, id)
 	r.mu.Unlock()
-	now := r.s.cfg.Now().UnixMilli()
-	status := "failed: " + msg
+	c := change(id, EventFail, "")
+	c.Message, c.ErrorKind, c.ErrorMessage = "failed: "+msg, kind, msg
 	if kind == ErrorInternal {
-		status = "failed inside darkroom: " + msg
+		c.Message = "failed inside darkroom: " + msg
 	}
-	g, err := r.s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		n, err := tx.Fail(ctx, sqlitedb.FailParams{ID: id, StatusMessage: status, ErrorKind: string(kind), ErrorMessage: msg, Now: now})
-		return n == 1, err
-	})
+	g, err := r.s.apply(ctx, c)
 	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: record failure", "generation", id, "err", err)
 	}

@@ -3,8 +3,9 @@ package generation
 import (
 	"bytes"
 	"context"
-	"database/sql"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/db"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
 
 // ErrNotFound is returned for an unknown id and, identically, for an id
@@ -31,17 +31,23 @@ func (e *InputError) Error() string { return e.Msg }
 
 func inputErrorf(format string, a ...any) error { return &InputError{fmt.Sprintf(format, a...)} }
 
-// Hooks let the layer above (tasks) keep its own rows in step with a
+// Observer lets the layer above (tasks) keep its own rows in step with a
 // generation inside the same transaction.
-type Hooks struct {
+type Observer interface {
 	// Changed runs inside the write transaction after every status or
 	// progress change, with the new state.
-	Changed func(ctx context.Context, tx *db.Tx, g *Generation) error
+	Changed(ctx context.Context, tx Tx, g *Generation) error
 }
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, tx Tx, g *Generation) error
+
+// Changed calls f.
+func (f ObserverFunc) Changed(ctx context.Context, tx Tx, g *Generation) error { return f(ctx, tx, g) }
 
 // Config wires a Service.
 type Config struct {
-	DB            *db.DB
+	Store         Store
 	Blobs         blob.Store
 	Providers     []provider.Provider
 	Hub           *Hub
@@ -51,7 +57,11 @@ type Config struct {
 	// Retention is how long outputs are kept after completion (default 7
 	// days); then their files are deleted.
 	Retention time.Duration
-	Hooks     Hooks
+	// Observer, when set, follows every change inside its transaction.
+	Observer Observer
+	// Budget is the caller's daily credit limit (nil result: unlimited),
+	// decided inside the creating transaction.
+	Budget func(ctx context.Context, owner string) *int64
 	// Kick wakes the runner after a write that makes work due.
 	Kick func()
 }
@@ -59,7 +69,7 @@ type Config struct {
 // Service is the API over generations used by the tool handlers.
 type Service struct {
 	cfg       Config
-	db        *db.DB
+	store     Store
 	models    []provider.Model
 	modelByID map[string]provider.Model
 	providers map[string]provider.Provider
@@ -85,7 +95,10 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Kick == nil {
 		cfg.Kick = func() {}
 	}
-	s := &Service{cfg: cfg, db: cfg.DB, modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
+	if cfg.Budget == nil {
+		cfg.Budget = func(context.Context, string) *int64 { return nil }
+	}
+	s := &Service{cfg: cfg, store: cfg.Store, modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
 		for _, m := range p.Models() {
@@ -132,7 +145,7 @@ type CreateRequest struct {
 	HoldForApproval bool
 	// InTx runs inside the creating transaction (the tasks layer creates its
 	// task row here, so both commit together or not at all).
-	InTx func(ctx context.Context, tx *db.Tx, g *Generation) error
+	InTx func(ctx context.Context, tx Tx, g *Generation) error
 }
 
 // DefaultAspectRatio is used when the caller gives none.
@@ -212,25 +225,35 @@ func SniffImage(b []byte) string {
 	return ""
 }
 
-// Create validates and durably records a new generation. When the same
-// owner repeats an idempotency key, the earlier generation is returned with
-// existing=true and nothing is created.
+// Create validates and durably records a new generation. Everything that
+// must not race is decided in the one write transaction that inserts it:
+// an owner's repeat of an idempotency key with the same arguments returns
+// the earlier generation (existing=true, nothing charged), with other
+// arguments it is an InputError; the daily budget is checked against what
+// is already spent; the task (InTx) is created alongside.
 func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (g *Generation, existing bool, err error) {
-	if req.IdempotencyKey != "" {
-		if g, err := s.byIdempotencyKey(ctx, owner, req.IdempotencyKey); err == nil {
-			return g, true, nil
-		} else if !errors.Is(err, ErrNotFound) {
-			return nil, false, err
-		}
-	}
 	m, err := s.Validate(&req)
 	if err != nil {
 		return nil, false, err
 	}
+	hash := argsHash(&req)
+	if req.IdempotencyKey != "" {
+		// A repeat is answered before any input is stored (the transaction
+		// decides again, for a repeat that races this one).
+		if r, err := s.store.GenerationByKey(ctx, owner, req.IdempotencyKey); err == nil {
+			return s.repeat(r, &req, hash)
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+	}
+	limit := s.cfg.Budget(ctx, owner)
 	id := NewID()
 	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds}
 	if req.InputImage != nil {
-		in, err := s.storeInput(ctx, owner, id, req.InputImage)
+		if limit != nil && m.Credits > *limit {
+			return nil, false, budgetError(m, *limit, 0)
+		}
+		in, err := s.storeInput(ctx, owner, id, "input", req.InputImage)
 		if err != nil {
 			return nil, false, err
 		}
@@ -246,37 +269,67 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
 	pj, _ := json.Marshal(params)
-	now := s.cfg.Now().UnixMilli()
-	row := sqlitedb.InsertGenerationParams{
+	now := s.cfg.Now().UTC().Truncate(time.Millisecond)
+	row := Row{
 		ID: id, Owner: owner, ModelID: m.ID, Provider: m.Provider, Kind: string(m.Kind),
-		Prompt: req.Prompt, Params: string(pj), Credits: m.Credits, Charged: m.Credits,
-		Status: string(status), StatusMessage: msg, CreatedAt: now, UpdatedAt: now,
-		IdempotencyKey: sql.NullString{String: req.IdempotencyKey, Valid: req.IdempotencyKey != ""},
+		Prompt: req.Prompt, Params: string(pj), ArgsHash: hash, Credits: m.Credits, Charged: m.Credits,
+		Status: status, StatusMessage: msg, CreatedAt: now, UpdatedAt: now, IdempotencyKey: req.IdempotencyKey,
 	}
 	if status == StatusQueued {
-		row.NextCheckAt = sql.NullInt64{Int64: now, Valid: true}
+		row.NextCheckAt = now
 	}
 	// The record as inserted (the defaults are the schema's): no read-back.
-	at := time.UnixMilli(now).UTC()
-	g = &Generation{
+	fresh := &Generation{
 		ID: id, Owner: owner, ModelID: m.ID, Provider: m.Provider, Kind: m.Kind, Prompt: req.Prompt, Params: params,
 		Credits: m.Credits, Charged: m.Credits, Status: status, StatusMessage: msg, Outputs: []Output{},
-		IdempotencyKey: req.IdempotencyKey, SubmittedAt: time.UnixMilli(0).UTC(), CreatedAt: at, UpdatedAt: at,
+		IdempotencyKey: req.IdempotencyKey, SubmittedAt: time.UnixMilli(0).UTC(), CreatedAt: now, UpdatedAt: now,
 	}
-	err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+	var earlier *Row
+	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		earlier = nil
+		if req.IdempotencyKey != "" || limit != nil {
+			if err := tx.LockOwner(ctx, owner); err != nil {
+				return err
+			}
+		}
+		if req.IdempotencyKey != "" {
+			r, err := tx.GenerationByKey(ctx, owner, req.IdempotencyKey)
+			if err == nil {
+				earlier = &r
+				return nil
+			}
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		}
+		if limit != nil {
+			spent, err := tx.SpentSince(ctx, owner, dayStart(now))
+			if err != nil {
+				return err
+			}
+			if m.Credits > *limit-spent {
+				return budgetError(m, *limit, spent)
+			}
+		}
 		if err := tx.InsertGeneration(ctx, row); err != nil {
 			return err
 		}
 		if req.InTx != nil {
-			return req.InTx(ctx, tx, g)
+			return req.InTx(ctx, tx, fresh)
 		}
 		return nil
 	})
+	if earlier != nil && err == nil {
+		s.dropInput(ctx, params.InputImage)
+		return s.repeat(*earlier, &req, hash)
+	}
 	if err != nil {
-		// A concurrent create with the same key won the unique index.
-		if req.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") {
-			if g, err2 := s.byIdempotencyKey(ctx, owner, req.IdempotencyKey); err2 == nil {
-				return g, true, nil
+		s.dropInput(ctx, params.InputImage)
+		if errors.Is(err, ErrDuplicateKey) {
+			// An engine whose transactions do not serialize on LockOwner
+			// lost the race to a concurrent create: answer as a repeat.
+			if r, err := s.store.GenerationByKey(ctx, owner, req.IdempotencyKey); err == nil {
+				return s.repeat(r, &req, hash)
 			}
 		}
 		return nil, false, err
@@ -284,35 +337,65 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if status == StatusQueued {
 		s.cfg.Kick()
 	}
-	return g, false, nil
+	return fresh, false, nil
 }
 
-func (s *Service) storeInput(ctx context.Context, owner, id string, img *InputImage) (*StoredBlob, error) {
+// repeat answers an idempotency key used before by the same owner.
+func (s *Service) repeat(r Row, req *CreateRequest, hash string) (*Generation, bool, error) {
+	if r.ArgsHash != "" && r.ArgsHash != hash {
+		return nil, false, inputErrorf("idempotencyKey %q was already used with different arguments (generation %s); use a new key for a new request", req.IdempotencyKey, r.ID)
+	}
+	g, err := fromRow(r)
+	return g, err == nil, err
+}
+
+// argsHash digests what makes a generation: a repeated idempotency key
+// must come with the same.
+func argsHash(req *CreateRequest) string {
+	h := sha256.New()
+	img := ""
+	if req.InputImage != nil {
+		sum := sha256.Sum256(req.InputImage.Data)
+		img = hex.EncodeToString(sum[:])
+	}
+	seed := ""
+	if req.Seed != nil {
+		seed = fmt.Sprint(*req.Seed)
+	}
+	_ = json.NewEncoder(h).Encode([]any{req.ModelID, req.Prompt, req.NegativePrompt, req.AspectRatio, seed, req.DurationSeconds, img, req.HoldForApproval})
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func dayStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func budgetError(m provider.Model, limit, spent int64) error {
+	return inputErrorf("%s costs %d credits but your balance today is %d (spent %d of %d); nothing was generated", m.ID, m.Credits, max(limit-spent, 0), spent, limit)
+}
+
+// storeInput keeps an input image under a name unique to this attempt, so
+// that a losing concurrent upload never overwrites the winner's file.
+func (s *Service) storeInput(ctx context.Context, owner, id, name string, img *InputImage) (*StoredBlob, error) {
 	ext := strings.TrimPrefix(img.MimeType, "image/")
-	obj, err := s.cfg.Blobs.Put(ctx, blob.OwnerHash(owner)+"/"+id+"/input."+ext, bytes.NewReader(img.Data), img.MimeType, s.cfg.MaxInputBytes)
+	obj, err := s.cfg.Blobs.Put(ctx, blob.OwnerHash(owner)+"/"+id+"/"+name+"."+ext, bytes.NewReader(img.Data), img.MimeType, s.cfg.MaxInputBytes)
 	if err != nil {
 		return nil, fmt.Errorf("store input image: %w", err)
 	}
 	return &StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}, nil
 }
 
-func (s *Service) byIdempotencyKey(ctx context.Context, owner, key string) (*Generation, error) {
-	r, err := s.db.Queries.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+// dropInput deletes an input stored for a write that did not commit.
+func (s *Service) dropInput(ctx context.Context, in *StoredBlob) {
+	if in != nil {
+		_ = s.cfg.Blobs.Delete(context.WithoutCancel(ctx), in.Key)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return fromRow(r)
 }
 
 // Get returns the owner's generation, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, owner, id string) (*Generation, error) {
-	r, err := s.db.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner})
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	r, err := s.store.OwnedGeneration(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +408,7 @@ func (s *Service) List(ctx context.Context, owner string, status Status, cursor 
 	if status != "" && !status.Valid() {
 		return nil, "", inputErrorf("status %q is not one of reserved, queued, running, completed, failed, cancelled", status)
 	}
-	p := sqlitedb.ListGenerationsParams{Owner: owner, Status: string(status), Lim: int64(limit) + 1}
+	p := ListQuery{Owner: owner, Status: status, Limit: limit + 1}
 	if cursor != "" {
 		c, id, err := decodeCursor(cursor)
 		if err != nil {
@@ -333,7 +416,7 @@ func (s *Service) List(ctx context.Context, owner string, status Status, cursor 
 		}
 		p.BeforeCreated, p.BeforeID = c, id
 	}
-	rows, err := s.db.Queries.ListGenerations(ctx, p)
+	rows, err := s.store.ListGenerations(ctx, p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -341,7 +424,7 @@ func (s *Service) List(ctx context.Context, owner string, status Status, cursor 
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[len(rows)-1]
-		next = encodeCursor(last.CreatedAt, last.ID)
+		next = encodeCursor(last.CreatedAt.UnixMilli(), last.ID)
 	}
 	out := make([]*Generation, 0, len(rows))
 	for _, r := range rows {
@@ -428,16 +511,18 @@ func (s *Service) CancelByID(ctx context.Context, id string) (*Generation, Cance
 
 func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOutcome, error) {
 	outcome := CancelTooLate
-	now := s.cfg.Now().UnixMilli()
-	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
+	g, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
 		outcome = CancelTooLate
-		n, err := tx.CancelUnsubmitted(ctx, sqlitedb.CancelUnsubmittedParams{ID: id, StatusMessage: "cancelled before submission; credits refunded", Now: now})
-		if err != nil || n == 1 {
+		c := change(id, EventCancel, "")
+		c.At, c.Message = at, "cancelled before submission; credits refunded"
+		ok, err := tx.Apply(ctx, c)
+		if err != nil || ok {
 			outcome = CancelDone
-			return n == 1, err
+			return ok, err
 		}
-		n, err = tx.RequestCancel(ctx, sqlitedb.RequestCancelParams{ID: id, Now: now})
-		if n == 1 {
+		c = change(id, EventCancelAsk, "")
+		c.At = at
+		if ok, err = tx.Apply(ctx, c); ok {
 			outcome = CancelRequested
 		}
 		return false, err
@@ -455,62 +540,88 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 }
 
 // UploadInput attaches the input image to a reserved generation and queues
-// it.
+// it. The check that it still waits for its image and the change are one
+// transaction: of concurrent uploads exactly one wins, and the record
+// names the file that upload stored.
 func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputImage) (*Generation, error) {
 	g, err := s.Get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	m, _ := s.Model(g.ModelID)
-	switch {
-	case g.Status != StatusReserved:
-		return nil, inputErrorf("generation %s is %s; upload_input applies only to a reserved generation", id, g.Status)
-	case !m.NeedsInputImage:
-		return nil, inputErrorf("model %s does not take an input image", g.ModelID)
-	case !g.Params.AwaitsImage:
-		return nil, inputErrorf("generation %s already has its input image", id)
+	if err := uploadable(g, m); err != nil {
+		return nil, err
 	}
 	if err := s.checkImage(&img); err != nil {
 		return nil, err
 	}
-	in, err := s.storeInput(ctx, owner, id, &img)
+	in, err := s.storeInput(ctx, owner, id, "input-"+ids.New()[:12], &img)
 	if err != nil {
 		return nil, err
 	}
-	return s.release(ctx, id, func(p *Params) { p.InputImage, p.AwaitsImage = in, false }, "queued")
+	after, err := s.release(ctx, id, func(g *Generation) error {
+		if err := uploadable(g, m); err != nil {
+			return err
+		}
+		g.Params.InputImage, g.Params.AwaitsImage = in, false
+		return nil
+	}, "queued")
+	if err != nil {
+		s.dropInput(ctx, in)
+	}
+	return after, err
+}
+
+func uploadable(g *Generation, m provider.Model) error {
+	switch {
+	case g.Status != StatusReserved:
+		return inputErrorf("generation %s is %s; upload_input applies only to a reserved generation", g.ID, g.Status)
+	case !m.NeedsInputImage:
+		return inputErrorf("model %s does not take an input image", g.ModelID)
+	case !g.Params.AwaitsImage:
+		return inputErrorf("generation %s already has its input image", g.ID)
+	}
+	return nil
 }
 
 // Approve releases a generation held for spend approval (it still waits
 // for its input image if it has none).
 func (s *Service) Approve(ctx context.Context, id string) (*Generation, error) {
-	return s.release(ctx, id, func(p *Params) { p.AwaitsApproval = false }, "queued: spend approved")
+	return s.release(ctx, id, func(g *Generation) error {
+		g.Params.AwaitsApproval = false
+		return nil
+	}, "queued: spend approved")
 }
 
 // release clears one reason a reserved generation waits, inside one write
-// transaction, and queues it when no reason is left.
-func (s *Service) release(ctx context.Context, id string, clearHold func(*Params), msg string) (*Generation, error) {
-	now := s.cfg.Now().UnixMilli()
-	g, err := s.change(ctx, id, func(ctx context.Context, tx *db.Tx) (bool, error) {
-		r, err := tx.GetGeneration(ctx, id)
+// transaction, and queues it when no reason is left. clear sees the
+// record as the transaction reads it and may refuse (its error stands).
+func (s *Service) release(ctx context.Context, id string, clear func(*Generation) error, msg string) (*Generation, error) {
+	g, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
+		r, err := tx.Generation(ctx, id)
 		if err != nil {
 			return false, err
 		}
-		var p Params
-		if err := json.Unmarshal([]byte(r.Params), &p); err != nil {
+		cur, err := fromRow(r)
+		if err != nil {
 			return false, err
 		}
-		clearHold(&p)
-		pj, _ := json.Marshal(p)
-		if p.AwaitsImage || p.AwaitsApproval {
-			wait := "waiting for an input image: call upload_input with generationId " + id
-			if p.AwaitsApproval {
-				wait = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
-			}
-			err := tx.SetReservedParams(ctx, sqlitedb.SetReservedParamsParams{ID: id, Params: string(pj), StatusMessage: wait, Now: now})
-			return err == nil, err
+		if err := clear(cur); err != nil {
+			return false, err
 		}
-		n, err := tx.Approve(ctx, sqlitedb.ApproveParams{ID: id, Params: string(pj), StatusMessage: msg, Now: now})
-		return n == 1, err
+		p := cur.Params
+		pj, _ := json.Marshal(p)
+		c := change(id, EventQueue, "")
+		c.Message = msg
+		if p.AwaitsImage || p.AwaitsApproval {
+			c = change(id, EventHold, "")
+			c.Message = "waiting for an input image: call upload_input with generationId " + id
+			if p.AwaitsApproval {
+				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
+			}
+		}
+		c.At, c.Params = at, string(pj)
+		return tx.Apply(ctx, c)
 	})
 	if err == nil && g.Status == StatusQueued {
 		s.cfg.Kick()
@@ -519,28 +630,26 @@ func (s *Service) release(ctx context.Context, id string, clearHold func(*Params
 }
 
 // change runs fn in a write transaction; when fn reports a change, the
-// Changed hook runs in the same transaction and waiters wake after commit.
+// observer runs in the same transaction and waiters wake after commit.
 // It returns the state after the transaction.
-func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Context, tx *db.Tx) (bool, error)) (*Generation, error) {
+func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Context, tx Tx, at time.Time) (bool, error)) (*Generation, error) {
 	var g *Generation
 	var changed bool
-	err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+	at := s.cfg.Now()
+	err := s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		var err error
-		if changed, err = fn(ctx, tx); err != nil {
+		if changed, err = fn(ctx, tx, at); err != nil {
 			return err
 		}
-		r, err := tx.GetGeneration(ctx, id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
+		r, err := tx.Generation(ctx, id)
 		if err != nil {
 			return err
 		}
 		if g, err = fromRow(r); err != nil {
 			return err
 		}
-		if changed && s.cfg.Hooks.Changed != nil {
-			return s.cfg.Hooks.Changed(ctx, tx, g)
+		if changed && s.cfg.Observer != nil {
+			return s.cfg.Observer.Changed(ctx, tx, g)
 		}
 		return nil
 	})
@@ -553,12 +662,19 @@ func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Con
 	return g, nil
 }
 
+// apply makes one guarded change (see change) and reports the state
+// after it.
+func (s *Service) apply(ctx context.Context, c Change) (*Generation, error) {
+	return s.change(ctx, c.ID, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
+		c.At = at
+		return tx.Apply(ctx, c)
+	})
+}
+
 // Spent returns the credits the owner was charged since the start of the
 // current UTC day.
 func (s *Service) Spent(ctx context.Context, owner string) (int64, error) {
-	now := s.cfg.Now().UTC()
-	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	return s.db.Queries.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: day.UnixMilli()})
+	return s.store.SpentSince(ctx, owner, dayStart(s.cfg.Now()))
 }
 
 // Link mints a short-lived signed link for a stored blob.
@@ -574,10 +690,10 @@ func (s *Service) Retention() time.Duration { return s.cfg.Retention }
 // file is deleted before the record says so: a crash in between leaves a
 // record whose file is gone, which the next pass marks.
 func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
-	before := s.cfg.Now().Add(-s.cfg.Retention).UnixMilli()
+	before := s.cfg.Now().Add(-s.cfg.Retention)
 	total := 0
 	for {
-		rows, err := s.db.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before, Lim: 200})
+		rows, err := s.store.OutputsToExpire(ctx, before, 200)
 		if err != nil || len(rows) == 0 {
 			return total, err
 		}
@@ -591,9 +707,8 @@ func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
 					return total, fmt.Errorf("delete expired output %s: %w", o.Key, err)
 				}
 			}
-			if _, err := s.change(ctx, r.ID, func(ctx context.Context, tx *db.Tx) (bool, error) {
-				n, err := tx.MarkOutputsExpired(ctx, r.ID)
-				return n == 1, err
+			if _, err := s.change(ctx, r.ID, func(ctx context.Context, tx Tx, _ time.Time) (bool, error) {
+				return tx.MarkOutputsExpired(ctx, r.ID)
 			}); err != nil {
 				return total, err
 			}

@@ -22,7 +22,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/db"
 )
 
 // waitLimit bounds every blocking wait in these tests.
@@ -59,7 +58,7 @@ func (c *countingProvider) Find(ctx context.Context, key string) (provider.Job, 
 // provider (latency 0).
 type testEnv struct {
 	t       *testing.T
-	db      *db.DB
+	db      TestEngine
 	svc     *Service
 	local   *local.Provider
 	prov    *countingProvider
@@ -76,7 +75,7 @@ type envOption func(*Config)
 func newEnv(t *testing.T, opts ...envOption) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := db.Open(context.Background(), filepath.Join(dir, "darkroom.db"))
+	d, err := OpenTestEngine(filepath.Join(dir, "darkroom.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +90,9 @@ func newEnv(t *testing.T, opts ...envOption) *testEnv {
 	}
 	e := &testEnv{t: t, db: d, local: lp, prov: &countingProvider{Provider: lp}, blobs: blobs, dir: dir}
 	cfg := Config{
-		DB: d, Blobs: blobs, Providers: []provider.Provider{e.prov}, MaxInputBytes: 64 << 10,
+		Store: d.Generations(), Blobs: blobs, Providers: []provider.Provider{e.prov}, MaxInputBytes: 64 << 10,
 		Kick: func() { e.kicks.Add(1) },
-		Hooks: Hooks{Changed: func(ctx context.Context, tx *db.Tx, g *Generation) error {
+		Observer: ObserverFunc(func(ctx context.Context, tx Tx, g *Generation) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			if e.hookErr != nil {
@@ -103,7 +102,7 @@ func newEnv(t *testing.T, opts ...envOption) *testEnv {
 			}
 			e.changes = append(e.changes, g.ID+":"+string(g.Status))
 			return nil
-		}},
+		}),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -125,19 +124,15 @@ func (e *testEnv) create(owner string, req CreateRequest) *Generation {
 
 func (e *testEnv) exec(query string, args ...any) {
 	e.t.Helper()
-	err := e.db.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error {
-		_, err := tx.Tx.ExecContext(ctx, query, args...)
-		return err
-	})
-	if err != nil {
+	if err := e.db.Exec(query, args...); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 func (e *testEnv) count(where string, args ...any) int {
 	e.t.Helper()
-	var n int
-	if err := e.db.Read.QueryRow("SELECT COUNT(*) FROM generations "+where, args...).Scan(&n); err != nil {
+	n, err := e.db.QueryInt("SELECT COUNT(*) FROM generations "+where, args...)
+	if err != nil {
 		e.t.Fatal(err)
 	}
 	return n
@@ -400,12 +395,23 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("first create: %v existing=%v", err, existing)
 	}
 	kicks := e.kicks.Load()
-	again, existing, err := e.svc.Create(ctx, "alice", CreateRequest{ModelID: "local-photo", Prompt: "different", IdempotencyKey: "k1"})
+	again, existing, err := e.svc.Create(ctx, "alice", req)
 	if err != nil || !existing || again.ID != first.ID || again.ModelID != "local-sketch" {
-		t.Fatalf("repeat: %v existing=%v id=%s", err, existing, again.ID)
+		t.Fatalf("repeat: %v existing=%v", err, existing)
 	}
 	if e.kicks.Load() != kicks {
 		t.Fatal("a repeat kicked the runner")
+	}
+	// The same key with other arguments is refused, naming the key, and
+	// changes nothing.
+	before := e.count("")
+	_, _, err = e.svc.Create(ctx, "alice", CreateRequest{ModelID: "local-photo", Prompt: "different", IdempotencyKey: "k1"})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, `"k1"`) {
+		t.Fatalf("repeat with other arguments: %v", err)
+	}
+	if e.count("") != before {
+		t.Fatal("a refused repeat created a generation")
 	}
 	other, existing, err := e.svc.Create(ctx, "bob", req)
 	if err != nil || existing || other.ID == first.ID {

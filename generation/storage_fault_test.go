@@ -13,7 +13,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/db"
 )
 
 // flakyStore is a real local store whose Puts fail while down is set, as
@@ -35,7 +34,7 @@ func (f *flakyStore) Put(ctx context.Context, key string, r io.Reader, ct string
 func newFaultRig(t *testing.T, failures int64, giveUp time.Duration) (*Service, *flakyStore) {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := db.Open(context.Background(), filepath.Join(dir, "g.db"))
+	d, err := OpenTestEngine(filepath.Join(dir, "g.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +48,7 @@ func newFaultRig(t *testing.T, failures int64, giveUp time.Duration) (*Service, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(Config{DB: d, Blobs: fs, Providers: []provider.Provider{p}})
+	svc, err := NewService(Config{Store: d.Generations(), Blobs: fs, Providers: []provider.Provider{p}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,29 +8,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
-// pollTools are the compatibility tools that read state: they share the
-// poll bucket with tasks/get.
-var pollTools = map[string]bool{
-	"get_generation": true, "wait_generation": true, "list_generations": true, "download_output": true,
-}
-
-// class names the bucket a request draws from ("" for none).
-func class(env *tasks.Envelope) string {
+// class names the bucket a request draws from ("" for none): tasks/get
+// polls; a tool call draws what its definition says (compat.RateClass).
+func class(env *tasks.Envelope, toolClass func(string) string) string {
 	switch env.Method {
 	case "tasks/get":
-		return "poll"
+		return compat.ClassPoll
 	case "tools/call":
-		if env.Name == "generate" {
-			return "create"
-		}
-		if pollTools[env.Name] {
-			return "poll"
-		}
+		return toolClass(env.Name)
 	}
 	return ""
 }
@@ -39,7 +30,7 @@ func class(env *tasks.Envelope) string {
 // (per-caller overrides from the key file apply) and answers 429 with
 // Retry-After and a JSON-RPC error carrying retryAfterMs when it is empty.
 // A wait_generation is one call however long it waits.
-func rateLimit(c *limit.Classes, maxBody int64, next http.Handler) http.Handler {
+func rateLimit(c *limit.Classes, maxBody int64, toolClass func(string) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -54,10 +45,10 @@ func rateLimit(c *limit.Classes, maxBody int64, next http.Handler) http.Handler 
 		key := Owner(r.Context())
 		var ok bool
 		var wait time.Duration
-		switch class(env) {
-		case "poll":
+		switch class(env, toolClass) {
+		case compat.ClassPoll:
 			ok, wait = c.Poll.AllowFor(key, p.Limits.PollRate, p.Limits.PollBurst)
-		case "create":
+		case compat.ClassCreate:
 			ok, wait = c.Create.AllowFor(key, p.Limits.CreateRate, p.Limits.CreateBurst)
 		default:
 			ok = true

@@ -91,7 +91,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
 	if cfg.Limits != nil {
-		h = rateLimit(cfg.Limits, cfg.MaxBodyBytes, h)
+		h = rateLimit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	}
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {

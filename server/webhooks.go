@@ -6,18 +6,29 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-
-	"github.com/darkroom-mcp/darkroom/provider"
+	"net/url"
 )
 
 // maxWebhookBody caps a provider delivery; real ones are a few KiB.
 const maxWebhookBody = 1 << 20
 
+// Intake verifies one delivery and stores it durably; it returns nil once
+// stored (or known already), ErrUnverified when its signature does not
+// verify and ErrMalformed when it cannot be read. server only moves the
+// bytes: what a delivery means is the provider's and the runner's.
+type Intake func(ctx context.Context, h http.Header, q url.Values, body []byte) error
+
+// Errors an Intake returns for a delivery that is refused.
+var (
+	ErrUnverified = errors.New("webhook signature does not verify")
+	ErrMalformed  = errors.New("malformed webhook delivery")
+)
+
 // WebhookHandler receives deliveries for provider name at
-// /webhooks/{name}: a bad signature is 401 and changes nothing; a replay
-// is acknowledged and ignored; anything else is acknowledged at once and
-// handed to sink, which looks at the named generation.
-func WebhookHandler(name string, parser provider.WebhookParser, sink func(ctx context.Context, name string, ev provider.WebhookEvent) error, log *slog.Logger) http.Handler {
+// /webhooks/{name}: a bad signature is 401 and changes nothing; a
+// delivery is acknowledged (2xx) only after intake stored it, so none is
+// lost to a crash; a failure to store it is 503, which providers retry.
+func WebhookHandler(name string, intake Intake, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", "POST")
@@ -29,24 +40,18 @@ func WebhookHandler(name string, parser provider.WebhookParser, sink func(ctx co
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 			return
 		}
-		ev, err := parser.ParseWebhook(r.Header, r.URL.Query(), body)
+		err = intake(context.WithoutCancel(r.Context()), r.Header, r.URL.Query(), body)
 		switch {
-		case errors.Is(err, provider.ErrWebhookUnauthenticated):
+		case err == nil:
+			w.WriteHeader(http.StatusOK)
+		case errors.Is(err, ErrUnverified):
 			log.Warn("webhook refused: signature does not verify", "provider", name)
 			http.Error(w, "signature does not verify", http.StatusUnauthorized)
-			return
-		case err != nil:
+		case errors.Is(err, ErrMalformed):
 			http.Error(w, "malformed delivery", http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-		if ev.Duplicate {
-			return
-		}
-		// The runner only records the hint and wakes the generation: quick
-		// enough to do before returning, so nothing is lost if we crash.
-		if err := sink(context.WithoutCancel(r.Context()), name, ev); err != nil {
-			log.Error("webhook: wake generation", "provider", name, "err", err)
+		default:
+			log.Error("webhook: store delivery", "provider", name, "err", err)
+			http.Error(w, "delivery not stored; retry", http.StatusServiceUnavailable)
 		}
 	})
 }

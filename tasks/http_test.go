@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/db"
 )
 
 // streamTimeout bounds each wait for an SSE message.
@@ -268,7 +267,7 @@ func note(t *testing.T, m rpcResponse) taskNote {
 
 func setActive(t *testing.T, s *Store, id string, st Status, msg string) {
 	t.Helper()
-	err := s.Write(context.Background(), id, func(ctx context.Context, tx *db.Tx) error {
+	err := s.Write(context.Background(), id, func(ctx context.Context, tx Tx) error {
 		task, err := s.GetTx(ctx, tx, id)
 		if err != nil {
 			return err

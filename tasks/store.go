@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,24 +10,22 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
-	"github.com/darkroom-mcp/darkroom/storage/db"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
 
 // ErrNotFound is returned for unknown, expired and foreign tasks alike.
 var ErrNotFound = errors.New("task not found")
 
-// Store keeps tasks in SQL. Writes take a *db.Tx so that a task can be
+// Store keeps tasks in a Backend. Writes take a Tx so that a task can be
 // created or moved in the same transaction as the work it follows.
 type Store struct {
-	db     *db.DB
+	db     Backend
 	now    func() time.Time
 	broker *Broker
 	cache  taskCache
 }
 
 // NewStore returns a store; now may be nil (time.Now).
-func NewStore(d *db.DB, now func() time.Time) *Store {
+func NewStore(d Backend, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
@@ -41,12 +38,6 @@ func (s *Store) Now() time.Time { return s.now() }
 // NewID returns a new task id (see package ids).
 func NewID() string { return ids.New() }
 
-func nullInt(v int64, ok bool) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: ok} }
-
-func nullJSON(b json.RawMessage) sql.NullString {
-	return sql.NullString{String: string(b), Valid: len(b) > 0}
-}
-
 func marshal(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -54,7 +45,7 @@ func marshal(v any) string {
 
 // Create inserts t (assigning ID, times and a working status when unset)
 // inside tx. The caller commits; nothing is visible before.
-func (s *Store) Create(ctx context.Context, tx *db.Tx, t *Task) error {
+func (s *Store) Create(ctx context.Context, tx Tx, t *Task) error {
 	if t.ID == "" {
 		t.ID = NewID()
 	}
@@ -76,12 +67,11 @@ func (s *Store) Create(ctx context.Context, tx *db.Tx, t *Task) error {
 	if t.Error != nil {
 		errJSON, _ = json.Marshal(t.Error)
 	}
-	return tx.InsertTask(ctx, sqlitedb.InsertTaskParams{
-		TaskID: t.ID, Owner: t.Owner, Ref: t.Ref, Status: string(t.Status), StatusMessage: t.StatusMessage,
-		CreatedAt: t.CreatedAt.UnixMilli(), LastUpdatedAt: t.LastUpdatedAt.UnixMilli(),
-		TtlMs: nullInt(t.TTL.Milliseconds(), t.TTL > 0), PollIntervalMs: t.PollInterval.Milliseconds(),
-		ExpiresAt: nullInt(exp.UnixMilli(), !exp.IsZero()), InputRequests: requestsJSON(t.InputRequests),
-		KeySeq: t.KeySeq, Result: nullJSON(t.Result), Error: nullJSON(errJSON), ClientCaps: string(t.ClientCaps),
+	return tx.InsertTask(ctx, Row{
+		TaskID: t.ID, Owner: t.Owner, Ref: t.Ref, Status: t.Status, StatusMessage: t.StatusMessage,
+		CreatedAt: t.CreatedAt, LastUpdatedAt: t.LastUpdatedAt, TTL: max(t.TTL, 0), PollInterval: t.PollInterval,
+		ExpiresAt: exp, InputRequests: requestsJSON(t.InputRequests), AnsweredKeys: "[]", InputResponses: "{}",
+		KeySeq: t.KeySeq, Result: t.Result, Error: errJSON, ClientCaps: string(t.ClientCaps),
 	})
 }
 
@@ -94,17 +84,15 @@ func requestsJSON(m map[string]json.RawMessage) string {
 	return marshal(m)
 }
 
-func fromRow(r sqlitedb.Task) (*Task, error) {
+func fromRow(r Row) (*Task, error) {
 	t := &Task{
-		ID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: Status(r.Status), StatusMessage: r.StatusMessage,
-		CreatedAt:     time.UnixMilli(r.CreatedAt).UTC(),
-		LastUpdatedAt: time.UnixMilli(r.LastUpdatedAt).UTC(),
-		PollInterval:  time.Duration(r.PollIntervalMs) * time.Millisecond,
+		ID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: r.Status, StatusMessage: r.StatusMessage,
+		CreatedAt:     r.CreatedAt.UTC(),
+		LastUpdatedAt: r.LastUpdatedAt.UTC(),
+		PollInterval:  r.PollInterval,
+		TTL:           r.TTL,
 		KeySeq:        r.KeySeq,
 		ClientCaps:    json.RawMessage(r.ClientCaps),
-	}
-	if r.TtlMs.Valid {
-		t.TTL = time.Duration(r.TtlMs.Int64) * time.Millisecond
 	}
 	if err := json.Unmarshal([]byte(r.InputRequests), &t.InputRequests); err != nil {
 		return nil, fmt.Errorf("task %s: input requests: %w", r.TaskID, err)
@@ -115,12 +103,12 @@ func fromRow(r sqlitedb.Task) (*Task, error) {
 	if err := json.Unmarshal([]byte(r.InputResponses), &t.InputResponses); err != nil {
 		return nil, fmt.Errorf("task %s: input responses: %w", r.TaskID, err)
 	}
-	if r.Result.Valid {
-		t.Result = json.RawMessage(r.Result.String)
+	if len(r.Result) > 0 {
+		t.Result = r.Result
 	}
-	if r.Error.Valid {
+	if len(r.Error) > 0 {
 		t.Error = &Error{}
-		if err := json.Unmarshal([]byte(r.Error.String), t.Error); err != nil {
+		if err := json.Unmarshal(r.Error, t.Error); err != nil {
 			return nil, fmt.Errorf("task %s: error: %w", r.TaskID, err)
 		}
 	}
@@ -134,10 +122,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 		return t, nil
 	}
 	seq := s.cache.epoch()
-	r, err := s.db.Queries.GetTask(ctx, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	r, err := s.db.Task(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -163,11 +148,8 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 }
 
 // GetTx reads a task inside a write transaction.
-func (s *Store) GetTx(ctx context.Context, tx *db.Tx, id string) (*Task, error) {
-	r, err := tx.GetTask(ctx, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+func (s *Store) GetTx(ctx context.Context, tx Tx, id string) (*Task, error) {
+	r, err := tx.Task(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -175,16 +157,13 @@ func (s *Store) GetTx(ctx context.Context, tx *db.Tx, id string) (*Task, error) 
 }
 
 // ByRef finds the task following ref, inside tx when tx is non-nil.
-func (s *Store) ByRef(ctx context.Context, tx *db.Tx, ref string) (*Task, error) {
-	var r sqlitedb.Task
+func (s *Store) ByRef(ctx context.Context, tx Tx, ref string) (*Task, error) {
+	var r Row
 	var err error
 	if tx != nil {
-		r, err = tx.GetTaskByRef(ctx, ref)
+		r, err = tx.TaskByRef(ctx, ref)
 	} else {
-		r, err = s.db.Queries.GetTaskByRef(ctx, ref)
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		r, err = s.db.TaskByRef(ctx, ref)
 	}
 	if err != nil {
 		return nil, err
@@ -195,21 +174,20 @@ func (s *Store) ByRef(ctx context.Context, tx *db.Tx, ref string) (*Task, error)
 // SetActive moves a live task to working or input_required with the given
 // outstanding requests. It reports false when the task is already
 // terminal (nothing changes).
-func (s *Store) SetActive(ctx context.Context, tx *db.Tx, t *Task, status Status, msg string) (bool, error) {
+func (s *Store) SetActive(ctx context.Context, tx Tx, t *Task, status Status, msg string) (bool, error) {
 	if status.Terminal() {
 		return false, fmt.Errorf("SetActive: %s is terminal; use Finish", status)
 	}
-	n, err := tx.SetTaskActive(ctx, sqlitedb.SetTaskActiveParams{
-		TaskID: t.ID, Status: string(status), StatusMessage: msg, InputRequests: requestsJSON(t.InputRequests),
-		KeySeq: t.KeySeq, PollIntervalMs: t.PollInterval.Milliseconds(), Now: s.now().UnixMilli(),
+	return tx.SetTaskActive(ctx, Row{
+		TaskID: t.ID, Status: status, StatusMessage: msg, InputRequests: requestsJSON(t.InputRequests),
+		KeySeq: t.KeySeq, PollInterval: t.PollInterval, LastUpdatedAt: s.now(),
 	})
-	return n == 1, err
 }
 
 // Finish moves a live task to a terminal status with its result (for
 // completed) or error (for failed): compare-and-set, so a task that is
 // already terminal never changes and false is returned.
-func (s *Store) Finish(ctx context.Context, tx *db.Tx, id string, status Status, msg string, result json.RawMessage, terr *Error) (bool, error) {
+func (s *Store) Finish(ctx context.Context, tx Tx, id string, status Status, msg string, result json.RawMessage, terr *Error) (bool, error) {
 	if !status.Terminal() {
 		return false, fmt.Errorf("Finish: %s is not terminal", status)
 	}
@@ -217,10 +195,9 @@ func (s *Store) Finish(ctx context.Context, tx *db.Tx, id string, status Status,
 	if terr != nil {
 		errJSON, _ = json.Marshal(terr)
 	}
-	n, err := tx.FinishTask(ctx, sqlitedb.FinishTaskParams{
-		TaskID: id, Status: string(status), StatusMessage: msg, Result: nullJSON(result), Error: nullJSON(errJSON), Now: s.now().UnixMilli(),
+	return tx.FinishTask(ctx, Row{
+		TaskID: id, Status: status, StatusMessage: msg, Result: result, Error: errJSON, LastUpdatedAt: s.now(),
 	})
-	return n == 1, err
 }
 
 // AddInputRequest adds an outstanding request under a key unique for the
@@ -244,7 +221,7 @@ func (t *Task) AddInputRequest(prefix string, req any) string {
 func (s *Store) answer(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (*Task, map[string]json.RawMessage, error) {
 	var t *Task
 	var taken map[string]json.RawMessage
-	err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+	err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error {
 		taken = nil
 		var err error
 		if t, err = s.GetTx(ctx, tx, id); err != nil {
@@ -272,9 +249,9 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 		if len(taken) == 0 {
 			return nil
 		}
-		_, err = tx.SetTaskAnswers(ctx, sqlitedb.SetTaskAnswersParams{
+		_, err = tx.SetTaskAnswers(ctx, Row{
 			TaskID: id, InputRequests: requestsJSON(t.InputRequests), AnsweredKeys: marshal(t.AnsweredKeys),
-			InputResponses: marshal(t.InputResponses), Now: s.now().UnixMilli(),
+			InputResponses: marshal(t.InputResponses), LastUpdatedAt: s.now(),
 		})
 		return err
 	})
@@ -343,8 +320,8 @@ func (c *taskCache) invalidate(id string) {
 // Write runs fn in a write transaction (a convenience for kinds that keep
 // no rows of their own) and notifies listeners of the given task after
 // commit.
-func (s *Store) Write(ctx context.Context, id string, fn func(ctx context.Context, tx *db.Tx) error) error {
-	if err := s.db.Write(ctx, fn); err != nil {
+func (s *Store) Write(ctx context.Context, id string, fn func(ctx context.Context, tx Tx) error) error {
+	if err := s.db.Update(ctx, fn); err != nil {
 		return err
 	}
 	s.Notify(id)

@@ -11,20 +11,19 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
-	"github.com/darkroom-mcp/darkroom/storage/db"
 )
 
 func newClock() *testclock.Clock { return testclock.New(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)) }
 
-func newTestStore(t testing.TB) (*Store, *db.DB, *testclock.Clock) {
+func newTestStore(t testing.TB) (*Store, TestEngine, *testclock.Clock) {
 	t.Helper()
-	d, err := db.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
+	d, err := OpenTestEngine(filepath.Join(t.TempDir(), "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	c := newClock()
-	return NewStore(d, c.Now), d, c
+	return NewStore(d.Tasks(), c.Now), d, c
 }
 
 // mkTask creates t in its own committed transaction.
@@ -33,7 +32,7 @@ func mkTask(tb testing.TB, s *Store, task *Task) *Task {
 	if task.Ref == "" {
 		task.Ref = "test:" + NewID()
 	}
-	if err := s.db.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error { return s.Create(ctx, tx, task) }); err != nil {
+	if err := s.db.Update(context.Background(), func(ctx context.Context, tx Tx) error { return s.Create(ctx, tx, task) }); err != nil {
 		tb.Fatal(err)
 	}
 	return task
@@ -41,7 +40,7 @@ func mkTask(tb testing.TB, s *Store, task *Task) *Task {
 
 func finish(s *Store, id string, st Status, msg string, result json.RawMessage, terr *Error) (bool, error) {
 	var ok bool
-	err := s.db.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error {
+	err := s.db.Update(context.Background(), func(ctx context.Context, tx Tx) error {
 		var err error
 		ok, err = s.Finish(ctx, tx, id, st, msg, result, terr)
 		return err
@@ -139,7 +138,7 @@ func TestTerminalImmutableUnderRace(t *testing.T) {
 				t.Fatalf("late Finish(%s) = %v, %v", st, ok, err)
 			}
 		}
-		err := s.db.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error {
+		err := s.db.Update(context.Background(), func(ctx context.Context, tx Tx) error {
 			late := &Task{ID: task.ID, InputRequests: map[string]json.RawMessage{"k_9": json.RawMessage(`{}`)}, PollInterval: time.Second}
 			ok, err := s.SetActive(ctx, tx, late, StatusInputRequired, "late")
 			if ok {
@@ -158,7 +157,7 @@ func TestTerminalImmutableUnderRace(t *testing.T) {
 func TestFinishAndSetActiveRefuseWrongStatuses(t *testing.T) {
 	s, _, _ := newTestStore(t)
 	task := mkTask(t, s, &Task{Owner: "alice"})
-	err := s.db.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error {
+	err := s.db.Update(context.Background(), func(ctx context.Context, tx Tx) error {
 		if _, err := s.Finish(ctx, tx, task.ID, StatusWorking, "", nil, nil); err == nil {
 			return errors.New("Finish accepted a live status")
 		}
@@ -218,10 +217,10 @@ func TestLookupHidesForeignAndExpired(t *testing.T) {
 	}
 }
 
-func countTasks(t *testing.T, d *db.DB, where string) int {
+func countTasks(t *testing.T, d TestEngine, where string) int {
 	t.Helper()
-	var n int
-	if err := d.Read.QueryRow("SELECT COUNT(*) FROM tasks " + where).Scan(&n); err != nil {
+	n, err := d.QueryInt("SELECT COUNT(*) FROM tasks " + where)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -236,7 +235,7 @@ func TestSweep(t *testing.T) {
 	const expiring = sweepBatch*2 + 17 // three batches
 	// Bulk insert in a few transactions.
 	for start := 0; start < expiring; start += 400 {
-		err := d.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		err := d.Tasks().Update(ctx, func(ctx context.Context, tx Tx) error {
 			for i := start; i < min(start+400, expiring); i++ {
 				task := &Task{Owner: "alice", Ref: fmt.Sprintf("test:%d", i), TTL: time.Minute}
 				if i%3 == 0 {

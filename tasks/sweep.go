@@ -3,9 +3,6 @@ package tasks
 import (
 	"context"
 	"time"
-
-	"github.com/darkroom-mcp/darkroom/storage/db"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
 )
 
 // sweepBatch bounds the rows one sweep transaction touches, so requests
@@ -22,7 +19,7 @@ const PurgeGrace = time.Hour
 func (s *Store) Sweep(ctx context.Context) (failed, purged int, err error) {
 	now := s.now()
 	for {
-		rows, err := s.db.Queries.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: sweepBatch})
+		rows, err := s.db.ExpiredLiveTasks(ctx, now, sweepBatch)
 		if err != nil || len(rows) == 0 {
 			if err != nil {
 				return failed, purged, err
@@ -30,7 +27,7 @@ func (s *Store) Sweep(ctx context.Context) (failed, purged int, err error) {
 			break
 		}
 		var changed []string
-		err = s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		err = s.db.Update(ctx, func(ctx context.Context, tx Tx) error {
 			changed = changed[:0]
 			for _, r := range rows {
 				ok, err := s.Finish(ctx, tx, r.TaskID, StatusFailed, "task expired: its ttlMs passed before it finished",
@@ -55,12 +52,12 @@ func (s *Store) Sweep(ctx context.Context) (failed, purged int, err error) {
 			break
 		}
 	}
-	cutoff := now.Add(-PurgeGrace).UnixMilli()
+	cutoff := now.Add(-PurgeGrace)
 	for {
 		var n int64
-		err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error {
+		err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error {
 			var err error
-			n, err = tx.PurgeTasks(ctx, sqlitedb.PurgeTasksParams{Cutoff: cutoff, Lim: sweepBatch})
+			n, err = tx.PurgeTasks(ctx, cutoff, sweepBatch)
 			return err
 		})
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/darkroom-mcp/darkroom/storage/db"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -24,12 +23,15 @@ type toolFixture struct {
 	calls  atomic.Int32 // handler runs
 	passed chan []byte  // bodies handed to go-sdk
 	store  *Store
+	engine TestEngine
 }
 
 func newToolFixture(t *testing.T) *toolFixture {
 	t.Helper()
-	d, s, _, _ := newTestDispatcher(t)
-	f := &toolFixture{passed: make(chan []byte, 1), store: s}
+	s, engine, _ := newTestStore(t)
+	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
+	d.Register("test", &testKind{})
+	f := &toolFixture{passed: make(chan []byte, 1), store: s, engine: engine}
 	// "make" creates a task, fails with an RPCError, or answers a plain
 	// result, as its "do" argument says.
 	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -39,7 +41,7 @@ func newToolFixture(t *testing.T) *toolFixture {
 		switch a.Do {
 		case "create":
 			task := &Task{Owner: "alice", Ref: "test:x", ClientCaps: CapsJSON(req)}
-			if err := s.db.Write(ctx, func(ctx context.Context, tx *db.Tx) error { return s.Create(ctx, tx, task) }); err != nil {
+			if err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error { return s.Create(ctx, tx, task) }); err != nil {
 				return nil, err
 			}
 			return nil, d.Created(ctx, task)
@@ -156,7 +158,7 @@ func TestServeTool(t *testing.T) {
 				if err := json.Unmarshal(<-f.passed, &m); err != nil || m["method"] != "tools/call" {
 					t.Fatalf("go-sdk got a damaged body: %v %v", m, err)
 				}
-				if n, _ := f.store.db.Read.Query("SELECT 1 FROM tasks"); n.Next() {
+				if n, err := f.engine.QueryInt("SELECT COUNT(*) FROM tasks"); err != nil || n != 0 {
 					t.Fatal("a passed request left a task behind")
 				}
 				return

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,7 +46,7 @@ func run(addr, data string) error {
 		defer os.RemoveAll(dir)
 		data = dir
 	}
-	d, err := db.Open(ctx, filepath.Join(data, "conformance.db"))
+	d, err := sqlite.Open(ctx, filepath.Join(data, "conformance.db"))
 	if err != nil {
 		return err
 	}
@@ -69,8 +69,8 @@ func run(addr, data string) error {
 }
 
 // newHandler builds the fixture server's HTTP handler.
-func newHandler(d *db.DB) (http.Handler, error) {
-	store := tasks.NewStore(d, nil)
+func newHandler(d *sqlite.DB) (http.Handler, error) {
+	store := tasks.NewStore(d.Tasks(), nil)
 	info := &mcp.Implementation{Name: "darkroom-conformance", Version: "1.0.0"}
 	disp := tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info})
 	//lint:ignore SA1019 the core scenarios still exercise logging, deprecated but served for twelve months

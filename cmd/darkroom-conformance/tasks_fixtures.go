@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/db"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -88,7 +87,7 @@ func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name str
 		}
 	}
 	t.Status = status
-	if err := f.store.Write(ctx, "", func(ctx context.Context, tx *db.Tx) error { return f.store.Create(ctx, tx, t) }); err != nil {
+	if err := f.store.Write(ctx, "", func(ctx context.Context, tx tasks.Tx) error { return f.store.Create(ctx, tx, t) }); err != nil {
 		return err
 	}
 	if work != nil {
@@ -114,7 +113,7 @@ func (f *fixtures) run(t *tasks.Task, work func(ctx context.Context, t *tasks.Ta
 
 func (f *fixtures) finish(id string, res *mcp.CallToolResult, terr *tasks.Error) {
 	ctx := context.Background()
-	_ = f.store.Write(ctx, id, func(ctx context.Context, tx *db.Tx) error {
+	_ = f.store.Write(ctx, id, func(ctx context.Context, tx tasks.Tx) error {
 		var err error
 		if terr != nil {
 			_, err = f.store.Finish(ctx, tx, id, tasks.StatusFailed, terr.Message, nil, terr)
@@ -241,7 +240,7 @@ func (f *fixtures) Cancel(ctx context.Context, t *tasks.Task) error {
 		delete(f.cancels, t.ID)
 	}
 	f.mu.Unlock()
-	return f.store.Write(ctx, t.ID, func(ctx context.Context, tx *db.Tx) error {
+	return f.store.Write(ctx, t.ID, func(ctx context.Context, tx tasks.Tx) error {
 		_, err := f.store.Finish(ctx, tx, t.ID, tasks.StatusCancelled, "cancelled at the client's request", nil, nil)
 		return err
 	})

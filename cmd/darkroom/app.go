@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentask"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
@@ -30,7 +32,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -206,7 +208,7 @@ func optionalCredits(name, v string) (*int64, error) {
 type app struct {
 	cfg    *config
 	log    *slog.Logger
-	db     *db.DB
+	db     *sqlite.DB
 	svc    *generation.Service
 	runner *generation.Runner
 	tools  *compat.Tools
@@ -215,7 +217,7 @@ type app struct {
 	mcp    *mcp.Server
 	local  *local.Provider
 	tasks  *tasks.Dispatcher
-	gen    *server.GenTasks
+	gen    *gentask.GenTasks
 	auth   *auth.Authenticator
 	limits *limit.Classes
 	secret []byte
@@ -230,7 +232,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	d, err := db.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
+	d, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -268,21 +270,22 @@ func (a *app) wire() error {
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
-	store := tasks.NewStore(a.db, nil)
+	store := tasks.NewStore(a.db.Tasks(), nil)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
-	a.gen = &server.GenTasks{D: a.tasks, TTL: a.cfg.TaskTTL, Secret: secret, Now: time.Now, ApprovalAbove: a.approvalAbove}
+	a.gen = &gentask.GenTasks{D: a.tasks, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
 	hub := generation.NewHub()
 	hub.Subscribe(a.gen.Notify)
 	a.svc, err = generation.NewService(generation.Config{
-		DB:            a.db,
+		Store:         a.db.Generations(),
 		Blobs:         a.blobs,
 		Retention:     a.cfg.Retention,
 		Providers:     append([]provider.Provider{a.local}, providers...),
 		Hub:           hub,
 		MaxInputBytes: a.cfg.MaxInputBytes,
 		LinkTTL:       a.cfg.LinkTTL,
-		Hooks:         generation.Hooks{Changed: a.gen.Changed},
+		Observer:      a.gen,
+		Budget:        a.budget,
 	})
 	if err != nil {
 		return err
@@ -295,7 +298,7 @@ func (a *app) wire() error {
 	a.routes = map[string]http.Handler{}
 	for _, p := range providers {
 		if wp, ok := p.(provider.WebhookParser); ok {
-			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), wp, a.runner.Webhook, a.log)
+			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), a.intake(p.Name(), wp), a.log)
 		}
 	}
 	a.tools = compat.New(compat.Config{
@@ -309,6 +312,21 @@ func (a *app) wire() error {
 	a.gen.Register()
 	a.mcp = server.New(a.serverConfig())
 	return nil
+}
+
+// intake hands a provider's deliveries to the runner, telling server
+// which refusals are whose.
+func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
+	return func(ctx context.Context, h http.Header, q url.Values, body []byte) error {
+		err := a.runner.Deliver(ctx, name, wp, h, q, body)
+		switch {
+		case errors.Is(err, provider.ErrWebhookUnauthenticated):
+			return fmt.Errorf("%w: %v", server.ErrUnverified, err)
+		case errors.Is(err, generation.ErrMalformedWebhook):
+			return fmt.Errorf("%w: %v", server.ErrMalformed, err)
+		}
+		return err
+	}
 }
 
 // remoteProviders builds Replicate and fal when their credentials are

@@ -35,8 +35,8 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/server/auth"
-	"github.com/darkroom-mcp/darkroom/storage/db"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -679,7 +679,7 @@ func sqliteBaseline(tb testing.TB, path string, d time.Duration) (float64, int) 
 // the rows are the same.
 func schemaBaseline(tb testing.TB, path string, d time.Duration) float64 {
 	tb.Helper()
-	mig, err := db.Open(context.Background(), path) // applies the schema
+	mig, err := sqlite.Open(context.Background(), path) // applies the schema
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -738,8 +738,8 @@ func serviceCreates(tb testing.TB, a *app, conc int, d time.Duration) float64 {
 			for time.Since(t0) < d {
 				_, _, err := a.svc.Create(context.Background(), "local", generation.CreateRequest{
 					ModelID: "local-sketch", Prompt: "durable in-process",
-					InTx: func(ctx context.Context, tx *db.Tx, g *generation.Generation) error {
-						return a.tasks.Store().Create(ctx, tx, &tasks.Task{Owner: "local", Ref: "generation:" + g.ID, TTL: time.Hour})
+					InTx: func(ctx context.Context, tx generation.Tx, g *generation.Generation) error {
+						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), &tasks.Task{Owner: "local", Ref: "generation:" + g.ID, TTL: time.Hour})
 					},
 				})
 				if err != nil {
@@ -907,9 +907,9 @@ func reservedTasks(tb testing.TB, a *app, n int) (genIDs, taskIDs []string) {
 				var task *tasks.Task
 				g, _, err := a.svc.Create(context.Background(), "local", generation.CreateRequest{
 					ModelID: "local-sketch", Prompt: fmt.Sprintf("notify %d", i), HoldForApproval: true,
-					InTx: func(ctx context.Context, tx *db.Tx, g *generation.Generation) error {
+					InTx: func(ctx context.Context, tx generation.Tx, g *generation.Generation) error {
 						task = &tasks.Task{Owner: "local", Ref: "generation:" + g.ID, TTL: time.Hour, Status: tasks.StatusWorking}
-						return a.tasks.Store().Create(ctx, tx, task)
+						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), task)
 					},
 				})
 				if err != nil {
@@ -1001,7 +1001,7 @@ func BenchmarkNotify(b *testing.B) {
 
 type taskDB struct {
 	d   *tasks.Dispatcher
-	db  *db.DB
+	db  *sqlite.DB
 	ids []string
 	// spread are 1,000 ids sampled over the whole table, for the read
 	// path below the cache.
@@ -1010,18 +1010,18 @@ type taskDB struct {
 
 func fillTasks(tb testing.TB, n int) *taskDB {
 	tb.Helper()
-	d, err := db.Open(context.Background(), filepath.Join(tb.TempDir(), "scale.db"))
+	d, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "scale.db"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = d.Close() })
-	store := tasks.NewStore(d, nil)
+	store := tasks.NewStore(d.Tasks(), nil)
 	// Only the polled ids stay in memory, as in a server: the rest live in
 	// the database alone (a 100,000-id slice would tax every GC here).
 	td := &taskDB{d: tasks.NewDispatcher(tasks.Options{Store: store}), db: d, ids: make([]string, 0, activeTasks)}
 	const batch = 2000
 	for start := 0; start < n; start += batch {
-		err := d.Write(context.Background(), func(ctx context.Context, tx *db.Tx) error {
+		err := d.Tasks().Update(context.Background(), func(ctx context.Context, tx tasks.Tx) error {
 			for i := start; i < min(start+batch, n); i++ {
 				t := &tasks.Task{Owner: "bench", Ref: "generation:" + generation.NewID(), TTL: 24 * time.Hour,
 					ClientCaps: json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)}

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 

@@ -1,9 +1,9 @@
 -- name: InsertGeneration :exec
 INSERT INTO generations (
-    id, owner, model_id, provider, kind, prompt, params, credits, charged,
+    id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, idempotency_key, created_at, updated_at, next_check_at
 ) VALUES (
-    @id, @owner, @model_id, @provider, @kind, @prompt, @params, @credits, @charged,
+    @id, @owner, @model_id, @provider, @kind, @prompt, @params, @args_hash, @credits, @charged,
     @status, @status_message, @idempotency_key, @created_at, @updated_at, @next_check_at
 );
 
@@ -67,43 +67,45 @@ WHERE id = @id AND lease_owner = @lease_owner;
 
 -- name: Approve :execrows
 -- reserved -> queued, once the input image or the spend approval is in.
+-- Every status change takes @from_set, '|'-separated statuses it may
+-- leave, from generation's lifecycle table.
 UPDATE generations
 SET status = 'queued', status_message = @status_message, params = @params,
     updated_at = @now, next_check_at = @now
-WHERE id = @id AND status = 'reserved';
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: MarkSubmitting :execrows
 -- Recorded before the provider is called, so that after a crash the runner
 -- knows a job may exist and reconciles instead of submitting twice.
 UPDATE generations
 SET submit_state = 'submitting', updated_at = @now
-WHERE id = @id AND status = 'queued' AND submit_state = '' AND cancel_requested = 0;
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0 AND submit_state = '' AND cancel_requested = 0;
 
 -- name: MarkSubmitted :execrows
 UPDATE generations
 SET submit_state = 'submitted', provider_job = @provider_job, provider_job_id = @provider_job_id,
     submitted_at = @now, status = @status,
     status_message = @status_message, progress = @progress, updated_at = @now
-WHERE id = @id AND status IN ('queued', 'running');
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: UpdateProgress :execrows
 UPDATE generations
 SET status = @status, status_message = @status_message, progress = @progress, updated_at = @now
-WHERE id = @id AND status IN ('queued', 'running')
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0
   AND (status != @status OR status_message != @status_message OR progress != @progress);
 
 -- name: Complete :execrows
 UPDATE generations
 SET status = 'completed', status_message = @status_message, progress = 1, outputs = @outputs,
     updated_at = @now, next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = @id AND status IN ('queued', 'running');
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: Fail :execrows
 UPDATE generations
 SET status = 'failed', status_message = @status_message, error_kind = @error_kind,
     error_message = @error_message, updated_at = @now, next_check_at = NULL,
     lease_owner = '', lease_until = 0
-WHERE id = @id AND status IN ('reserved', 'queued', 'running');
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: CancelUnsubmitted :execrows
 -- A reserved generation, or a queued one not yet handed to the provider,
@@ -111,12 +113,12 @@ WHERE id = @id AND status IN ('reserved', 'queued', 'running');
 UPDATE generations
 SET status = 'cancelled', status_message = @status_message, charged = 0, updated_at = @now,
     next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = @id AND (status = 'reserved' OR (status = 'queued' AND submit_state = ''));
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0 AND submit_state = '';
 
 -- name: RequestCancel :execrows
 UPDATE generations
 SET cancel_requested = 1, updated_at = @now, next_check_at = @now
-WHERE id = @id AND status IN ('queued', 'running') AND cancel_requested = 0;
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0 AND cancel_requested = 0;
 
 -- name: CancelConfirmed :execrows
 -- The provider confirmed the cancel: nothing was delivered, so the credits
@@ -124,7 +126,7 @@ WHERE id = @id AND status IN ('queued', 'running') AND cancel_requested = 0;
 UPDATE generations
 SET status = 'cancelled', status_message = @status_message, charged = 0, updated_at = @now,
     next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = @id AND status IN ('queued', 'running');
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: OutputsToExpire :many
 SELECT id, outputs FROM generations
@@ -150,10 +152,10 @@ SELECT * FROM generations WHERE provider = @provider AND provider_job_id = @prov
 UPDATE generations SET next_check_at = CAST(@now AS INTEGER)
 WHERE id = @id AND status IN ('queued', 'running') AND lease_until = 0;
 
--- name: SetReservedParams :exec
+-- name: SetReservedParams :execrows
 -- A reserved generation got one of the things it waits for, not all.
 UPDATE generations SET params = @params, status_message = @status_message, updated_at = @now
-WHERE id = @id AND status = 'reserved';
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
 
 -- name: WakeOwnerQueued :exec
 -- One of the owner's generations left the provider: those held back by
@@ -161,3 +163,27 @@ WHERE id = @id AND status = 'reserved';
 UPDATE generations SET next_check_at = CAST(@now AS INTEGER)
 WHERE owner = @owner AND status = 'queued' AND submit_state = '' AND lease_until = 0
   AND next_check_at > CAST(@now AS INTEGER);
+
+-- name: ReleaseLeases :exec
+-- One runner per SQLite database: leases left by a killed process are
+-- taken over at once instead of after they expire.
+UPDATE generations SET lease_owner = '', lease_until = 0 WHERE lease_until > 0;
+
+-- name: InsertDelivery :execrows
+-- A verified webhook delivery; a repeat of its delivery id is ignored.
+INSERT INTO webhook_deliveries (provider, delivery_id, generation_id, event, received_at)
+VALUES (@provider, @delivery_id, @generation_id, @event, @received_at)
+ON CONFLICT (provider, delivery_id) DO NOTHING;
+
+-- name: PendingDeliveries :many
+SELECT seq, event FROM webhook_deliveries
+WHERE generation_id = @generation_id AND consumed_at IS NULL
+ORDER BY seq;
+
+-- name: ConsumeDeliveries :exec
+UPDATE webhook_deliveries SET consumed_at = CAST(@now AS INTEGER)
+WHERE generation_id = @generation_id AND consumed_at IS NULL AND seq <= @upto;
+
+-- name: HasPendingDelivery :one
+SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+               WHERE generation_id = @generation_id AND consumed_at IS NULL) AS pending;

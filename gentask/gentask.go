@@ -1,9 +1,8 @@
-package server
+package gentask
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -16,7 +15,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/storage/db"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,7 +26,7 @@ func genRef(id string) string { return refPrefix + ":" + id }
 
 // GenTasks maps generations onto tasks for clients that declare the Tasks
 // extension, and runs the spend-approval gate for every client. It is the
-// tasks package's Kind for generation tasks.
+// tasks package's Kind for generation tasks and generation's Observer.
 type GenTasks struct {
 	D     *tasks.Dispatcher
 	Svc   *generation.Service
@@ -37,9 +35,9 @@ type GenTasks struct {
 	TTL time.Duration
 	// ApprovalAbove returns the caller's spend threshold (nil: no gate).
 	ApprovalAbove func(ctx context.Context) *int64
-	// Secret keys the HMAC that protects MRTR requestState.
-	Secret []byte
-	Now    func() time.Time
+	// Approval signs and checks the MRTR requestState of a spend approval
+	// asked without tasks.
+	Approval ApprovalToken
 
 	ids taskIndex
 }
@@ -71,7 +69,7 @@ func (x *taskIndex) put(genID, taskID string) {
 }
 
 // task finds the task following a generation, inside tx when non-nil.
-func (g *GenTasks) task(ctx context.Context, tx *db.Tx, genID string) (*tasks.Task, error) {
+func (g *GenTasks) task(ctx context.Context, tx tasks.Tx, genID string) (*tasks.Task, error) {
 	store := g.D.Store()
 	if id, ok := g.ids.get(genID); ok {
 		if tx != nil {
@@ -106,10 +104,52 @@ func (g *GenTasks) leanGenerate(ctx context.Context, req *mcp.CallToolRequest) (
 	return g.Tools.Generate(ctx, req)
 }
 
+// taskStatus is the status mapping of a generation onto its task, as
+// data: a failure is a tool error (completed, result.isError) when the
+// provider refused, and a task failure when darkroom failed.
+var taskStatus = []struct {
+	gen  generation.Status
+	kind generation.ErrorKind // for failed only
+	task tasks.Status
+}{
+	{generation.StatusReserved, "", tasks.StatusWorking}, // input_required while the approval is asked (see Changed)
+	{generation.StatusQueued, "", tasks.StatusWorking},
+	{generation.StatusRunning, "", tasks.StatusWorking},
+	{generation.StatusCompleted, "", tasks.StatusCompleted},
+	{generation.StatusFailed, generation.ErrorProvider, tasks.StatusCompleted},
+	{generation.StatusFailed, generation.ErrorInternal, tasks.StatusFailed},
+	{generation.StatusCancelled, "", tasks.StatusCancelled},
+}
+
+// TaskStatus maps a generation's status (and, when failed, its error
+// kind) onto its task's status.
+func TaskStatus(gen *generation.Generation) (tasks.Status, bool) {
+	for _, m := range taskStatus {
+		if m.gen == gen.Status && (m.kind == "" || m.kind == gen.ErrorKind) {
+			return m.task, true
+		}
+	}
+	return "", false
+}
+
+// unitOfWork is the task side of a generation's transaction: engines
+// give one transaction that serves both stores.
+func unitOfWork(tx generation.Tx) (tasks.Tx, error) {
+	ttx, ok := tx.(tasks.Tx)
+	if !ok {
+		return nil, fmt.Errorf("gentask: the generation store's transaction %T is not a task store transaction", tx)
+	}
+	return ttx, nil
+}
+
 // Changed keeps the task row in step with its generation, inside the
 // generation's write transaction. Terminal task states never change: the
 // store's compare-and-set refuses.
-func (g *GenTasks) Changed(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
+func (g *GenTasks) Changed(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
+	tx, err := unitOfWork(gtx)
+	if err != nil {
+		return err
+	}
 	store := g.D.Store()
 	t, err := g.task(ctx, tx, gen.ID)
 	if errors.Is(err, tasks.ErrNotFound) {
@@ -118,32 +158,29 @@ func (g *GenTasks) Changed(ctx context.Context, tx *db.Tx, gen *generation.Gener
 	if err != nil {
 		return err
 	}
-	switch gen.Status {
-	case generation.StatusReserved:
-		if len(t.InputRequests) > 0 {
-			return nil // still waiting for the approval answer
-		}
-		_, err = store.SetActive(ctx, tx, t, tasks.StatusWorking, gen.StatusMessage)
-	case generation.StatusQueued, generation.StatusRunning:
+	status, ok := TaskStatus(gen)
+	if !ok {
+		return fmt.Errorf("gentask: no task status for generation status %q (%q)", gen.Status, gen.ErrorKind)
+	}
+	switch {
+	case gen.Status == generation.StatusReserved && len(t.InputRequests) > 0:
+		return nil // still waiting for the approval answer
+	case !status.Terminal():
 		msg := gen.StatusMessage
 		if gen.Progress > 0 && !strings.Contains(msg, "%") {
 			msg = fmt.Sprintf("%s (%.0f%%)", msg, gen.Progress*100)
 		}
-		t.InputRequests = nil
-		_, err = store.SetActive(ctx, tx, t, tasks.StatusWorking, msg)
-	case generation.StatusCompleted:
-		// The result carries links minted per read: rendered by Result.
-		_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCompleted, gen.StatusMessage, nil, nil)
-	case generation.StatusFailed:
-		if gen.ErrorKind == generation.ErrorInternal {
-			_, err = store.Finish(ctx, tx, t.ID, tasks.StatusFailed, gen.StatusMessage, nil,
-				&tasks.Error{Code: tasks.CodeInternal, Message: gen.ErrorMessage})
-		} else {
-			// A provider refusal is a tool error: completed with isError.
-			_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCompleted, gen.StatusMessage, nil, nil)
+		if gen.Status != generation.StatusReserved {
+			t.InputRequests = nil
 		}
-	case generation.StatusCancelled:
-		_, err = store.Finish(ctx, tx, t.ID, tasks.StatusCancelled, gen.StatusMessage, nil, nil)
+		_, err = store.SetActive(ctx, tx, t, status, msg)
+	case status == tasks.StatusFailed:
+		_, err = store.Finish(ctx, tx, t.ID, status, gen.StatusMessage, nil,
+			&tasks.Error{Code: tasks.CodeInternal, Message: gen.ErrorMessage})
+	default:
+		// A completed result carries links minted per read: rendered by
+		// Result.
+		_, err = store.Finish(ctx, tx, t.ID, status, gen.StatusMessage, nil, nil)
 	}
 	return err
 }
@@ -221,10 +258,10 @@ func completeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 	return append([]byte(`{"resultType":"complete",`), b[1:]...), nil
 }
 
-// basePoll is the honest poll interval for a model: a quarter of its
+// BasePoll is the honest poll interval for a model: a quarter of its
 // expected duration, between 250 ms and 5 s (about a second for a typical
 // image, five for video).
-func basePoll(m provider.Model) time.Duration {
+func BasePoll(m provider.Model) time.Duration {
 	return min(max(m.ExpectedDuration/4, 250*time.Millisecond), 5*time.Second)
 }
 
@@ -254,13 +291,17 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
 	}
 	// Built before the write: the writer runs one transaction at a time.
-	task := &tasks.Task{Owner: owner, TTL: g.TTL, PollInterval: basePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
+	task := &tasks.Task{Owner: owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
 	if needsApproval {
 		task.Status = tasks.StatusInputRequired
 		task.AddInputRequest(approveKeyPrefix, approvalRequest(m))
 	}
 	cr.HoldForApproval = needsApproval
-	cr.InTx = func(ctx context.Context, tx *db.Tx, gen *generation.Generation) error {
+	cr.InTx = func(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
+		tx, err := unitOfWork(gtx)
+		if err != nil {
+			return err
+		}
 		task.Ref, task.StatusMessage = genRef(gen.ID), gen.StatusMessage
 		return g.D.Store().Create(ctx, tx, task)
 	}
@@ -287,7 +328,7 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, m.Credits, threshold)}}}, nil
 	}
 	digest := argsDigest(req)
-	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.validState(req.Params.RequestState, owner, digest) {
+	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.Approval.Valid(req.Params.RequestState, owner, digest) {
 		if c, _ := resp.Content["confirm"].(bool); resp.Action == "accept" && c {
 			return nil, nil // approved: create as usual
 		}
@@ -299,44 +340,11 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 			RequestedSchema: map[string]any{"type": "object", "required": []string{"confirm"},
 				"properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}},
 		}},
-		RequestState: g.state(owner, digest),
+		RequestState: g.Approval.Sign(owner, digest),
 	}, nil
 }
 
 func argsDigest(req *mcp.CallToolRequest) string {
 	sum := sha256.Sum256(req.Params.Arguments)
 	return base64.RawURLEncoding.EncodeToString(sum[:])
-}
-
-// state is an HMAC-protected requestState bound to the caller, the exact
-// arguments and a 10-minute expiry.
-func (g *GenTasks) state(owner, digest string) string {
-	payload := fmt.Sprintf("%s|%s|%d", owner, digest, g.Now().Add(10*time.Minute).Unix())
-	mac := hmac.New(sha256.New, g.Secret)
-	mac.Write([]byte(payload))
-	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-func (g *GenTasks) validState(s, owner, digest string) bool {
-	p64, m64, ok := strings.Cut(s, ".")
-	if !ok {
-		return false
-	}
-	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
-	sig, err2 := base64.RawURLEncoding.DecodeString(m64)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	mac := hmac.New(sha256.New, g.Secret)
-	mac.Write(payload)
-	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return false
-	}
-	parts := strings.Split(string(payload), "|")
-	if len(parts) != 3 || parts[0] != owner || parts[1] != digest {
-		return false
-	}
-	var exp int64
-	_, err := fmt.Sscan(parts[2], &exp)
-	return err == nil && g.Now().Unix() <= exp
 }

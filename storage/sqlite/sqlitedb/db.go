@@ -39,6 +39,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.completeStmt, err = db.PrepareContext(ctx, complete); err != nil {
 		return nil, fmt.Errorf("error preparing query Complete: %w", err)
 	}
+	if q.consumeDeliveriesStmt, err = db.PrepareContext(ctx, consumeDeliveries); err != nil {
+		return nil, fmt.Errorf("error preparing query ConsumeDeliveries: %w", err)
+	}
 	if q.countInFlightStmt, err = db.PrepareContext(ctx, countInFlight); err != nil {
 		return nil, fmt.Errorf("error preparing query CountInFlight: %w", err)
 	}
@@ -69,6 +72,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getTaskByRefStmt, err = db.PrepareContext(ctx, getTaskByRef); err != nil {
 		return nil, fmt.Errorf("error preparing query GetTaskByRef: %w", err)
 	}
+	if q.hasPendingDeliveryStmt, err = db.PrepareContext(ctx, hasPendingDelivery); err != nil {
+		return nil, fmt.Errorf("error preparing query HasPendingDelivery: %w", err)
+	}
+	if q.insertDeliveryStmt, err = db.PrepareContext(ctx, insertDelivery); err != nil {
+		return nil, fmt.Errorf("error preparing query InsertDelivery: %w", err)
+	}
 	if q.insertGenerationStmt, err = db.PrepareContext(ctx, insertGeneration); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertGeneration: %w", err)
 	}
@@ -96,8 +105,14 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.outputsToExpireStmt, err = db.PrepareContext(ctx, outputsToExpire); err != nil {
 		return nil, fmt.Errorf("error preparing query OutputsToExpire: %w", err)
 	}
+	if q.pendingDeliveriesStmt, err = db.PrepareContext(ctx, pendingDeliveries); err != nil {
+		return nil, fmt.Errorf("error preparing query PendingDeliveries: %w", err)
+	}
 	if q.purgeTasksStmt, err = db.PrepareContext(ctx, purgeTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query PurgeTasks: %w", err)
+	}
+	if q.releaseLeasesStmt, err = db.PrepareContext(ctx, releaseLeases); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseLeases: %w", err)
 	}
 	if q.requestCancelStmt, err = db.PrepareContext(ctx, requestCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query RequestCancel: %w", err)
@@ -159,6 +174,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing completeStmt: %w", cerr)
 		}
 	}
+	if q.consumeDeliveriesStmt != nil {
+		if cerr := q.consumeDeliveriesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing consumeDeliveriesStmt: %w", cerr)
+		}
+	}
 	if q.countInFlightStmt != nil {
 		if cerr := q.countInFlightStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing countInFlightStmt: %w", cerr)
@@ -209,6 +229,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getTaskByRefStmt: %w", cerr)
 		}
 	}
+	if q.hasPendingDeliveryStmt != nil {
+		if cerr := q.hasPendingDeliveryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing hasPendingDeliveryStmt: %w", cerr)
+		}
+	}
+	if q.insertDeliveryStmt != nil {
+		if cerr := q.insertDeliveryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing insertDeliveryStmt: %w", cerr)
+		}
+	}
 	if q.insertGenerationStmt != nil {
 		if cerr := q.insertGenerationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertGenerationStmt: %w", cerr)
@@ -254,9 +284,19 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing outputsToExpireStmt: %w", cerr)
 		}
 	}
+	if q.pendingDeliveriesStmt != nil {
+		if cerr := q.pendingDeliveriesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pendingDeliveriesStmt: %w", cerr)
+		}
+	}
 	if q.purgeTasksStmt != nil {
 		if cerr := q.purgeTasksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing purgeTasksStmt: %w", cerr)
+		}
+	}
+	if q.releaseLeasesStmt != nil {
+		if cerr := q.releaseLeasesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseLeasesStmt: %w", cerr)
 		}
 	}
 	if q.requestCancelStmt != nil {
@@ -353,6 +393,7 @@ type Queries struct {
 	cancelUnsubmittedStmt   *sql.Stmt
 	claimDueStmt            *sql.Stmt
 	completeStmt            *sql.Stmt
+	consumeDeliveriesStmt   *sql.Stmt
 	countInFlightStmt       *sql.Stmt
 	expiredLiveTasksStmt    *sql.Stmt
 	failStmt                *sql.Stmt
@@ -363,6 +404,8 @@ type Queries struct {
 	getOwnedGenerationStmt  *sql.Stmt
 	getTaskStmt             *sql.Stmt
 	getTaskByRefStmt        *sql.Stmt
+	hasPendingDeliveryStmt  *sql.Stmt
+	insertDeliveryStmt      *sql.Stmt
 	insertGenerationStmt    *sql.Stmt
 	insertTaskStmt          *sql.Stmt
 	listGenerationsStmt     *sql.Stmt
@@ -372,7 +415,9 @@ type Queries struct {
 	markSubmittingStmt      *sql.Stmt
 	nextDueAtStmt           *sql.Stmt
 	outputsToExpireStmt     *sql.Stmt
+	pendingDeliveriesStmt   *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
+	releaseLeasesStmt       *sql.Stmt
 	requestCancelStmt       *sql.Stmt
 	rescheduleStmt          *sql.Stmt
 	resetSubmittingStmt     *sql.Stmt
@@ -394,6 +439,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		cancelUnsubmittedStmt:   q.cancelUnsubmittedStmt,
 		claimDueStmt:            q.claimDueStmt,
 		completeStmt:            q.completeStmt,
+		consumeDeliveriesStmt:   q.consumeDeliveriesStmt,
 		countInFlightStmt:       q.countInFlightStmt,
 		expiredLiveTasksStmt:    q.expiredLiveTasksStmt,
 		failStmt:                q.failStmt,
@@ -404,6 +450,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
 		getTaskStmt:             q.getTaskStmt,
 		getTaskByRefStmt:        q.getTaskByRefStmt,
+		hasPendingDeliveryStmt:  q.hasPendingDeliveryStmt,
+		insertDeliveryStmt:      q.insertDeliveryStmt,
 		insertGenerationStmt:    q.insertGenerationStmt,
 		insertTaskStmt:          q.insertTaskStmt,
 		listGenerationsStmt:     q.listGenerationsStmt,
@@ -413,7 +461,9 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		markSubmittingStmt:      q.markSubmittingStmt,
 		nextDueAtStmt:           q.nextDueAtStmt,
 		outputsToExpireStmt:     q.outputsToExpireStmt,
+		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
+		releaseLeasesStmt:       q.releaseLeasesStmt,
 		requestCancelStmt:       q.requestCancelStmt,
 		rescheduleStmt:          q.rescheduleStmt,
 		resetSubmittingStmt:     q.resetSubmittingStmt,

@@ -37,6 +37,7 @@ type Generation struct {
 	OutputsExpired  int64
 	SubmittedAt     int64
 	ProviderJobID   string
+	ArgsHash        string
 }
 
 type Task struct {
@@ -57,4 +58,14 @@ type Task struct {
 	Result         sql.NullString
 	Error          sql.NullString
 	ClientCaps     string
+}
+
+type WebhookDelivery struct {
+	Seq          int64
+	Provider     string
+	DeliveryID   string
+	GenerationID string
+	Event        string
+	ReceivedAt   int64
+	ConsumedAt   sql.NullInt64
 }

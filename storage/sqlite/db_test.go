@@ -1,4 +1,4 @@
-package db
+package sqlite
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"modernc.org/sqlite"
 )
 
@@ -94,7 +94,7 @@ func TestMigrationsApplyOnceAndReopen(t *testing.T) {
 		t.Fatalf("user_version after first open = %d, want %d", v, want)
 	}
 	ctx := context.Background()
-	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("keep")) }); err != nil {
+	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("keep")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -219,7 +219,7 @@ func TestConcurrentCreators(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				id := fmt.Sprintf("g-%02d-%02d", w, i)
-				errs <- d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow(id)) })
+				errs <- d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow(id)) })
 			}
 		})
 	}
@@ -306,13 +306,13 @@ func TestFailingWriteInBatch(t *testing.T) {
 				id := fmt.Sprintf("w%d", i)
 				errcs[i] = enqueue(t, d, context.Background(), func(ctx context.Context, tx *Tx) error {
 					txs.Store(i, tx)
-					if err := tx.InsertGeneration(ctx, genRow(id)); err != nil {
+					if err := tx.q.InsertGeneration(ctx, genRow(id)); err != nil {
 						return err
 					}
 					if i == pos {
 						failingRuns.Add(1)
 						// A second change, then failure: both must vanish.
-						if _, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET prompt = 'clobbered'"); err != nil {
+						if _, err := tx.tx.ExecContext(ctx, "UPDATE generations SET prompt = 'clobbered'"); err != nil {
 							return err
 						}
 						return errBoom
@@ -362,7 +362,7 @@ func TestFailingWriteInBatch(t *testing.T) {
 func TestSingleFailingWriteRollsBack(t *testing.T) {
 	d, _ := openDB(t)
 	err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error {
-		if err := tx.InsertGeneration(ctx, genRow("solo")); err != nil {
+		if err := tx.q.InsertGeneration(ctx, genRow("solo")); err != nil {
 			return err
 		}
 		return errBoom
@@ -374,7 +374,7 @@ func TestSingleFailingWriteRollsBack(t *testing.T) {
 		t.Fatalf("rows = %d after a failed write", c)
 	}
 	// The writer is still healthy.
-	if err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("after")) }); err != nil {
+	if err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("after")) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -388,10 +388,10 @@ func TestCancelledBeforeTurn(t *testing.T) {
 	ran := atomic.Bool{}
 	errc := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error {
 		ran.Store(true)
-		return tx.InsertGeneration(ctx, genRow("late"))
+		return tx.q.InsertGeneration(ctx, genRow("late"))
 	})
 	other := enqueue(t, d, context.Background(), func(ctx context.Context, tx *Tx) error {
-		return tx.InsertGeneration(ctx, genRow("other"))
+		return tx.q.InsertGeneration(ctx, genRow("other"))
 	})
 	cancel()
 	release()
@@ -447,13 +447,13 @@ func TestCallerGoneMidWriteSparesBatchMates(t *testing.T) {
 	d, _ := openDB(t)
 	ctx := context.Background()
 	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Tx.ExecContext(ctx, "CREATE TABLE side(n INTEGER)")
+		_, err := tx.tx.ExecContext(ctx, "CREATE TABLE side(n INTEGER)")
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	release, held := holdWriter(t, d)
-	first := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("before")) })
+	first := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("before")) })
 	gone, hangUp := context.WithCancel(ctx)
 	defer hangUp()
 	g := &gate{running: make(chan struct{}), proceed: gone.Done()}
@@ -461,17 +461,17 @@ func TestCallerGoneMidWriteSparesBatchMates(t *testing.T) {
 	slow := enqueue(t, d, gone, func(ctx context.Context, tx *Tx) error {
 		// A write statement that is still executing when its caller leaves:
 		// the gate holds it until then, 50k more rows follow.
-		_, err := tx.Tx.ExecContext(ctx, `INSERT INTO side(n)
+		_, err := tx.tx.ExecContext(ctx, `INSERT INTO side(n)
 			WITH RECURSIVE c(x) AS (SELECT test_gate() UNION ALL SELECT x+1 FROM c WHERE x < 50000)
 			SELECT count(*) FROM c`)
 		return err
 	})
 	last := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error {
-		if err := tx.InsertGeneration(ctx, genRow("after")); err != nil {
+		if err := tx.q.InsertGeneration(ctx, genRow("after")); err != nil {
 			return err
 		}
 		// A second statement: both or neither must persist.
-		_, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET prompt = 'after-2' WHERE id = 'after'")
+		_, err := tx.tx.ExecContext(ctx, "UPDATE generations SET prompt = 'after-2' WHERE id = 'after'")
 		return err
 	})
 	release()
@@ -504,7 +504,7 @@ func TestCallerGoneMidWriteSparesBatchMates(t *testing.T) {
 		t.Errorf("interrupted write reported %v with %d side rows", errSlow, side)
 	}
 	// The writer still works afterwards.
-	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("later")) }); err != nil {
+	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("later")) }); err != nil {
 		t.Fatalf("write after the interrupted batch: %v", err)
 	}
 }
@@ -518,30 +518,30 @@ func TestAbortedTransactionReportsHonestly(t *testing.T) {
 	d, _ := openDB(t)
 	ctx := context.Background()
 	release, held := holdWriter(t, d)
-	first := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("before")) })
+	first := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("before")) })
 	full := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error {
 		// A disk that is full: no page may be added to the file.
 		var pages int
-		if err := tx.Tx.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		if err := tx.tx.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
 			return err
 		}
-		if _, err := tx.Tx.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		if _, err := tx.tx.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
 			return err
 		}
 		r := genRow("huge")
 		r.Prompt = strings.Repeat("x", 4<<20)
-		err := tx.InsertGeneration(ctx, r)
-		_, _ = tx.Tx.ExecContext(ctx, "PRAGMA max_page_count = 1073741823")
+		err := tx.q.InsertGeneration(ctx, r)
+		_, _ = tx.tx.ExecContext(ctx, "PRAGMA max_page_count = 1073741823")
 		if err == nil {
 			return errors.New("test setup: insert into a full database succeeded")
 		}
 		return err
 	})
 	last := enqueue(t, d, ctx, func(ctx context.Context, tx *Tx) error {
-		if err := tx.InsertGeneration(ctx, genRow("after")); err != nil {
+		if err := tx.q.InsertGeneration(ctx, genRow("after")); err != nil {
 			return err
 		}
-		_, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET prompt = 'after-2' WHERE id = 'after'")
+		_, err := tx.tx.ExecContext(ctx, "UPDATE generations SET prompt = 'after-2' WHERE id = 'after'")
 		return err
 	})
 	release()
@@ -565,7 +565,7 @@ func TestAbortedTransactionReportsHonestly(t *testing.T) {
 	if n := countRows(t, d, "WHERE id = 'huge'"); n != 0 {
 		t.Error("the failed write persisted")
 	}
-	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("later")) }); err != nil {
+	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("later")) }); err != nil {
 		t.Fatalf("write after the aborted batch: %v", err)
 	}
 }
@@ -573,7 +573,7 @@ func TestAbortedTransactionReportsHonestly(t *testing.T) {
 func TestCloseFailsLaterWrites(t *testing.T) {
 	d, _ := openDB(t)
 	ctx := context.Background()
-	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("a")) }); err != nil {
+	if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("a")) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Close(); err != nil {
@@ -610,7 +610,7 @@ func TestCloseRacingWrites(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			id := fmt.Sprintf("r%02d", i)
-			err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow(id)) })
+			err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow(id)) })
 			switch {
 			case err == nil:
 				ok <- id
@@ -650,7 +650,7 @@ func TestEveryOutcomeMatchesTheDisk(t *testing.T) {
 	d, _ := openDB(t)
 	const n = 600
 	errs := make([]error, n)
-	if err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.InsertGeneration(ctx, genRow("counter")) }); err != nil {
+	if err := d.Write(context.Background(), func(ctx context.Context, tx *Tx) error { return tx.q.InsertGeneration(ctx, genRow("counter")) }); err != nil {
 		t.Fatal(err)
 	}
 	var next atomic.Int64
@@ -664,12 +664,12 @@ func TestEveryOutcomeMatchesTheDisk(t *testing.T) {
 				}
 				id := fmt.Sprintf("w%03d", i)
 				errs[i] = d.Write(context.Background(), func(ctx context.Context, tx *Tx) error {
-					if err := tx.InsertGeneration(ctx, genRow(id)); err != nil {
+					if err := tx.q.InsertGeneration(ctx, genRow(id)); err != nil {
 						return err
 					}
 					// Every write also bumps a shared counter row: a write
 					// applied twice would show in the total.
-					if _, err := tx.Tx.ExecContext(ctx, "UPDATE generations SET attempts = attempts + 1 WHERE id = 'counter'"); err != nil {
+					if _, err := tx.tx.ExecContext(ctx, "UPDATE generations SET attempts = attempts + 1 WHERE id = 'counter'"); err != nil {
 						return err
 					}
 					if i%7 == 3 {

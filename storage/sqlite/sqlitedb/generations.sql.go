@@ -14,7 +14,7 @@ const approve = `-- name: Approve :execrows
 UPDATE generations
 SET status = 'queued', status_message = ?1, params = ?2,
     updated_at = ?3, next_check_at = ?3
-WHERE id = ?4 AND status = 'reserved'
+WHERE id = ?4 AND instr(CAST(?5 AS TEXT), '|' || status || '|') > 0
 `
 
 type ApproveParams struct {
@@ -22,15 +22,19 @@ type ApproveParams struct {
 	Params        string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 // reserved -> queued, once the input image or the spend approval is in.
+// Every status change takes @from_set, '|'-separated statuses it may
+// leave, from generation's lifecycle table.
 func (q *Queries) Approve(ctx context.Context, arg ApproveParams) (int64, error) {
 	result, err := q.exec(ctx, q.approveStmt, approve,
 		arg.StatusMessage,
 		arg.Params,
 		arg.Now,
 		arg.ID,
+		arg.FromSet,
 	)
 	if err != nil {
 		return 0, err
@@ -42,19 +46,25 @@ const cancelConfirmed = `-- name: CancelConfirmed :execrows
 UPDATE generations
 SET status = 'cancelled', status_message = ?1, charged = 0, updated_at = ?2,
     next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = ?3 AND status IN ('queued', 'running')
+WHERE id = ?3 AND instr(CAST(?4 AS TEXT), '|' || status || '|') > 0
 `
 
 type CancelConfirmedParams struct {
 	StatusMessage string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 // The provider confirmed the cancel: nothing was delivered, so the credits
 // are refunded.
 func (q *Queries) CancelConfirmed(ctx context.Context, arg CancelConfirmedParams) (int64, error) {
-	result, err := q.exec(ctx, q.cancelConfirmedStmt, cancelConfirmed, arg.StatusMessage, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.cancelConfirmedStmt, cancelConfirmed,
+		arg.StatusMessage,
+		arg.Now,
+		arg.ID,
+		arg.FromSet,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -65,19 +75,25 @@ const cancelUnsubmitted = `-- name: CancelUnsubmitted :execrows
 UPDATE generations
 SET status = 'cancelled', status_message = ?1, charged = 0, updated_at = ?2,
     next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = ?3 AND (status = 'reserved' OR (status = 'queued' AND submit_state = ''))
+WHERE id = ?3 AND instr(CAST(?4 AS TEXT), '|' || status || '|') > 0 AND submit_state = ''
 `
 
 type CancelUnsubmittedParams struct {
 	StatusMessage string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 // A reserved generation, or a queued one not yet handed to the provider,
 // ends cancelled at once and its credits are refunded.
 func (q *Queries) CancelUnsubmitted(ctx context.Context, arg CancelUnsubmittedParams) (int64, error) {
-	result, err := q.exec(ctx, q.cancelUnsubmittedStmt, cancelUnsubmitted, arg.StatusMessage, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.cancelUnsubmittedStmt, cancelUnsubmitted,
+		arg.StatusMessage,
+		arg.Now,
+		arg.ID,
+		arg.FromSet,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -93,7 +109,7 @@ WHERE id = (
     ORDER BY due.next_check_at
     LIMIT 1
 )
-RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id
+RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash
 `
 
 type ClaimDueParams struct {
@@ -136,6 +152,7 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.OutputsExpired,
 		&i.SubmittedAt,
 		&i.ProviderJobID,
+		&i.ArgsHash,
 	)
 	return i, err
 }
@@ -144,7 +161,7 @@ const complete = `-- name: Complete :execrows
 UPDATE generations
 SET status = 'completed', status_message = ?1, progress = 1, outputs = ?2,
     updated_at = ?3, next_check_at = NULL, lease_owner = '', lease_until = 0
-WHERE id = ?4 AND status IN ('queued', 'running')
+WHERE id = ?4 AND instr(CAST(?5 AS TEXT), '|' || status || '|') > 0
 `
 
 type CompleteParams struct {
@@ -152,6 +169,7 @@ type CompleteParams struct {
 	Outputs       string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 func (q *Queries) Complete(ctx context.Context, arg CompleteParams) (int64, error) {
@@ -160,11 +178,28 @@ func (q *Queries) Complete(ctx context.Context, arg CompleteParams) (int64, erro
 		arg.Outputs,
 		arg.Now,
 		arg.ID,
+		arg.FromSet,
 	)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const consumeDeliveries = `-- name: ConsumeDeliveries :exec
+UPDATE webhook_deliveries SET consumed_at = CAST(?1 AS INTEGER)
+WHERE generation_id = ?2 AND consumed_at IS NULL AND seq <= ?3
+`
+
+type ConsumeDeliveriesParams struct {
+	Now          int64
+	GenerationID string
+	Upto         int64
+}
+
+func (q *Queries) ConsumeDeliveries(ctx context.Context, arg ConsumeDeliveriesParams) error {
+	_, err := q.exec(ctx, q.consumeDeliveriesStmt, consumeDeliveries, arg.Now, arg.GenerationID, arg.Upto)
+	return err
 }
 
 const countInFlight = `-- name: CountInFlight :one
@@ -184,7 +219,7 @@ UPDATE generations
 SET status = 'failed', status_message = ?1, error_kind = ?2,
     error_message = ?3, updated_at = ?4, next_check_at = NULL,
     lease_owner = '', lease_until = 0
-WHERE id = ?5 AND status IN ('reserved', 'queued', 'running')
+WHERE id = ?5 AND instr(CAST(?6 AS TEXT), '|' || status || '|') > 0
 `
 
 type FailParams struct {
@@ -193,6 +228,7 @@ type FailParams struct {
 	ErrorMessage  string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
@@ -202,6 +238,7 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 		arg.ErrorMessage,
 		arg.Now,
 		arg.ID,
+		arg.FromSet,
 	)
 	if err != nil {
 		return 0, err
@@ -210,7 +247,7 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE owner = ?1 AND idempotency_key = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE owner = ?1 AND idempotency_key = ?2
 `
 
 type GetByIdempotencyKeyParams struct {
@@ -250,12 +287,13 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.OutputsExpired,
 		&i.SubmittedAt,
 		&i.ProviderJobID,
+		&i.ArgsHash,
 	)
 	return i, err
 }
 
 const getByProviderJob = `-- name: GetByProviderJob :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE provider = ?1 AND provider_job_id = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE provider = ?1 AND provider_job_id = ?2
 `
 
 type GetByProviderJobParams struct {
@@ -295,12 +333,13 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.OutputsExpired,
 		&i.SubmittedAt,
 		&i.ProviderJobID,
+		&i.ArgsHash,
 	)
 	return i, err
 }
 
 const getGeneration = `-- name: GetGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE id = ?1
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE id = ?1
 `
 
 func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
@@ -335,12 +374,13 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.OutputsExpired,
 		&i.SubmittedAt,
 		&i.ProviderJobID,
+		&i.ArgsHash,
 	)
 	return i, err
 }
 
 const getOwnedGeneration = `-- name: GetOwnedGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations WHERE id = ?1 AND owner = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE id = ?1 AND owner = ?2
 `
 
 type GetOwnedGenerationParams struct {
@@ -380,17 +420,59 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.OutputsExpired,
 		&i.SubmittedAt,
 		&i.ProviderJobID,
+		&i.ArgsHash,
 	)
 	return i, err
 }
 
+const hasPendingDelivery = `-- name: HasPendingDelivery :one
+SELECT EXISTS (SELECT 1 FROM webhook_deliveries
+               WHERE generation_id = ?1 AND consumed_at IS NULL) AS pending
+`
+
+func (q *Queries) HasPendingDelivery(ctx context.Context, generationID string) (bool, error) {
+	row := q.queryRow(ctx, q.hasPendingDeliveryStmt, hasPendingDelivery, generationID)
+	var pending bool
+	err := row.Scan(&pending)
+	return pending, err
+}
+
+const insertDelivery = `-- name: InsertDelivery :execrows
+INSERT INTO webhook_deliveries (provider, delivery_id, generation_id, event, received_at)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (provider, delivery_id) DO NOTHING
+`
+
+type InsertDeliveryParams struct {
+	Provider     string
+	DeliveryID   string
+	GenerationID string
+	Event        string
+	ReceivedAt   int64
+}
+
+// A verified webhook delivery; a repeat of its delivery id is ignored.
+func (q *Queries) InsertDelivery(ctx context.Context, arg InsertDeliveryParams) (int64, error) {
+	result, err := q.exec(ctx, q.insertDeliveryStmt, insertDelivery,
+		arg.Provider,
+		arg.DeliveryID,
+		arg.GenerationID,
+		arg.Event,
+		arg.ReceivedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const insertGeneration = `-- name: InsertGeneration :exec
 INSERT INTO generations (
-    id, owner, model_id, provider, kind, prompt, params, credits, charged,
+    id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, idempotency_key, created_at, updated_at, next_check_at
 ) VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
-    ?10, ?11, ?12, ?13, ?14, ?15
+    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
+    ?11, ?12, ?13, ?14, ?15, ?16
 )
 `
 
@@ -402,6 +484,7 @@ type InsertGenerationParams struct {
 	Kind           string
 	Prompt         string
 	Params         string
+	ArgsHash       string
 	Credits        int64
 	Charged        int64
 	Status         string
@@ -421,6 +504,7 @@ func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationPara
 		arg.Kind,
 		arg.Prompt,
 		arg.Params,
+		arg.ArgsHash,
 		arg.Credits,
 		arg.Charged,
 		arg.Status,
@@ -434,7 +518,7 @@ func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationPara
 }
 
 const listGenerations = `-- name: ListGenerations :many
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations
 WHERE owner = ?1
   AND (CAST(?2 AS TEXT) = '' OR status = ?2)
   AND (CAST(?3 AS INTEGER) = 0 OR created_at < ?3
@@ -495,6 +579,7 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.OutputsExpired,
 			&i.SubmittedAt,
 			&i.ProviderJobID,
+			&i.ArgsHash,
 		); err != nil {
 			return nil, err
 		}
@@ -536,7 +621,7 @@ UPDATE generations
 SET submit_state = 'submitted', provider_job = ?1, provider_job_id = ?2,
     submitted_at = ?3, status = ?4,
     status_message = ?5, progress = ?6, updated_at = ?3
-WHERE id = ?7 AND status IN ('queued', 'running')
+WHERE id = ?7 AND instr(CAST(?8 AS TEXT), '|' || status || '|') > 0
 `
 
 type MarkSubmittedParams struct {
@@ -547,6 +632,7 @@ type MarkSubmittedParams struct {
 	StatusMessage string
 	Progress      float64
 	ID            string
+	FromSet       string
 }
 
 func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (int64, error) {
@@ -558,6 +644,7 @@ func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (i
 		arg.StatusMessage,
 		arg.Progress,
 		arg.ID,
+		arg.FromSet,
 	)
 	if err != nil {
 		return 0, err
@@ -568,18 +655,19 @@ func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (i
 const markSubmitting = `-- name: MarkSubmitting :execrows
 UPDATE generations
 SET submit_state = 'submitting', updated_at = ?1
-WHERE id = ?2 AND status = 'queued' AND submit_state = '' AND cancel_requested = 0
+WHERE id = ?2 AND instr(CAST(?3 AS TEXT), '|' || status || '|') > 0 AND submit_state = '' AND cancel_requested = 0
 `
 
 type MarkSubmittingParams struct {
-	Now int64
-	ID  string
+	Now     int64
+	ID      string
+	FromSet string
 }
 
 // Recorded before the provider is called, so that after a crash the runner
 // knows a job may exist and reconciles instead of submitting twice.
 func (q *Queries) MarkSubmitting(ctx context.Context, arg MarkSubmittingParams) (int64, error) {
-	result, err := q.exec(ctx, q.markSubmittingStmt, markSubmitting, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.markSubmittingStmt, markSubmitting, arg.Now, arg.ID, arg.FromSet)
 	if err != nil {
 		return 0, err
 	}
@@ -640,19 +728,65 @@ func (q *Queries) OutputsToExpire(ctx context.Context, arg OutputsToExpireParams
 	return items, nil
 }
 
+const pendingDeliveries = `-- name: PendingDeliveries :many
+SELECT seq, event FROM webhook_deliveries
+WHERE generation_id = ?1 AND consumed_at IS NULL
+ORDER BY seq
+`
+
+type PendingDeliveriesRow struct {
+	Seq   int64
+	Event string
+}
+
+func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([]PendingDeliveriesRow, error) {
+	rows, err := q.query(ctx, q.pendingDeliveriesStmt, pendingDeliveries, generationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PendingDeliveriesRow
+	for rows.Next() {
+		var i PendingDeliveriesRow
+		if err := rows.Scan(&i.Seq, &i.Event); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const releaseLeases = `-- name: ReleaseLeases :exec
+UPDATE generations SET lease_owner = '', lease_until = 0 WHERE lease_until > 0
+`
+
+// One runner per SQLite database: leases left by a killed process are
+// taken over at once instead of after they expire.
+func (q *Queries) ReleaseLeases(ctx context.Context) error {
+	_, err := q.exec(ctx, q.releaseLeasesStmt, releaseLeases)
+	return err
+}
+
 const requestCancel = `-- name: RequestCancel :execrows
 UPDATE generations
 SET cancel_requested = 1, updated_at = ?1, next_check_at = ?1
-WHERE id = ?2 AND status IN ('queued', 'running') AND cancel_requested = 0
+WHERE id = ?2 AND instr(CAST(?3 AS TEXT), '|' || status || '|') > 0 AND cancel_requested = 0
 `
 
 type RequestCancelParams struct {
-	Now int64
-	ID  string
+	Now     int64
+	ID      string
+	FromSet string
 }
 
 func (q *Queries) RequestCancel(ctx context.Context, arg RequestCancelParams) (int64, error) {
-	result, err := q.exec(ctx, q.requestCancelStmt, requestCancel, arg.Now, arg.ID)
+	result, err := q.exec(ctx, q.requestCancelStmt, requestCancel, arg.Now, arg.ID, arg.FromSet)
 	if err != nil {
 		return 0, err
 	}
@@ -701,9 +835,9 @@ func (q *Queries) ResetSubmitting(ctx context.Context, id string) error {
 	return err
 }
 
-const setReservedParams = `-- name: SetReservedParams :exec
+const setReservedParams = `-- name: SetReservedParams :execrows
 UPDATE generations SET params = ?1, status_message = ?2, updated_at = ?3
-WHERE id = ?4 AND status = 'reserved'
+WHERE id = ?4 AND instr(CAST(?5 AS TEXT), '|' || status || '|') > 0
 `
 
 type SetReservedParamsParams struct {
@@ -711,17 +845,22 @@ type SetReservedParamsParams struct {
 	StatusMessage string
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 // A reserved generation got one of the things it waits for, not all.
-func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsParams) error {
-	_, err := q.exec(ctx, q.setReservedParamsStmt, setReservedParams,
+func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsParams) (int64, error) {
+	result, err := q.exec(ctx, q.setReservedParamsStmt, setReservedParams,
 		arg.Params,
 		arg.StatusMessage,
 		arg.Now,
 		arg.ID,
+		arg.FromSet,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const spentSince = `-- name: SpentSince :one
@@ -744,7 +883,7 @@ func (q *Queries) SpentSince(ctx context.Context, arg SpentSinceParams) (int64, 
 const updateProgress = `-- name: UpdateProgress :execrows
 UPDATE generations
 SET status = ?1, status_message = ?2, progress = ?3, updated_at = ?4
-WHERE id = ?5 AND status IN ('queued', 'running')
+WHERE id = ?5 AND instr(CAST(?6 AS TEXT), '|' || status || '|') > 0
   AND (status != ?1 OR status_message != ?2 OR progress != ?3)
 `
 
@@ -754,6 +893,7 @@ type UpdateProgressParams struct {
 	Progress      float64
 	Now           int64
 	ID            string
+	FromSet       string
 }
 
 func (q *Queries) UpdateProgress(ctx context.Context, arg UpdateProgressParams) (int64, error) {
@@ -763,6 +903,7 @@ func (q *Queries) UpdateProgress(ctx context.Context, arg UpdateProgressParams) 
 		arg.Progress,
 		arg.Now,
 		arg.ID,
+		arg.FromSet,
 	)
 	if err != nil {
 		return 0, err

@@ -1,13 +1,15 @@
-// Package db opens darkroom's SQLite database: one writer connection fed by
-// a group-commit loop, and a separate read-only pool. All writes go through
-// DB.Write; reads use DB.Read (or DB.Queries for sqlc reads).
+// Package sqlite is darkroom's embedded engine: it implements the store
+// contracts of package generation (Generations) and tasks (Tasks) on one
+// SQLite file, with one writer connection fed by a group-commit loop and
+// a separate read-only pool. All writes go through DB.Write; reads use
+// the prepared sqlc queries on the read pool.
 //
 // Why one writer: a pool of BEGIN IMMEDIATE transactions starves under
 // contention (SQLite's busy handler sleep-polls with no FIFO, so an unlucky
 // writer waits out the whole busy_timeout and fails "database is locked").
 // A single writer never contends, and by committing every waiting write in
 // one transaction it pays one fsync for many creations.
-package db
+package sqlite
 
 import (
 	"context"
@@ -21,7 +23,7 @@ import (
 	"sync"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
-	"github.com/darkroom-mcp/darkroom/storage/db/sqlitedb"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	_ "modernc.org/sqlite" // driver "sqlite"
 )
 
@@ -52,10 +54,16 @@ type writeReq struct {
 }
 
 // Tx is what a write function sees: the sqlc queries bound to the shared
-// transaction, and the transaction itself for anything sqlc does not cover.
+// transaction. It implements generation.Tx and tasks.Tx, so a generation
+// and its task change in one unit of work.
 type Tx struct {
-	*sqlitedb.Queries
-	Tx *sql.Tx
+	q  *sqlitedb.Queries
+	tx *sql.Tx
+}
+
+// Exec runs a statement sqlc does not cover (tests set up rows with it).
+func (t *Tx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
 }
 
 // Open opens (creating if needed) the database file at path, applies
@@ -226,7 +234,7 @@ func (d *DB) run(batch []*writeReq, live []int, errs []error) (failed int, err e
 	if err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
-	t := &Tx{Queries: d.writeQ.WithTx(tx), Tx: tx}
+	t := &Tx{q: d.writeQ.WithTx(tx), tx: tx}
 	for k, i := range live {
 		// Once started, a write runs to the end: a statement interrupted
 		// by its caller's cancellation would make SQLite roll back the

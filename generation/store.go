@@ -1,0 +1,145 @@
+package generation
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store is the persistence generation needs. Engines (storage/sqlite)
+// implement it; generation knows no SQL and no driver.
+//
+// Update is the one way to write. Its transaction must serialize what fn
+// decides: two transactions that read the same owner's rows after
+// LockOwner (budget, idempotency, in-flight cap) never interleave.
+type Store interface {
+	// Update runs fn in one write transaction and returns once it is
+	// durably committed, or fn's error (nothing of fn's is then kept). fn
+	// may run more than once (an engine may batch and rerun), so it must
+	// act only through tx and set anything it captures afresh on each run.
+	// The tx also satisfies the task store's transaction (tasks.Tx): a
+	// generation and its task change in one unit of work.
+	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+
+	Generation(ctx context.Context, id string) (Row, error) // ErrNotFound
+	OwnedGeneration(ctx context.Context, owner, id string) (Row, error)
+	GenerationByKey(ctx context.Context, owner, key string) (Row, error)
+	GenerationByJob(ctx context.Context, provider, jobID string) (Row, error)
+	ListGenerations(ctx context.Context, q ListQuery) ([]Row, error)
+	SpentSince(ctx context.Context, owner string, since time.Time) (int64, error)
+	// NextDueAt is the earliest next check of an unleased generation
+	// (zero: none).
+	NextDueAt(ctx context.Context) (time.Time, error)
+	// OutputsToExpire lists completed generations (ID and Outputs only)
+	// whose outputs are older than before and not yet expired.
+	OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]Row, error)
+	// HasPendingDelivery reports an unconsumed webhook delivery;
+	// PendingDeliveries lists them in arrival order.
+	HasPendingDelivery(ctx context.Context, genID string) (bool, error)
+	PendingDeliveries(ctx context.Context, genID string) ([]Delivery, error)
+}
+
+// Tx is a write transaction.
+type Tx interface {
+	// LockOwner serializes this transaction with every other that locks
+	// the same owner, before decisions that read the owner's rows.
+	LockOwner(ctx context.Context, owner string) error
+	Generation(ctx context.Context, id string) (Row, error)
+	GenerationByKey(ctx context.Context, owner, key string) (Row, error)
+	SpentSince(ctx context.Context, owner string, since time.Time) (int64, error)
+	// CountInFlight counts the owner's generations at the provider.
+	CountInFlight(ctx context.Context, owner string) (int64, error)
+
+	// InsertGeneration inserts a new row; ErrDuplicateKey when the owner
+	// already used its idempotency key.
+	InsertGeneration(ctx context.Context, r Row) error
+	// Apply makes one status change, as a compare-and-set on c.From (the
+	// lifecycle table's sources for c.Event): false when the row is in no
+	// status of c.From and nothing changed.
+	Apply(ctx context.Context, c Change) (bool, error)
+
+	// The runner's durable queue.
+	Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (Row, bool, error)
+	Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error
+	WakeNow(ctx context.Context, id string, now time.Time) error
+	WakeOwnerQueued(ctx context.Context, owner string, now time.Time) error
+	MarkCancelSent(ctx context.Context, id string) error
+	ResetSubmitting(ctx context.Context, id string) error
+	MarkOutputsExpired(ctx context.Context, id string) (bool, error)
+	// ReleaseLeases drops every lease (one runner per embedded database).
+	ReleaseLeases(ctx context.Context) error
+
+	// Webhook intake: stored before the delivery is acknowledged.
+	InsertDelivery(ctx context.Context, d Delivery) (bool, error)
+	ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error
+}
+
+// ErrDuplicateKey is InsertGeneration's answer to a reused idempotency key.
+var ErrDuplicateKey = errors.New("idempotency key already used")
+
+// Row is a generation as stored, engine-neutral: JSON columns stay
+// encoded (generation decodes them), a zero time is NULL.
+type Row struct {
+	ID, Owner, ModelID, Provider, Kind, Prompt string
+	Params                                     string // JSON Params
+	ArgsHash                                   string // digest of the creating arguments
+	Credits, Charged                           int64
+	Status                                     Status
+	StatusMessage                              string
+	Progress                                   float64
+	SubmitState                                string // "" | submitting | submitted
+	ProviderJob                                string // JSON provider.Job
+	ProviderJobID                              string
+	Outputs                                    string // JSON []Output
+	OutputsExpired                             bool
+	ErrorKind                                  ErrorKind
+	ErrorMessage                               string
+	IdempotencyKey                             string
+	// CancelRequested: 0 none, 1 asked, 2 sent to the provider.
+	CancelRequested int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	SubmittedAt     time.Time
+	NextCheckAt     time.Time
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      time.Time
+}
+
+// ListQuery pages an owner's generations, newest first.
+type ListQuery struct {
+	Owner         string
+	Status        Status // "" for all
+	BeforeCreated int64  // unix ms of the cursor; 0 from the newest
+	BeforeID      string
+	Limit         int
+}
+
+// Change is one status change (see Lifecycle). Fields beyond Event,
+// From, To and At are read only by the events that set them.
+type Change struct {
+	ID    string
+	Event Event
+	From  []Status // filled from the lifecycle table by Service
+	To    Status   // for events with more than one target
+	At    time.Time
+
+	Message      string
+	Progress     float64
+	Params       string    // EventHold, EventQueue
+	Outputs      string    // EventComplete
+	ErrorKind    ErrorKind // EventFail
+	ErrorMessage string    // EventFail
+	Job, JobID   string    // EventSubmitted
+}
+
+// Delivery is a verified webhook delivery, stored until the runner
+// applies it.
+type Delivery struct {
+	Seq          int64
+	Provider     string
+	DeliveryID   string
+	GenerationID string
+	Event        string // JSON provider.WebhookEvent
+	ReceivedAt   time.Time
+}
