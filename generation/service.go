@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/internal/ids"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
