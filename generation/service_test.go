@@ -634,6 +634,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 func assertNoFiles(t *testing.T, dir string) {
 	t.Helper()
+	if n := countFiles(t, dir); n != 0 {
+		t.Fatalf("%d files stored by refused input", n)
+	}
+}
+
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
 	n := 0
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() {
@@ -641,9 +648,7 @@ func assertNoFiles(t *testing.T, dir string) {
 		}
 		return nil
 	})
-	if n != 0 {
-		t.Fatalf("%d files stored by refused input", n)
-	}
+	return n
 }
 
 // TestCreateReturnsTheStoredRecord: Create builds its answer without
