@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fal"
+	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
+	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/db"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// app is darkroom wired together.
+type app struct {
+	cfg    *config
+	log    *slog.Logger
+	db     *db.DB
+	svc    *generation.Service
+	runner *generation.Runner
+	tools  *compat.Tools
+	blobs  blob.Store
+	files  http.Handler // signed links to the local store; nil with S3
+	mcp    *mcp.Server
+	local  *local.Provider
+	tasks  *tasks.Dispatcher
+	gen    *server.GenTasks
+	auth   *auth.Authenticator
+	limits *limit.Classes
+	secret []byte
+	keys   map[string]auth.Overrides // per-caller overrides by principal id
+	routes map[string]http.Handler   // provider webhooks
+}
+
+func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	d, err := db.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	a := &app{cfg: cfg, log: log, db: d}
+	if err := a.wire(); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *app) wire() error {
+	secret, err := loadSecret(filepath.Join(a.cfg.DataDir, "link-secret"))
+	if err != nil {
+		return err
+	}
+	if err := a.openBlobs(secret); err != nil {
+		return err
+	}
+	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	providers, err := a.remoteProviders()
+	if err != nil {
+		return err
+	}
+	a.secret = secret
+	if a.auth, err = auth.New(a.cfg.Auth); err != nil {
+		return fmt.Errorf("authentication: %w", err)
+	}
+	a.keys = map[string]auth.Overrides{}
+	for _, k := range a.cfg.Auth.Keys {
+		a.keys[k.Principal().ID] = k.Principal().Limits
+	}
+	a.limits = limit.NewClasses(limit.Options{})
+	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
+	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	store := tasks.NewStore(a.db, nil)
+	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
+	a.gen = &server.GenTasks{D: a.tasks, TTL: a.cfg.TaskTTL, Secret: secret, Now: time.Now, ApprovalAbove: a.approvalAbove}
+	hub := generation.NewHub()
+	hub.Subscribe(a.gen.Notify)
+	a.svc, err = generation.NewService(generation.Config{
+		DB:            a.db,
+		Blobs:         a.blobs,
+		Retention:     a.cfg.Retention,
+		Providers:     append([]provider.Provider{a.local}, providers...),
+		Hub:           hub,
+		MaxInputBytes: a.cfg.MaxInputBytes,
+		LinkTTL:       a.cfg.LinkTTL,
+		Hooks:         generation.Hooks{Changed: a.gen.Changed},
+	})
+	if err != nil {
+		return err
+	}
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp}
+	if a.cfg.Webhooks {
+		rc.WebhookBase = a.cfg.PublicURL
+	}
+	a.runner = generation.NewRunner(a.svc, rc)
+	a.routes = map[string]http.Handler{}
+	for _, p := range providers {
+		if wp, ok := p.(provider.WebhookParser); ok {
+			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), wp, a.runner.Webhook, a.log)
+		}
+	}
+	a.tools = compat.New(compat.Config{
+		Service:        a.svc,
+		Owner:          server.ToolOwner,
+		MaxInputBytes:  a.cfg.MaxInputBytes,
+		Budget:         a.budget,
+		BeforeGenerate: a.gen.BeforeGenerate,
+	})
+	a.gen.Svc, a.gen.Tools = a.svc, a.tools
+	a.gen.Register()
+	a.mcp = server.New(a.serverConfig())
+	return nil
+}
+
+// remoteProviders builds Replicate and fal when their credentials are
+// set; a provider without a key is simply absent, and so are its models.
+func (a *app) remoteProviders() ([]provider.Provider, error) {
+	entries := catalog.Default()
+	if a.cfg.ModelsFile != "" {
+		over, err := catalog.Load(a.cfg.ModelsFile)
+		if err != nil {
+			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
+		}
+		entries = catalog.Merge(entries, over)
+	}
+	fetchOpts := func(defaults []string) fetch.Options {
+		o := fetch.Options{AllowHTTP: a.cfg.UnsafeOutputFetch, AllowPrivate: a.cfg.UnsafeOutputFetch}
+		if len(a.cfg.OutputHosts) > 0 {
+			o.Hosts = append(slices.Clone(defaults), a.cfg.OutputHosts...)
+		}
+		return o
+	}
+	var out []provider.Provider
+	if a.cfg.ReplicateToken != "" {
+		p, err := replicate.New(replicate.Config{
+			Token: a.cfg.ReplicateToken, BaseURL: a.cfg.ReplicateBaseURL, WebhookSecret: a.cfg.ReplicateSecret,
+			Models: catalog.ForProvider(entries, "replicate"), Fetch: fetchOpts(replicate.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("replicate: %w", err)
+		}
+		if a.cfg.Webhooks && a.cfg.ReplicateSecret == "" {
+			if err := p.LoadWebhookSecret(context.Background()); err != nil {
+				a.log.Warn("replicate: no webhook secret; polling instead", "err", err)
+			}
+		}
+		out = append(out, p)
+	}
+	if a.cfg.FalKey != "" {
+		p, err := fal.New(fal.Config{
+			Key: a.cfg.FalKey, QueueURL: a.cfg.FalQueueURL, MaxConcurrent: a.cfg.FalConcurrency,
+			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fal: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// openBlobs picks the output store: S3 when a bucket is configured (the
+// bucket must exist and be writable, or darkroom refuses to start), else
+// a folder under the data directory served by /files links.
+func (a *app) openBlobs(secret []byte) error {
+	ctx := context.Background()
+	if a.cfg.S3.Bucket == "" {
+		l, err := blob.NewLocal(filepath.Join(a.cfg.DataDir, "files"), secret, a.cfg.PublicURL)
+		if err != nil {
+			return fmt.Errorf("local file store: %w", err)
+		}
+		_, _ = l.Sweep(ctx, time.Hour) // temp files a crash left behind
+		a.blobs, a.files = l, l.Handler()
+		return nil
+	}
+	s3, err := blob.NewS3(ctx, a.cfg.S3)
+	if err != nil {
+		return fmt.Errorf("S3 storage: %w", err)
+	}
+	if a.cfg.CreateBucket {
+		if err := s3.CreateBucket(ctx); err != nil {
+			return fmt.Errorf("create S3 bucket %q: %w", a.cfg.S3.Bucket, err)
+		}
+	}
+	if err := s3.CheckBucket(ctx); err != nil {
+		return fmt.Errorf("S3 bucket %q is not usable (%w); create it, fix DARKROOM_S3_* and the AWS credentials, or start with --create-bucket", a.cfg.S3.Bucket, err)
+	}
+	_, _ = s3.Sweep(ctx, time.Hour) // staging objects and unfinished uploads
+	a.blobs = s3
+	return nil
+}
+
+// overrides returns the caller's per-key limits.
+func (a *app) overrides(ctx context.Context) auth.Overrides {
+	p, _ := auth.FromContext(ctx)
+	return p.Limits
+}
+
+func (a *app) approvalAbove(ctx context.Context) *int64 {
+	if o := a.overrides(ctx); o.ApprovalAboveCredits != nil {
+		return o.ApprovalAboveCredits
+	}
+	return a.cfg.ApprovalAbove
+}
+
+func (a *app) budget(ctx context.Context, _ string) *int64 {
+	if o := a.overrides(ctx); o.BudgetPerDay != nil {
+		return o.BudgetPerDay
+	}
+	return a.cfg.DailyBudget
+}
+
+func (a *app) maxInFlight(owner string) int {
+	if o, ok := a.keys[owner]; ok && o.MaxInFlight != nil {
+		return *o.MaxInFlight
+	}
+	return a.cfg.MaxInFlight
+}
+
+// background runs the runner, the task sweeper and limiter eviction until
+// ctx ends.
+func (a *app) background(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = a.runner.Run(ctx) })
+		wg.Go(func() {
+			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
+		})
+		wg.Go(func() { a.limits.Run(ctx) })
+		wg.Go(func() {
+			a.svc.RunRetention(ctx, 10*time.Minute, func(err error) { a.log.Error("output retention", "err", err) })
+		})
+		wg.Wait()
+	}()
+	return done
+}
+
+func (a *app) serverConfig() server.Config {
+	return server.Config{
+		Version:        buildVersion(),
+		Tools:          a.tools,
+		Files:          a.files,
+		Routes:         a.routes,
+		AllowedOrigins: a.cfg.AllowedOrigins,
+		MaxBodyBytes:   a.cfg.MaxBodyBytes,
+		Logger:         a.log,
+		Auth:           a.auth,
+		ResourceURL:    a.cfg.PublicURL + "/mcp",
+		AuthServers:    authServers(),
+		Limits:         a.limits,
+		Tasks:          a.tasks,
+		Capabilities:   capabilities(),
+		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+	}
+}
+
+func capabilities() *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{}
+	c.AddExtension(tasks.ExtensionID, nil)
+	return c
+}
+
+func authServers() []string {
+	var out []string
+	for _, s := range strings.Split(os.Getenv("DARKROOM_OAUTH_AUTHORIZATION_SERVERS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		if iss := os.Getenv("DARKROOM_OAUTH_ISSUER"); iss != "" {
+			out = []string{iss}
+		}
+	}
+	return out
+}
+
+func (a *app) handler() http.Handler { return server.Handler(a.serverConfig(), a.mcp) }
+
+// close releases the database and the authenticator.
+func (a *app) close() error {
+	a.auth.Close()
+	return a.db.Close()
+}
+
+// loadSecret reads the HMAC key for file links, creating it on first start
+// so links stay valid across restarts.
+func loadSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read link secret: %w", err)
+	}
+	b = make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("write link secret: %w", err)
+	}
+	return b, nil
+}
+
+func newLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
