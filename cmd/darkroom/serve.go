@@ -30,7 +30,7 @@ func serve(ctx context.Context, args []string) error {
 		_ = ln.Close()
 		return err
 	}
-	a, err := newApp(ctx, cfg, log)
+	a, err := build(ctx, cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

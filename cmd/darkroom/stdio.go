@@ -26,7 +26,7 @@ func stdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a, err := newApp(ctx, cfg, log)
+	a, err := build(ctx, cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

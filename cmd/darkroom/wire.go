@@ -53,7 +53,11 @@ type app struct {
 	routes map[string]http.Handler   // provider webhooks
 }
 
-func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
+// build constructs darkroom from cfg, in order: data directory, database,
+// link secret, output store, providers, authentication, limits, tasks,
+// the generation service and runner, the tools and the MCP server. On
+// error everything opened so far is released.
+func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -65,31 +69,29 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger) (*app, error) {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	a := &app{cfg: cfg, log: log, db: d}
-	if err := a.wire(); err != nil {
-		_ = d.Close()
+	defer func() {
+		if err != nil {
+			a.auth.Close() // nil-safe
+			_ = d.Close()
+		}
+	}()
+	secret, err := loadSecret(filepath.Join(cfg.DataDir, "link-secret"))
+	if err != nil {
 		return nil, err
 	}
-	return a, nil
-}
-
-func (a *app) wire() error {
-	secret, err := loadSecret(filepath.Join(a.cfg.DataDir, "link-secret"))
-	if err != nil {
-		return err
-	}
-	if err := a.openBlobs(secret); err != nil {
-		return err
+	if a.blobs, a.files, err = openBlobs(ctx, cfg, secret); err != nil {
+		return nil, err
 	}
 	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
-		return fmt.Errorf("local provider: %w", err)
+		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	providers, err := a.remoteProviders()
+	providers, err := remoteProviders(ctx, cfg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.secret = secret
 	if a.auth, err = auth.New(a.cfg.Auth); err != nil {
-		return fmt.Errorf("authentication: %w", err)
+		return nil, fmt.Errorf("authentication: %w", err)
 	}
 	a.keys = map[string]auth.Overrides{}
 	for _, k := range a.cfg.Auth.Keys {
@@ -115,7 +117,7 @@ func (a *app) wire() error {
 		Hooks:         generation.Hooks{Changed: a.gen.Changed},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp}
 	if a.cfg.Webhooks {
@@ -138,46 +140,46 @@ func (a *app) wire() error {
 	a.gen.Svc, a.gen.Tools = a.svc, a.tools
 	a.gen.Register()
 	a.mcp = server.New(a.serverConfig())
-	return nil
+	return a, nil
 }
 
 // remoteProviders builds Replicate and fal when their credentials are
 // set; a provider without a key is simply absent, and so are its models.
-func (a *app) remoteProviders() ([]provider.Provider, error) {
+func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]provider.Provider, error) {
 	entries := catalog.Default()
-	if a.cfg.ModelsFile != "" {
-		over, err := catalog.Load(a.cfg.ModelsFile)
+	if cfg.ModelsFile != "" {
+		over, err := catalog.Load(cfg.ModelsFile)
 		if err != nil {
 			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
 		}
 		entries = catalog.Merge(entries, over)
 	}
 	fetchOpts := func(defaults []string) fetch.Options {
-		o := fetch.Options{AllowHTTP: a.cfg.UnsafeOutputFetch, AllowPrivate: a.cfg.UnsafeOutputFetch}
-		if len(a.cfg.OutputHosts) > 0 {
-			o.Hosts = append(slices.Clone(defaults), a.cfg.OutputHosts...)
+		o := fetch.Options{AllowHTTP: cfg.UnsafeOutputFetch, AllowPrivate: cfg.UnsafeOutputFetch}
+		if len(cfg.OutputHosts) > 0 {
+			o.Hosts = append(slices.Clone(defaults), cfg.OutputHosts...)
 		}
 		return o
 	}
 	var out []provider.Provider
-	if a.cfg.ReplicateToken != "" {
+	if cfg.ReplicateToken != "" {
 		p, err := replicate.New(replicate.Config{
-			Token: a.cfg.ReplicateToken, BaseURL: a.cfg.ReplicateBaseURL, WebhookSecret: a.cfg.ReplicateSecret,
+			Token: cfg.ReplicateToken, BaseURL: cfg.ReplicateBaseURL, WebhookSecret: cfg.ReplicateSecret,
 			Models: catalog.ForProvider(entries, "replicate"), Fetch: fetchOpts(replicate.DefaultOutputHosts),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("replicate: %w", err)
 		}
-		if a.cfg.Webhooks && a.cfg.ReplicateSecret == "" {
-			if err := p.LoadWebhookSecret(context.Background()); err != nil {
-				a.log.Warn("replicate: no webhook secret; polling instead", "err", err)
+		if cfg.Webhooks && cfg.ReplicateSecret == "" {
+			if err := p.LoadWebhookSecret(ctx); err != nil {
+				log.Warn("replicate: no webhook secret; polling instead", "err", err)
 			}
 		}
 		out = append(out, p)
 	}
-	if a.cfg.FalKey != "" {
+	if cfg.FalKey != "" {
 		p, err := fal.New(fal.Config{
-			Key: a.cfg.FalKey, QueueURL: a.cfg.FalQueueURL, MaxConcurrent: a.cfg.FalConcurrency,
+			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency,
 			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
 		})
 		if err != nil {
@@ -191,32 +193,29 @@ func (a *app) remoteProviders() ([]provider.Provider, error) {
 // openBlobs picks the output store: S3 when a bucket is configured (the
 // bucket must exist and be writable, or darkroom refuses to start), else
 // a folder under the data directory served by /files links.
-func (a *app) openBlobs(secret []byte) error {
-	ctx := context.Background()
-	if a.cfg.S3.Bucket == "" {
-		l, err := blob.NewLocal(filepath.Join(a.cfg.DataDir, "files"), secret, a.cfg.PublicURL)
+func openBlobs(ctx context.Context, cfg *config, secret []byte) (blob.Store, http.Handler, error) {
+	if cfg.S3.Bucket == "" {
+		l, err := blob.NewLocal(filepath.Join(cfg.DataDir, "files"), secret, cfg.PublicURL)
 		if err != nil {
-			return fmt.Errorf("local file store: %w", err)
+			return nil, nil, fmt.Errorf("local file store: %w", err)
 		}
 		_, _ = l.Sweep(ctx, time.Hour) // temp files a crash left behind
-		a.blobs, a.files = l, l.Handler()
-		return nil
+		return l, l.Handler(), nil
 	}
-	s3, err := blob.NewS3(ctx, a.cfg.S3)
+	s3, err := blob.NewS3(ctx, cfg.S3)
 	if err != nil {
-		return fmt.Errorf("S3 storage: %w", err)
+		return nil, nil, fmt.Errorf("S3 storage: %w", err)
 	}
-	if a.cfg.CreateBucket {
+	if cfg.CreateBucket {
 		if err := s3.CreateBucket(ctx); err != nil {
-			return fmt.Errorf("create S3 bucket %q: %w", a.cfg.S3.Bucket, err)
+			return nil, nil, fmt.Errorf("create S3 bucket %q: %w", cfg.S3.Bucket, err)
 		}
 	}
 	if err := s3.CheckBucket(ctx); err != nil {
-		return fmt.Errorf("S3 bucket %q is not usable (%w); create it, fix DARKROOM_S3_* and the AWS credentials, or start with --create-bucket", a.cfg.S3.Bucket, err)
+		return nil, nil, fmt.Errorf("S3 bucket %q is not usable (%w); create it, fix DARKROOM_S3_* and the AWS credentials, or start with --create-bucket", cfg.S3.Bucket, err)
 	}
 	_, _ = s3.Sweep(ctx, time.Hour) // staging objects and unfinished uploads
-	a.blobs = s3
-	return nil
+	return s3, nil, nil
 }
 
 // overrides returns the caller's per-key limits.
