@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,34 +13,46 @@ import (
 )
 
 const clientUsage = `Usage:
-  darkroom client call TOOL [JSON-ARGS]   call a tool as a Tasks client, wait, print the result
-  darkroom client resume                  finish the tasks an earlier run left pending
+  darkroom client [flags] call TOOL [JSON-ARGS]   call a tool as a Tasks client, wait, print the result
+  darkroom client [flags] resume                  finish the tasks an earlier run left pending
 
-Flags (before the subcommand): --endpoint (DARKROOM_ENDPOINT, default http://127.0.0.1:8080/mcp),
---token (DARKROOM_TOKEN), --state (default ~/.cache/darkroom/client.db).
 `
+
+// clientConfig is the settings of darkroom client.
+type clientConfig struct {
+	Endpoint, Token, State string
+}
+
+func clientSettings() []setting[clientConfig] {
+	home, _ := os.UserHomeDir()
+	return []setting[clientConfig]{
+		{flag: "endpoint", env: envs("DARKROOM_ENDPOINT"), def: "http://127.0.0.1:8080/mcp",
+			help: "MCP endpoint",
+			set:  func(c *clientConfig, v string) error { c.Endpoint = v; return nil }},
+		{flag: "token", env: envs("DARKROOM_TOKEN"),
+			help: "bearer token (API key)",
+			set:  func(c *clientConfig, v string) error { c.Token = v; return nil }},
+		{flag: "state", env: envs("DARKROOM_CLIENT_STATE"), def: filepath.Join(home, ".cache", "darkroom", "client.db"),
+			doc: "`~/.cache/darkroom/client.db`", help: "task state file",
+			set: func(c *clientConfig, v string) error { c.State = v; return nil }},
+	}
+}
 
 // runClient is `darkroom client`: the Tasks flow from a shell, with task
 // ids kept in a local file so an interrupted wait can be resumed.
 func runClient(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("client", flag.ContinueOnError)
-	endpoint := fs.String("endpoint", env("DARKROOM_ENDPOINT", "http://127.0.0.1:8080/mcp"), "MCP endpoint")
-	token := fs.String("token", os.Getenv("DARKROOM_TOKEN"), "bearer token (API key)")
-	home, _ := os.UserHomeDir()
-	state := fs.String("state", filepath.Join(home, ".cache", "darkroom", "client.db"), "task state file")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), clientUsage) }
-	if err := fs.Parse(args); err != nil {
+	var cfg clientConfig
+	rest, err := parseSettings("client", clientSettings(), args, &cfg)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
 	if len(rest) == 0 {
-		fs.Usage()
-		return errors.New("client: name a subcommand")
+		return usageError{errors.New("client: name a subcommand")}
 	}
-	if err := os.MkdirAll(filepath.Dir(*state), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(cfg.State), 0o700); err != nil {
 		return err
 	}
-	c, err := client.New(client.Options{Endpoint: *endpoint, Token: *token, StatePath: *state, ClientName: "darkroom-cli", ClientVersion: buildVersion()})
+	c, err := client.New(client.Options{Endpoint: cfg.Endpoint, Token: cfg.Token, StatePath: cfg.State, ClientName: "darkroom-cli", ClientVersion: buildVersion()})
 	if err != nil {
 		return err
 	}
@@ -51,7 +62,7 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 	switch rest[0] {
 	case "call":
 		if len(rest) < 2 || len(rest) > 3 {
-			return errors.New("client call: want TOOL [JSON-ARGS]")
+			return usageError{errors.New("client call: want TOOL [JSON-ARGS]")}
 		}
 		toolArgs := json.RawMessage("{}")
 		if len(rest) == 3 {
@@ -87,5 +98,5 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("client: unknown subcommand %q", rest[0])
+	return usageError{fmt.Errorf("client: unknown subcommand %q", rest[0])}
 }

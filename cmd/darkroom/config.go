@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,7 +17,10 @@ import (
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
-// config is every setting, from flags with DARKROOM_* environment defaults.
+// config is every setting of serve and stdio, typed and validated.
+// parseConfig fills it from serverSettings: each is a flag whose default
+// comes from its environment variable. README.md's table lists the same
+// settings (TestREADMESettings).
 type config struct {
 	Addr           string
 	DataDir        string
@@ -34,7 +39,6 @@ type config struct {
 	ApprovalAbove  *int64 // credits above which a spend needs approval
 	DailyBudget    *int64
 	MaxInFlight    int
-	Auth           auth.Config
 	S3             blob.S3Config // Bucket set: outputs go to S3
 	CreateBucket   bool
 	Retention      time.Duration
@@ -51,133 +55,392 @@ type config struct {
 	// UnsafeOutputFetch allows plain-http and private-address output
 	// hosts: for tests against a local provider emulator only.
 	UnsafeOutputFetch bool
+	// Authentication settings as given, read by auth.ConfigFromEnv through
+	// authEnv (serve only; stdio is always the local principal).
+	APIKeys, APIKeysFile                         string
+	OAuthJWKSURL, OAuthJWKSFile                  string
+	OAuthIssuer, OAuthAudience                   string
+	OAuthScopes, OAuthClockSkew, OAuthAlgorithms string
+	AuthServers                                  []string // named in the protected resource metadata
+	// Derived, not settings.
+	Auth auth.Config // from the settings above (serve), or set by tests
 	// Webhooks is set when DARKROOM_PUBLIC_URL is configured: providers
 	// then call back instead of being polled.
 	Webhooks bool
 }
 
-func env(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
+// setting is one setting of T: a flag, its environment variables and its
+// default.
+type setting[T any] struct {
+	flag   string   // name, without dashes
+	env    []string // DARKROOM_* first; the first one set (non-empty) wins
+	def    string   // default, as text
+	doc    string   // the default as README.md and -h show it, when not def
+	help   string
+	isBool bool                       // a boolean flag: "--flag" alone means true
+	set    func(c *T, v string) error // parses and validates v into c
 }
 
-// parseConfig reads flags for cmd, each defaulting to its environment
-// variable, and validates them.
-func parseConfig(cmd string, args []string) (*config, error) {
+// fromEnv is the flag's default: the first environment variable that is
+// set and not empty, else def.
+func (s setting[T]) fromEnv() (value, from string) {
+	for _, e := range s.env {
+		if v, ok := os.LookupEnv(e); ok && v != "" {
+			return v, e
+		}
+	}
+	return s.def, ""
+}
+
+// shownDefault is the default for documentation.
+func (s setting[T]) shownDefault() string {
+	if s.doc != "" {
+		return s.doc
+	}
+	if s.def != "" {
+		return "`" + s.def + "`"
+	}
+	return ""
+}
+
+// usageError is a command line that does not parse: main exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// textValue is a setting's flag.Value: the text, parsed after all flags.
+type textValue struct {
+	v      *string
+	isBool bool
+	set    bool
+}
+
+func (t *textValue) String() string {
+	if t.v == nil {
+		return ""
+	}
+	return *t.v
+}
+func (t *textValue) Set(v string) error { *t.v, t.set = v, true; return nil }
+func (t *textValue) IsBoolFlag() bool   { return t.isBool }
+
+// parseSettings parses args as the flags of list into c: a flag overrides
+// its environment variable, which overrides the default. It returns the
+// arguments after the flags; -h and --help return flag.ErrHelp.
+func parseSettings[T any](cmd string, list []setting[T], args []string, c *T) ([]string, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	addr := fs.String("addr", env("DARKROOM_ADDR", "127.0.0.1:8080"), "HTTP listen address (DARKROOM_ADDR)")
-	data := fs.String("data", env("DARKROOM_DATA_DIR", "./darkroom-data"), "data directory: database and local files (DARKROOM_DATA_DIR)")
-	public := fs.String("public-url", env("DARKROOM_PUBLIC_URL", ""), "public base URL for links and webhooks (DARKROOM_PUBLIC_URL; default http://ADDR)")
-	latency := fs.String("local-latency", env("DARKROOM_LOCAL_LATENCY", "1"), "local provider latency scale, 0 = instant (DARKROOM_LOCAL_LATENCY)")
-	body := fs.String("max-body-bytes", env("DARKROOM_MAX_BODY_BYTES", strconv.Itoa(16<<20)), "request body cap (DARKROOM_MAX_BODY_BYTES)")
-	input := fs.String("max-input-bytes", env("DARKROOM_MAX_INPUT_BYTES", strconv.Itoa(10<<20)), "input image cap (DARKROOM_MAX_INPUT_BYTES)")
-	ttl := fs.String("link-ttl", env("DARKROOM_LINK_TTL", "15m"), "signed link lifetime (DARKROOM_LINK_TTL)")
-	origins := fs.String("allowed-origins", env("DARKROOM_ALLOWED_ORIGINS", ""), "comma-separated extra browser origins allowed on /mcp (DARKROOM_ALLOWED_ORIGINS)")
-	level := fs.String("log-level", env("DARKROOM_LOG_LEVEL", "info"), "debug, info, warn or error (DARKROOM_LOG_LEVEL)")
-	taskTTL := fs.String("task-ttl", env("DARKROOM_TASK_TTL", "24h"), "lifetime of a task (DARKROOM_TASK_TTL)")
-	pollRate := fs.String("poll-rate", env("DARKROOM_POLL_RATE", "5"), "polls per second per caller (DARKROOM_POLL_RATE)")
-	pollBurst := fs.String("poll-burst", env("DARKROOM_POLL_BURST", "20"), "poll burst per caller (DARKROOM_POLL_BURST)")
-	createRate := fs.String("create-rate", env("DARKROOM_CREATE_RATE", "1"), "generations started per second per caller (DARKROOM_CREATE_RATE)")
-	createBurst := fs.String("create-burst", env("DARKROOM_CREATE_BURST", "10"), "creation burst per caller (DARKROOM_CREATE_BURST)")
-	approval := fs.String("approval-above-credits", env("DARKROOM_APPROVAL_ABOVE_CREDITS", ""), "ask before spending more credits than this on one generation; empty = never (DARKROOM_APPROVAL_ABOVE_CREDITS)")
-	budget := fs.String("daily-budget", env("DARKROOM_DAILY_BUDGET", ""), "credits per caller per UTC day; empty = unlimited (DARKROOM_DAILY_BUDGET)")
-	inflight := fs.String("max-in-flight", env("DARKROOM_MAX_IN_FLIGHT", "4"), "generations per caller at the provider at once; more wait queued (DARKROOM_MAX_IN_FLIGHT)")
-	createBucket := fs.Bool("create-bucket", false, "create the S3 bucket if it does not exist")
-	retention := fs.String("retention", env("DARKROOM_RETENTION", "168h"), "how long outputs are kept (DARKROOM_RETENTION)")
-	giveUp := fs.String("storage-give-up", env("DARKROOM_STORAGE_GIVE_UP", "30m"), "how long to retry an unreachable output store before failing (DARKROOM_STORAGE_GIVE_UP)")
-	falConc := fs.String("fal-max-concurrent", env("DARKROOM_FAL_MAX_CONCURRENT", "2"), "fal requests in flight at once; more wait queued (DARKROOM_FAL_MAX_CONCURRENT)")
+	fs.SetOutput(io.Discard) // main prints errors and usage
+	vals := make([]textValue, len(list))
+	from := make([]string, len(list))
+	for i, s := range list {
+		v, e := s.fromEnv()
+		vals[i], from[i] = textValue{v: &v, isBool: s.isBool}, e
+		fs.Var(&vals[i], s.flag, s.help)
+	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
 	}
-	c := &config{Addr: *addr, DataDir: *data, PublicURL: strings.TrimSuffix(*public, "/"), CreateBucket: *createBucket}
-	c.Webhooks = c.PublicURL != ""
-	c.ReplicateToken, c.ReplicateBaseURL = os.Getenv("REPLICATE_API_TOKEN"), os.Getenv("DARKROOM_REPLICATE_BASE_URL")
-	c.ReplicateSecret = os.Getenv("DARKROOM_REPLICATE_WEBHOOK_SECRET")
-	c.FalKey, c.FalQueueURL = os.Getenv("FAL_KEY"), os.Getenv("DARKROOM_FAL_QUEUE_URL")
-	c.ModelsFile = os.Getenv("DARKROOM_MODELS_FILE")
-	for _, h := range strings.Split(os.Getenv("DARKROOM_OUTPUT_HOSTS"), ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			if host, _, err := net.SplitHostPort(h); err == nil {
-				h = host // hosts are matched by name; a port would never match
+	var errs []error
+	for i, s := range list {
+		if err := s.set(c, *vals[i].v); err != nil {
+			name := "--" + s.flag
+			if !vals[i].set && from[i] != "" {
+				name = from[i]
 			}
-			c.OutputHosts = append(c.OutputHosts, h)
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	c.UnsafeOutputFetch = os.Getenv("DARKROOM_UNSAFE_OUTPUT_FETCH") == `1`
-	c.S3 = blob.S3Config{
-		Bucket:         os.Getenv("DARKROOM_S3_BUCKET"),
-		Endpoint:       os.Getenv("DARKROOM_S3_ENDPOINT"),
-		Region:         env("DARKROOM_S3_REGION", "us-east-1"),
-		Prefix:         os.Getenv("DARKROOM_S3_PREFIX"),
-		PathStyle:      os.Getenv("DARKROOM_S3_PATH_STYLE") == "true" || os.Getenv("DARKROOM_S3_PATH_STYLE") == "1",
-		PublicEndpoint: os.Getenv("DARKROOM_S3_PUBLIC_ENDPOINT"),
-	}
-	var err error
-	if c.FalConcurrency, err = strconv.Atoi(*falConc); err != nil || c.FalConcurrency < 1 {
-		return nil, fmt.Errorf("DARKROOM_FAL_MAX_CONCURRENT: %q is not a positive integer", *falConc)
-	}
-	if c.Retention, err = time.ParseDuration(*retention); err != nil || c.Retention < time.Minute {
-		return nil, fmt.Errorf("DARKROOM_RETENTION: %q is not a duration of at least 1m", *retention)
-	}
-	if c.StorageGiveUp, err = time.ParseDuration(*giveUp); err != nil || c.StorageGiveUp < time.Second {
-		return nil, fmt.Errorf("DARKROOM_STORAGE_GIVE_UP: %q is not a duration of at least 1s", *giveUp)
-	}
-	if c.TaskTTL, err = time.ParseDuration(*taskTTL); err != nil || c.TaskTTL < time.Minute {
-		return nil, fmt.Errorf("DARKROOM_TASK_TTL: %q is not a duration of at least 1m", *taskTTL)
-	}
-	if c.PollRate, err = strconv.ParseFloat(*pollRate, 64); err != nil || c.PollRate <= 0 {
-		return nil, fmt.Errorf("DARKROOM_POLL_RATE: %q is not a positive number", *pollRate)
-	}
-	if c.CreateRate, err = strconv.ParseFloat(*createRate, 64); err != nil || c.CreateRate <= 0 {
-		return nil, fmt.Errorf("DARKROOM_CREATE_RATE: %q is not a positive number", *createRate)
-	}
-	if c.PollBurst, err = strconv.Atoi(*pollBurst); err != nil || c.PollBurst < 1 {
-		return nil, fmt.Errorf("DARKROOM_POLL_BURST: %q is not a positive integer", *pollBurst)
-	}
-	if c.CreateBurst, err = strconv.Atoi(*createBurst); err != nil || c.CreateBurst < 1 {
-		return nil, fmt.Errorf("DARKROOM_CREATE_BURST: %q is not a positive integer", *createBurst)
-	}
-	if c.MaxInFlight, err = strconv.Atoi(*inflight); err != nil || c.MaxInFlight < 0 {
-		return nil, fmt.Errorf("DARKROOM_MAX_IN_FLIGHT: %q is not a non-negative integer", *inflight)
-	}
-	if c.ApprovalAbove, err = optionalCredits("DARKROOM_APPROVAL_ABOVE_CREDITS", *approval); err != nil {
-		return nil, err
-	}
-	if c.DailyBudget, err = optionalCredits("DARKROOM_DAILY_BUDGET", *budget); err != nil {
-		return nil, err
-	}
-	if c.LocalLatency, err = local.ParseLatencyScale(*latency); err != nil {
-		return nil, fmt.Errorf("DARKROOM_LOCAL_LATENCY: %w", err)
-	}
-	if c.MaxBodyBytes, err = strconv.ParseInt(*body, 10, 64); err != nil || c.MaxBodyBytes < 1024 {
-		return nil, fmt.Errorf("DARKROOM_MAX_BODY_BYTES: %q is not a byte count >= 1024", *body)
-	}
-	if c.MaxInputBytes, err = strconv.ParseInt(*input, 10, 64); err != nil || c.MaxInputBytes < 1 {
-		return nil, fmt.Errorf("DARKROOM_MAX_INPUT_BYTES: %q is not a positive byte count", *input)
-	}
-	if c.LinkTTL, err = time.ParseDuration(*ttl); err != nil || c.LinkTTL < time.Second || c.LinkTTL > 7*24*time.Hour {
-		return nil, fmt.Errorf("DARKROOM_LINK_TTL: %q is not a duration between 1s and 168h", *ttl)
-	}
-	for _, o := range strings.Split(*origins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.AllowedOrigins = append(c.AllowedOrigins, strings.TrimSuffix(o, "/"))
+	return fs.Args(), errors.Join(errs...)
+}
+
+// writeSettings prints list for -h.
+func writeSettings[T any](w io.Writer, list []setting[T]) {
+	fmt.Fprintln(w, "Flags; each defaults to the environment variable beside it:")
+	for _, s := range list {
+		line := "  --" + s.flag + "  " + strings.Join(s.env, " or ")
+		if d := strings.ReplaceAll(s.shownDefault(), "`", ""); d != "" {
+			line += "  (default " + d + ")"
 		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, s.help)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
-		return nil, fmt.Errorf("DARKROOM_LOG_LEVEL: %w", err)
+}
+
+// parseConfig reads the flags of serve or stdio (cmd), each defaulting to
+// its environment variable, and validates them.
+func parseConfig(cmd string, args []string) (*config, error) {
+	c := &config{}
+	rest, err := parseSettings(cmd, serverSettings(cmd), args, c)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q", rest[0])}
+	}
+	c.Webhooks = c.PublicURL != ""
+	if len(c.AuthServers) == 0 && c.OAuthIssuer != "" {
+		c.AuthServers = []string{c.OAuthIssuer}
 	}
 	return c, nil
 }
 
-func optionalCredits(name, v string) (*int64, error) {
+// authEnv is the getenv through which auth.ConfigFromEnv reads the
+// authentication settings.
+func (c *config) authEnv(name string) string {
+	switch name {
+	case auth.EnvAPIKeysFile:
+		return c.APIKeysFile
+	case auth.EnvAPIKeys:
+		return c.APIKeys
+	case auth.EnvOAuthJWKSURL:
+		return c.OAuthJWKSURL
+	case auth.EnvOAuthJWKSFile:
+		return c.OAuthJWKSFile
+	case auth.EnvOAuthIssuer:
+		return c.OAuthIssuer
+	case auth.EnvOAuthAudience:
+		return c.OAuthAudience
+	case auth.EnvOAuthScopes:
+		return c.OAuthScopes
+	case auth.EnvOAuthClockSkew:
+		return c.OAuthClockSkew
+	case auth.EnvOAuthAlgorithms:
+		return c.OAuthAlgorithms
+	}
+	return ""
+}
+
+// serverSettings are the settings of serve and stdio (cmd): stdio listens
+// on a free port unless told otherwise.
+func serverSettings(cmd string) []setting[config] {
+	addr := "127.0.0.1:8080"
+	if cmd == "stdio" {
+		addr = "127.0.0.1:0"
+	}
+	text := func(p func(*config) *string) func(*config, string) error {
+		return func(c *config, v string) error { *p(c) = v; return nil }
+	}
+	return []setting[config]{
+		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `127.0.0.1:0`",
+			help: "HTTP listen address (stdio serves only /files on it)",
+			set:  text(func(c *config) *string { return &c.Addr })},
+		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
+			help: "data directory: database and local files",
+			set:  text(func(c *config) *string { return &c.DataDir })},
+		{flag: "public-url", env: envs("DARKROOM_PUBLIC_URL"), doc: "`http://ADDR`",
+			help: "public base URL for links and webhooks",
+			set:  func(c *config, v string) error { c.PublicURL = strings.TrimSuffix(v, "/"); return nil }},
+		{flag: "local-latency", env: envs("DARKROOM_LOCAL_LATENCY"), def: "1",
+			help: "local provider latency scale, 0 = instant",
+			set:  func(c *config, v string) (err error) { c.LocalLatency, err = local.ParseLatencyScale(v); return err }},
+		{flag: "max-body-bytes", env: envs("DARKROOM_MAX_BODY_BYTES"), def: strconv.Itoa(16 << 20),
+			help: "request body cap",
+			set:  func(c *config, v string) (err error) { c.MaxBodyBytes, err = byteCount(v, 1024); return err }},
+		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
+			help: "input image cap",
+			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
+		{flag: "link-ttl", env: envs("DARKROOM_LINK_TTL"), def: "15m",
+			help: "signed link lifetime",
+			set: func(c *config, v string) (err error) {
+				c.LinkTTL, err = duration(v, time.Second, 7*24*time.Hour)
+				return err
+			}},
+		{flag: "allowed-origins", env: envs("DARKROOM_ALLOWED_ORIGINS"), doc: "loopback only",
+			help: "comma-separated extra browser origins allowed on /mcp",
+			set: func(c *config, v string) error {
+				c.AllowedOrigins = nil
+				for _, o := range list(v) {
+					c.AllowedOrigins = append(c.AllowedOrigins, strings.TrimSuffix(o, "/"))
+				}
+				return nil
+			}},
+		{flag: "log-level", env: envs("DARKROOM_LOG_LEVEL"), def: "info",
+			help: "debug, info, warn or error",
+			set:  func(c *config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",
+			help: "lifetime of a task",
+			set:  func(c *config, v string) (err error) { c.TaskTTL, err = duration(v, time.Minute, 0); return err }},
+		{flag: "poll-rate", env: envs("DARKROOM_POLL_RATE"), def: "5",
+			help: "polls per second per caller",
+			set:  func(c *config, v string) (err error) { c.PollRate, err = rate(v); return err }},
+		{flag: "poll-burst", env: envs("DARKROOM_POLL_BURST"), def: "20",
+			help: "poll burst per caller",
+			set:  func(c *config, v string) (err error) { c.PollBurst, err = count(v, 1); return err }},
+		{flag: "create-rate", env: envs("DARKROOM_CREATE_RATE"), def: "1",
+			help: "generations started per second per caller",
+			set:  func(c *config, v string) (err error) { c.CreateRate, err = rate(v); return err }},
+		{flag: "create-burst", env: envs("DARKROOM_CREATE_BURST"), def: "10",
+			help: "creation burst per caller",
+			set:  func(c *config, v string) (err error) { c.CreateBurst, err = count(v, 1); return err }},
+		{flag: "daily-budget", env: envs("DARKROOM_DAILY_BUDGET"), doc: "unlimited",
+			help: "credits per caller per UTC day; empty = unlimited",
+			set:  func(c *config, v string) (err error) { c.DailyBudget, err = optionalCredits(v); return err }},
+		{flag: "approval-above-credits", env: envs("DARKROOM_APPROVAL_ABOVE_CREDITS"), doc: "off",
+			help: "ask before spending more credits than this on one generation; empty = never",
+			set:  func(c *config, v string) (err error) { c.ApprovalAbove, err = optionalCredits(v); return err }},
+		{flag: "max-in-flight", env: envs("DARKROOM_MAX_IN_FLIGHT"), def: "4",
+			help: "generations per caller at the provider at once; more wait queued",
+			set:  func(c *config, v string) (err error) { c.MaxInFlight, err = count(v, 0); return err }},
+		{flag: "api-keys", env: envs(auth.EnvAPIKeys),
+			help: "API keys: name=secret[;overrides],... (prefer the environment to a flag for secrets)",
+			set:  text(func(c *config) *string { return &c.APIKeys })},
+		{flag: "api-keys-file", env: envs(auth.EnvAPIKeysFile),
+			help: "file of API keys, one name=secret[;overrides] per line",
+			set:  text(func(c *config) *string { return &c.APIKeysFile })},
+		{flag: "oauth-jwks-url", env: envs(auth.EnvOAuthJWKSURL),
+			help: "JWKS URL for OAuth access tokens (turns OAuth on)",
+			set:  text(func(c *config) *string { return &c.OAuthJWKSURL })},
+		{flag: "oauth-jwks-file", env: envs(auth.EnvOAuthJWKSFile),
+			help: "JWKS file for OAuth access tokens (turns OAuth on)",
+			set:  text(func(c *config) *string { return &c.OAuthJWKSFile })},
+		{flag: "oauth-issuer", env: envs(auth.EnvOAuthIssuer),
+			help: "required token issuer",
+			set:  text(func(c *config) *string { return &c.OAuthIssuer })},
+		{flag: "oauth-audience", env: envs(auth.EnvOAuthAudience), doc: "`PUBLIC_URL/mcp`",
+			help: "required token audience",
+			set:  text(func(c *config) *string { return &c.OAuthAudience })},
+		{flag: "oauth-scopes", env: envs(auth.EnvOAuthScopes),
+			help: "required scopes, space or comma separated",
+			set:  text(func(c *config) *string { return &c.OAuthScopes })},
+		{flag: "oauth-clock-skew", env: envs(auth.EnvOAuthClockSkew), doc: "`30s`",
+			help: "leeway for token times",
+			set:  text(func(c *config) *string { return &c.OAuthClockSkew })},
+		{flag: "oauth-algorithms", env: envs(auth.EnvOAuthAlgorithms), doc: "`RS256,ES256,EdDSA`",
+			help: "accepted signing algorithms",
+			set:  text(func(c *config) *string { return &c.OAuthAlgorithms })},
+		{flag: "oauth-authorization-servers", env: envs("DARKROOM_OAUTH_AUTHORIZATION_SERVERS"), doc: "the issuer",
+			help: "comma-separated authorization servers named in /.well-known/oauth-protected-resource",
+			set:  func(c *config, v string) error { c.AuthServers = list(v); return nil }},
+		{flag: "s3-bucket", env: envs("DARKROOM_S3_BUCKET"),
+			help: "store outputs in this S3 bucket instead of the local folder",
+			set:  text(func(c *config) *string { return &c.S3.Bucket })},
+		{flag: "s3-endpoint", env: envs("DARKROOM_S3_ENDPOINT"), doc: "AWS",
+			help: "S3 endpoint URL, for S3-compatible servers",
+			set:  text(func(c *config) *string { return &c.S3.Endpoint })},
+		{flag: "s3-region", env: envs("DARKROOM_S3_REGION"), def: "us-east-1",
+			help: "S3 region",
+			set:  text(func(c *config) *string { return &c.S3.Region })},
+		{flag: "s3-prefix", env: envs("DARKROOM_S3_PREFIX"),
+			help: "key prefix of outputs in the bucket",
+			set:  text(func(c *config) *string { return &c.S3.Prefix })},
+		{flag: "s3-path-style", env: envs("DARKROOM_S3_PATH_STYLE"), def: "false", isBool: true,
+			help: "path-style bucket addressing",
+			set:  func(c *config, v string) (err error) { c.S3.PathStyle, err = strconv.ParseBool(v); return err }},
+		{flag: "s3-public-endpoint", env: envs("DARKROOM_S3_PUBLIC_ENDPOINT"), doc: "the endpoint",
+			help: "endpoint that presigned links name",
+			set:  text(func(c *config) *string { return &c.S3.PublicEndpoint })},
+		{flag: "create-bucket", env: envs("DARKROOM_CREATE_BUCKET"), def: "false", isBool: true,
+			help: "create the S3 bucket if it does not exist",
+			set:  func(c *config, v string) (err error) { c.CreateBucket, err = strconv.ParseBool(v); return err }},
+		{flag: "retention", env: envs("DARKROOM_RETENTION"), def: "168h",
+			help: "how long outputs are kept",
+			set:  func(c *config, v string) (err error) { c.Retention, err = duration(v, time.Minute, 0); return err }},
+		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
+			help: "how long to retry an unreachable output store before failing",
+			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},
+		{flag: "replicate-api-token", env: envs("DARKROOM_REPLICATE_API_TOKEN", "REPLICATE_API_TOKEN"),
+			help: "Replicate API token; turns Replicate on",
+			set:  text(func(c *config) *string { return &c.ReplicateToken })},
+		{flag: "replicate-base-url", env: envs("DARKROOM_REPLICATE_BASE_URL"), doc: "`https://api.replicate.com`",
+			help: "Replicate API origin",
+			set:  text(func(c *config) *string { return &c.ReplicateBaseURL })},
+		{flag: "replicate-webhook-secret", env: envs("DARKROOM_REPLICATE_WEBHOOK_SECRET"), doc: "fetched from Replicate",
+			help: "Replicate webhook signing secret (whsec_...)",
+			set:  text(func(c *config) *string { return &c.ReplicateSecret })},
+		{flag: "fal-key", env: envs("DARKROOM_FAL_KEY", "FAL_KEY"),
+			help: "fal API key; turns fal on",
+			set:  text(func(c *config) *string { return &c.FalKey })},
+		{flag: "fal-queue-url", env: envs("DARKROOM_FAL_QUEUE_URL"), doc: "`https://queue.fal.run`",
+			help: "fal queue origin",
+			set:  text(func(c *config) *string { return &c.FalQueueURL })},
+		{flag: "fal-max-concurrent", env: envs("DARKROOM_FAL_MAX_CONCURRENT"), def: "2",
+			help: "fal requests in flight at once; more wait queued",
+			set:  func(c *config, v string) (err error) { c.FalConcurrency, err = count(v, 1); return err }},
+		{flag: "models-file", env: envs("DARKROOM_MODELS_FILE"), doc: "embedded catalog",
+			help: "JSON model catalog merged over the embedded one",
+			set:  text(func(c *config) *string { return &c.ModelsFile })},
+		{flag: "output-hosts", env: envs("DARKROOM_OUTPUT_HOSTS"), doc: "provider defaults",
+			help: "comma-separated extra hosts outputs may be fetched from",
+			set: func(c *config, v string) error {
+				c.OutputHosts = nil
+				for _, h := range list(v) {
+					if host, _, err := net.SplitHostPort(h); err == nil {
+						h = host // hosts are matched by name; a port would never match
+					}
+					c.OutputHosts = append(c.OutputHosts, h)
+				}
+				return nil
+			}},
+		{flag: "unsafe-output-fetch", env: envs("DARKROOM_UNSAFE_OUTPUT_FETCH"), def: "false", isBool: true,
+			help: "allow plain-http and private-address output hosts: for tests against a local emulator only",
+			set:  func(c *config, v string) (err error) { c.UnsafeOutputFetch, err = strconv.ParseBool(v); return err }},
+	}
+}
+
+func envs(names ...string) []string { return names }
+
+// list splits a comma-separated value, dropping empty items.
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// duration parses a duration of at least lo and, when hi > 0, at most hi.
+func duration(v string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case hi > 0 && (err != nil || d < lo || d > hi):
+		return 0, fmt.Errorf("%q is not a duration between %v and %v", v, lo, hi)
+	case err != nil || d < lo:
+		return 0, fmt.Errorf("%q is not a duration of at least %v", v, lo)
+	}
+	return d, nil
+}
+
+// count parses an integer of at least lo (0 or 1).
+func count(v string, lo int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo {
+		if lo > 0 {
+			return 0, fmt.Errorf("%q is not a positive integer", v)
+		}
+		return 0, fmt.Errorf("%q is not a non-negative integer", v)
+	}
+	return n, nil
+}
+
+func rate(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return 0, fmt.Errorf("%q is not a positive number", v)
+	}
+	return f, nil
+}
+
+func byteCount(v string, lo int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo {
+		return 0, fmt.Errorf("%q is not a byte count of at least %d", v, lo)
+	}
+	return n, nil
+}
+
+// optionalCredits parses a credit count; empty is none.
+func optionalCredits(v string) (*int64, error) {
 	if v == "" {
 		return nil, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return nil, fmt.Errorf("%s: %q is not a credit count", name, v)
+		return nil, fmt.Errorf("%q is not a credit count", v)
 	}
 	return &n, nil
 }

@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server/auth"
 )
+
+const serveUsage = `Usage: darkroom serve [flags]
+
+Serves MCP over Streamable HTTP at /mcp, output files at /files and
+provider webhooks at /webhooks.
+
+`
 
 func serve(ctx context.Context, args []string) error {
 	cfg, err := parseConfig("serve", args)
@@ -22,7 +28,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Auth, err = auth.ConfigFromEnv(os.Getenv, cfg.PublicURL+"/mcp"); err != nil {
+	if cfg.Auth, err = auth.ConfigFromEnv(cfg.authEnv, cfg.PublicURL+"/mcp"); err != nil {
 		_ = ln.Close()
 		return err
 	}

@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+const stdioUsage = `Usage: darkroom stdio [flags]
+
+Serves MCP over stdin/stdout as the single local principal, and output
+files over loopback HTTP.
+
+`
 
 func stdio(ctx context.Context, args []string) error {
 	cfg, err := parseConfig("stdio", args)
@@ -18,10 +23,7 @@ func stdio(ctx context.Context, args []string) error {
 	}
 	log := newLogger(cfg.LogLevel)
 	// Output links point at /files, so stdio still serves files (only
-	// files) over loopback HTTP; a free port unless DARKROOM_ADDR says.
-	if _, set := os.LookupEnv("DARKROOM_ADDR"); !set && !flagSet(args, "addr") {
-		cfg.Addr = "127.0.0.1:0"
-	}
+	// files) over loopback HTTP: on a free port unless --addr says.
 	ln, err := listen(cfg)
 	if err != nil {
 		return err
@@ -49,13 +51,4 @@ func stdio(ctx context.Context, args []string) error {
 	cancel()
 	<-bgDone
 	return err
-}
-
-func flagSet(args []string, name string) bool {
-	for _, a := range args {
-		if a == "-"+name || a == "--"+name || strings.HasPrefix(a, "-"+name+"=") || strings.HasPrefix(a, "--"+name+"=") {
-			return true
-		}
-	}
-	return false
 }

@@ -1,6 +1,10 @@
 package main
 
-import "runtime/debug"
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+)
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
@@ -13,4 +17,22 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+const versionUsage = `Usage: darkroom version
+
+Prints the version.
+`
+
+// runVersion is `darkroom version`; it takes no flags but -h.
+func runVersion(args []string, out io.Writer) error {
+	rest, err := parseSettings[struct{}]("version", nil, args, &struct{}{})
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError{fmt.Errorf("version: unexpected argument %q", rest[0])}
+	}
+	_, err = fmt.Fprintln(out, "darkroom", buildVersion())
+	return err
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -276,7 +275,7 @@ func (a *app) serverConfig() server.Config {
 		Logger:         a.log,
 		Auth:           a.auth,
 		ResourceURL:    a.cfg.PublicURL + "/mcp",
-		AuthServers:    authServers(),
+		AuthServers:    a.cfg.AuthServers,
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
@@ -288,21 +287,6 @@ func capabilities() *mcp.ServerCapabilities {
 	c := &mcp.ServerCapabilities{}
 	c.AddExtension(tasks.ExtensionID, nil)
 	return c
-}
-
-func authServers() []string {
-	var out []string
-	for _, s := range strings.Split(os.Getenv("DARKROOM_OAUTH_AUTHORIZATION_SERVERS"), ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		if iss := os.Getenv("DARKROOM_OAUTH_ISSUER"); iss != "" {
-			out = []string{iss}
-		}
-	}
-	return out
 }
 
 func (a *app) handler() http.Handler { return server.Handler(a.serverConfig(), a.mcp) }
