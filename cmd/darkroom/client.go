@@ -42,7 +42,7 @@ func clientSettings() []setting[clientConfig] {
 // ids kept in a local file so an interrupted wait can be resumed.
 func runClient(ctx context.Context, args []string, out io.Writer) error {
 	var cfg clientConfig
-	rest, err := parseSettings("client", clientSettings(), args, &cfg)
+	rest, err := parseSettings("client", clientSettings(), args, true, &cfg)
 	if err != nil {
 		return err
 	}

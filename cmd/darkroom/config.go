@@ -111,31 +111,26 @@ func (e usageError) Unwrap() error { return e.err }
 
 // textValue is a setting's flag.Value: the text, parsed after all flags.
 type textValue struct {
-	v      *string
-	isBool bool
-	set    bool
+	v           string
+	isBool, set bool
 }
 
-func (t *textValue) String() string {
-	if t.v == nil {
-		return ""
-	}
-	return *t.v
-}
-func (t *textValue) Set(v string) error { *t.v, t.set = v, true; return nil }
+func (t *textValue) String() string     { return t.v }
+func (t *textValue) Set(v string) error { t.v, t.set = v, true; return nil }
 func (t *textValue) IsBoolFlag() bool   { return t.isBool }
 
 // parseSettings parses args as the flags of list into c: a flag overrides
 // its environment variable, which overrides the default. It returns the
-// arguments after the flags; -h and --help return flag.ErrHelp.
-func parseSettings[T any](cmd string, list []setting[T], args []string, c *T) ([]string, error) {
+// arguments after the flags, which are a usage error unless positional;
+// -h and --help return flag.ErrHelp.
+func parseSettings[T any](cmd string, list []setting[T], args []string, positional bool, c *T) ([]string, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // main prints errors and usage
 	vals := make([]textValue, len(list))
 	from := make([]string, len(list))
 	for i, s := range list {
 		v, e := s.fromEnv()
-		vals[i], from[i] = textValue{v: &v, isBool: s.isBool}, e
+		vals[i], from[i] = textValue{v: v, isBool: s.isBool}, e
 		fs.Var(&vals[i], s.flag, s.help)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -144,9 +139,12 @@ func parseSettings[T any](cmd string, list []setting[T], args []string, c *T) ([
 		}
 		return nil, usageError{err}
 	}
+	if !positional && fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
 	var errs []error
 	for i, s := range list {
-		if err := s.set(c, *vals[i].v); err != nil {
+		if err := s.set(c, vals[i].v); err != nil {
 			name := "--" + s.flag
 			if !vals[i].set && from[i] != "" {
 				name = from[i]
@@ -173,12 +171,8 @@ func writeSettings[T any](w io.Writer, list []setting[T]) {
 // its environment variable, and validates them.
 func parseConfig(cmd string, args []string) (*config, error) {
 	c := &config{}
-	rest, err := parseSettings(cmd, serverSettings(cmd), args, c)
-	if err != nil {
+	if _, err := parseSettings(cmd, serverSettings(cmd), args, false, c); err != nil {
 		return nil, err
-	}
-	if len(rest) > 0 {
-		return nil, usageError{fmt.Errorf("unexpected argument %q", rest[0])}
 	}
 	c.Webhooks = c.PublicURL != ""
 	if len(c.AuthServers) == 0 && c.OAuthIssuer != "" {

@@ -18,6 +18,7 @@ provider webhooks at /webhooks.
 
 `
 
+// serve is `darkroom serve`.
 func serve(ctx context.Context, args []string) error {
 	cfg, err := parseConfig("serve", args)
 	if err != nil {

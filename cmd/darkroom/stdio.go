@@ -16,6 +16,7 @@ files over loopback HTTP.
 
 `
 
+// stdio is `darkroom stdio`.
 func stdio(ctx context.Context, args []string) error {
 	cfg, err := parseConfig("stdio", args)
 	if err != nil {

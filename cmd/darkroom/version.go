@@ -26,13 +26,9 @@ Prints the version.
 
 // runVersion is `darkroom version`; it takes no flags but -h.
 func runVersion(args []string, out io.Writer) error {
-	rest, err := parseSettings[struct{}]("version", nil, args, &struct{}{})
-	if err != nil {
+	if _, err := parseSettings[struct{}]("version", nil, args, false, &struct{}{}); err != nil {
 		return err
 	}
-	if len(rest) > 0 {
-		return usageError{fmt.Errorf("version: unexpected argument %q", rest[0])}
-	}
-	_, err = fmt.Fprintln(out, "darkroom", buildVersion())
+	_, err := fmt.Fprintln(out, "darkroom", buildVersion())
 	return err
 }
