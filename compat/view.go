@@ -52,6 +52,11 @@ func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // View renders g, minting a signed link per output.
 func (t *Tools) View(ctx context.Context, g *generation.Generation) (*GenerationView, error) {
+	return View(ctx, t.svc, g)
+}
+
+// View renders g, minting a signed link per output.
+func View(ctx context.Context, svc *generation.Service, g *generation.Generation) (*GenerationView, error) {
 	v := &GenerationView{
 		GenerationID:    g.ID,
 		ModelID:         g.ModelID,
@@ -71,11 +76,11 @@ func (t *Tools) View(ctx context.Context, g *generation.Generation) (*Generation
 	}
 	if g.OutputsExpired {
 		v.OutputsExpired = true
-		v.StatusMessage = fmt.Sprintf("completed; the outputs were kept for %s and have been deleted", t.svc.Retention())
+		v.StatusMessage = fmt.Sprintf("completed; the outputs were kept for %s and have been deleted", svc.Retention())
 		return v, nil
 	}
 	for _, o := range g.Outputs {
-		url, exp, err := t.svc.Link(ctx, o.StoredBlob)
+		url, exp, err := svc.Link(ctx, o.StoredBlob)
 		if err != nil {
 			return nil, fmt.Errorf("sign output link: %w", err)
 		}
@@ -117,7 +122,13 @@ func (v *GenerationView) summary() string {
 // generation that failed because of the provider is a tool error
 // (isError), so the model can change its request.
 func (t *Tools) Result(ctx context.Context, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
-	v, err := t.View(ctx, g)
+	return Result(ctx, t.svc, g, timedOut)
+}
+
+// Result is Tools.Result for a caller without the tools (a task's result
+// is exactly what generate with wait:true returns).
+func Result(ctx context.Context, svc *generation.Service, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
+	v, err := View(ctx, svc, g)
 	if err != nil {
 		return nil, err
 	}

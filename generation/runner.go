@@ -70,7 +70,8 @@ type Runner struct {
 	wg          sync.WaitGroup
 }
 
-// NewRunner builds a runner for the service and hooks its Kick.
+// NewRunner builds a runner for the service; the service's writes that
+// make work due wake it.
 func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Workers == 0 {
 		cfg.Workers = 16
@@ -93,8 +94,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: make(chan struct{}, 1), sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
-	s.cfg.Kick = r.Kick
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
 	return r
 }
 

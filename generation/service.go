@@ -62,7 +62,8 @@ type Config struct {
 	// Budget is the caller's daily credit limit (nil result: unlimited),
 	// decided inside the creating transaction.
 	Budget func(ctx context.Context, owner string) *int64
-	// Kick wakes the runner after a write that makes work due.
+	// Kick, when set, is told of every write that makes work due (the
+	// runner is woken in any case).
 	Kick func()
 }
 
@@ -70,6 +71,7 @@ type Config struct {
 type Service struct {
 	cfg       Config
 	store     Store
+	kicks     chan struct{} // wakes the runner
 	models    []provider.Model
 	modelByID map[string]provider.Model
 	providers map[string]provider.Provider
@@ -98,7 +100,7 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	s := &Service{cfg: cfg, store: cfg.Store, modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
+	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
 		for _, m := range p.Models() {
@@ -111,6 +113,15 @@ func NewService(cfg Config) (*Service, error) {
 		}
 	}
 	return s, nil
+}
+
+// kick wakes the runner: a write made work due.
+func (s *Service) kick() {
+	select {
+	case s.kicks <- struct{}{}:
+	default:
+	}
+	s.cfg.Kick()
 }
 
 // Hub returns the change hub.
@@ -335,7 +346,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, false, err
 	}
 	if status == StatusQueued {
-		s.cfg.Kick()
+		s.kick()
 	}
 	return fresh, false, nil
 }
@@ -534,7 +545,7 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 		outcome = CancelRequested // asked before; still waiting on the provider
 	}
 	if outcome == CancelRequested {
-		s.cfg.Kick()
+		s.kick()
 	}
 	return g, outcome, nil
 }
@@ -624,7 +635,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		return tx.Apply(ctx, c)
 	})
 	if err == nil && g.Status == StatusQueued {
-		s.cfg.Kick()
+		s.kick()
 	}
 	return g, err
 }

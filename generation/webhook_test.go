@@ -93,6 +93,8 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	if done.Status != StatusFailed || done.ErrorKind != ErrorProvider || done.ErrorMessage != failed.Status.Error {
 		t.Fatalf("after restart: %s %s %q", done.Status, done.ErrorKind, done.ErrorMessage)
 	}
+	second.stop() // the step that applied them has finished
+	second.stop = func() {}
 	if pending, _ := second.db.Generations().HasPendingDelivery(ctx, g.ID); pending {
 		t.Fatal("deliveries left unconsumed")
 	}

@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
@@ -19,18 +17,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// refPrefix marks tasks that follow a generation.
-const refPrefix = "generation"
-
-func genRef(id string) string { return refPrefix + ":" + id }
-
 // GenTasks maps generations onto tasks for clients that declare the Tasks
 // extension, and runs the spend-approval gate for every client. It is the
-// tasks package's Kind for generation tasks and generation's Observer.
+// tasks package's Kind for generation tasks.
 type GenTasks struct {
-	D     *tasks.Dispatcher
-	Svc   *generation.Service
-	Tools *compat.Tools
+	*Mirror
+	Svc *generation.Service
 	// TTL is a new task's lifetime.
 	TTL time.Duration
 	// ApprovalAbove returns the caller's spend threshold (nil: no gate).
@@ -38,161 +30,28 @@ type GenTasks struct {
 	// Approval signs and checks the MRTR requestState of a spend approval
 	// asked without tasks.
 	Approval ApprovalToken
-
-	ids taskIndex
-}
-
-// taskIndex remembers which task follows a generation, which never
-// changes: a status change then finds its task by id, without a search by
-// ref. Bounded; a miss searches.
-type taskIndex struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-const taskIndexMax = 100_000
-
-func (x *taskIndex) get(genID string) (string, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	id, ok := x.m[genID]
-	return id, ok
-}
-
-func (x *taskIndex) put(genID, taskID string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.m == nil || len(x.m) >= taskIndexMax {
-		x.m = map[string]string{}
-	}
-	x.m[genID] = taskID
-}
-
-// task finds the task following a generation, inside tx when non-nil.
-func (g *GenTasks) task(ctx context.Context, tx tasks.Tx, genID string) (*tasks.Task, error) {
-	store := g.D.Store()
-	if id, ok := g.ids.get(genID); ok {
-		if tx != nil {
-			return store.GetTx(ctx, tx, id)
-		}
-		return store.Get(ctx, id)
-	}
-	t, err := store.ByRef(ctx, tx, genRef(genID))
-	if err == nil {
-		g.ids.put(genID, t.ID)
-	}
-	return t, err
 }
 
 const approveKeyPrefix = "approve_spend"
 
-// Register makes g the kind of generation tasks and lets the dispatcher
-// serve a Tasks client's generate itself (see tasks.ServeTool).
-func (g *GenTasks) Register() {
+// Register makes g the kind of generation tasks, and lets the dispatcher
+// serve a Tasks client's generate itself (see tasks.ServeTool) with the
+// tools' own handler.
+func (g *GenTasks) Register(generate mcp.ToolHandler) {
 	g.D.Register(refPrefix, g)
-	g.D.ServeTool("generate", g.leanGenerate)
+	g.D.ServeTool("generate", leanGenerate(generate))
 }
 
 // leanGenerate is generate for the dispatcher's own tools/call path. A
 // call with an input image goes the full way: the image is fetched or
 // decoded before generate knows its answer, and a refused call would
 // fetch it twice.
-func (g *GenTasks) leanGenerate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) {
-		return nil, nil
-	}
-	return g.Tools.Generate(ctx, req)
-}
-
-// taskStatus is the status mapping of a generation onto its task, as
-// data: a failure is a tool error (completed, result.isError) when the
-// provider refused, and a task failure when darkroom failed.
-var taskStatus = []struct {
-	gen  generation.Status
-	kind generation.ErrorKind // for failed only
-	task tasks.Status
-}{
-	{generation.StatusReserved, "", tasks.StatusWorking}, // input_required while the approval is asked (see Changed)
-	{generation.StatusQueued, "", tasks.StatusWorking},
-	{generation.StatusRunning, "", tasks.StatusWorking},
-	{generation.StatusCompleted, "", tasks.StatusCompleted},
-	{generation.StatusFailed, generation.ErrorProvider, tasks.StatusCompleted},
-	{generation.StatusFailed, generation.ErrorInternal, tasks.StatusFailed},
-	{generation.StatusCancelled, "", tasks.StatusCancelled},
-}
-
-// TaskStatus maps a generation's status (and, when failed, its error
-// kind) onto its task's status.
-func TaskStatus(gen *generation.Generation) (tasks.Status, bool) {
-	for _, m := range taskStatus {
-		if m.gen == gen.Status && (m.kind == "" || m.kind == gen.ErrorKind) {
-			return m.task, true
+func leanGenerate(generate mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) {
+			return nil, nil
 		}
-	}
-	return "", false
-}
-
-// unitOfWork is the task side of a generation's transaction: engines
-// give one transaction that serves both stores.
-func unitOfWork(tx generation.Tx) (tasks.Tx, error) {
-	ttx, ok := tx.(tasks.Tx)
-	if !ok {
-		return nil, fmt.Errorf("gentask: the generation store's transaction %T is not a task store transaction", tx)
-	}
-	return ttx, nil
-}
-
-// Changed keeps the task row in step with its generation, inside the
-// generation's write transaction. Terminal task states never change: the
-// store's compare-and-set refuses.
-func (g *GenTasks) Changed(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
-	tx, err := unitOfWork(gtx)
-	if err != nil {
-		return err
-	}
-	store := g.D.Store()
-	t, err := g.task(ctx, tx, gen.ID)
-	if errors.Is(err, tasks.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	status, ok := TaskStatus(gen)
-	if !ok {
-		return fmt.Errorf("gentask: no task status for generation status %q (%q)", gen.Status, gen.ErrorKind)
-	}
-	switch {
-	case gen.Status == generation.StatusReserved && len(t.InputRequests) > 0:
-		return nil // still waiting for the approval answer
-	case !status.Terminal():
-		msg := gen.StatusMessage
-		if gen.Progress > 0 && !strings.Contains(msg, "%") {
-			msg = fmt.Sprintf("%s (%.0f%%)", msg, gen.Progress*100)
-		}
-		if gen.Status != generation.StatusReserved {
-			t.InputRequests = nil
-		}
-		_, err = store.SetActive(ctx, tx, t, status, msg)
-	case status == tasks.StatusFailed:
-		_, err = store.Finish(ctx, tx, t.ID, status, gen.StatusMessage, nil,
-			&tasks.Error{Code: tasks.CodeInternal, Message: gen.ErrorMessage})
-	default:
-		// A completed result carries links minted per read: rendered by
-		// Result.
-		_, err = store.Finish(ctx, tx, t.ID, status, gen.StatusMessage, nil, nil)
-	}
-	return err
-}
-
-// Notify pushes a committed generation change to task listeners.
-func (g *GenTasks) Notify(genID string) {
-	if id, ok := g.ids.get(genID); ok {
-		g.D.Store().Notify(id)
-		return
-	}
-	if t, err := g.task(context.Background(), nil, genID); err == nil {
-		g.D.Store().Notify(t.ID)
+		return generate(ctx, req)
 	}
 }
 
@@ -242,7 +101,7 @@ func (g *GenTasks) Result(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 		return nil, err
 	}
 	timedOut := false
-	res, err := g.Tools.Result(ctx, gen, &timedOut)
+	res, err := compat.Result(ctx, g.Svc, gen, &timedOut)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +173,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 	} else {
 		if task, err = g.task(ctx, nil, gen.ID); err != nil {
 			// The key was first used without the extension: answer as then.
-			return g.Tools.Result(ctx, gen, nil)
+			return compat.Result(ctx, g.Svc, gen, nil)
 		}
 	}
 	return nil, g.D.Created(ctx, task)

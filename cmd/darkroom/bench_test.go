@@ -63,7 +63,7 @@ func startBenchServer(tb testing.TB, latency float64, background bool, wrap func
 	for _, o := range opts {
 		o(cfg)
 	}
-	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler))
+	a, err := build(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)
 	}

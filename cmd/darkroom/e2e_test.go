@@ -43,7 +43,7 @@ func startServer(t *testing.T, latency float64, opts ...func(*config)) *testServ
 	for _, o := range opts {
 		o(cfg)
 	}
-	a, err := newApp(ctx, cfg, slog.New(slog.DiscardHandler))
+	a, err := build(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

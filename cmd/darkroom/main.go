@@ -5,68 +5,103 @@
 //	darkroom stdio     MCP over stdin/stdout
 //	darkroom client    a Tasks client for the shell
 //	darkroom version
+//
+// Every setting is a flag whose default is a DARKROOM_* environment
+// variable (config.go; the table in README.md).
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
 
 const usage = `darkroom: a self-hosted MCP server for image and video generation
 
 Usage:
   darkroom serve [flags]   serve MCP over Streamable HTTP at /mcp
   darkroom stdio [flags]   serve MCP over stdin/stdout
-  darkroom client ...      call tools as a Tasks client (darkroom client -h)
+  darkroom client ...      call tools as a Tasks client
   darkroom version         print the version
 
-Run "darkroom serve -h" for flags; every flag has a DARKROOM_* environment
-equivalent (see README.md).
+Run "darkroom COMMAND -h" for its flags. Every flag has a DARKROOM_*
+environment variable that sets its default; the flag overrides it (see
+README.md).
 `
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is darkroom with its arguments (without the program name), returning
+// the exit code: 0, 1 for a failure, 2 for a command line that does not
+// parse. -h and --help print usage to stdout and exit 0.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
 	var err error
-	switch os.Args[1] {
+	switch cmd {
 	case "serve":
-		err = serve(ctx, os.Args[2:])
+		err = serve(ctx, args)
 	case "stdio":
-		err = stdio(ctx, os.Args[2:])
+		err = stdio(ctx, args)
 	case "client":
-		err = runClient(ctx, os.Args[2:], os.Stdout)
+		err = runClient(ctx, args, stdout)
 	case "version", "--version", "-v":
-		fmt.Println("darkroom", buildVersion())
+		cmd = "version"
+		err = runVersion(args, stdout)
 	case "help", "-h", "--help":
-		fmt.Print(usage)
+		if len(args) > 0 && help(stdout, args[0]) {
+			return 0
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "darkroom: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
+		fmt.Fprintf(stderr, "darkroom: unknown command %q\n\n%s", cmd, usage)
+		return 2
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "darkroom:", err)
-		os.Exit(1)
+	var uerr usageError
+	switch {
+	case err == nil || errors.Is(err, context.Canceled):
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		help(stdout, cmd)
+		return 0
+	case errors.As(err, &uerr):
+		fmt.Fprintf(stderr, "darkroom %s: %v\nRun \"darkroom %s -h\" for usage.\n", cmd, err, cmd)
+		return 2
 	}
+	fmt.Fprintln(stderr, "darkroom:", err)
+	return 1
+}
+
+// help prints the usage of cmd, reporting whether there is such a command.
+func help(w io.Writer, cmd string) bool {
+	switch cmd {
+	case "serve":
+		fmt.Fprint(w, serveUsage)
+		writeSettings(w, serverSettings(cmd))
+	case "stdio":
+		fmt.Fprint(w, stdioUsage)
+		writeSettings(w, serverSettings(cmd))
+	case "client":
+		fmt.Fprint(w, clientUsage)
+		writeSettings(w, clientSettings())
+	case "version":
+		fmt.Fprint(w, versionUsage)
+	default:
+		return false
+	}
+	return true
 }

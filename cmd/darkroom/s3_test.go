@@ -33,7 +33,7 @@ func TestS3MissingBucketRefusesToStart(t *testing.T) {
 	cfg, _ := parseConfig("test", nil)
 	cfg.DataDir = t.TempDir()
 	cfg.S3 = s3Config(t, "missing-"+generation.NewID()[:12])
-	_, err := newApp(context.Background(), cfg, nil)
+	_, err := build(context.Background(), cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), "--create-bucket") {
 		t.Fatalf("missing bucket: %v", err)
 	}

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+)
+
+// config is every setting of serve and stdio, typed and validated.
+// parseConfig fills it from serverSettings: each is a flag whose default
+// comes from its environment variable. README.md's table lists the same
+// settings (TestREADMESettings).
+type config struct {
+	Addr           string
+	DataDir        string
+	PublicURL      string
+	LocalLatency   float64
+	MaxBodyBytes   int64
+	MaxInputBytes  int64
+	LinkTTL        time.Duration
+	AllowedOrigins []string
+	LogLevel       slog.Level
+	TaskTTL        time.Duration
+	PollRate       float64
+	PollBurst      int
+	CreateRate     float64
+	CreateBurst    int
+	ApprovalAbove  *int64 // credits above which a spend needs approval
+	DailyBudget    *int64
+	MaxInFlight    int
+	S3             blob.S3Config // Bucket set: outputs go to S3
+	CreateBucket   bool
+	Retention      time.Duration
+	StorageGiveUp  time.Duration
+	// Providers beyond the local one; each is on only with its credential.
+	ReplicateToken   string
+	ReplicateBaseURL string
+	ReplicateSecret  string // webhook signing secret; fetched from Replicate when empty
+	FalKey           string
+	FalQueueURL      string
+	FalConcurrency   int
+	ModelsFile       string
+	OutputHosts      []string // extra hosts outputs may be fetched from
+	// UnsafeOutputFetch allows plain-http and private-address output
+	// hosts: for tests against a local provider emulator only.
+	UnsafeOutputFetch bool
+	// Authentication settings as given, read by auth.ConfigFromEnv through
+	// authEnv (serve only; stdio is always the local principal).
+	APIKeys, APIKeysFile                         string
+	OAuthJWKSURL, OAuthJWKSFile                  string
+	OAuthIssuer, OAuthAudience                   string
+	OAuthScopes, OAuthClockSkew, OAuthAlgorithms string
+	AuthServers                                  []string // named in the protected resource metadata
+	// Derived, not settings.
+	Auth auth.Config // from the settings above (serve), or set by tests
+	// Webhooks is set when DARKROOM_PUBLIC_URL is configured: providers
+	// then call back instead of being polled.
+	Webhooks bool
+}
+
+// setting is one setting of T: a flag, its environment variables and its
+// default.
+type setting[T any] struct {
+	flag   string   // name, without dashes
+	env    []string // DARKROOM_* first; the first one set (non-empty) wins
+	def    string   // default, as text
+	doc    string   // the default as README.md and -h show it, when not def
+	help   string
+	isBool bool                       // a boolean flag: "--flag" alone means true
+	set    func(c *T, v string) error // parses and validates v into c
+}
+
+// fromEnv is the flag's default: the first environment variable that is
+// set and not empty, else def.
+func (s setting[T]) fromEnv() (value, from string) {
+	for _, e := range s.env {
+		if v, ok := os.LookupEnv(e); ok && v != "" {
+			return v, e
+		}
+	}
+	return s.def, ""
+}
+
+// shownDefault is the default for documentation.
+func (s setting[T]) shownDefault() string {
+	if s.doc != "" {
+		return s.doc
+	}
+	if s.def != "" {
+		return "`" + s.def + "`"
+	}
+	return ""
+}
+
+// usageError is a command line that does not parse: main exits 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// textValue is a setting's flag.Value: the text, parsed after all flags.
+type textValue struct {
+	v           string
+	isBool, set bool
+}
+
+func (t *textValue) String() string     { return t.v }
+func (t *textValue) Set(v string) error { t.v, t.set = v, true; return nil }
+func (t *textValue) IsBoolFlag() bool   { return t.isBool }
+
+// parseSettings parses args as the flags of list into c: a flag overrides
+// its environment variable, which overrides the default. It returns the
+// arguments after the flags, which are a usage error unless positional;
+// -h and --help return flag.ErrHelp.
+func parseSettings[T any](cmd string, list []setting[T], args []string, positional bool, c *T) ([]string, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // main prints errors and usage
+	vals := make([]textValue, len(list))
+	from := make([]string, len(list))
+	for i, s := range list {
+		v, e := s.fromEnv()
+		vals[i], from[i] = textValue{v: v, isBool: s.isBool}, e
+		fs.Var(&vals[i], s.flag, s.help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if !positional && fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	var errs []error
+	for i, s := range list {
+		if err := s.set(c, vals[i].v); err != nil {
+			name := "--" + s.flag
+			if !vals[i].set && from[i] != "" {
+				name = from[i]
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return fs.Args(), errors.Join(errs...)
+}
+
+// writeSettings prints list for -h.
+func writeSettings[T any](w io.Writer, list []setting[T]) {
+	fmt.Fprintln(w, "Flags; each defaults to the environment variable beside it:")
+	for _, s := range list {
+		line := "  --" + s.flag + "  " + strings.Join(s.env, " or ")
+		if d := strings.ReplaceAll(s.shownDefault(), "`", ""); d != "" {
+			line += "  (default " + d + ")"
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, s.help)
+	}
+}
+
+// parseConfig reads the flags of serve or stdio (cmd), each defaulting to
+// its environment variable, and validates them.
+func parseConfig(cmd string, args []string) (*config, error) {
+	c := &config{}
+	if _, err := parseSettings(cmd, serverSettings(cmd), args, false, c); err != nil {
+		return nil, err
+	}
+	c.Webhooks = c.PublicURL != ""
+	if len(c.AuthServers) == 0 && c.OAuthIssuer != "" {
+		c.AuthServers = []string{c.OAuthIssuer}
+	}
+	return c, nil
+}
+
+// authEnv is the getenv through which auth.ConfigFromEnv reads the
+// authentication settings.
+func (c *config) authEnv(name string) string {
+	switch name {
+	case auth.EnvAPIKeysFile:
+		return c.APIKeysFile
+	case auth.EnvAPIKeys:
+		return c.APIKeys
+	case auth.EnvOAuthJWKSURL:
+		return c.OAuthJWKSURL
+	case auth.EnvOAuthJWKSFile:
+		return c.OAuthJWKSFile
+	case auth.EnvOAuthIssuer:
+		return c.OAuthIssuer
+	case auth.EnvOAuthAudience:
+		return c.OAuthAudience
+	case auth.EnvOAuthScopes:
+		return c.OAuthScopes
+	case auth.EnvOAuthClockSkew:
+		return c.OAuthClockSkew
+	case auth.EnvOAuthAlgorithms:
+		return c.OAuthAlgorithms
+	}
+	return ""
+}
+
+// serverSettings are the settings of serve and stdio (cmd): stdio listens
+// on a free port unless told otherwise.
+func serverSettings(cmd string) []setting[config] {
+	addr := "127.0.0.1:8080"
+	if cmd == "stdio" {
+		addr = "127.0.0.1:0"
+	}
+	text := func(p func(*config) *string) func(*config, string) error {
+		return func(c *config, v string) error { *p(c) = v; return nil }
+	}
+	return []setting[config]{
+		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `127.0.0.1:0`",
+			help: "HTTP listen address (stdio serves only /files on it)",
+			set:  text(func(c *config) *string { return &c.Addr })},
+		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
+			help: "data directory: database and local files",
+			set:  text(func(c *config) *string { return &c.DataDir })},
+		{flag: "public-url", env: envs("DARKROOM_PUBLIC_URL"), doc: "`http://ADDR`",
+			help: "public base URL for links and webhooks",
+			set:  func(c *config, v string) error { c.PublicURL = strings.TrimSuffix(v, "/"); return nil }},
+		{flag: "local-latency", env: envs("DARKROOM_LOCAL_LATENCY"), def: "1",
+			help: "local provider latency scale, 0 = instant",
+			set:  func(c *config, v string) (err error) { c.LocalLatency, err = local.ParseLatencyScale(v); return err }},
+		{flag: "max-body-bytes", env: envs("DARKROOM_MAX_BODY_BYTES"), def: strconv.Itoa(16 << 20),
+			help: "request body cap",
+			set:  func(c *config, v string) (err error) { c.MaxBodyBytes, err = byteCount(v, 1024); return err }},
+		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
+			help: "input image cap",
+			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
+		{flag: "link-ttl", env: envs("DARKROOM_LINK_TTL"), def: "15m",
+			help: "signed link lifetime",
+			set: func(c *config, v string) (err error) {
+				c.LinkTTL, err = duration(v, time.Second, 7*24*time.Hour)
+				return err
+			}},
+		{flag: "allowed-origins", env: envs("DARKROOM_ALLOWED_ORIGINS"), doc: "loopback only",
+			help: "comma-separated extra browser origins allowed on /mcp",
+			set: func(c *config, v string) error {
+				c.AllowedOrigins = nil
+				for _, o := range list(v) {
+					c.AllowedOrigins = append(c.AllowedOrigins, strings.TrimSuffix(o, "/"))
+				}
+				return nil
+			}},
+		{flag: "log-level", env: envs("DARKROOM_LOG_LEVEL"), def: "info",
+			help: "debug, info, warn or error",
+			set:  func(c *config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",
+			help: "lifetime of a task",
+			set:  func(c *config, v string) (err error) { c.TaskTTL, err = duration(v, time.Minute, 0); return err }},
+		{flag: "poll-rate", env: envs("DARKROOM_POLL_RATE"), def: "5",
+			help: "polls per second per caller",
+			set:  func(c *config, v string) (err error) { c.PollRate, err = rate(v); return err }},
+		{flag: "poll-burst", env: envs("DARKROOM_POLL_BURST"), def: "20",
+			help: "poll burst per caller",
+			set:  func(c *config, v string) (err error) { c.PollBurst, err = count(v, 1); return err }},
+		{flag: "create-rate", env: envs("DARKROOM_CREATE_RATE"), def: "1",
+			help: "generations started per second per caller",
+			set:  func(c *config, v string) (err error) { c.CreateRate, err = rate(v); return err }},
+		{flag: "create-burst", env: envs("DARKROOM_CREATE_BURST"), def: "10",
+			help: "creation burst per caller",
+			set:  func(c *config, v string) (err error) { c.CreateBurst, err = count(v, 1); return err }},
+		{flag: "daily-budget", env: envs("DARKROOM_DAILY_BUDGET"), doc: "unlimited",
+			help: "credits per caller per UTC day; empty = unlimited",
+			set:  func(c *config, v string) (err error) { c.DailyBudget, err = optionalCredits(v); return err }},
+		{flag: "approval-above-credits", env: envs("DARKROOM_APPROVAL_ABOVE_CREDITS"), doc: "off",
+			help: "ask before spending more credits than this on one generation; empty = never",
+			set:  func(c *config, v string) (err error) { c.ApprovalAbove, err = optionalCredits(v); return err }},
+		{flag: "max-in-flight", env: envs("DARKROOM_MAX_IN_FLIGHT"), def: "4",
+			help: "generations per caller at the provider at once; more wait queued",
+			set:  func(c *config, v string) (err error) { c.MaxInFlight, err = count(v, 0); return err }},
+		{flag: "api-keys", env: envs(auth.EnvAPIKeys),
+			help: "API keys: name=secret[;overrides],... (prefer the environment to a flag for secrets)",
+			set:  text(func(c *config) *string { return &c.APIKeys })},
+		{flag: "api-keys-file", env: envs(auth.EnvAPIKeysFile),
+			help: "file of API keys, one name=secret[;overrides] per line",
+			set:  text(func(c *config) *string { return &c.APIKeysFile })},
+		{flag: "oauth-jwks-url", env: envs(auth.EnvOAuthJWKSURL),
+			help: "JWKS URL for OAuth access tokens (turns OAuth on)",
+			set:  text(func(c *config) *string { return &c.OAuthJWKSURL })},
+		{flag: "oauth-jwks-file", env: envs(auth.EnvOAuthJWKSFile),
+			help: "JWKS file for OAuth access tokens (turns OAuth on)",
+			set:  text(func(c *config) *string { return &c.OAuthJWKSFile })},
+		{flag: "oauth-issuer", env: envs(auth.EnvOAuthIssuer),
+			help: "required token issuer",
+			set:  text(func(c *config) *string { return &c.OAuthIssuer })},
+		{flag: "oauth-audience", env: envs(auth.EnvOAuthAudience), doc: "`PUBLIC_URL/mcp`",
+			help: "required token audience",
+			set:  text(func(c *config) *string { return &c.OAuthAudience })},
+		{flag: "oauth-scopes", env: envs(auth.EnvOAuthScopes),
+			help: "required scopes, space or comma separated",
+			set:  text(func(c *config) *string { return &c.OAuthScopes })},
+		{flag: "oauth-clock-skew", env: envs(auth.EnvOAuthClockSkew), doc: "`30s`",
+			help: "leeway for token times",
+			set:  text(func(c *config) *string { return &c.OAuthClockSkew })},
+		{flag: "oauth-algorithms", env: envs(auth.EnvOAuthAlgorithms), doc: "`RS256,ES256,EdDSA`",
+			help: "accepted signing algorithms",
+			set:  text(func(c *config) *string { return &c.OAuthAlgorithms })},
+		{flag: "oauth-authorization-servers", env: envs("DARKROOM_OAUTH_AUTHORIZATION_SERVERS"), doc: "the issuer",
+			help: "comma-separated authorization servers named in /.well-known/oauth-protected-resource",
+			set:  func(c *config, v string) error { c.AuthServers = list(v); return nil }},
+		{flag: "s3-bucket", env: envs("DARKROOM_S3_BUCKET"),
+			help: "store outputs in this S3 bucket instead of the local folder",
+			set:  text(func(c *config) *string { return &c.S3.Bucket })},
+		{flag: "s3-endpoint", env: envs("DARKROOM_S3_ENDPOINT"), doc: "AWS",
+			help: "S3 endpoint URL, for S3-compatible servers",
+			set:  text(func(c *config) *string { return &c.S3.Endpoint })},
+		{flag: "s3-region", env: envs("DARKROOM_S3_REGION"), def: "us-east-1",
+			help: "S3 region",
+			set:  text(func(c *config) *string { return &c.S3.Region })},
+		{flag: "s3-prefix", env: envs("DARKROOM_S3_PREFIX"),
+			help: "key prefix of outputs in the bucket",
+			set:  text(func(c *config) *string { return &c.S3.Prefix })},
+		{flag: "s3-path-style", env: envs("DARKROOM_S3_PATH_STYLE"), def: "false", isBool: true,
+			help: "path-style bucket addressing",
+			set:  func(c *config, v string) (err error) { c.S3.PathStyle, err = strconv.ParseBool(v); return err }},
+		{flag: "s3-public-endpoint", env: envs("DARKROOM_S3_PUBLIC_ENDPOINT"), doc: "the endpoint",
+			help: "endpoint that presigned links name",
+			set:  text(func(c *config) *string { return &c.S3.PublicEndpoint })},
+		{flag: "create-bucket", env: envs("DARKROOM_CREATE_BUCKET"), def: "false", isBool: true,
+			help: "create the S3 bucket if it does not exist",
+			set:  func(c *config, v string) (err error) { c.CreateBucket, err = strconv.ParseBool(v); return err }},
+		{flag: "retention", env: envs("DARKROOM_RETENTION"), def: "168h",
+			help: "how long outputs are kept",
+			set:  func(c *config, v string) (err error) { c.Retention, err = duration(v, time.Minute, 0); return err }},
+		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
+			help: "how long to retry an unreachable output store before failing",
+			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},
+		{flag: "replicate-api-token", env: envs("DARKROOM_REPLICATE_API_TOKEN", "REPLICATE_API_TOKEN"),
+			help: "Replicate API token; turns Replicate on",
+			set:  text(func(c *config) *string { return &c.ReplicateToken })},
+		{flag: "replicate-base-url", env: envs("DARKROOM_REPLICATE_BASE_URL"), doc: "`https://api.replicate.com`",
+			help: "Replicate API origin",
+			set:  text(func(c *config) *string { return &c.ReplicateBaseURL })},
+		{flag: "replicate-webhook-secret", env: envs("DARKROOM_REPLICATE_WEBHOOK_SECRET"), doc: "fetched from Replicate",
+			help: "Replicate webhook signing secret (whsec_...)",
+			set:  text(func(c *config) *string { return &c.ReplicateSecret })},
+		{flag: "fal-key", env: envs("DARKROOM_FAL_KEY", "FAL_KEY"),
+			help: "fal API key; turns fal on",
+			set:  text(func(c *config) *string { return &c.FalKey })},
+		{flag: "fal-queue-url", env: envs("DARKROOM_FAL_QUEUE_URL"), doc: "`https://queue.fal.run`",
+			help: "fal queue origin",
+			set:  text(func(c *config) *string { return &c.FalQueueURL })},
+		{flag: "fal-max-concurrent", env: envs("DARKROOM_FAL_MAX_CONCURRENT"), def: "2",
+			help: "fal requests in flight at once; more wait queued",
+			set:  func(c *config, v string) (err error) { c.FalConcurrency, err = count(v, 1); return err }},
+		{flag: "models-file", env: envs("DARKROOM_MODELS_FILE"), doc: "embedded catalog",
+			help: "JSON model catalog merged over the embedded one",
+			set:  text(func(c *config) *string { return &c.ModelsFile })},
+		{flag: "output-hosts", env: envs("DARKROOM_OUTPUT_HOSTS"), doc: "provider defaults",
+			help: "comma-separated extra hosts outputs may be fetched from",
+			set: func(c *config, v string) error {
+				c.OutputHosts = nil
+				for _, h := range list(v) {
+					if host, _, err := net.SplitHostPort(h); err == nil {
+						h = host // hosts are matched by name; a port would never match
+					}
+					c.OutputHosts = append(c.OutputHosts, h)
+				}
+				return nil
+			}},
+		{flag: "unsafe-output-fetch", env: envs("DARKROOM_UNSAFE_OUTPUT_FETCH"), def: "false", isBool: true,
+			help: "allow plain-http and private-address output hosts: for tests against a local emulator only",
+			set:  func(c *config, v string) (err error) { c.UnsafeOutputFetch, err = strconv.ParseBool(v); return err }},
+	}
+}
+
+func envs(names ...string) []string { return names }
+
+// list splits a comma-separated value, dropping empty items.
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// duration parses a duration of at least lo and, when hi > 0, at most hi.
+func duration(v string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case hi > 0 && (err != nil || d < lo || d > hi):
+		return 0, fmt.Errorf("%q is not a duration between %v and %v", v, lo, hi)
+	case err != nil || d < lo:
+		return 0, fmt.Errorf("%q is not a duration of at least %v", v, lo)
+	}
+	return d, nil
+}
+
+// count parses an integer of at least lo (0 or 1).
+func count(v string, lo int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo {
+		if lo > 0 {
+			return 0, fmt.Errorf("%q is not a positive integer", v)
+		}
+		return 0, fmt.Errorf("%q is not a non-negative integer", v)
+	}
+	return n, nil
+}
+
+func rate(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 {
+		return 0, fmt.Errorf("%q is not a positive number", v)
+	}
+	return f, nil
+}
+
+func byteCount(v string, lo int64) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo {
+		return 0, fmt.Errorf("%q is not a byte count of at least %d", v, lo)
+	}
+	return n, nil
+}
+
+// optionalCredits parses a credit count; empty is none.
+func optionalCredits(v string) (*int64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("%q is not a credit count", v)
+	}
+	return &n, nil
+}

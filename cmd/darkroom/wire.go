@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fal"
+	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
+	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// app is darkroom wired together.
+type app struct {
+	cfg    *config
+	log    *slog.Logger
+	db     *sqlite.DB
+	svc    *generation.Service
+	runner *generation.Runner
+	tools  *compat.Tools
+	blobs  blob.Store
+	files  http.Handler // signed links to the local store; nil with S3
+	mcp    *mcp.Server
+	local  *local.Provider
+	tasks  *tasks.Dispatcher
+	gen    *gentask.GenTasks
+	auth   *auth.Authenticator
+	limits *limit.Classes
+	secret []byte
+	keys   map[string]auth.Overrides // per-caller overrides by principal id
+	routes map[string]http.Handler   // provider webhooks
+}
+
+// build constructs darkroom from cfg, in order: data directory, database,
+// link secret, output store, providers, authentication, limits, tasks,
+// the generation service and runner, the tools and the MCP server. On
+// error everything opened so far is released.
+func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	d, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	a := &app{cfg: cfg, log: log, db: d}
+	defer func() {
+		if err != nil {
+			a.auth.Close() // nil-safe
+			_ = d.Close()
+		}
+	}()
+	secret, err := loadSecret(filepath.Join(cfg.DataDir, "link-secret"))
+	if err != nil {
+		return nil, err
+	}
+	if a.blobs, a.files, err = openBlobs(ctx, cfg, secret); err != nil {
+		return nil, err
+	}
+	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
+	}
+	providers, err := remoteProviders(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.secret = secret
+	if a.auth, err = auth.New(a.cfg.Auth); err != nil {
+		return nil, fmt.Errorf("authentication: %w", err)
+	}
+	a.keys = map[string]auth.Overrides{}
+	for _, k := range a.cfg.Auth.Keys {
+		a.keys[k.Principal().ID] = k.Principal().Limits
+	}
+	a.limits = limit.NewClasses(limit.Options{})
+	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
+	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	store := tasks.NewStore(a.db.Tasks(), nil)
+	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
+	mirror := gentask.NewMirror(a.tasks)
+	hub := generation.NewHub()
+	hub.Subscribe(mirror.Notify)
+	a.svc, err = generation.NewService(generation.Config{
+		Store:         a.db.Generations(),
+		Blobs:         a.blobs,
+		Retention:     a.cfg.Retention,
+		Providers:     append([]provider.Provider{a.local}, providers...),
+		Hub:           hub,
+		MaxInputBytes: a.cfg.MaxInputBytes,
+		LinkTTL:       a.cfg.LinkTTL,
+		Observer:      mirror,
+		Budget:        a.budget,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp}
+	if a.cfg.Webhooks {
+		rc.WebhookBase = a.cfg.PublicURL
+	}
+	a.runner = generation.NewRunner(a.svc, rc)
+	a.routes = map[string]http.Handler{}
+	for _, p := range providers {
+		if wp, ok := p.(provider.WebhookParser); ok {
+			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), a.intake(p.Name(), wp), a.log)
+		}
+	}
+	a.tools = compat.New(compat.Config{
+		Service:        a.svc,
+		Owner:          server.ToolOwner,
+		MaxInputBytes:  a.cfg.MaxInputBytes,
+		Budget:         a.budget,
+		BeforeGenerate: a.gen.BeforeGenerate,
+	})
+	a.gen.Register(a.tools.Generate)
+	a.mcp = server.New(a.serverConfig())
+	return a, nil
+}
+
+// intake hands a provider's deliveries to the runner, telling server
+// which refusals are whose.
+func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
+	return func(ctx context.Context, h http.Header, q url.Values, body []byte) error {
+		err := a.runner.Deliver(ctx, name, wp, h, q, body)
+		switch {
+		case errors.Is(err, provider.ErrWebhookUnauthenticated):
+			return fmt.Errorf("%w: %v", server.ErrUnverified, err)
+		case errors.Is(err, generation.ErrMalformedWebhook):
+			return fmt.Errorf("%w: %v", server.ErrMalformed, err)
+		}
+		return err
+	}
+}
+
+// remoteProviders builds Replicate and fal when their credentials are
+// set; a provider without a key is simply absent, and so are its models.
+func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]provider.Provider, error) {
+	entries := catalog.Default()
+	if cfg.ModelsFile != "" {
+		over, err := catalog.Load(cfg.ModelsFile)
+		if err != nil {
+			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
+		}
+		entries = catalog.Merge(entries, over)
+	}
+	fetchOpts := func(defaults []string) fetch.Options {
+		o := fetch.Options{AllowHTTP: cfg.UnsafeOutputFetch, AllowPrivate: cfg.UnsafeOutputFetch}
+		if len(cfg.OutputHosts) > 0 {
+			o.Hosts = append(slices.Clone(defaults), cfg.OutputHosts...)
+		}
+		return o
+	}
+	var out []provider.Provider
+	if cfg.ReplicateToken != "" {
+		p, err := replicate.New(replicate.Config{
+			Token: cfg.ReplicateToken, BaseURL: cfg.ReplicateBaseURL, WebhookSecret: cfg.ReplicateSecret,
+			Models: catalog.ForProvider(entries, "replicate"), Fetch: fetchOpts(replicate.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("replicate: %w", err)
+		}
+		if cfg.Webhooks && cfg.ReplicateSecret == "" {
+			if err := p.LoadWebhookSecret(ctx); err != nil {
+				log.Warn("replicate: no webhook secret; polling instead", "err", err)
+			}
+		}
+		out = append(out, p)
+	}
+	if cfg.FalKey != "" {
+		p, err := fal.New(fal.Config{
+			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency,
+			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("fal: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// openBlobs picks the output store: S3 when a bucket is configured (the
+// bucket must exist and be writable, or darkroom refuses to start), else
+// a folder under the data directory served by /files links.
+func openBlobs(ctx context.Context, cfg *config, secret []byte) (blob.Store, http.Handler, error) {
+	if cfg.S3.Bucket == "" {
+		l, err := blob.NewLocal(filepath.Join(cfg.DataDir, "files"), secret, cfg.PublicURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("local file store: %w", err)
+		}
+		_, _ = l.Sweep(ctx, time.Hour) // temp files a crash left behind
+		return l, l.Handler(), nil
+	}
+	s3, err := blob.NewS3(ctx, cfg.S3)
+	if err != nil {
+		return nil, nil, fmt.Errorf("S3 storage: %w", err)
+	}
+	if cfg.CreateBucket {
+		if err := s3.CreateBucket(ctx); err != nil {
+			return nil, nil, fmt.Errorf("create S3 bucket %q: %w", cfg.S3.Bucket, err)
+		}
+	}
+	if err := s3.CheckBucket(ctx); err != nil {
+		return nil, nil, fmt.Errorf("S3 bucket %q is not usable (%w); create it, fix DARKROOM_S3_* and the AWS credentials, or start with --create-bucket", cfg.S3.Bucket, err)
+	}
+	_, _ = s3.Sweep(ctx, time.Hour) // staging objects and unfinished uploads
+	return s3, nil, nil
+}
+
+// overrides returns the caller's per-key limits.
+func (a *app) overrides(ctx context.Context) auth.Overrides {
+	p, _ := auth.FromContext(ctx)
+	return p.Limits
+}
+
+func (a *app) approvalAbove(ctx context.Context) *int64 {
+	if o := a.overrides(ctx); o.ApprovalAboveCredits != nil {
+		return o.ApprovalAboveCredits
+	}
+	return a.cfg.ApprovalAbove
+}
+
+func (a *app) budget(ctx context.Context, _ string) *int64 {
+	if o := a.overrides(ctx); o.BudgetPerDay != nil {
+		return o.BudgetPerDay
+	}
+	return a.cfg.DailyBudget
+}
+
+func (a *app) maxInFlight(owner string) int {
+	if o, ok := a.keys[owner]; ok && o.MaxInFlight != nil {
+		return *o.MaxInFlight
+	}
+	return a.cfg.MaxInFlight
+}
+
+// background runs the runner, the task sweeper and limiter eviction until
+// ctx ends.
+func (a *app) background(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = a.runner.Run(ctx) })
+		wg.Go(func() {
+			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
+		})
+		wg.Go(func() { a.limits.Run(ctx) })
+		wg.Go(func() {
+			a.svc.RunRetention(ctx, 10*time.Minute, func(err error) { a.log.Error("output retention", "err", err) })
+		})
+		wg.Wait()
+	}()
+	return done
+}
+
+func (a *app) serverConfig() server.Config {
+	return server.Config{
+		Version:        buildVersion(),
+		Tools:          a.tools,
+		Files:          a.files,
+		Routes:         a.routes,
+		AllowedOrigins: a.cfg.AllowedOrigins,
+		MaxBodyBytes:   a.cfg.MaxBodyBytes,
+		Logger:         a.log,
+		Auth:           a.auth,
+		ResourceURL:    a.cfg.PublicURL + "/mcp",
+		AuthServers:    a.cfg.AuthServers,
+		Limits:         a.limits,
+		Tasks:          a.tasks,
+		Capabilities:   capabilities(),
+		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+	}
+}
+
+func capabilities() *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{}
+	c.AddExtension(tasks.ExtensionID, nil)
+	return c
+}
+
+func (a *app) handler() http.Handler { return server.Handler(a.serverConfig(), a.mcp) }
+
+// close releases the database and the authenticator.
+func (a *app) close() error {
+	a.auth.Close()
+	return a.db.Close()
+}
+
+// loadSecret reads the HMAC key for file links, creating it on first start
+// so links stay valid across restarts.
+func loadSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read link secret: %w", err)
+	}
+	b = make([]byte, 32)
+	_, _ = rand.Read(b)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("write link secret: %w", err)
+	}
+	return b, nil
+}
+
+func newLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
