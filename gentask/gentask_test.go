@@ -1,0 +1,155 @@
+package gentask_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestTaskStatus(t *testing.T) {
+	tests := []struct {
+		status generation.Status
+		kind   generation.ErrorKind
+		want   tasks.Status
+	}{
+		{generation.StatusReserved, "", tasks.StatusWorking},
+		{generation.StatusQueued, "", tasks.StatusWorking},
+		{generation.StatusRunning, "", tasks.StatusWorking},
+		{generation.StatusCompleted, "", tasks.StatusCompleted},
+		{generation.StatusFailed, generation.ErrorProvider, tasks.StatusCompleted}, // a tool error
+		{generation.StatusFailed, generation.ErrorInternal, tasks.StatusFailed},
+		{generation.StatusCancelled, "", tasks.StatusCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.status)+"/"+string(tt.kind), func(t *testing.T) {
+			got, ok := gentask.TaskStatus(&generation.Generation{Status: tt.status, ErrorKind: tt.kind})
+			if !ok || got != tt.want {
+				t.Fatalf("TaskStatus = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+	for _, s := range generation.Statuses {
+		if _, ok := gentask.TaskStatus(&generation.Generation{Status: s, ErrorKind: generation.ErrorInternal}); !ok {
+			t.Errorf("no task status for %s", s)
+		}
+	}
+}
+
+// rig is a generation service on the embedded engine with GenTasks over
+// it; spends above 0 credits need approval.
+func rig(t *testing.T) *gentask.GenTasks {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := sqlite.Open(context.Background(), filepath.Join(dir, "g.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	lp, err := local.New(local.Options{Dir: dir, Scale: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.NewLocal(filepath.Join(dir, "files"), bytes.Repeat([]byte{7}, 32), "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(d.Tasks(), nil)})
+	mirror := gentask.NewMirror(disp)
+	svc, err := generation.NewService(generation.Config{Store: d.Generations(), Blobs: blobs, Providers: []provider.Provider{lp}, Observer: mirror})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int64(0)
+	return &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: time.Hour,
+		Approval:      gentask.ApprovalToken{Secret: bytes.Repeat([]byte{9}, 32)},
+		ApprovalAbove: func(context.Context) *int64 { return &zero }}
+}
+
+func call(args map[string]any, state string, confirm *bool) *mcp.CallToolRequest {
+	raw, _ := json.Marshal(args)
+	p := &mcp.CallToolParamsRaw{Name: "generate", Arguments: raw, RequestState: state,
+		Meta: mcp.Meta{"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}}
+	if confirm != nil {
+		p.InputResponses = mcp.InputResponseMap{"approve_spend": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": *confirm}}}
+	}
+	return &mcp.CallToolRequest{Params: p}
+}
+
+// TestApprovalWithoutTasks asks a spend approval by MRTR and accepts the
+// answer for the same caller and arguments only, whatever the principal
+// id holds (Auth0 subjects contain '|').
+func TestApprovalWithoutTasks(t *testing.T) {
+	g := rig(t)
+	ctx := context.Background()
+	args := map[string]any{"modelId": "local-sketch", "prompt": "a heron"}
+	yes := true
+	for _, owner := range []string{"auth0|5f7c8ec7e5b1", "a b", "x=y", "José|ü", "a.b", "|"} {
+		t.Run(owner, func(t *testing.T) {
+			cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
+			ask, err := g.BeforeGenerate(ctx, call(args, "", nil), owner, cr, &compat.GenerateArgs{})
+			if err != nil || ask == nil || ask.RequestState == "" || ask.InputRequests["approve_spend"] == nil {
+				t.Fatalf("first call: %v %+v", err, ask)
+			}
+			res, err := g.BeforeGenerate(ctx, call(args, ask.RequestState, &yes), owner, cr, &compat.GenerateArgs{})
+			if err != nil || res != nil {
+				t.Fatalf("approved answer for %q not accepted: %v %+v", owner, err, res)
+			}
+			// Another caller, or other arguments, with the same token: asked again.
+			other := map[string]any{"modelId": "local-sketch", "prompt": "another"}
+			for _, c := range []struct {
+				owner string
+				args  map[string]any
+			}{{owner + "x", args}, {"x" + owner, args}, {owner, other}} {
+				res, err := g.BeforeGenerate(ctx, call(c.args, ask.RequestState, &yes), c.owner, cr, &compat.GenerateArgs{})
+				if err != nil || res == nil || res.InputRequests["approve_spend"] == nil {
+					t.Fatalf("token reused by %q %v: %v %+v", c.owner, c.args, err, res)
+				}
+			}
+		})
+	}
+}
+
+// TestTaskFollowsGeneration: a Tasks client's generate creates the task
+// in the generation's transaction, and the task follows the generation
+// to its end (here a cancel) through the mirror.
+func TestTaskFollowsGeneration(t *testing.T) {
+	g := rig(t)
+	g.ApprovalAbove = func(context.Context) *int64 { return nil }
+	ctx := context.Background()
+	args, _ := json.Marshal(map[string]any{"modelId": "local-sketch", "prompt": "a heron"})
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
+		Meta: mcp.Meta{"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
+	cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
+	res, err := g.BeforeGenerate(ctx, req, "alice", cr, &compat.GenerateArgs{})
+	if res != nil || err == nil || err.Error() != "task created" {
+		t.Fatalf("BeforeGenerate = %+v, %v; want the created task", res, err)
+	}
+	gens, _, err := g.Svc.List(ctx, "alice", "", "", 10)
+	if err != nil || len(gens) != 1 {
+		t.Fatalf("generations: %v %d", err, len(gens))
+	}
+	task, err := g.D.Store().ByRef(ctx, nil, "generation:"+gens[0].ID)
+	if err != nil || task.Status != tasks.StatusWorking || task.Owner != "alice" {
+		t.Fatalf("task: %v %+v", err, task)
+	}
+	if _, _, err := g.Svc.Cancel(ctx, "alice", gens[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := g.D.Store().Get(ctx, task.ID)
+	if err != nil || after.Status != tasks.StatusCancelled {
+		t.Fatalf("after cancel: %v %+v", err, after)
+	}
+}
