@@ -173,6 +173,13 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.fail(ctx, row.ID, ErrorInternal, "corrupt record: "+err.Error())
 		return
 	}
+	// Deliveries up to seen are this step's to act on; a newer one means
+	// look again at once. One that could not be used (a failed call) waits
+	// for the retry, like any other.
+	seen, err := r.s.store.LastPendingDelivery(ctx, g.ID)
+	if err != nil {
+		r.cfg.Logger.Warn("runner: read webhook deliveries", "generation", g.ID, "err", err)
+	}
 	next, err := r.advance(ctx, g, row)
 	var se *storageError
 	if errors.As(err, &se) {
@@ -218,23 +225,23 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("did not finish within %s", r.cfg.GiveUpAfter))
 		return
 	}
-	if pending, _ := r.s.store.HasPendingDelivery(ctx, g.ID); pending {
-		next = 0 // a webhook arrived while we stepped: look again now
-	}
+	// A delivery stored while we stepped found the row leased, so its
+	// wake-up did nothing: the reschedule looks again at once. Deciding
+	// this inside the reschedule's transaction leaves no moment when the
+	// row looks idle with a delivery unseen.
 	now := r.s.cfg.Now()
 	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		return tx.Reschedule(ctx, g.ID, r.id, now.Add(next), now, row.CancelRequested != 0)
+		at := now.Add(next)
+		last, err := tx.LastPendingDelivery(ctx, g.ID)
+		if err != nil {
+			return err
+		}
+		if last > seen {
+			at = now
+		}
+		return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
 	}); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
-	}
-	// A webhook that arrived after the check above found the row leased,
-	// so its wake-up did nothing: wake it now.
-	if pending, _ := r.s.store.HasPendingDelivery(ctx, g.ID); pending {
-		if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-			return tx.WakeNow(ctx, g.ID, r.s.cfg.Now())
-		}); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Error("runner: wake for webhook", "generation", g.ID, "err", err)
-		}
 	}
 	r.Kick() // the loop recomputes its next wake-up
 }
@@ -320,7 +327,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 		if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.MarkCancelSent(ctx, g.ID) }); err != nil {
 			return 0, err
 		}
-		return r.observe(ctx, p, m, g, job, st)
+		return r.observe(ctx, p, m, g, job, st, hook{})
 	}
 	hook, err := r.pendingWebhook(ctx, g.ID)
 	if err != nil {
@@ -332,11 +339,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 	} else if st, err = p.Status(ctx, job); err != nil {
 		return 0, err
 	}
-	next, err := r.observe(ctx, p, m, g, job, st)
-	if err == nil {
-		err = r.consume(ctx, g.ID, hook)
-	}
-	return next, err
+	return r.observe(ctx, p, m, g, job, st, hook)
 }
 
 // reconcile settles a submit whose outcome is unknown (a crash or a lost
@@ -346,6 +349,12 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	hook, err := r.pendingWebhook(ctx, g.ID)
 	if err != nil {
 		return 0, err
+	}
+	if hook.ok && hook.ev.Job == nil {
+		// Nothing here binds a job: the deliveries are spent.
+		if err := r.consume(ctx, g.ID, hook); err != nil {
+			return 0, err
+		}
 	}
 	if hook.ok && hook.ev.Job != nil {
 		// A delivery named this generation: its job exists. Confirm with
@@ -359,11 +368,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 		if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
 			return 0, err
 		}
-		next, err := r.observe(ctx, p, m, g, job, st)
-		if err == nil {
-			err = r.consume(ctx, g.ID, hook)
-		}
-		return next, err
+		return r.observe(ctx, p, m, g, job, st, hook)
 	}
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
@@ -395,10 +400,10 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 // returns only once the delivery is durable, so the caller may then
 // acknowledge it; a delivery for no generation of ours is dropped.
 func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEvent) error {
-	id := ""
+	id, terminal := "", false
 	if ev.Key != "" {
 		if row, err := r.s.store.Generation(ctx, ev.Key); err == nil && row.Provider == name {
-			id = row.ID
+			id, terminal = row.ID, row.Status.Terminal()
 		}
 	}
 	if id == "" && ev.JobID != "" {
@@ -409,10 +414,10 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 		if err != nil {
 			return err
 		}
-		id = row.ID
+		id, terminal = row.ID, row.Status.Terminal()
 	}
-	if id == "" {
-		return nil
+	if id == "" || terminal {
+		return nil // not ours, or already ended: nothing to do
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
@@ -495,6 +500,23 @@ func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
 
 func terminalWebhook(ev provider.WebhookEvent) bool {
 	return ev.Trusted && ev.Status != nil && ev.Status.State.Terminal()
+}
+
+// apply makes a change and, in the same transaction, consumes the
+// deliveries h folded (whether or not the change still applied: a
+// terminal generation has no use for them).
+func (r *Runner) apply(ctx context.Context, c Change, h hook) (*Generation, error) {
+	if h.upto == 0 {
+		return r.s.apply(ctx, c)
+	}
+	return r.s.change(ctx, c.ID, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
+		c.At = at
+		ok, err := tx.Apply(ctx, c)
+		if err == nil {
+			err = tx.ConsumeDeliveries(ctx, c.ID, h.upto, at)
+		}
+		return ok, err
+	})
 }
 
 // consume marks the deliveries h folded as applied.
@@ -625,7 +647,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if err != nil {
 		return r.nextPoll(p, m, g, st, 1, r.s.cfg.Now()), nil
 	}
-	return r.observe(ctx, p, m, g, job, st)
+	return r.observe(ctx, p, m, g, job, st, hook{})
 }
 
 func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {
@@ -636,8 +658,10 @@ func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job,
 	return err
 }
 
-// observe records a provider status and decides when to look again.
-func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Model, g *Generation, job provider.Job, st provider.Status) (time.Duration, error) {
+// observe records a provider status and decides when to look again. The
+// webhook deliveries h folded (if any) are consumed in the same
+// transaction as the change they cause.
+func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Model, g *Generation, job provider.Job, st provider.Status, h hook) (time.Duration, error) {
 	switch st.State {
 	case provider.StateCompleted:
 		if g.CancelRequested {
@@ -655,19 +679,19 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		}
 		c := change(g.ID, EventComplete, "")
 		c.Message, c.Outputs = msg, string(ob)
-		_, err = r.s.apply(ctx, c)
+		_, err = r.apply(ctx, c, h)
 		return -1, err
 	case provider.StateFailed:
 		msg := st.Error
 		if msg == "" {
 			msg = "the provider reported a failure without a message"
 		}
-		r.fail(ctx, g.ID, ErrorProvider, msg)
+		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
 		return -1, nil
 	case provider.StateCancelled:
 		c := change(g.ID, EventCancelled, "")
 		c.Message = "cancelled by the provider at our request"
-		_, err := r.s.apply(ctx, c)
+		_, err := r.apply(ctx, c, h)
 		return -1, err
 	}
 	status := activeStatus(st.State)
@@ -677,7 +701,7 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 	}
 	c := change(g.ID, EventProgress, status)
 	c.Message, c.Progress = msg, st.Progress
-	after, err := r.s.apply(ctx, c)
+	after, err := r.apply(ctx, c, h)
 	if err != nil {
 		return 0, err
 	}
@@ -700,6 +724,12 @@ func (r *Runner) wakeOwner(ctx context.Context, owner string) {
 }
 
 func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string) {
+	r.failWith(ctx, id, kind, msg, hook{})
+}
+
+// failWith is fail, consuming the deliveries h folded in the same
+// transaction.
+func (r *Runner) failWith(ctx context.Context, id string, kind ErrorKind, msg string, h hook) {
 	r.mu.Lock()
 	delete(r.fails, id)
 	r.mu.Unlock()
@@ -708,7 +738,7 @@ func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string
 	if kind == ErrorInternal {
 		c.Message = "failed inside darkroom: " + msg
 	}
-	g, err := r.s.apply(ctx, c)
+	g, err := r.apply(ctx, c, h)
 	if err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: record failure", "generation", id, "err", err)
 	}

@@ -293,7 +293,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	fresh := &Generation{
 		ID: id, Owner: owner, ModelID: m.ID, Provider: m.Provider, Kind: m.Kind, Prompt: req.Prompt, Params: params,
 		Credits: m.Credits, Charged: m.Credits, Status: status, StatusMessage: msg, Outputs: []Output{},
-		IdempotencyKey: req.IdempotencyKey, SubmittedAt: time.UnixMilli(0).UTC(), CreatedAt: now, UpdatedAt: now,
+		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, UpdatedAt: now,
 	}
 	var earlier *Row
 	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {

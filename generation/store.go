@@ -33,9 +33,9 @@ type Store interface {
 	// OutputsToExpire lists completed generations (ID and Outputs only)
 	// whose outputs are older than before and not yet expired.
 	OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]Row, error)
-	// HasPendingDelivery reports an unconsumed webhook delivery;
-	// PendingDeliveries lists them in arrival order.
-	HasPendingDelivery(ctx context.Context, genID string) (bool, error)
+	// LastPendingDelivery is the Seq of the newest unconsumed webhook
+	// delivery (0: none); PendingDeliveries lists them in arrival order.
+	LastPendingDelivery(ctx context.Context, genID string) (int64, error)
 	PendingDeliveries(ctx context.Context, genID string) ([]Delivery, error)
 }
 
@@ -71,6 +71,7 @@ type Tx interface {
 
 	// Webhook intake: stored before the delivery is acknowledged.
 	InsertDelivery(ctx context.Context, d Delivery) (bool, error)
+	LastPendingDelivery(ctx context.Context, genID string) (int64, error)
 	ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error
 }
 
@@ -78,7 +79,8 @@ type Tx interface {
 var ErrDuplicateKey = errors.New("idempotency key already used")
 
 // Row is a generation as stored, engine-neutral: JSON columns stay
-// encoded (generation decodes them), a zero time is NULL.
+// encoded (generation decodes them), a zero time is "none" (NULL, or 0
+// where the column is NOT NULL).
 type Row struct {
 	ID, Owner, ModelID, Provider, Kind, Prompt string
 	Params                                     string // JSON Params

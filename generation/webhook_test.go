@@ -95,7 +95,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	}
 	second.stop() // the step that applied them has finished
 	second.stop = func() {}
-	if pending, _ := second.db.Generations().HasPendingDelivery(ctx, g.ID); pending {
+	if seq, _ := second.db.Generations().LastPendingDelivery(ctx, g.ID); seq != 0 {
 		t.Fatal("deliveries left unconsumed")
 	}
 }

@@ -1,6 +1,6 @@
 // Package sqlfiles holds the schema migrations and sqlc queries, one folder
 // per engine. The migrations are embedded so the binary applies them at
-// start-up; sqlc reads the same files to generate storage/db/sqlitedb.
+// start-up; sqlc reads the same files to generate storage/sqlite/sqlitedb.
 package sqlfiles
 
 import "embed"

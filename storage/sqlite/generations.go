@@ -77,8 +77,8 @@ func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit i
 	return out, nil
 }
 
-func (s genStore) HasPendingDelivery(ctx context.Context, genID string) (bool, error) {
-	return s.d.Queries.HasPendingDelivery(ctx, genID)
+func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return s.d.Queries.LastPendingDelivery(ctx, genID)
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
@@ -217,6 +217,10 @@ func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, e
 	return n == 1, err
 }
 
+func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return t.q.LastPendingDelivery(ctx, genID)
+}
+
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, sqlitedb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
 }
@@ -245,13 +249,21 @@ func toGenRow(r sqlitedb.Generation) generation.Row {
 		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
 		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
 		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
-		SubmittedAt: time.UnixMilli(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
-		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: time.UnixMilli(r.LeaseUntil),
+		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
+		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
 	}
 }
 
 func nullTime(t time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: t.UnixMilli(), Valid: !t.IsZero()}
+}
+
+// fromZero reads a NOT NULL time column whose 0 means "not yet".
+func fromZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 func fromNull(v sql.NullInt64) time.Time {

@@ -184,6 +184,6 @@ ORDER BY seq;
 UPDATE webhook_deliveries SET consumed_at = CAST(@now AS INTEGER)
 WHERE generation_id = @generation_id AND consumed_at IS NULL AND seq <= @upto;
 
--- name: HasPendingDelivery :one
-SELECT EXISTS (SELECT 1 FROM webhook_deliveries
-               WHERE generation_id = @generation_id AND consumed_at IS NULL) AS pending;
+-- name: LastPendingDelivery :one
+SELECT CAST(COALESCE(MAX(seq), 0) AS INTEGER) AS seq FROM webhook_deliveries
+WHERE generation_id = @generation_id AND consumed_at IS NULL;

@@ -1,7 +1,7 @@
 -- Generations: one row per request to make an image or a video.
 -- Times are unix milliseconds. JSON columns hold small documents.
 CREATE TABLE generations (
-    id               TEXT    PRIMARY KEY,          -- 128-bit random, hex
+    id               TEXT    PRIMARY KEY,          -- hex: 48-bit creation ms + 128 random bits (internal/ids)
     owner            TEXT    NOT NULL,             -- principal id
     model_id         TEXT    NOT NULL,
     provider         TEXT    NOT NULL,
@@ -37,7 +37,7 @@ CREATE INDEX generations_due ON generations (next_check_at) WHERE next_check_at 
 -- Tasks (io.modelcontextprotocol/tasks): media-agnostic; ref points at the
 -- work the task follows (a generation id here).
 CREATE TABLE tasks (
-    task_id           TEXT    PRIMARY KEY,         -- 128-bit random
+    task_id           TEXT    PRIMARY KEY,         -- hex: 48-bit creation ms + 128 random bits (internal/ids)
     owner             TEXT    NOT NULL,
     ref               TEXT    NOT NULL,
     status            TEXT    NOT NULL,            -- working|input_required|completed|failed|cancelled

@@ -72,9 +72,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getTaskByRefStmt, err = db.PrepareContext(ctx, getTaskByRef); err != nil {
 		return nil, fmt.Errorf("error preparing query GetTaskByRef: %w", err)
 	}
-	if q.hasPendingDeliveryStmt, err = db.PrepareContext(ctx, hasPendingDelivery); err != nil {
-		return nil, fmt.Errorf("error preparing query HasPendingDelivery: %w", err)
-	}
 	if q.insertDeliveryStmt, err = db.PrepareContext(ctx, insertDelivery); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertDelivery: %w", err)
 	}
@@ -83,6 +80,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.insertTaskStmt, err = db.PrepareContext(ctx, insertTask); err != nil {
 		return nil, fmt.Errorf("error preparing query InsertTask: %w", err)
+	}
+	if q.lastPendingDeliveryStmt, err = db.PrepareContext(ctx, lastPendingDelivery); err != nil {
+		return nil, fmt.Errorf("error preparing query LastPendingDelivery: %w", err)
 	}
 	if q.listGenerationsStmt, err = db.PrepareContext(ctx, listGenerations); err != nil {
 		return nil, fmt.Errorf("error preparing query ListGenerations: %w", err)
@@ -229,11 +229,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getTaskByRefStmt: %w", cerr)
 		}
 	}
-	if q.hasPendingDeliveryStmt != nil {
-		if cerr := q.hasPendingDeliveryStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing hasPendingDeliveryStmt: %w", cerr)
-		}
-	}
 	if q.insertDeliveryStmt != nil {
 		if cerr := q.insertDeliveryStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertDeliveryStmt: %w", cerr)
@@ -247,6 +242,11 @@ func (q *Queries) Close() error {
 	if q.insertTaskStmt != nil {
 		if cerr := q.insertTaskStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing insertTaskStmt: %w", cerr)
+		}
+	}
+	if q.lastPendingDeliveryStmt != nil {
+		if cerr := q.lastPendingDeliveryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing lastPendingDeliveryStmt: %w", cerr)
 		}
 	}
 	if q.listGenerationsStmt != nil {
@@ -404,10 +404,10 @@ type Queries struct {
 	getOwnedGenerationStmt  *sql.Stmt
 	getTaskStmt             *sql.Stmt
 	getTaskByRefStmt        *sql.Stmt
-	hasPendingDeliveryStmt  *sql.Stmt
 	insertDeliveryStmt      *sql.Stmt
 	insertGenerationStmt    *sql.Stmt
 	insertTaskStmt          *sql.Stmt
+	lastPendingDeliveryStmt *sql.Stmt
 	listGenerationsStmt     *sql.Stmt
 	markCancelSentStmt      *sql.Stmt
 	markOutputsExpiredStmt  *sql.Stmt
@@ -450,10 +450,10 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
 		getTaskStmt:             q.getTaskStmt,
 		getTaskByRefStmt:        q.getTaskByRefStmt,
-		hasPendingDeliveryStmt:  q.hasPendingDeliveryStmt,
 		insertDeliveryStmt:      q.insertDeliveryStmt,
 		insertGenerationStmt:    q.insertGenerationStmt,
 		insertTaskStmt:          q.insertTaskStmt,
+		lastPendingDeliveryStmt: q.lastPendingDeliveryStmt,
 		listGenerationsStmt:     q.listGenerationsStmt,
 		markCancelSentStmt:      q.markCancelSentStmt,
 		markOutputsExpiredStmt:  q.markOutputsExpiredStmt,

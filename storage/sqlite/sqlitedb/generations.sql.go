@@ -425,18 +425,6 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 	return i, err
 }
 
-const hasPendingDelivery = `-- name: HasPendingDelivery :one
-SELECT EXISTS (SELECT 1 FROM webhook_deliveries
-               WHERE generation_id = ?1 AND consumed_at IS NULL) AS pending
-`
-
-func (q *Queries) HasPendingDelivery(ctx context.Context, generationID string) (bool, error) {
-	row := q.queryRow(ctx, q.hasPendingDeliveryStmt, hasPendingDelivery, generationID)
-	var pending bool
-	err := row.Scan(&pending)
-	return pending, err
-}
-
 const insertDelivery = `-- name: InsertDelivery :execrows
 INSERT INTO webhook_deliveries (provider, delivery_id, generation_id, event, received_at)
 VALUES (?1, ?2, ?3, ?4, ?5)
@@ -515,6 +503,18 @@ func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationPara
 		arg.NextCheckAt,
 	)
 	return err
+}
+
+const lastPendingDelivery = `-- name: LastPendingDelivery :one
+SELECT CAST(COALESCE(MAX(seq), 0) AS INTEGER) AS seq FROM webhook_deliveries
+WHERE generation_id = ?1 AND consumed_at IS NULL
+`
+
+func (q *Queries) LastPendingDelivery(ctx context.Context, generationID string) (int64, error) {
+	row := q.queryRow(ctx, q.lastPendingDeliveryStmt, lastPendingDelivery, generationID)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
 }
 
 const listGenerations = `-- name: ListGenerations :many

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// realTools builds the compatibility tools on real parts and registers
+// them through New, as darkroom does; it returns the tools and the names
+// the server lists.
+func realTools(t *testing.T) (*compat.Tools, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := sqlite.Open(context.Background(), filepath.Join(dir, "darkroom.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	lp, err := local.New(local.Options{Dir: dir, Scale: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs, err := blob.NewLocal(filepath.Join(dir, "files"), bytes.Repeat([]byte{7}, 32), "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := generation.NewService(generation.Config{Store: d.Generations(), Blobs: blobs, Providers: []provider.Provider{lp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := compat.New(compat.Config{Service: svc, Owner: ToolOwner})
+	s := New(Config{Version: "test", Tools: tools})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "ratelimit-test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cs.Close(); _ = ss.Wait() }()
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return tools, names
+}
+
+// TestClass: tasks/get polls; a tool call draws what the tool's
+// definition says; nothing else is limited.
+func TestClass(t *testing.T) {
+	tools, names := realTools(t)
+	want := map[string]string{
+		"generate":          compat.ClassCreate,
+		"get_generation":    compat.ClassPoll,
+		"wait_generation":   compat.ClassPoll,
+		"list_generations":  compat.ClassPoll,
+		"download_output":   compat.ClassPoll,
+		"list_models":       "",
+		"get_credits":       "",
+		"upload_input":      "",
+		"cancel_generation": "",
+	}
+	for _, n := range names {
+		if _, ok := want[n]; !ok {
+			t.Errorf("the server lists tool %s, which this test does not know", n)
+		}
+	}
+	if len(names) != len(want) {
+		t.Errorf("the server lists %d tools (%v), want %d", len(names), names, len(want))
+	}
+
+	type tc struct {
+		name string
+		env  tasks.Envelope
+		want string
+	}
+	var cases []tc
+	for _, n := range slices.Sorted(maps.Keys(want)) {
+		cases = append(cases, tc{"tools/call " + n, tasks.Envelope{Method: "tools/call", Name: n}, want[n]})
+	}
+	cases = append(cases,
+		tc{"tools/call unknown tool", tasks.Envelope{Method: "tools/call", Name: "no_such_tool"}, ""},
+		tc{"tools/call without a name", tasks.Envelope{Method: "tools/call"}, ""},
+		tc{"tasks/get", tasks.Envelope{Method: "tasks/get"}, compat.ClassPoll},
+		// A name on a non-call method is not a tool call.
+		tc{"tasks/get naming a tool", tasks.Envelope{Method: "tasks/get", Name: "generate"}, compat.ClassPoll},
+		tc{"tools/list naming a tool", tasks.Envelope{Method: "tools/list", Name: "generate"}, ""},
+		tc{"tasks/list", tasks.Envelope{Method: "tasks/list"}, ""},
+		tc{"tasks/result", tasks.Envelope{Method: "tasks/result"}, ""},
+		tc{"tasks/cancel", tasks.Envelope{Method: "tasks/cancel"}, ""},
+		tc{"tools/list", tasks.Envelope{Method: "tools/list"}, ""},
+		tc{"initialize", tasks.Envelope{Method: "initialize"}, ""},
+		tc{"notifications/initialized", tasks.Envelope{Method: "notifications/initialized"}, ""},
+		tc{"ping", tasks.Envelope{Method: "ping"}, ""},
+		tc{"no method", tasks.Envelope{}, ""},
+		tc{"method case differs", tasks.Envelope{Method: "Tasks/Get"}, ""},
+	)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := c.env
+			if got := class(&env, tools.RateClass); got != c.want {
+				t.Errorf("class(%+v) = %q, want %q", c.env, got, c.want)
+			}
+		})
+	}
+}
+
+// TestClassAsksToolClass: for a tool call class answers exactly what
+// toolClass says for the call's tool name, and asks about nothing else.
+func TestClassAsksToolClass(t *testing.T) {
+	cases := []struct {
+		env       tasks.Envelope
+		answer    string
+		want      string
+		wantAsked []string
+	}{
+		{tasks.Envelope{Method: "tools/call", Name: "generate"}, compat.ClassCreate, compat.ClassCreate, []string{"generate"}},
+		{tasks.Envelope{Method: "tools/call", Name: "get_generation"}, compat.ClassPoll, compat.ClassPoll, []string{"get_generation"}},
+		{tasks.Envelope{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
+		{tasks.Envelope{Method: "tools/call", Name: "generate"}, "", "", []string{"generate"}},
+		{tasks.Envelope{Method: "tasks/get", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
+		{tasks.Envelope{Method: "tools/list", Name: "generate"}, compat.ClassCreate, "", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.env.Method+" "+c.env.Name, func(t *testing.T) {
+			var asked []string
+			toolClass := func(name string) string {
+				asked = append(asked, name)
+				return c.answer
+			}
+			env := c.env
+			if got := class(&env, toolClass); got != c.want {
+				t.Errorf("class = %q, want %q", got, c.want)
+			}
+			if !slices.Equal(asked, c.wantAsked) {
+				t.Errorf("toolClass asked about %q, want %q", asked, c.wantAsked)
+			}
+		})
+	}
+}

@@ -1,0 +1,25 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/storage/storetest"
+)
+
+// TestContract runs the engine-agnostic store contract on SQLite.
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Engine {
+		d, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := d.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks()}
+	})
+}
