@@ -552,8 +552,9 @@ func (r *Runner) markSubmitting(ctx context.Context, g *Generation) (held int64,
 		limit = r.cfg.MaxInFlight(g.Owner)
 	}
 	now := r.s.cfg.Now()
+	gone := false
 	err = r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		held = -1
+		held, gone = -1, false
 		if limit > 0 {
 			if err := tx.LockOwner(ctx, g.Owner); err != nil {
 				return err
@@ -570,11 +571,12 @@ func (r *Runner) markSubmitting(ctx context.Context, g *Generation) (held int64,
 		c := change(g.ID, EventSubmit, "")
 		c.At = now
 		ok, err := tx.Apply(ctx, c)
-		if err == nil && !ok {
-			return errNoLongerQueued
-		}
+		gone = err == nil && !ok // an outcome, not a failed write
 		return err
 	})
+	if err == nil && gone {
+		err = errNoLongerQueued
+	}
 	return held, err
 }
 

@@ -295,9 +295,12 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		Credits: m.Credits, Charged: m.Credits, Status: status, StatusMessage: msg, Outputs: []Output{},
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, UpdatedAt: now,
 	}
+	// A repeat or a refusal is an outcome, not a failed write: a failing
+	// write makes the engine rerun its batch mates.
 	var earlier *Row
+	var refused error
 	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		earlier = nil
+		earlier, refused = nil, nil
 		if req.IdempotencyKey != "" || limit != nil {
 			if err := tx.LockOwner(ctx, owner); err != nil {
 				return err
@@ -319,7 +322,8 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 				return err
 			}
 			if m.Credits > *limit-spent {
-				return budgetError(m, *limit, spent)
+				refused = budgetError(m, *limit, spent)
+				return nil
 			}
 		}
 		if err := tx.InsertGeneration(ctx, row); err != nil {
@@ -330,6 +334,9 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		return nil
 	})
+	if err == nil && refused != nil {
+		err = refused
+	}
 	if earlier != nil && err == nil {
 		s.dropInput(ctx, params.InputImage)
 		return s.repeat(*earlier, &req, hash)
@@ -608,7 +615,9 @@ func (s *Service) Approve(ctx context.Context, id string) (*Generation, error) {
 // transaction, and queues it when no reason is left. clear sees the
 // record as the transaction reads it and may refuse (its error stands).
 func (s *Service) release(ctx context.Context, id string, clear func(*Generation) error, msg string) (*Generation, error) {
+	var refused error
 	g, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
+		refused = nil
 		r, err := tx.Generation(ctx, id)
 		if err != nil {
 			return false, err
@@ -617,8 +626,8 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		if err != nil {
 			return false, err
 		}
-		if err := clear(cur); err != nil {
-			return false, err
+		if refused = clear(cur); refused != nil {
+			return false, nil // an outcome: nothing changes
 		}
 		p := cur.Params
 		pj, _ := json.Marshal(p)
@@ -634,6 +643,9 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		c.At, c.Params = at, string(pj)
 		return tx.Apply(ctx, c)
 	})
+	if err == nil && refused != nil {
+		return nil, refused
+	}
 	if err == nil && g.Status == StatusQueued {
 		s.kick()
 	}

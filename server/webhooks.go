@@ -36,8 +36,13 @@ func WebhookHandler(name string, intake Intake, log *slog.Logger) http.Handler {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
-		if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if err != nil {
+			http.Error(w, "body not read", http.StatusBadRequest)
 			return
 		}
 		err = intake(context.WithoutCancel(r.Context()), r.Header, r.URL.Query(), body)
