@@ -1252,6 +1252,15 @@ func testDeliveries(t *testing.T, e Engine) {
 		if err != nil || last != newest || (last == 0) != (len(want) == 0) {
 			t.Errorf("LastPendingDelivery(%s) = %d, %v; want %d (pending %v)", gen, last, err, newest, want)
 		}
+		// The same, read inside a write transaction.
+		var inTx int64
+		if err := s.Update(ctx, func(ctx context.Context, tx generation.Tx) error {
+			var err error
+			inTx, err = tx.LastPendingDelivery(ctx, gen)
+			return err
+		}); err != nil || inTx != newest {
+			t.Errorf("Tx.LastPendingDelivery(%s) = %d, %v; want %d", gen, inTx, err, newest)
+		}
 		return ds
 	}
 	ds := pending("g", `{"n":1}`, `{"n":3}`, `{"n":4}`)
