@@ -1,12 +1,10 @@
 package compat_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +12,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -41,31 +36,8 @@ func clock() func() time.Time {
 
 func newRig(t *testing.T, budget *int64) *rig {
 	t.Helper()
-	dir := t.TempDir()
-	d, err := sqlite.Open(context.Background(), filepath.Join(dir, "darkroom.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	lp, err := local.New(local.Options{Dir: dir, Scale: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := blob.NewLocal(filepath.Join(dir, "files"), bytes.Repeat([]byte{7}, 32), "http://127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &rig{t: t, budget: budget}
-	r.svc, err = generation.NewService(generation.Config{
-		Store:     d.Generations(),
-		Blobs:     blobs,
-		Providers: []provider.Provider{lp},
-		Now:       clock(),
-		Budget:    r.limit,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.svc = testrig.New(t).Service(t, generation.Config{Now: clock(), Budget: r.limit})
 	return r
 }
 

@@ -74,30 +74,24 @@ func Events() []Event {
 }
 
 // Sources lists the statuses ev may leave.
-func Sources(ev Event) []Status {
-	var from []Status
+func Sources(ev Event) []Status { return ends(ev, func(t Transition) Status { return t.From }) }
+
+// Targets lists the statuses ev may lead to.
+func Targets(ev Event) []Status { return ends(ev, func(t Transition) Status { return t.To }) }
+
+func ends(ev Event, end func(Transition) Status) []Status {
+	var out []Status
 	for _, t := range Lifecycle {
-		if t.On == ev && !slices.Contains(from, t.From) {
-			from = append(from, t.From)
+		if s := end(t); t.On == ev && !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 	}
-	return from
+	return out
 }
 
 // Allowed reports whether the table has from → to on ev.
 func Allowed(from, to Status, ev Event) bool {
 	return slices.Contains(Lifecycle, Transition{from, to, ev})
-}
-
-// Targets lists the statuses ev may lead to.
-func Targets(ev Event) []Status {
-	var to []Status
-	for _, t := range Lifecycle {
-		if t.On == ev && !slices.Contains(to, t.To) {
-			to = append(to, t.To)
-		}
-	}
-	return to
 }
 
 // change builds the guarded change for ev: its sources from the table,

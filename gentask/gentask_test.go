@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/gentask"
-	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -52,26 +48,10 @@ func TestTaskStatus(t *testing.T) {
 // it; spends above 0 credits need approval.
 func rig(t *testing.T) *gentask.GenTasks {
 	t.Helper()
-	dir := t.TempDir()
-	d, err := sqlite.Open(context.Background(), filepath.Join(dir, "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	lp, err := local.New(local.Options{Dir: dir, Scale: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := blob.NewLocal(filepath.Join(dir, "files"), bytes.Repeat([]byte{7}, 32), "http://127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(d.Tasks(), nil)})
+	parts := testrig.New(t)
+	disp := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(parts.DB.Tasks(), nil)})
 	mirror := gentask.NewMirror(disp)
-	svc, err := generation.NewService(generation.Config{Store: d.Generations(), Blobs: blobs, Providers: []provider.Provider{lp}, Observer: mirror})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := parts.Service(t, generation.Config{Observer: mirror})
 	zero := int64(0)
 	return &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: time.Hour,
 		Approval:      gentask.ApprovalToken{Secret: bytes.Repeat([]byte{9}, 32)},

@@ -1,19 +1,14 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"maps"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
-	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,24 +18,7 @@ import (
 // the server lists.
 func realTools(t *testing.T) (*compat.Tools, []string) {
 	t.Helper()
-	dir := t.TempDir()
-	d, err := sqlite.Open(context.Background(), filepath.Join(dir, "darkroom.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	lp, err := local.New(local.Options{Dir: dir, Scale: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := blob.NewLocal(filepath.Join(dir, "files"), bytes.Repeat([]byte{7}, 32), "http://127.0.0.1:1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := generation.NewService(generation.Config{Store: d.Generations(), Blobs: blobs, Providers: []provider.Provider{lp}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := testrig.New(t).Service(t, generation.Config{})
 	tools := compat.New(compat.Config{Service: svc, Owner: ToolOwner})
 	s := New(Config{Version: "test", Tools: tools})
 	st, ct := mcp.NewInMemoryTransports()
