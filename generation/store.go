@@ -66,7 +66,10 @@ type Tx interface {
 	MarkCancelSent(ctx context.Context, id string) error
 	ResetSubmitting(ctx context.Context, id string) error
 	MarkOutputsExpired(ctx context.Context, id string) (bool, error)
-	// ReleaseLeases drops every lease (one runner per embedded database).
+	// ReleaseLeases drops the leases a killed process may have left, where
+	// the engine knows its runner is the only one (the embedded engine);
+	// an engine that several replicas' runners share releases nothing, and
+	// their leases are taken over as they expire.
 	ReleaseLeases(ctx context.Context) error
 
 	// Webhook intake: stored before the delivery is acknowledged.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: starts the real servers the integration tests use
-# (versitygw for S3), runs go test -race over everything, the provider
+# (versitygw for S3, PostgreSQL), runs go test -race over everything, the provider
 # emulator's own tests (go's ./... skips testdata), the Dockerfile lint
 # with the static build it makes, then the MCP conformance suite. Every
 # server is stopped by PID on exit.
@@ -8,9 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 env_file=$(scripts/s3-test-server.sh start)
-trap 'scripts/s3-test-server.sh stop' EXIT
+trap 'scripts/s3-test-server.sh stop; scripts/pg-test-server.sh stop' EXIT
 # shellcheck disable=SC1090
 source "$env_file"
+pg_env=$(scripts/pg-test-server.sh start)
+# shellcheck disable=SC1090
+source "$pg_env"
+export DARKROOM_TEST_REQUIRE_PG=1 # the PostgreSQL engine's tests must run, not skip
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
 scripts/dockerlint.sh

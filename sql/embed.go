@@ -1,6 +1,7 @@
 // Package sqlfiles holds the schema migrations and sqlc queries, one folder
 // per engine. The migrations are embedded so the binary applies them at
-// start-up; sqlc reads the same files to generate storage/sqlite/sqlitedb.
+// start-up; sqlc reads the same files to generate storage/sqlite/sqlitedb and
+// storage/postgres/pgdb.
 package sqlfiles
 
 import "embed"
@@ -9,3 +10,9 @@ import "embed"
 //
 //go:embed sqlite/schema/*.sql
 var SQLiteSchema embed.FS
+
+// PostgresSchema holds postgres/schema/NNNN_name.sql, applied in name
+// order.
+//
+//go:embed postgres/schema/*.sql
+var PostgresSchema embed.FS

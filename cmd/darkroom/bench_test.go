@@ -534,7 +534,7 @@ func BenchmarkMemory10k(b *testing.B) {
 		runtime.ReadMemStats(&after)
 	}
 	var stored int
-	_ = s.app.db.Read.QueryRow("SELECT COUNT(*) FROM generations").Scan(&stored)
+	_ = s.app.db.(*sqlite.DB).Read.QueryRow("SELECT COUNT(*) FROM generations").Scan(&stored)
 	if stored < n {
 		b.Fatalf("%d generations stored, want %d", stored, n)
 	}
@@ -816,7 +816,7 @@ func BenchmarkDurableCreate(b *testing.B) {
 		b.Errorf("%d failed creations, e.g. %s", darkErrs, errSample)
 	}
 	var stored int
-	_ = s.app.db.Read.QueryRow("SELECT COUNT(*) FROM tasks").Scan(&stored)
+	_ = s.app.db.(*sqlite.DB).Read.QueryRow("SELECT COUNT(*) FROM tasks").Scan(&stored)
 	avg := func(v []float64) float64 {
 		var t float64
 		for _, x := range v {

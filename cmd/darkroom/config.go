@@ -24,6 +24,7 @@ import (
 type config struct {
 	Addr           string
 	DataDir        string
+	DatabaseURL    string // postgres://...: PostgreSQL instead of SQLite in DataDir
 	PublicURL      string
 	LocalLatency   float64
 	MaxBodyBytes   int64
@@ -43,6 +44,7 @@ type config struct {
 	CreateBucket   bool
 	Retention      time.Duration
 	StorageGiveUp  time.Duration
+	RunnerLease    time.Duration
 	// Providers beyond the local one; each is on only with its credential.
 	ReplicateToken   string
 	ReplicateBaseURL string
@@ -224,6 +226,15 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
 			help: "data directory: database and local files",
 			set:  text(func(c *config) *string { return &c.DataDir })},
+		{flag: "database-url", env: envs("DARKROOM_DATABASE_URL"),
+			help: "postgres://… selects PostgreSQL (several replicas may share it); empty: SQLite in the data directory",
+			set: func(c *config, v string) error {
+				if v != "" && !strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://") {
+					return errors.New("must be a postgres:// URL (or empty for SQLite in the data directory)")
+				}
+				c.DatabaseURL = v
+				return nil
+			}},
 		{flag: "public-url", env: envs("DARKROOM_PUBLIC_URL"), doc: "`http://ADDR`",
 			help: "public base URL for links and webhooks",
 			set:  func(c *config, v string) error { c.PublicURL = strings.TrimSuffix(v, "/"); return nil }},
@@ -335,6 +346,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
 			help: "how long to retry an unreachable output store before failing",
 			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},
+		{flag: "runner-lease", env: envs("DARKROOM_RUNNER_LEASE"), def: "2m",
+			help: "how long a claimed generation is one runner's; on PostgreSQL, how soon another replica takes over a killed one's work",
+			set:  func(c *config, v string) (err error) { c.RunnerLease, err = duration(v, time.Second, 0); return err }},
 		{flag: "replicate-api-token", env: envs("DARKROOM_REPLICATE_API_TOKEN", "REPLICATE_API_TOKEN"),
 			help: "Replicate API token; turns Replicate on",
 			set:  text(func(c *config) *string { return &c.ReplicateToken })},

@@ -37,6 +37,7 @@ func startServer(t *testing.T, latency float64, opts ...func(*config)) *testServ
 		t.Fatal(err)
 	}
 	cfg.DataDir = t.TempDir()
+	cfg.DatabaseURL = databaseURL(t, cfg.DataDir)
 	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	cfg.LocalLatency = latency
 	cfg.MaxInputBytes = 1 << 20

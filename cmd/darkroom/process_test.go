@@ -44,6 +44,10 @@ func startProcess(t *testing.T, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Env = append(os.Environ(), env...)
+	if u := databaseURL(t, dataDir); u != "" {
+		// A killed replica's leases are taken over when they expire.
+		cmd.Env = append(cmd.Env, "DARKROOM_DATABASE_URL="+u, "DARKROOM_RUNNER_LEASE=3s")
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

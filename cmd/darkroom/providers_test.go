@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
@@ -191,7 +192,7 @@ var pngSHA = func() string {
 
 func generationRow(t *testing.T, s *testServer, id string) sqlitedb.Generation {
 	t.Helper()
-	row, err := s.app.db.Queries.GetGeneration(context.Background(), id)
+	row, err := s.app.db.(*sqlite.DB).Queries.GetGeneration(context.Background(), id)
 	if err != nil {
 		t.Fatalf("generation %s: %v", id, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,7 +38,7 @@ import (
 type app struct {
 	cfg    *config
 	log    *slog.Logger
-	db     *sqlite.DB
+	db     engine
 	svc    *generation.Service
 	runner *generation.Runner
 	tools  *compat.Tools
@@ -65,7 +66,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	d, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
+	d, err := openEngine(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -122,7 +123,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
-	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp}
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease}
 	if a.cfg.Webhooks {
 		rc.WebhookBase = a.cfg.PublicURL
 	}
@@ -143,6 +144,22 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
 	return a, nil
+}
+
+// engine is the database behind both store contracts.
+type engine interface {
+	Generations() generation.Store
+	Tasks() tasks.Backend
+	Close() error
+}
+
+// openEngine opens PostgreSQL when a database URL is set, else SQLite in
+// the data directory.
+func openEngine(ctx context.Context, cfg *config) (engine, error) {
+	if cfg.DatabaseURL != "" {
+		return postgres.Open(ctx, cfg.DatabaseURL)
+	}
+	return sqlite.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
 }
 
 // intake hands a provider's deliveries to the runner, telling server

@@ -1,0 +1,173 @@
+// Package postgres is darkroom's engine for more than one machine: it
+// implements the store contracts of package generation (Generations) and
+// tasks (Tasks) on PostgreSQL through pgx, for several replicas sharing
+// one database. Each write is one transaction; the decisions that must
+// not race take an advisory lock on the owner (LockOwner) inside it.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DB is the database handle.
+type DB struct {
+	Pool    *pgxpool.Pool
+	queries *pgdb.Queries
+}
+
+// Tx is what a write function sees. It implements generation.Tx and
+// tasks.Tx, so a generation and its task change in one unit of work.
+type Tx struct {
+	q  *pgdb.Queries
+	tx pgx.Tx
+}
+
+// Exec runs a statement sqlc does not cover (tests set up rows with it).
+func (t *Tx) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
+	return t.tx.Exec(ctx, query, args...)
+}
+
+// Open connects to the database at url (postgres://...), applies the
+// migrations (once, whichever replica starts first) and returns the
+// handle.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool, sqlfiles.PostgresSchema, "postgres/schema"); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &DB{Pool: pool, queries: pgdb.New(pool)}, nil
+}
+
+// Close closes the pool.
+func (d *DB) Close() error {
+	d.Pool.Close()
+	return nil
+}
+
+// maxRetries bounds the reruns of a write that lost a serialization
+// conflict or a deadlock.
+const maxRetries = 5
+
+// Write runs fn inside one transaction and returns once it is committed,
+// or fn's error (rolled back). A transaction that loses a serialization
+// conflict or a deadlock runs again, so fn may run more than once and
+// must act only through tx.
+func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	var err error
+	for range maxRetries {
+		if err = d.write(ctx, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	// Once begun, a write runs to the end (as on the embedded engine): a
+	// caller that gives up must still learn whether it committed.
+	ctx = context.WithoutCancel(ctx)
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(ctx, &Tx{q: d.queries.WithTx(tx), tx: tx}); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// migrationLock is the advisory lock id replicas take to migrate one at a
+// time ("darkroom" in ASCII).
+const migrationLock = 0x6461726b726f6f6d
+
+// migrate applies the numbered schema files newer than the recorded
+// version, each in its own transaction, under a session advisory lock so
+// that replicas starting at once migrate one after the other.
+func migrate(ctx context.Context, pool *pgxpool.Pool, files fs.FS, dir string) error {
+	entries, err := fs.ReadDir(files, dir)
+	if err != nil {
+		return fmt.Errorf("read migrations: %w", err)
+	}
+	type step struct {
+		n    int
+		name string
+	}
+	var steps []step
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		num, _, _ := strings.Cut(e.Name(), "_")
+		n, err := strconv.Atoi(num)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("migration %s: name must start with a positive number", e.Name())
+		}
+		steps = append(steps, step{n, e.Name()})
+	}
+	sort.Slice(steps, func(i, j int) bool { return steps[i].n < steps[j].n })
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {
+		return fmt.Errorf("migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock))
+	}()
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS darkroom_schema (version INTEGER NOT NULL)"); err != nil {
+		return err
+	}
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT COALESCE(MAX(version), 0) FROM darkroom_schema").Scan(&version); err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if s.n <= version {
+			continue
+		}
+		body, err := fs.ReadFile(files, path.Join(dir, s.name))
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO darkroom_schema (version) VALUES ($1)", s.n)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", s.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Generations is the generation store on this database.
+func (d *DB) Generations() generation.Store { return genStore{d} }
+
+type genStore struct{ d *DB }
+
+var _ generation.Tx = (*Tx)(nil)
+
+func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx generation.Tx) error) error {
+	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
+}
+
+func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
+	return scanGen(s.d.queries.GetGeneration(ctx, id))
+}
+
+func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (generation.Row, error) {
+	return scanGen(s.d.queries.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+}
+
+func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return byKey(ctx, s.d.queries, owner, key)
+}
+
+func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
+	return scanGen(s.d.queries.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+}
+
+func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
+	rows, err := s.d.queries.ListGenerations(ctx, pgdb.ListGenerationsParams{
+		Owner: q.Owner, Status: string(q.Status), BeforeCreated: q.BeforeCreated, BeforeID: q.BeforeID, Lim: int32(q.Limit),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]generation.Row, len(rows))
+	for i, r := range rows {
+		out[i] = toGenRow(r)
+	}
+	return out, nil
+}
+
+func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return s.d.queries.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
+	ms, err := s.d.queries.NextDueAt(ctx)
+	if err != nil || ms == 0 {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(ms), nil
+}
+
+func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
+	rows, err := s.d.queries.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]generation.Row, len(rows))
+	for i, r := range rows {
+		out[i] = generation.Row{ID: r.ID, Outputs: r.Outputs}
+	}
+	return out, nil
+}
+
+func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return s.d.queries.LastPendingDelivery(ctx, genID)
+}
+
+func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
+	rows, err := s.d.queries.PendingDeliveries(ctx, genID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]generation.Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = generation.Delivery{Seq: r.Seq, GenerationID: genID, Event: r.Event}
+	}
+	return out, nil
+}
+
+// LockOwner takes a transaction-scoped advisory lock on the owner: the
+// decisions on one owner's rows (budget, idempotency, in-flight cap) are
+// serialized across every replica until commit.
+func (t *Tx) LockOwner(ctx context.Context, owner string) error { return t.q.LockOwner(ctx, owner) }
+
+func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
+	return scanGen(t.q.GetGeneration(ctx, id))
+}
+
+func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return byKey(ctx, t.q, owner, key)
+}
+
+func (t *Tx) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return t.q.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
+	return t.q.CountInFlight(ctx, owner)
+}
+
+func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
+	err := t.q.InsertGeneration(ctx, pgdb.InsertGenerationParams{
+		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
+		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged, Status: string(r.Status),
+		StatusMessage: r.StatusMessage, IdempotencyKey: pgtype.Text{String: r.IdempotencyKey, Valid: r.IdempotencyKey != ""},
+		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), NextCheckAt: nullTime(r.NextCheckAt),
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "generations_idempotency" {
+		return generation.ErrDuplicateKey
+	}
+	return err
+}
+
+// fromSet is an event's source statuses for the guard
+// status = ANY(@from_set).
+func fromSet(from []generation.Status) []string {
+	out := make([]string, len(from))
+	for i, s := range from {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
+	from, now := fromSet(c.From), c.At.UnixMilli()
+	var n int64
+	var err error
+	switch c.Event {
+	case generation.EventHold:
+		n, err = t.q.SetReservedParams(ctx, pgdb.SetReservedParamsParams{ID: c.ID, FromSet: from, Params: c.Params, StatusMessage: c.Message, Now: now})
+	case generation.EventQueue:
+		n, err = t.q.Approve(ctx, pgdb.ApproveParams{ID: c.ID, FromSet: from, Params: c.Params, StatusMessage: c.Message, Now: now})
+	case generation.EventSubmit:
+		n, err = t.q.MarkSubmitting(ctx, pgdb.MarkSubmittingParams{ID: c.ID, FromSet: from, Now: now})
+	case generation.EventSubmitted:
+		n, err = t.q.MarkSubmitted(ctx, pgdb.MarkSubmittedParams{ID: c.ID, FromSet: from, ProviderJob: c.Job, ProviderJobID: c.JobID,
+			Status: string(c.To), StatusMessage: c.Message, Progress: c.Progress, Now: now})
+	case generation.EventProgress:
+		n, err = t.q.UpdateProgress(ctx, pgdb.UpdateProgressParams{ID: c.ID, FromSet: from, Status: string(c.To), StatusMessage: c.Message, Progress: c.Progress, Now: now})
+	case generation.EventComplete:
+		n, err = t.q.Complete(ctx, pgdb.CompleteParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Outputs: c.Outputs, Now: now})
+	case generation.EventFail:
+		n, err = t.q.Fail(ctx, pgdb.FailParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
+	case generation.EventCancel:
+		n, err = t.q.CancelUnsubmitted(ctx, pgdb.CancelUnsubmittedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
+	case generation.EventCancelAsk:
+		n, err = t.q.RequestCancel(ctx, pgdb.RequestCancelParams{ID: c.ID, FromSet: from, Now: now})
+	case generation.EventCancelled:
+		n, err = t.q.CancelConfirmed(ctx, pgdb.CancelConfirmedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
+	default:
+		return false, fmt.Errorf("sqlite: no statement for event %q", c.Event)
+	}
+	return n == 1, err
+}
+
+func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
+	r, err := t.q.ClaimDue(ctx, pgdb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return generation.Row{}, false, nil
+	}
+	if err != nil {
+		return generation.Row{}, false, err
+	}
+	return toGenRow(r), true, nil
+}
+
+func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
+	seen := int64(0)
+	if cancelSeen {
+		seen = 1
+	}
+	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: nullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+}
+
+func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
+	return t.q.WakeNow(ctx, pgdb.WakeNowParams{ID: id, Now: now.UnixMilli()})
+}
+
+func (t *Tx) WakeOwnerQueued(ctx context.Context, owner string, now time.Time) error {
+	return t.q.WakeOwnerQueued(ctx, pgdb.WakeOwnerQueuedParams{Owner: owner, Now: now.UnixMilli()})
+}
+
+func (t *Tx) MarkCancelSent(ctx context.Context, id string) error { return t.q.MarkCancelSent(ctx, id) }
+
+func (t *Tx) ResetSubmitting(ctx context.Context, id string) error {
+	return t.q.ResetSubmitting(ctx, id)
+}
+
+func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
+	n, err := t.q.MarkOutputsExpired(ctx, id)
+	return n == 1, err
+}
+
+// ReleaseLeases releases nothing: several replicas' runners share this
+// database, and a killed replica's leases are taken over when they
+// expire.
+func (t *Tx) ReleaseLeases(context.Context) error { return nil }
+
+func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
+	n, err := t.q.InsertDelivery(ctx, pgdb.InsertDeliveryParams{
+		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),
+	})
+	return n == 1, err
+}
+
+func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return t.q.LastPendingDelivery(ctx, genID)
+}
+
+func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
+	return t.q.ConsumeDeliveries(ctx, pgdb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
+}
+
+func byKey(ctx context.Context, q *pgdb.Queries, owner, key string) (generation.Row, error) {
+	return scanGen(q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: pgtype.Text{String: key, Valid: true}}))
+}
+
+func scanGen(r pgdb.Generation, err error) (generation.Row, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return generation.Row{}, generation.ErrNotFound
+	}
+	if err != nil {
+		return generation.Row{}, err
+	}
+	return toGenRow(r), nil
+}
+
+func toGenRow(r pgdb.Generation) generation.Row {
+	return generation.Row{
+		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
+		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged,
+		Status: generation.Status(r.Status), StatusMessage: r.StatusMessage, Progress: r.Progress,
+		SubmitState: r.SubmitState, ProviderJob: r.ProviderJob, ProviderJobID: r.ProviderJobID,
+		Outputs: r.Outputs, OutputsExpired: r.OutputsExpired != 0,
+		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
+		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
+		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
+		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
+		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
+	}
+}
+
+func nullTime(t time.Time) pgtype.Int8 {
+	return pgtype.Int8{Int64: t.UnixMilli(), Valid: !t.IsZero()}
+}
+
+// fromZero reads a NOT NULL time column whose 0 means "not yet".
+func fromZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func fromNull(v pgtype.Int8) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64)
+}
