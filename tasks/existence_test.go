@@ -51,7 +51,9 @@ func (c *countingBackend) snapshot() cost {
 	return cost{c.reads.Load(), c.updates.Load(), c.txReads.Load()}
 }
 
-func (c cost) minus(d cost) cost { return cost{c.reads - d.reads, c.updates - d.updates, c.txReads - d.txReads} }
+func (c cost) minus(d cost) cost {
+	return cost{c.reads - d.reads, c.updates - d.updates, c.txReads - d.txReads}
+}
 
 func newCountingStore(t testing.TB) (*Store, *countingBackend) {
 	t.Helper()
@@ -161,7 +163,9 @@ func TestNoExistenceTell(t *testing.T) {
 	}
 }
 
-func (c cost) add(d cost) cost { return cost{c.reads + d.reads, c.updates + d.updates, c.txReads + d.txReads} }
+func (c cost) add(d cost) cost {
+	return cost{c.reads + d.reads, c.updates + d.updates, c.txReads + d.txReads}
+}
 
 // BenchmarkLookupTell times tasks/get's store path for an own id (cached
 // by polling), a foreign id (cached by its owner's polling) and an
