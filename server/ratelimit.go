@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
@@ -89,63 +88,32 @@ func PollInterval(c *limit.Classes) func(ctx context.Context, owner string, base
 	}
 }
 
-// guessGuard throttles failed authentication per client IP: only
-// requests answered 401 draw from the IP's bucket, so a caller with a
-// valid key is never slowed by its neighbours on the same address, while
-// token guessing is.
+// guessGuard throttles token guessing per client address (IPKey of the
+// address proxies give, so a forged X-Forwarded-For from anyone but a
+// trusted proxy changes nothing). auth.Middleware asks it only after a
+// presented token was checked and failed: the credential is checked
+// first and only failures draw from the address's bucket, so a caller
+// with a valid key is never refused or delayed by a guesser on its
+// address, while the guesser's failures beyond the bucket are answered
+// 429 with Retry-After. (A valid guess is served like any valid key:
+// the guard rations failures, the secret's length is what makes guessing
+// hopeless.)
 type guessGuard struct {
 	c       limit.Class
-	mu      sync.Mutex
-	blocked map[string]time.Time
+	proxies limit.TrustedProxies
 }
 
-func newGuessGuard(c limit.Class) *guessGuard {
-	return &guessGuard{c: c, blocked: map[string]time.Time{}}
+func newGuessGuard(c limit.Class, proxies limit.TrustedProxies) guessGuard {
+	return guessGuard{c: c, proxies: proxies}
 }
 
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+// throttle is auth.MiddlewareOptions.Throttle: one failure drawn from the
+// client's bucket; when empty, the 429 is written and true returned.
+func (g guessGuard) throttle(w http.ResponseWriter, r *http.Request) bool {
+	ok, d := g.c.Allow(limit.IPKey(g.proxies.ClientIP(r)), g.c.Rate, g.c.Burst)
+	if ok {
+		return false
 	}
-}
-
-func (g *guessGuard) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ip := limit.IPKey(limit.ClientIP(r))
-		now := time.Now()
-		g.mu.Lock()
-		until, isBlocked := g.blocked[ip]
-		if isBlocked && !now.Before(until) {
-			delete(g.blocked, ip)
-			isBlocked = false
-		}
-		g.mu.Unlock()
-		if isBlocked {
-			limit.WriteHTTP(w, nil, until.Sub(now))
-			return
-		}
-		rec := &statusRecorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
-		if rec.status != http.StatusUnauthorized {
-			return
-		}
-		if ok, d := g.c.Allow(ip, g.c.Rate, g.c.Burst); !ok {
-			g.mu.Lock()
-			if len(g.blocked) > 100_000 {
-				clear(g.blocked) // bounded: at worst an attacker gets a fresh burst
-			}
-			g.blocked[ip] = now.Add(d)
-			g.mu.Unlock()
-		}
-	})
+	limit.WriteHTTP(w, nil, d)
+	return true
 }

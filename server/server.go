@@ -35,6 +35,9 @@ type Config struct {
 	// AllowedOrigins lists extra browser origins allowed to call /mcp
 	// (scheme://host[:port]); loopback origins are always allowed.
 	AllowedOrigins []string
+	// TrustedProxies are the peers whose X-Forwarded-For / Forwarded
+	// name the client address (the guess guard's key); empty: none.
+	TrustedProxies limit.TrustedProxies
 	// MaxBodyBytes caps a request body (default 16 MiB).
 	MaxBodyBytes int64
 	Logger       *slog.Logger
@@ -98,16 +101,17 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		// Fail closed: authentication applies even if the metadata URL
 		// cannot be derived (the challenge then names no metadata).
 		prm, _ := auth.MetadataURL(cfg.ResourceURL)
-		h = auth.Middleware(cfg.Auth, auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger})(h)
+		opts := auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger}
+		if cfg.Limits != nil {
+			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle
+		}
+		h = auth.Middleware(cfg.Auth, opts)(h)
 		if paths, err := auth.PRMPaths(cfg.ResourceURL); err == nil && len(cfg.AuthServers) > 0 {
 			ph := auth.PRMHandler(cfg.ResourceURL, cfg.AuthServers, cfg.Auth.RequiredScopes())
 			for _, p := range paths {
 				mux.Handle(p, ph)
 			}
 		}
-	}
-	if cfg.Limits != nil {
-		h = newGuessGuard(cfg.Limits.PreAuth).wrap(h)
 	}
 	mux.Handle("/mcp", checkOrigin(cfg.AllowedOrigins, h))
 	if cfg.Files != nil {

@@ -14,6 +14,11 @@ type Backend interface {
 	// run more than once, so it must act only through tx.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 	Task(ctx context.Context, id string) (Row, error) // ErrNotFound
+	// OwnedTask is Task for owner's own task: ErrNotFound for an unknown
+	// and a foreign id alike, at the same cost (the owner is part of the
+	// lookup, so a foreign row is never read), which tasks/get relies on
+	// to be no existence oracle.
+	OwnedTask(ctx context.Context, owner, id string) (Row, error)
 	TaskByRef(ctx context.Context, ref string) (Row, error)
 	// ExpiredLiveTasks lists live tasks (ID and Ref only) whose expiry is
 	// at or before now.

@@ -136,12 +136,34 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 
 // Lookup returns the owner's live (unexpired) task, or ErrNotFound for
 // unknown, foreign and expired ids alike.
+//
+// No existence tell: the cache answers only the owner's own lookups (a
+// foreign id misses it exactly as an unknown one does), a foreign row is
+// not even read (Backend.OwnedTask), and foreign reads are never cached;
+// so a foreign id costs what an unknown one costs: one read that finds
+// nothing.
+// The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
-	t, err := s.Get(ctx, id)
+	if t, ok := s.cache.getOwned(owner, id); ok {
+		if t.Expired(s.now()) {
+			return nil, ErrNotFound
+		}
+		return t, nil
+	}
+	seq := s.cache.epoch()
+	r, err := s.db.OwnedTask(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
-	if t.Owner != owner || t.Expired(s.now()) {
+	if r.Owner != owner { // an engine that ignored the owner
+		return nil, ErrNotFound
+	}
+	t, err := fromRow(r)
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(id, t, seq)
+	if t.Expired(s.now()) {
 		return nil, ErrNotFound
 	}
 	return t, nil
@@ -223,11 +245,17 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 	var taken map[string]json.RawMessage
 	err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error {
 		taken = nil
-		var err error
-		if t, err = s.GetTx(ctx, tx, id); err != nil {
+		r, err := tx.Task(ctx, id)
+		if err != nil {
 			return err
 		}
-		if t.Owner != owner || t.Expired(s.now()) {
+		if r.Owner != owner { // refused undecoded, as an unknown id is
+			return ErrNotFound
+		}
+		if t, err = fromRow(r); err != nil {
+			return err
+		}
+		if t.Expired(s.now()) {
 			return ErrNotFound
 		}
 		if t.Status != StatusInputRequired {
@@ -278,11 +306,26 @@ type taskCache struct {
 
 const taskCacheMax = 100_000
 
+// get returns a copy of the cached task id, whoever owns it (for the
+// store's own use: Get).
 func (c *taskCache) get(id string) (*Task, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[id]
 	if !ok {
+		return nil, false
+	}
+	cp := *t
+	return &cp, true
+}
+
+// getOwned is get for owner's lookups: another owner's entry is a miss,
+// as if it were not there.
+func (c *taskCache) getOwned(owner, id string) (*Task, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[id]
+	if !ok || t.Owner != owner {
 		return nil, false
 	}
 	cp := *t

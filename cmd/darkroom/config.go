@@ -14,6 +14,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
@@ -31,6 +32,7 @@ type config struct {
 	MaxInputBytes  int64
 	LinkTTL        time.Duration
 	AllowedOrigins []string
+	TrustedProxies limit.TrustedProxies
 	LogLevel       slog.Level
 	TaskTTL        time.Duration
 	PollRate       float64
@@ -261,6 +263,12 @@ func serverSettings(cmd string) []setting[config] {
 					c.AllowedOrigins = append(c.AllowedOrigins, strings.TrimSuffix(o, "/"))
 				}
 				return nil
+			}},
+		{flag: "trusted-proxies", env: envs("DARKROOM_TRUSTED_PROXIES"), doc: "none",
+			help: "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For / Forwarded name the client; from anyone else they are ignored",
+			set: func(c *config, v string) (err error) {
+				c.TrustedProxies, err = limit.ParseTrustedProxies(v)
+				return err
 			}},
 		{flag: "log-level", env: envs("DARKROOM_LOG_LEVEL"), def: "info",
 			help: "debug, info, warn or error",

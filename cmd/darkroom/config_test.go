@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -65,6 +66,11 @@ func TestParseConfig(t *testing.T) {
 				return slices.Equal(c.OutputHosts, []string{"cdn.example.com", "b.example"}) &&
 					slices.Equal(c.AllowedOrigins, []string{"https://a.example", "https://b.example"})
 			}},
+		{name: "trusted proxies", env: map[string]string{"DARKROOM_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.7 2001:db8::/32"},
+			check: func(c *config) bool {
+				return fmt.Sprint(c.TrustedProxies) == "[10.0.0.0/8 192.0.2.7/32 2001:db8::/32]"
+			}},
+		{name: "no trusted proxies by default", check: func(c *config) bool { return c.TrustedProxies == nil }},
 		{name: "public URL turns webhooks on", args: []string{"--public-url", "https://dr.example/"},
 			check: func(c *config) bool { return c.PublicURL == "https://dr.example" && c.Webhooks }},
 		{name: "credits", env: map[string]string{"DARKROOM_APPROVAL_ABOVE_CREDITS": "0", "DARKROOM_DAILY_BUDGET": "500"},
@@ -81,6 +87,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "bad variable", env: map[string]string{"DARKROOM_RETENTION": "1s"}, wantErr: `DARKROOM_RETENTION: "1s" is not a duration`},
 		{name: "bad flag", env: map[string]string{"DARKROOM_RETENTION": "1s"}, args: []string{"--retention", "2s"}, wantErr: `--retention: "2s" is not a duration`},
 		{name: "bad conventional variable", env: map[string]string{"DARKROOM_FAL_MAX_CONCURRENT": "0"}, wantErr: "DARKROOM_FAL_MAX_CONCURRENT:"},
+		{name: "bad trusted proxy", env: map[string]string{"DARKROOM_TRUSTED_PROXIES": "10.0.0.0/8,proxy.internal"}, wantErr: `DARKROOM_TRUSTED_PROXIES: trusted proxy "proxy.internal"`},
 		{name: "bad bool", env: map[string]string{"DARKROOM_S3_PATH_STYLE": "yes"}, wantErr: "DARKROOM_S3_PATH_STYLE"},
 		{name: "unknown flag", args: []string{"--nope"}, wantErr: "not defined"},
 		{name: "stray argument", args: []string{"serve"}, wantErr: "unexpected argument"},

@@ -306,6 +306,7 @@ func (a *app) serverConfig() server.Config {
 		Files:          a.files,
 		Routes:         a.routes,
 		AllowedOrigins: a.cfg.AllowedOrigins,
+		TrustedProxies: a.cfg.TrustedProxies,
 		MaxBodyBytes:   a.cfg.MaxBodyBytes,
 		Logger:         a.log,
 		Auth:           a.auth,

@@ -20,6 +20,13 @@ type MiddlewareOptions struct {
 	// Logger receives one Debug line per rejected request (reason, remote
 	// address, method, path; never the token). nil means slog.Default().
 	Logger *slog.Logger
+	// Throttle, when set, is called for a request whose bearer token was
+	// checked and did not authenticate (a guess), and only then: never
+	// before the token is checked, never for a valid token (nor one that
+	// lacks a scope) and never for a request without a token. When it
+	// returns true it has answered the request (e.g. 429) and no 401 is
+	// written. A guesser can therefore never slow a valid caller.
+	Throttle func(w http.ResponseWriter, r *http.Request) bool
 }
 
 // Middleware authenticates every request and stores the Principal in the
@@ -30,6 +37,7 @@ type MiddlewareOptions struct {
 //     WWW-Authenticate: Bearer resource_metadata="..."[, scope="..."].
 //   - Token given but unknown/invalid/expired: 401,
 //     WWW-Authenticate: Bearer error="invalid_token", resource_metadata="..."[, scope="..."].
+//     When opts.Throttle refuses the guess, its answer instead (429).
 //   - Valid OAuth token lacking a required scope: 403,
 //     WWW-Authenticate: Bearer error="insufficient_scope", scope="...", resource_metadata="...".
 //
@@ -85,6 +93,11 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 			case errors.Is(err, ErrInsufficientScope):
 				reject(http.StatusForbidden, "insufficient_scope", "the token lacks a required scope", err)
 			default:
+				if opts.Throttle != nil && opts.Throttle(w, r) {
+					logger.DebugContext(r.Context(), "auth: guess throttled", "reason", err, "remote", r.RemoteAddr,
+						"method", r.Method, "path", r.URL.Path)
+					return
+				}
 				reject(http.StatusUnauthorized, "invalid_token", "the token is invalid or expired", err)
 			}
 		})

@@ -1,11 +1,17 @@
 package auth
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 func TestLocalMode(t *testing.T) {
@@ -160,4 +166,71 @@ func TestContextHelpers(t *testing.T) {
 	if !ok || got.ID != p.ID || !got.HasScope("a") || got.HasScope("b") {
 		t.Errorf("got %+v, %v", got, ok)
 	}
+}
+
+// TestThrottleAskedOnlyForFailedTokens: the Throttle hook runs after the
+// token was checked and failed, and never for a valid token, a valid
+// token lacking a scope, or a request without a token; when it answers,
+// its answer replaces the 401.
+func TestThrottleAskedOnlyForFailedTokens(t *testing.T) {
+	testKeys(t)
+	idp := newIdP(t, jwks(t, jwk(t, "ec1", &ecKey.PublicKey)))
+	alice, err := NewAPIKey("alice", []byte("alice-secret-123"), Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuth(t, Config{Keys: []APIKey{alice}, OAuth: oauthConfig(idp.URL)})
+	es := func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodES256, "ec1", ecKey, c) }
+	cases := []struct {
+		name      string
+		authz     string
+		refuse    bool // what the throttle answers
+		wantAsked bool
+		want      int
+	}{
+		{"valid key", "Bearer alice-secret-123", true, false, 204},
+		{"valid JWT", "Bearer " + es(claims()), true, false, 204},
+		{"valid JWT lacking the scope", "Bearer " + es(with(claims(), "scope", "other")), true, false, 403},
+		{"no token", "", true, false, 401},
+		{"other scheme", "Basic YWxpY2U6eA==", true, false, 401},
+		{"wrong key, throttle admits", "Bearer alice-secret-124", false, true, 401},
+		{"wrong key, throttle refuses", "Bearer alice-secret-124", true, true, 429},
+		{"expired JWT, throttle refuses", "Bearer " + es(with(claims(), "exp", testNow.Add(-time.Hour).Unix())), true, true, 429},
+		{"JWT signed by another key, throttle refuses", "Bearer " + sign(t, jwt.SigningMethodES256, "ec1", mustEC(t), claims()), true, true, 429},
+		{"empty bearer, throttle refuses", "Bearer ", true, true, 429},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			asked := false
+			reached := false
+			h := Middleware(a, MiddlewareOptions{ResourceMetadataURL: testPRM, Throttle: func(w http.ResponseWriter, r *http.Request) bool {
+				asked = true
+				if c.refuse {
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+				return c.refuse
+			}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached = true
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}"))
+			if c.authz != "" {
+				req.Header.Set("Authorization", c.authz)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if asked != c.wantAsked || rec.Code != c.want || reached != (c.want == 204) {
+				t.Errorf("throttle asked %v (want %v), status %d (want %d), handler reached %v", asked, c.wantAsked, rec.Code, c.want, reached)
+			}
+		})
+	}
+}
+
+func mustEC(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -1,67 +1,237 @@
 package limit
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 )
 
-// IPOptions say whether to believe X-Forwarded-For.
-type IPOptions struct {
-	// TrustForwardedFor makes ClientIP read X-Forwarded-For. Enable it only
-	// behind a reverse proxy that sets the header; anyone can forge it.
-	TrustForwardedFor bool
-	// TrustedProxies, when set, limits trust to requests whose RemoteAddr is
-	// in one of these prefixes, and skips these addresses when walking
-	// X-Forwarded-For from the right. When empty (and TrustForwardedFor is
-	// set), exactly one proxy hop is trusted: the rightmost entry is used.
-	TrustedProxies []netip.Prefix
-}
+// TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
+// Forwarded) are believed: DARKROOM_TRUSTED_PROXIES. Empty trusts no one,
+// and the client address is always the TCP peer.
+type TrustedProxies []netip.Prefix
 
-// ClientIP returns the host part of r.RemoteAddr; X-Forwarded-For is ignored.
-func ClientIP(r *http.Request) string { return IPOptions{}.ClientIP(r) }
-
-// ClientIP returns the client address of r according to o.
-func (o IPOptions) ClientIP(r *http.Request) string {
-	remote := hostOnly(r.RemoteAddr)
-	if !o.TrustForwardedFor {
-		return remote
-	}
-	if len(o.TrustedProxies) > 0 && !o.trusted(remote) {
-		return remote
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		for h := range strings.SplitSeq(v, ",") {
-			hops = append(hops, strings.TrimSpace(h))
-		}
-	}
-	client := remote
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(hops[i])
+// ParseTrustedProxies reads a comma- or space-separated list of CIDR
+// prefixes ("10.0.0.0/8", "2001:db8::/32") and addresses ("192.0.2.7",
+// "::1"; one address is a /32 or /128). IPv4-mapped IPv6 forms are taken
+// as IPv4. Anything else is an error naming the entry.
+func ParseTrustedProxies(s string) (TrustedProxies, error) {
+	var out TrustedProxies
+	var errs []error
+	for f := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+		p, err := parseProxy(f)
 		if err != nil {
-			break // garbage: stop at the last address we could verify
+			errs = append(errs, err)
+			continue
 		}
-		client = a.Unmap().String()
-		if len(o.TrustedProxies) == 0 || !o.trusted(client) {
-			break
-		}
+		out = append(out, p)
 	}
-	return client
+	return out, errors.Join(errs...)
 }
 
-func (o IPOptions) trusted(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
+func parseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("trusted proxy %q: want an address or CIDR prefix", s)
+		}
+		a, bits := p.Addr(), p.Bits()
+		if a.Is4In6() {
+			if bits < 96 {
+				return netip.Prefix{}, fmt.Errorf("trusted proxy %q: an IPv4-mapped prefix needs at least 96 bits", s)
+			}
+			a, bits = a.Unmap(), bits-96
+		}
+		return netip.PrefixFrom(a, bits).Masked(), nil
 	}
-	for _, p := range o.TrustedProxies {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("trusted proxy %q: want an address or CIDR prefix", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Trusts reports whether a is a trusted proxy.
+func (t TrustedProxies) Trusts(a netip.Addr) bool {
+	a = a.Unmap().WithZone("")
+	for _, p := range t {
 		if p.Contains(a) {
 			return true
 		}
 	}
 	return false
+}
+
+// ClientIP returns the host part of r.RemoteAddr; forwarding headers are
+// ignored (no proxy is trusted).
+func ClientIP(r *http.Request) string { return TrustedProxies(nil).ClientIP(r) }
+
+// ClientIP returns the client address of r. It is the TCP peer unless the
+// peer is a trusted proxy; then it is the right-most address of the
+// forwarding chain that is not a trusted proxy (trusted proxies append
+// what they saw, so everything left of that is the client's to forge).
+// X-Forwarded-For and Forwarded "for=" are both read (every header line,
+// in order; IPv6 with or without brackets, ports, quoted values). The
+// peer is used when the walk meets anything that is not an address
+// ("unknown", obfuscated names, garbage) before an untrusted one, when
+// neither header is present, and when both are present and disagree (a
+// proxy that writes one header passes the other through untouched, so
+// one of them is the client's own). When every hop is trusted, the
+// left-most is the client.
+func (t TrustedProxies) ClientIP(r *http.Request) string {
+	peer, ok := parseNode(r.RemoteAddr)
+	if !ok {
+		return hostOnly(r.RemoteAddr)
+	}
+	if !t.Trusts(peer) {
+		return peer.String()
+	}
+	xff, hasXFF := t.walk(peer, xffHops(r.Header.Values("X-Forwarded-For")))
+	fwd, hasFwd := t.walk(peer, forwardedHops(r.Header.Values("Forwarded")))
+	switch {
+	case hasXFF && hasFwd && xff != fwd:
+		return peer.String()
+	case hasXFF:
+		return xff.String()
+	case hasFwd:
+		return fwd.String()
+	}
+	return peer.String()
+}
+
+// walk goes right to left through hops (nil: the header is absent)
+// skipping trusted proxies. An unparsable hop (shown as "") gives peer.
+func (t TrustedProxies) walk(peer netip.Addr, hops []string) (netip.Addr, bool) {
+	if hops == nil {
+		return netip.Addr{}, false
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseNode(hops[i])
+		if !ok {
+			return peer, true
+		}
+		client = a
+		if !t.Trusts(a) {
+			break
+		}
+	}
+	return client, true
+}
+
+// xffHops splits X-Forwarded-For lines into hops; nil when absent.
+func xffHops(lines []string) []string {
+	if len(lines) == 0 {
+		return nil
+	}
+	hops := []string{}
+	for _, v := range lines {
+		for h := range strings.SplitSeq(v, ",") {
+			hops = append(hops, strings.TrimSpace(h))
+		}
+	}
+	return hops
+}
+
+// forwardedHops returns the for= node of each RFC 7239 forwarded-element
+// of the Forwarded lines (unquoted), "" for an element without exactly
+// one for= or that does not parse; nil when absent.
+func forwardedHops(lines []string) []string {
+	if len(lines) == 0 {
+		return nil
+	}
+	hops := []string{}
+	for _, v := range lines {
+		for _, el := range splitQuoted(v, ',') {
+			node, n := "", 0
+			for _, pair := range splitQuoted(el, ';') {
+				k, val, found := strings.Cut(strings.TrimSpace(pair), "=")
+				if !found && strings.TrimSpace(pair) == "" {
+					continue
+				}
+				if !strings.EqualFold(strings.TrimSpace(k), "for") {
+					continue
+				}
+				n++
+				var ok bool
+				if node, ok = unquote(strings.TrimSpace(val)); !ok {
+					node = ""
+				}
+			}
+			if n != 1 {
+				node = ""
+			}
+			hops = append(hops, node)
+		}
+	}
+	return hops
+}
+
+// splitQuoted splits s at sep outside double-quoted strings (with
+// backslash escapes). An unterminated quote leaves the rest as one part.
+func splitQuoted(s string, sep byte) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == sep:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// unquote returns a token as is and a quoted-string's content; false for
+// a malformed quoted-string.
+func unquote(v string) (string, bool) {
+	if !strings.HasPrefix(v, `"`) {
+		return v, !strings.ContainsAny(v, "\"\\")
+	}
+	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 1; i < len(v)-1; i++ {
+		c := v[i]
+		if c == '"' {
+			return "", false
+		}
+		if c == '\\' {
+			if i++; i >= len(v)-1 {
+				return "", false
+			}
+			c = v[i]
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// parseNode reads an address with or without a port or brackets
+// ("192.0.2.1", "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]",
+// "[2001:db8::1]:443"), unmapped and without zone.
+func parseNode(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() {
+			return a.Unmap().WithZone(""), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 func hostOnly(addr string) string {
@@ -94,10 +264,10 @@ func IPKey(ip string) string {
 
 // PreAuthMiddleware throttles requests per client IP before authentication,
 // answering 429 with a JSON-RPC error (id null) when c denies.
-func PreAuthMiddleware(c Class, o IPOptions) func(http.Handler) http.Handler {
+func PreAuthMiddleware(c Class, proxies TrustedProxies) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ok, d := c.Allow(IPKey(o.ClientIP(r)), c.Rate, c.Burst); !ok {
+			if ok, d := c.Allow(IPKey(proxies.ClientIP(r)), c.Rate, c.Burst); !ok {
 				WriteHTTP(w, nil, d)
 				return
 			}

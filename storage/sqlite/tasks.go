@@ -26,6 +26,10 @@ func (s taskStore) Task(ctx context.Context, id string) (tasks.Row, error) {
 	return taskRow(s.d.Queries.GetTask(ctx, id))
 }
 
+func (s taskStore) OwnedTask(ctx context.Context, owner, id string) (tasks.Row, error) {
+	return taskRow(s.d.Queries.GetOwnedTask(ctx, sqlitedb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
+}
+
 func (s taskStore) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
 	return taskRow(s.d.Queries.GetTaskByRef(ctx, ref))
 }

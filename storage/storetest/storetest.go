@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"WebhookDeliveries", testDeliveries},
 		{"OutputsExpiry", testOutputsExpiry},
 		{"TaskInsertRead", testTaskInsertRead},
+		{"OwnedTask", testOwnedTask},
 		{"TaskTransitions", testTaskTransitions},
 		{"TaskTerminalNeverChanges", testTaskTerminal},
 		{"TaskExpiryAndPurge", testTaskExpiry},
@@ -1493,6 +1494,30 @@ func testTaskInsertRead(t *testing.T, e Engine) {
 	}
 	if r, err := b.TaskByRef(ctx, "gen:nope"); !errors.Is(err, tasks.ErrNotFound) {
 		t.Errorf("TaskByRef(gen:nope) = %+v, %v; want tasks.ErrNotFound", r, err)
+	}
+}
+
+// testOwnedTask: OwnedTask answers the owner's task and nothing else: a
+// foreign id is ErrNotFound, exactly as an unknown one.
+func testOwnedTask(t *testing.T, e Engine) {
+	b, ctx := e.Tasks, t.Context()
+	mine := taskRow("t1", "gen:1", tasks.StatusWorking, at(0))
+	bobs := taskRow("t2", "gen:2", tasks.StatusWorking, at(1))
+	bobs.Owner = "bob"
+	insertTasks(t, b, mine, bobs)
+	got, err := b.OwnedTask(ctx, "alice", "t1")
+	if err != nil {
+		t.Fatalf("OwnedTask(alice, t1): %v", err)
+	}
+	if d := diff(mine, got, taskJSON); len(d) > 0 {
+		t.Errorf("OwnedTask(alice, t1) differs from the inserted row: %v", d)
+	}
+	for _, c := range []struct{ owner, id string }{
+		{"alice", "t2"}, {"bob", "t1"}, {"alice", "nope"}, {"", "t1"}, {"Alice", "t1"}, {"alic", "t1"}, {"alice ", "t1"}, {"alice", "T1"},
+	} {
+		if r, err := b.OwnedTask(ctx, c.owner, c.id); !errors.Is(err, tasks.ErrNotFound) {
+			t.Errorf("OwnedTask(%q, %q) = %+v, %v; want tasks.ErrNotFound", c.owner, c.id, r, err)
+		}
 	}
 }
 

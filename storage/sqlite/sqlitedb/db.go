@@ -66,6 +66,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getOwnedGenerationStmt, err = db.PrepareContext(ctx, getOwnedGeneration); err != nil {
 		return nil, fmt.Errorf("error preparing query GetOwnedGeneration: %w", err)
 	}
+	if q.getOwnedTaskStmt, err = db.PrepareContext(ctx, getOwnedTask); err != nil {
+		return nil, fmt.Errorf("error preparing query GetOwnedTask: %w", err)
+	}
 	if q.getTaskStmt, err = db.PrepareContext(ctx, getTask); err != nil {
 		return nil, fmt.Errorf("error preparing query GetTask: %w", err)
 	}
@@ -217,6 +220,11 @@ func (q *Queries) Close() error {
 	if q.getOwnedGenerationStmt != nil {
 		if cerr := q.getOwnedGenerationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getOwnedGenerationStmt: %w", cerr)
+		}
+	}
+	if q.getOwnedTaskStmt != nil {
+		if cerr := q.getOwnedTaskStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getOwnedTaskStmt: %w", cerr)
 		}
 	}
 	if q.getTaskStmt != nil {
@@ -402,6 +410,7 @@ type Queries struct {
 	getByProviderJobStmt    *sql.Stmt
 	getGenerationStmt       *sql.Stmt
 	getOwnedGenerationStmt  *sql.Stmt
+	getOwnedTaskStmt        *sql.Stmt
 	getTaskStmt             *sql.Stmt
 	getTaskByRefStmt        *sql.Stmt
 	insertDeliveryStmt      *sql.Stmt
@@ -448,6 +457,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		getByProviderJobStmt:    q.getByProviderJobStmt,
 		getGenerationStmt:       q.getGenerationStmt,
 		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
+		getOwnedTaskStmt:        q.getOwnedTaskStmt,
 		getTaskStmt:             q.getTaskStmt,
 		getTaskByRefStmt:        q.getTaskByRefStmt,
 		insertDeliveryStmt:      q.insertDeliveryStmt,
