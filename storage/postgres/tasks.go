@@ -27,6 +27,10 @@ func (s taskStore) Task(ctx context.Context, id string) (tasks.Row, error) {
 	return taskRow(s.d.queries.GetTask(ctx, id))
 }
 
+func (s taskStore) OwnedTask(ctx context.Context, owner, id string) (tasks.Row, error) {
+	return taskRow(s.d.queries.GetOwnedTask(ctx, pgdb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
+}
+
 func (s taskStore) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
 	return taskRow(s.d.queries.GetTaskByRef(ctx, ref))
 }

@@ -10,6 +10,10 @@ INSERT INTO tasks (
 -- name: GetTask :one
 SELECT * FROM tasks WHERE task_id = @task_id;
 
+-- name: GetOwnedTask :one
+-- The task if owner owns it: a foreign id finds no row, as an unknown one.
+SELECT * FROM tasks WHERE task_id = @task_id AND owner = @owner;
+
 -- name: GetTaskByRef :one
 SELECT * FROM tasks WHERE ref = @ref;
 

@@ -67,6 +67,9 @@ CREATE TABLE tasks (
 );
 
 CREATE INDEX tasks_ref ON tasks (ref);
+-- tasks/get looks a task up by id and owner at once: a foreign id misses
+-- in the index exactly as an unknown one does (no existence tell).
+CREATE UNIQUE INDEX tasks_id_owner ON tasks (task_id, owner);
 CREATE INDEX tasks_expires ON tasks (expires_at) WHERE expires_at IS NOT NULL;
 
 -- Verified webhook deliveries, stored before darkroom answers 2xx and

@@ -79,6 +79,41 @@ func (q *Queries) FinishTask(ctx context.Context, arg FinishTaskParams) (int64, 
 	return result.RowsAffected(), nil
 }
 
+const getOwnedTask = `-- name: GetOwnedTask :one
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = $1 AND owner = $2
+`
+
+type GetOwnedTaskParams struct {
+	TaskID string
+	Owner  string
+}
+
+// The task if owner owns it: a foreign id finds no row, as an unknown one.
+func (q *Queries) GetOwnedTask(ctx context.Context, arg GetOwnedTaskParams) (Task, error) {
+	row := q.db.QueryRow(ctx, getOwnedTask, arg.TaskID, arg.Owner)
+	var i Task
+	err := row.Scan(
+		&i.TaskID,
+		&i.Owner,
+		&i.Ref,
+		&i.Status,
+		&i.StatusMessage,
+		&i.CreatedAt,
+		&i.LastUpdatedAt,
+		&i.TtlMs,
+		&i.PollIntervalMs,
+		&i.ExpiresAt,
+		&i.InputRequests,
+		&i.AnsweredKeys,
+		&i.InputResponses,
+		&i.KeySeq,
+		&i.Result,
+		&i.Error,
+		&i.ClientCaps,
+	)
+	return i, err
+}
+
 const getTask = `-- name: GetTask :one
 SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = $1
 `
