@@ -57,6 +57,10 @@ func (r *Runner) stopped() {
 	r.cfg.Logger.Info("runner stopped", "stepsInFlight", inFlight, "finished", inFlight-left, "handedBack", left)
 }
 
+// Starting marks the runner alive before Run's goroutine is scheduled,
+// for a caller that starts Run in the background and is ready at once.
+func (r *Runner) Starting() { r.run.alive.Store(true) }
+
 // Alive reports nil while Run is running and not draining.
 func (r *Runner) Alive() error {
 	switch {

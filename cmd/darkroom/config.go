@@ -218,7 +218,7 @@ func (c *config) authEnv(name string) string {
 // serverSettings are the settings of serve and stdio (cmd): stdio listens
 // on a free port unless told otherwise.
 func serverSettings(cmd string) []setting[config] {
-	addr, metricsAddr := "127.0.0.1:8080", "127.0.0.1:9464"
+	addr, metricsAddr := "127.0.0.1:8080", defaultMetricsAddr
 	if cmd == "stdio" {
 		addr, metricsAddr = "127.0.0.1:0", "off"
 	}
@@ -399,6 +399,9 @@ func serverSettings(cmd string) []setting[config] {
 			set:  func(c *config, v string) (err error) { c.UnsafeOutputFetch, err = strconv.ParseBool(v); return err }},
 	}
 }
+
+// defaultMetricsAddr is serve's metrics listener unless told otherwise.
+const defaultMetricsAddr = "127.0.0.1:9464"
 
 func envs(names ...string) []string { return names }
 

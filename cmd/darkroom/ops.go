@@ -103,7 +103,7 @@ func (a *app) metricsHandler() http.Handler {
 
 // listenMetrics binds the metrics listener (nil when off). Off loopback
 // it needs a token: metrics are not for the world.
-func listenMetrics(cfg *config) (net.Listener, error) {
+func listenMetrics(cfg *config, log *slog.Logger) (net.Listener, error) {
 	if cfg.MetricsAddr == "" {
 		return nil, nil
 	}
@@ -115,6 +115,13 @@ func listenMetrics(cfg *config) (net.Listener, error) {
 		return nil, fmt.Errorf("refusing to serve metrics on %q without a token: set DARKROOM_METRICS_TOKEN, or listen on loopback", cfg.MetricsAddr)
 	}
 	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil && cfg.MetricsAddr == defaultMetricsAddr {
+		// The default port is taken (another darkroom on this host): serve
+		// without metrics rather than not at all. An address given on
+		// purpose must work.
+		log.Warn("metrics are off: the default metrics address is in use; set DARKROOM_METRICS_ADDR", "addr", cfg.MetricsAddr, "err", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener (DARKROOM_METRICS_ADDR; off to disable): %w", err)
 	}

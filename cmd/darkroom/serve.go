@@ -35,7 +35,7 @@ func serve(ctx context.Context, args []string) error {
 		_ = ln.Close()
 		return err
 	}
-	mln, err := listenMetrics(cfg)
+	mln, err := listenMetrics(cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

@@ -29,7 +29,7 @@ func stdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	mln, err := listenMetrics(cfg)
+	mln, err := listenMetrics(cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

@@ -288,6 +288,7 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 		if n, err := a.db.Leased(ctx); err == nil {
 			a.metrics.LeaseTakeovers(n) // the runner takes them over as it starts
 		}
+		a.runner.Starting()
 		wg.Go(func() { _ = a.runner.Run(ctx) })
 		wg.Go(func() {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
