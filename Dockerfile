@@ -9,6 +9,10 @@
 # DARKROOM_API_KEYS (or DARKROOM_API_KEYS_FILE pointing at a mounted secret).
 # Set DARKROOM_PUBLIC_URL to the externally reachable URL so file links and
 # webhooks do not point at 0.0.0.0.
+# Metrics listen on 127.0.0.1:9464 inside the container; to scrape them set
+# DARKROOM_METRICS_TOKEN and scrape /metrics on 8080 with that bearer token.
+# SIGTERM drains within DARKROOM_SHUTDOWN_GRACE (20s; docker stop waits 10s
+# unless given --time).
 # Lint offline with scripts/dockerlint.sh (the rules of `docker build --check`).
 
 FROM golang:1.26-bookworm AS build
@@ -38,5 +42,10 @@ ENV DARKROOM_ADDR=0.0.0.0:8080 \
 VOLUME /data
 EXPOSE 8080
 USER nonroot
+# Liveness through the binary itself (distroless has no curl): GET /healthz
+# on DARKROOM_ADDR's port. Load balancers should probe /readyz instead
+# (`darkroom healthcheck --ready` does); see README "Operations".
+HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
+  CMD ["/darkroom", "healthcheck"]
 ENTRYPOINT ["/darkroom"]
 CMD ["serve"]

@@ -8,6 +8,9 @@ type Hub struct {
 	mu      sync.Mutex
 	waiters map[string]*watch
 	subs    []func(id string)
+	// drained is closed by Drain (shutdown): bounded waits end at once.
+	drained  chan struct{}
+	draining bool
 }
 
 type watch struct {
@@ -16,7 +19,7 @@ type watch struct {
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{waiters: make(map[string]*watch)} }
+func NewHub() *Hub { return &Hub{waiters: make(map[string]*watch), drained: make(chan struct{})} }
 
 // Watch returns a channel closed at the next change of id, and a release
 // func the caller must call when it stops waiting. Take the watch before

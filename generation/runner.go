@@ -52,6 +52,9 @@ type RunnerConfig struct {
 	// more wait queued (0 or nil: no cap).
 	MaxInFlight func(owner string) int
 	Logger      *slog.Logger
+	// Drain is how long steps in flight may take to finish once Run's
+	// context ends; then they are cancelled and their leases released.
+	Drain time.Duration
 }
 
 // Runner drives generations through the provider: a durable queue in the
@@ -68,6 +71,7 @@ type Runner struct {
 	// failing on storage.
 	storageDown map[string]time.Time
 	wg          sync.WaitGroup
+	run         runState // drain.go
 }
 
 // NewRunner builds a runner for the service; the service's writes that
@@ -109,7 +113,8 @@ func (r *Runner) Kick() {
 // Run processes due generations until ctx ends, then waits for steps in
 // flight.
 func (r *Runner) Run(ctx context.Context) error {
-	defer r.wg.Wait()
+	r.started(ctx)
+	defer r.stopped()
 	// One runner per SQLite database: leases left by a killed process are
 	// ours to take over at once instead of after they expire.
 	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) }); err != nil {
@@ -161,7 +166,7 @@ func (r *Runner) claimAll(ctx context.Context) {
 		go func() {
 			defer r.wg.Done()
 			defer func() { <-r.sem }()
-			r.step(ctx, row)
+			r.step(r.run.steps, row)
 		}()
 	}
 }
@@ -409,6 +414,7 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	if id == "" && ev.JobID != "" {
 		row, err := r.s.store.GenerationByJob(ctx, name, ev.JobID)
 		if errors.Is(err, ErrNotFound) {
+			r.s.cfg.Metrics.Webhook(name, "ignored")
 			return nil // not ours (or purged): nothing to do
 		}
 		if err != nil {
@@ -417,6 +423,7 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 		id, terminal = row.ID, row.Status.Terminal()
 	}
 	if id == "" || terminal {
+		r.s.cfg.Metrics.Webhook(name, "ignored")
 		return nil // not ours, or already ended: nothing to do
 	}
 	body, err := json.Marshal(ev)
@@ -429,8 +436,10 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 		delivery = "sha256:" + hex.EncodeToString(sum[:])
 	}
 	now := r.s.cfg.Now()
+	verdict := "accepted"
 	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		fresh, err := tx.InsertDelivery(ctx, Delivery{Provider: name, DeliveryID: delivery, GenerationID: id, Event: string(body), ReceivedAt: now})
+		verdict = map[bool]string{true: "accepted", false: "duplicate"}[fresh]
 		if err != nil || !fresh {
 			return err
 		}
@@ -438,6 +447,7 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	}); err != nil {
 		return err
 	}
+	r.s.cfg.Metrics.Webhook(name, verdict)
 	r.Kick()
 	return nil
 }
@@ -457,6 +467,7 @@ func (r *Runner) Deliver(ctx context.Context, name string, parser provider.Webho
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrMalformedWebhook, err)
 	case ev.Duplicate:
+		r.s.cfg.Metrics.Webhook(name, "duplicate")
 		return nil
 	}
 	return r.Webhook(ctx, name, ev)
@@ -589,6 +600,7 @@ func (r *Runner) holdOverCap(ctx context.Context, g *Generation, n int64, err er
 		return 0, err
 	}
 	c := change(g.ID, EventProgress, StatusQueued)
+	r.s.cfg.Metrics.InFlightHold()
 	c.Message = fmt.Sprintf("queued: %d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
 	_, err = r.s.apply(ctx, c)
 	// The end of one of the owner's generations wakes this one; the long
@@ -643,6 +655,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
 		return 0, err
 	}
+	r.noteSubmitted(g, p.Name(), job.ID)
 	// Look once right away: fast providers (the local one at latency 0)
 	// are often done already.
 	st, err = p.Status(ctx, job)
@@ -706,6 +719,9 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 	after, err := r.apply(ctx, c, h)
 	if err != nil {
 		return 0, err
+	}
+	if after.Status != g.Status {
+		r.s.noteStatus(after, string(after.Status))
 	}
 	return r.nextPoll(p, m, g, st, after.Checks, after.SubmittedAt), nil
 }

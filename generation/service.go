@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
+	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
@@ -65,6 +67,9 @@ type Config struct {
 	// Kick, when set, is told of every write that makes work due (the
 	// runner is woken in any case).
 	Kick func()
+	// Logger gets one info line per lifecycle event; Metrics counts them.
+	Logger  *slog.Logger
+	Metrics *metrics.Set
 }
 
 // Service is the API over generations used by the tool handlers.
@@ -352,6 +357,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		return nil, false, err
 	}
+	s.noteCreated(ctx, fresh, req.InTx != nil)
 	if status == StatusQueued {
 		s.kick()
 	}
@@ -493,6 +499,9 @@ func (s *Service) Wait(ctx context.Context, owner, id string, timeout time.Durat
 		case <-timer.C:
 			release()
 			return g, true, nil
+		case <-s.cfg.Hub.Drained(): // shutting down: call again
+			release()
+			return g, true, nil
 		case <-ctx.Done():
 			release()
 			return g, false, ctx.Err()
@@ -552,6 +561,7 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 		outcome = CancelRequested // asked before; still waiting on the provider
 	}
 	if outcome == CancelRequested {
+		s.noteStatus(g, "cancel requested")
 		s.kick()
 	}
 	return g, outcome, nil
@@ -647,6 +657,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		return nil, refused
 	}
 	if err == nil && g.Status == StatusQueued {
+		s.noteStatus(g, "queued")
 		s.kick()
 	}
 	return g, err
@@ -681,6 +692,7 @@ func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Con
 	}
 	if changed {
 		s.cfg.Hub.Publish(id)
+		s.noteChanged(g, at)
 	}
 	return g, nil
 }

@@ -71,6 +71,9 @@ type Tx interface {
 	// an engine that several replicas' runners share releases nothing, and
 	// their leases are taken over as they expire.
 	ReleaseLeases(ctx context.Context) error
+	// ReleaseRunnerLeases hands back the leases runner holds (a runner
+	// that stops).
+	ReleaseRunnerLeases(ctx context.Context, runner string) error
 
 	// Webhook intake: stored before the delivery is acknowledged.
 	InsertDelivery(ctx context.Context, d Delivery) (bool, error)

@@ -164,7 +164,8 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 		task.Ref, task.StatusMessage = genRef(gen.ID), gen.StatusMessage
 		return g.D.Store().Create(ctx, tx, task)
 	}
-	gen, existing, err := g.Svc.Create(ctx, owner, *cr)
+	task.ID = tasks.NewID()
+	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), owner, *cr)
 	if err != nil {
 		return nil, err
 	}

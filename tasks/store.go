@@ -22,6 +22,7 @@ type Store struct {
 	now    func() time.Time
 	broker *Broker
 	cache  taskCache
+	stats  cacheStats // stats.go
 }
 
 // NewStore returns a store; now may be nil (time.Now).
@@ -119,8 +120,10 @@ func fromRow(r Row) (*Task, error) {
 // modify the returned copy.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if t, ok := s.cache.get(id); ok {
+		s.stats.hits.Add(1)
 		return t, nil
 	}
+	s.stats.misses.Add(1)
 	seq := s.cache.epoch()
 	r, err := s.db.Task(ctx, id)
 	if err != nil {

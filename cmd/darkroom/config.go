@@ -59,6 +59,11 @@ type config struct {
 	// UnsafeOutputFetch allows plain-http and private-address output
 	// hosts: for tests against a local provider emulator only.
 	UnsafeOutputFetch bool
+	// MetricsAddr is the metrics listener ("" or off: none); MetricsToken,
+	// when set, is required there and also serves /metrics on Addr.
+	MetricsAddr   string
+	MetricsToken  string
+	ShutdownGrace time.Duration
 	// Authentication settings as given, read by auth.ConfigFromEnv through
 	// authEnv (serve only; stdio is always the local principal).
 	APIKeys, APIKeysFile                         string
@@ -71,6 +76,9 @@ type config struct {
 	// Webhooks is set when DARKROOM_PUBLIC_URL is configured: providers
 	// then call back instead of being polled.
 	Webhooks bool
+	// Drain is how long the runner's steps may take to finish at shutdown
+	// (serve and stdio set it from ShutdownGrace; tests leave it 0).
+	Drain time.Duration
 }
 
 // setting is one setting of T: a flag, its environment variables and its
@@ -214,9 +222,9 @@ func (c *config) authEnv(name string) string {
 // serverSettings are the settings of serve and stdio (cmd): stdio listens
 // on a free port unless told otherwise.
 func serverSettings(cmd string) []setting[config] {
-	addr := "127.0.0.1:8080"
+	addr, metricsAddr := "127.0.0.1:8080", defaultMetricsAddr
 	if cmd == "stdio" {
-		addr = "127.0.0.1:0"
+		addr, metricsAddr = "127.0.0.1:0", "off"
 	}
 	text := func(p func(*config) *string) func(*config, string) error {
 		return func(c *config, v string) error { *p(c) = v; return nil }
@@ -273,6 +281,24 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "log-level", env: envs("DARKROOM_LOG_LEVEL"), def: "info",
 			help: "debug, info, warn or error",
 			set:  func(c *config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+		{flag: "metrics-addr", env: envs("DARKROOM_METRICS_ADDR"), def: metricsAddr, doc: "`127.0.0.1:9464`; stdio: `off`",
+			help: "listen address of /metrics (Prometheus text format); off = none; a non-loopback address needs --metrics-token",
+			set: func(c *config, v string) error {
+				if v == "off" || v == "none" {
+					v = ""
+				}
+				c.MetricsAddr = v
+				return nil
+			}},
+		{flag: "metrics-token", env: envs("DARKROOM_METRICS_TOKEN"),
+			help: "bearer token for /metrics: required on the metrics listener, and serves /metrics on --addr too",
+			set:  text(func(c *config) *string { return &c.MetricsToken })},
+		{flag: "shutdown-grace", env: envs("DARKROOM_SHUTDOWN_GRACE"), def: "20s",
+			help: "on SIGTERM or SIGINT, how long in-flight requests and runner steps may take to finish",
+			set: func(c *config, v string) (err error) {
+				c.ShutdownGrace, err = duration(v, time.Second, time.Hour)
+				return err
+			}},
 		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",
 			help: "lifetime of a task",
 			set:  func(c *config, v string) (err error) { c.TaskTTL, err = duration(v, time.Minute, 0); return err }},
@@ -395,6 +421,9 @@ func serverSettings(cmd string) []setting[config] {
 			set:  func(c *config, v string) (err error) { c.UnsafeOutputFetch, err = strconv.ParseBool(v); return err }},
 	}
 }
+
+// defaultMetricsAddr is serve's metrics listener unless told otherwise.
+const defaultMetricsAddr = "127.0.0.1:9464"
 
 func envs(names ...string) []string { return names }
 

@@ -185,6 +185,7 @@ func TestSettingNames(t *testing.T) {
 	}{
 		{"serve", rowsOf(serverSettings("serve"))},
 		{"client", rowsOf(clientSettings())},
+		{"healthcheck", rowsOf(healthcheckSettings())},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,7 @@
 //	darkroom serve     Streamable HTTP at /mcp (default 127.0.0.1:8080)
 //	darkroom stdio     MCP over stdin/stdout
 //	darkroom client    a Tasks client for the shell
+//	darkroom healthcheck  probe /healthz or /readyz (the image's HEALTHCHECK)
 //	darkroom version
 //
 // Every setting is a flag whose default is a DARKROOM_* environment
@@ -27,6 +28,7 @@ Usage:
   darkroom serve [flags]   serve MCP over Streamable HTTP at /mcp
   darkroom stdio [flags]   serve MCP over stdin/stdout
   darkroom client ...      call tools as a Tasks client
+  darkroom healthcheck     probe a running server (/healthz, or /readyz)
   darkroom version         print the version
 
 Run "darkroom COMMAND -h" for its flags. Every flag has a DARKROOM_*
@@ -36,6 +38,8 @@ README.md).
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts the graceful stop; a second one kills.
+	context.AfterFunc(ctx, stop)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -58,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = stdio(ctx, args)
 	case "client":
 		err = runClient(ctx, args, stdout)
+	case "healthcheck":
+		err = runHealthcheck(ctx, args, stdout)
 	case "version", "--version", "-v":
 		cmd = "version"
 		err = runVersion(args, stdout)
@@ -98,6 +104,9 @@ func help(w io.Writer, cmd string) bool {
 	case "client":
 		fmt.Fprint(w, clientUsage)
 		writeSettings(w, clientSettings())
+	case "healthcheck":
+		fmt.Fprint(w, healthcheckUsage)
+		writeSettings(w, healthcheckSettings())
 	case "version":
 		fmt.Fprint(w, versionUsage)
 	default:

@@ -83,9 +83,10 @@ func TestREADMESettings(t *testing.T) {
 	}{
 		{"serve and stdio", rowsOf(serverSettings("serve"))},
 		{"client", rowsOf(clientSettings())},
+		{"healthcheck", rowsOf(healthcheckSettings())},
 	}
 	if len(tables) != len(want) {
-		t.Fatalf("README.md has %d tables headed %q, want %d (serve/stdio, client)", len(tables), settingsHeader, len(want))
+		t.Fatalf("README.md has %d tables headed %q, want %d (serve/stdio, client, healthcheck)", len(tables), settingsHeader, len(want))
 	}
 	for i, w := range want {
 		t.Run(w.name, func(t *testing.T) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -37,9 +35,21 @@ func serve(ctx context.Context, args []string) error {
 		_ = ln.Close()
 		return err
 	}
-	a, err := build(ctx, cfg, log)
+	mln, err := listenMetrics(cfg, log)
 	if err != nil {
 		_ = ln.Close()
+		return err
+	}
+	closeAll := func() {
+		_ = ln.Close()
+		if mln != nil {
+			_ = mln.Close()
+		}
+	}
+	cfg.Drain = cfg.ShutdownGrace * 9 / 10
+	a, err := build(ctx, cfg, log)
+	if err != nil {
+		closeAll()
 		return err
 	}
 	defer a.close()
@@ -50,25 +60,24 @@ func serve(ctx context.Context, args []string) error {
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: SSE streams and bounded waits run for minutes.
 	}
+	if mln != nil {
+		msrv := &http.Server{Handler: a.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	bgDone := a.background(ctx)
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	mode := "none: loopback only, every request is the single local principal"
-	if cfg.Auth.Configured() {
-		mode = fmt.Sprintf("bearer tokens: %d API key(s), OAuth %v", len(cfg.Auth.Keys), cfg.Auth.OAuth.Enabled())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("darkroom serving", a.banner("http://"+ln.Addr().String()+"/mcp", mln)...)
+	select {
+	case err := <-served: // the listener failed
+		_ = srv.Close()
+		<-bgDone
+		return err
+	case <-ctx.Done():
 	}
-	log.Info("darkroom serving", "version", buildVersion(), "addr", "http://"+ln.Addr().String()+"/mcp",
-		"data", cfg.DataDir, "auth", mode)
-	err = srv.Serve(ln)
-	<-bgDone
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	a.drain(srv, served, bgDone)
+	return nil
 }
 
 // listen binds cfg.Addr and, when no public URL is configured, derives it

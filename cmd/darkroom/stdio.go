@@ -29,12 +29,26 @@ func stdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	a, err := build(ctx, cfg, log)
+	mln, err := listenMetrics(cfg, log)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
+	cfg.Drain = cfg.ShutdownGrace * 9 / 10
+	a, err := build(ctx, cfg, log)
+	if err != nil {
+		_ = ln.Close()
+		if mln != nil {
+			_ = mln.Close()
+		}
+		return err
+	}
 	defer a.close()
+	if mln != nil {
+		msrv := &http.Server{Handler: a.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	mux := http.NewServeMux()
 	if a.files != nil {
 		mux.Handle("/files/", a.files)
@@ -45,10 +59,10 @@ func stdio(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bgDone := a.background(ctx)
-	log.Info("darkroom on stdio", "version", buildVersion(), "files", cfg.PublicURL+"/files/", "data", cfg.DataDir)
+	log.Info("darkroom on stdio", append(a.banner("stdio", mln), "files", cfg.PublicURL+"/files/")...)
 	// stdio is always the local principal; tasks/* and listen are served by
 	// the tasks dispatcher wrapped around the transport.
-	err = a.mcp.Run(ctx, a.tasks.Transport(&mcp.StdioTransport{}, server.LocalPrincipal))
+	err = a.mcp.Run(ctx, a.tasks.Transport(a.obs.Transport(&mcp.StdioTransport{}), server.LocalPrincipal))
 	cancel()
 	<-bgDone
 	return err

@@ -18,6 +18,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
@@ -53,6 +54,7 @@ type app struct {
 	secret []byte
 	keys   map[string]auth.Overrides // per-caller overrides by principal id
 	routes map[string]http.Handler   // provider webhooks
+	ops                              // ops.go: metrics, readiness, drain
 }
 
 // build constructs darkroom from cfg, in order: data directory, database,
@@ -71,6 +73,8 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	a := &app{cfg: cfg, log: log, db: d}
+	a.metrics = metrics.New()
+	d.OnCommit(a.metrics.Commit)
 	defer func() {
 		if err != nil {
 			a.auth.Close() // nil-safe
@@ -108,11 +112,18 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)
+	a.providers = append([]provider.Provider{a.local}, providers...)
+	instrumented := make([]provider.Provider, len(a.providers))
+	for i, p := range a.providers {
+		instrumented[i] = a.metrics.Provider(p)
+	}
 	a.svc, err = generation.NewService(generation.Config{
 		Store:         a.db.Generations(),
-		Blobs:         a.blobs,
+		Blobs:         a.metrics.Blobs(a.blobs),
 		Retention:     a.cfg.Retention,
-		Providers:     append([]provider.Provider{a.local}, providers...),
+		Providers:     instrumented,
+		Logger:        a.log,
+		Metrics:       a.metrics,
 		Hub:           hub,
 		MaxInputBytes: a.cfg.MaxInputBytes,
 		LinkTTL:       a.cfg.LinkTTL,
@@ -123,7 +134,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
-	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease}
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain}
 	if a.cfg.Webhooks {
 		rc.WebhookBase = a.cfg.PublicURL
 	}
@@ -143,14 +154,20 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
+	a.observe(hub)
 	return a, nil
 }
 
-// engine is the database behind both store contracts.
+// engine is the database behind both store contracts, with what
+// operations read of it.
 type engine interface {
 	Generations() generation.Store
 	Tasks() tasks.Backend
 	Close() error
+	Stats(ctx context.Context, now time.Time) (metrics.Gauges, error)
+	Leased(ctx context.Context) (int64, error)
+	Probe(ctx context.Context) error
+	OnCommit(fn func(batch int, took time.Duration, err error))
 }
 
 // openEngine opens PostgreSQL when a database URL is set, else SQLite in
@@ -169,9 +186,13 @@ func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
 		err := a.runner.Deliver(ctx, name, wp, h, q, body)
 		switch {
 		case errors.Is(err, provider.ErrWebhookUnauthenticated):
+			a.metrics.Webhook(name, "refused")
 			return fmt.Errorf("%w: %v", server.ErrUnverified, err)
 		case errors.Is(err, generation.ErrMalformedWebhook):
+			a.metrics.Webhook(name, "refused")
 			return fmt.Errorf("%w: %v", server.ErrMalformed, err)
+		case err != nil:
+			a.metrics.Webhook(name, "error")
 		}
 		return err
 	}
@@ -286,6 +307,10 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer close(done)
 		var wg sync.WaitGroup
+		if n, err := a.db.Leased(ctx); err == nil {
+			a.metrics.LeaseTakeovers(n) // the runner takes them over as it starts
+		}
+		a.runner.Starting()
 		wg.Go(func() { _ = a.runner.Run(ctx) })
 		wg.Go(func() {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
@@ -304,11 +329,11 @@ func (a *app) serverConfig() server.Config {
 		Version:        buildVersion(),
 		Tools:          a.tools,
 		Files:          a.files,
-		Routes:         a.routes,
+		Routes:         a.opsRoutes(),
 		AllowedOrigins: a.cfg.AllowedOrigins,
 		TrustedProxies: a.cfg.TrustedProxies,
 		MaxBodyBytes:   a.cfg.MaxBodyBytes,
-		Logger:         a.log,
+		Logger:         server.QuietSDK(a.log),
 		Auth:           a.auth,
 		ResourceURL:    a.cfg.PublicURL + "/mcp",
 		AuthServers:    a.cfg.AuthServers,
@@ -325,7 +350,7 @@ func capabilities() *mcp.ServerCapabilities {
 	return c
 }
 
-func (a *app) handler() http.Handler { return server.Handler(a.serverConfig(), a.mcp) }
+func (a *app) handler() http.Handler { return a.observeHTTP(server.Handler(a.serverConfig(), a.mcp)) }
 
 // close releases the database and the authenticator.
 func (a *app) close() error {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
@@ -24,8 +25,9 @@ import (
 
 // DB is the database handle.
 type DB struct {
-	Pool    *pgxpool.Pool
-	queries *pgdb.Queries
+	Pool     *pgxpool.Pool
+	queries  *pgdb.Queries
+	onCommit func(batch int, took time.Duration, err error) // stats.go
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -87,15 +89,25 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	// Once begun, a write runs to the end (as on the embedded engine): a
 	// caller that gives up must still learn whether it committed.
 	ctx = context.WithoutCancel(ctx)
+	start := time.Now()
 	tx, err := d.Pool.Begin(ctx)
 	if err != nil {
+		d.committed(start, err)
 		return fmt.Errorf("begin: %w", err)
 	}
 	if err := fn(ctx, &Tx{q: d.queries.WithTx(tx), tx: tx}); err != nil {
 		_ = tx.Rollback(ctx)
 		return err
 	}
-	return tx.Commit(ctx)
+	err = tx.Commit(ctx)
+	d.committed(start, err)
+	return err
+}
+
+func (d *DB) committed(start time.Time, err error) {
+	if d.onCommit != nil {
+		d.onCommit(1, time.Since(start), err)
+	}
 }
 
 func retryable(err error) bool {

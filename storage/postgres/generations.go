@@ -214,6 +214,10 @@ func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 // expire.
 func (t *Tx) ReleaseLeases(context.Context) error { return nil }
 
+func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
+	return t.q.ReleaseRunnerLeases(ctx, runner)
+}
+
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
 	n, err := t.q.InsertDelivery(ctx, pgdb.InsertDeliveryParams{
 		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),

@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
@@ -45,6 +46,7 @@ type DB struct {
 	closeMu  sync.Mutex
 	closed   bool
 	loopDone chan struct{}
+	onCommit func(batch int, took time.Duration, err error) // stats.go
 }
 
 type writeReq struct {
@@ -200,6 +202,7 @@ func (d *DB) drain() {
 // disk); a savepoint around every write would copy each page it touches
 // on every batch.
 func (d *DB) commit(batch []*writeReq) {
+	start, txErr := time.Now(), error(nil)
 	errs := make([]error, len(batch))
 	live := make([]int, 0, len(batch))
 	for i, r := range batch {
@@ -210,6 +213,7 @@ func (d *DB) commit(batch []*writeReq) {
 	for len(live) > 0 {
 		failed, err := d.run(batch, live, errs)
 		if err != nil {
+			txErr = err
 			for _, i := range live {
 				errs[i] = err
 			}
@@ -219,6 +223,9 @@ func (d *DB) commit(batch []*writeReq) {
 			break
 		}
 		live = slices.Delete(live, failed, failed+1)
+	}
+	if d.onCommit != nil {
+		d.onCommit(len(batch), time.Since(start), txErr)
 	}
 	for i, r := range batch {
 		r.err <- errs[i]

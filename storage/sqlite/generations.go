@@ -210,6 +210,10 @@ func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 
 func (t *Tx) ReleaseLeases(ctx context.Context) error { return t.q.ReleaseLeases(ctx) }
 
+func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
+	return t.q.ReleaseRunnerLeases(ctx, runner)
+}
+
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
 	n, err := t.q.InsertDelivery(ctx, sqlitedb.InsertDeliveryParams{
 		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),

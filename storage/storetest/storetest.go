@@ -1042,6 +1042,16 @@ func testRunnerQueue(t *testing.T, e Engine) {
 	wantClaims(t, s, "r2", at(1500), at(700), "qc")
 	wantDue(t, s, at(2000))
 
+	// ReleaseRunnerLeases frees only that runner's leases.
+	txDo(t, s, func(ctx context.Context, tx generation.Tx) error {
+		return tx.ReleaseRunnerLeases(ctx, "no such runner")
+	})
+	for _, id := range []string{"qb", "qc"} {
+		if r := get(t, s, id); leaseFree(r) {
+			t.Errorf("%s: another runner's ReleaseRunnerLeases freed its lease", id)
+		}
+	}
+
 	// ReleaseLeases frees every lease before it expires on an embedded
 	// engine, and none on a shared one.
 	txDo(t, s, func(ctx context.Context, tx generation.Tx) error { return tx.ReleaseLeases(ctx) })

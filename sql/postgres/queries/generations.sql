@@ -189,3 +189,9 @@ WHERE generation_id = @generation_id AND consumed_at IS NULL AND seq <= @upto;
 -- name: LastPendingDelivery :one
 SELECT COALESCE(MAX(seq), 0)::bigint AS seq FROM webhook_deliveries
 WHERE generation_id = @generation_id AND consumed_at IS NULL;
+
+-- name: ReleaseRunnerLeases :exec
+-- A stopping runner hands back what it holds: due again at once, for the
+-- restart or another replica.
+UPDATE generations SET lease_owner = '', lease_until = 0
+WHERE lease_owner = @lease_owner AND lease_until > 0;

@@ -117,6 +117,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.releaseLeasesStmt, err = db.PrepareContext(ctx, releaseLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLeases: %w", err)
 	}
+	if q.releaseRunnerLeasesStmt, err = db.PrepareContext(ctx, releaseRunnerLeases); err != nil {
+		return nil, fmt.Errorf("error preparing query ReleaseRunnerLeases: %w", err)
+	}
 	if q.requestCancelStmt, err = db.PrepareContext(ctx, requestCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query RequestCancel: %w", err)
 	}
@@ -307,6 +310,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing releaseLeasesStmt: %w", cerr)
 		}
 	}
+	if q.releaseRunnerLeasesStmt != nil {
+		if cerr := q.releaseRunnerLeasesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing releaseRunnerLeasesStmt: %w", cerr)
+		}
+	}
 	if q.requestCancelStmt != nil {
 		if cerr := q.requestCancelStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing requestCancelStmt: %w", cerr)
@@ -427,6 +435,7 @@ type Queries struct {
 	pendingDeliveriesStmt   *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
+	releaseRunnerLeasesStmt *sql.Stmt
 	requestCancelStmt       *sql.Stmt
 	rescheduleStmt          *sql.Stmt
 	resetSubmittingStmt     *sql.Stmt
@@ -474,6 +483,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,
+		releaseRunnerLeasesStmt: q.releaseRunnerLeasesStmt,
 		requestCancelStmt:       q.requestCancelStmt,
 		rescheduleStmt:          q.rescheduleStmt,
 		resetSubmittingStmt:     q.resetSubmittingStmt,

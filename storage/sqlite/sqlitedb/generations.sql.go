@@ -773,6 +773,18 @@ func (q *Queries) ReleaseLeases(ctx context.Context) error {
 	return err
 }
 
+const releaseRunnerLeases = `-- name: ReleaseRunnerLeases :exec
+UPDATE generations SET lease_owner = '', lease_until = 0
+WHERE lease_owner = ?1 AND lease_until > 0
+`
+
+// A stopping runner hands back what it holds: due again at once, for the
+// restart or another replica.
+func (q *Queries) ReleaseRunnerLeases(ctx context.Context, leaseOwner string) error {
+	_, err := q.exec(ctx, q.releaseRunnerLeasesStmt, releaseRunnerLeases, leaseOwner)
+	return err
+}
+
 const requestCancel = `-- name: RequestCancel :execrows
 UPDATE generations
 SET cancel_requested = 1, updated_at = ?1, next_check_at = ?1

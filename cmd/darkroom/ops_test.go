@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// scrape GETs /metrics through h (a real HTTP round trip) and parses the
+// Prometheus text format.
+func scrape(t *testing.T, h http.Handler, token string) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("GET /metrics: %s (%s)", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value sums the series of name whose labels include want: a counter's or
+// gauge's value, a histogram's sample count.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	total := 0.0
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			total += float64(m.Histogram.GetSampleCount())
+		case m.Untyped != nil:
+			total += m.Untyped.GetValue()
+		}
+	}
+	return total
+}
+
+type series struct {
+	name   string
+	labels map[string]string
+	want   float64
+}
+
+func checkSeries(t *testing.T, fams map[string]*dto.MetricFamily, want []series) {
+	t.Helper()
+	for _, s := range want {
+		if got := value(fams, s.name, s.labels); got != s.want {
+			t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
+		}
+	}
+}
+
+func l(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// TestMetricsAfterScriptedRun: a completed (Replicate, with its webhooks),
+// a completed task, a failed, a cancelled and a rate-limited request, a
+// replayed and a forged webhook; the counters moved by exactly that.
+func TestMetricsAfterScriptedRun(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := providerServer(t, rig, true, func(c *config) { c.CreateRate, c.CreateBurst = 1e-6, 4 })
+	cs := connect(t, s.url, "2026-07-28")
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	bytesPut := int64(0)
+	outputs := func(g genView) {
+		for _, o := range g.Outputs {
+			bytesPut += o.Bytes
+		}
+	}
+
+	// Completed at Replicate, its end told by webhook.
+	var rep genView
+	call(t, cs, "generate", map[string]any{"modelId": "replicate-flux-schnell", "prompt": "a lighthouse", "wait": true, "waitSeconds": 60}, &rep)
+	if rep.Status != "completed" {
+		t.Fatalf("replicate: %+v", rep)
+	}
+	outputs(rep)
+	// Every delivery about the job, up to its last ("succeeded").
+	row := generationRow(t, s, rep.GenerationID)
+	var deliveries []tapped
+	for {
+		d := awaitDelivery(t, rig, row.ProviderJobID)
+		deliveries = append(deliveries, d)
+		if bytes.Contains(d.Body, []byte(`"succeeded"`)) {
+			break
+		}
+	}
+	// A replay of the last delivery, then a forged one.
+	last := deliveries[len(deliveries)-1]
+	post := func(h http.Header, body []byte) int {
+		req, _ := http.NewRequest("POST", s.url+"/webhooks/replicate", bytes.NewReader(body))
+		req.Header = h.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(last.Header, last.Body); code != 200 {
+		t.Fatalf("replayed delivery: %d", code)
+	}
+	forged := last.Header.Clone()
+	forged.Set("Webhook-Id", "msg_forged")
+	if code := post(forged, []byte(`{"id":"x","status":"succeeded"}`)); code != 401 {
+		t.Fatalf("forged delivery: %d", code)
+	}
+
+	// Completed locally, as a task.
+	r := tc.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "a task"})
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("generate (task): %+v %v", r.Error, r.Result)
+	}
+	var tg genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": taskGeneration(t, s, r.Result["taskId"].(string)), "timeoutSeconds": 30}, &tg)
+	if tg.Status != "completed" {
+		t.Fatalf("task generation: %+v", tg)
+	}
+	outputs(tg)
+	// Failed by the provider: a tool error.
+	var failed genView
+	if res := call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "a storm [fail]", "wait": true, "waitSeconds": 30}, &failed); !res.IsError {
+		t.Fatalf("[fail]: not a tool error: %s", text(res))
+	}
+	// Cancelled while reserved for its input image: credits refunded.
+	var res genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-animate", "prompt": "a wave"}, &res)
+	var cancelled genView
+	call(t, cs, "cancel_generation", map[string]any{"generationId": res.GenerationID}, &cancelled)
+	if cancelled.Status != "cancelled" {
+		t.Fatalf("cancel: %+v", cancelled)
+	}
+	// Over the creation burst (4): 429.
+	if r := tc.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "one too many"}); r.Status != 429 {
+		t.Fatalf("fifth generate: %d", r.Status)
+	}
+
+	fams := scrape(t, s.app.metricsHandler(), "")
+	call2 := func(tool, outcome string) map[string]string {
+		return l("transport", "http", "method", "tools/call", "tool", tool, "outcome", outcome)
+	}
+	checkSeries(t, fams, []series{
+		{"darkroom_requests_total", call2("generate", "ok"), 3}, // replicate, task, reserved
+		{"darkroom_requests_total", call2("generate", "tool_error"), 1},
+		{"darkroom_requests_total", call2("generate", "http_429"), 1},
+		{"darkroom_requests_total", call2("cancel_generation", "ok"), 1},
+		{"darkroom_requests_total", call2("wait_generation", "ok"), 1},
+		{"darkroom_request_duration_seconds", call2("generate", "ok"), 3},
+		{"darkroom_rate_limited_total", l("class", "create"), 1},
+		{"darkroom_rate_limited_total", nil, 1},
+		{"darkroom_generations_created_total", l("model", "replicate-flux-schnell", "provider", "replicate", "path", "generationId"), 1},
+		{"darkroom_generations_created_total", l("model", "local-sketch", "path", "task"), 1},
+		{"darkroom_generations_created_total", l("model", "local-sketch", "path", "generationId"), 1},
+		{"darkroom_generations_created_total", l("model", "local-animate", "path", "generationId"), 1},
+		{"darkroom_generations_created_total", nil, 4},
+		{"darkroom_generations_finished_total", l("provider", "replicate", "status", "completed"), 1},
+		{"darkroom_generations_finished_total", l("model", "local-sketch", "status", "completed"), 1},
+		{"darkroom_generations_finished_total", l("model", "local-sketch", "status", "failed", "error_kind", "provider"), 1},
+		{"darkroom_generations_finished_total", l("model", "local-animate", "status", "cancelled"), 1},
+		{"darkroom_generations_finished_total", nil, 4},
+		{"darkroom_generation_time_to_finish_seconds", nil, 4},
+		{"darkroom_generation_time_to_submit_seconds", l("provider", "replicate"), 1},
+		{"darkroom_generation_time_to_submit_seconds", l("provider", "local"), 2},
+		{"darkroom_generations_active", nil, 0},
+		{"darkroom_credits_refunded_total", l("model", "local-animate"), 20},
+		{"darkroom_credits_refunded_total", nil, 20},
+		{"darkroom_provider_calls_total", l("provider", "replicate", "operation", "submit", "outcome", "ok"), 1},
+		{"darkroom_provider_calls_total", l("provider", "replicate", "operation", "open_output", "outcome", "ok"), 1},
+		{"darkroom_provider_calls_total", l("provider", "local", "operation", "submit", "outcome", "ok"), 2},
+		{"darkroom_provider_calls_total", l("operation", "cancel"), 0},
+		{"darkroom_webhook_deliveries_total", l("provider", "replicate", "verdict", "duplicate"), 1},
+		{"darkroom_webhook_deliveries_total", l("provider", "replicate", "verdict", "refused"), 1},
+		{"darkroom_webhook_deliveries_total", l("provider", "replicate"), float64(len(deliveries) + 2)},
+		{"darkroom_blob_bytes_total", l("operation", "put"), float64(bytesPut)},
+		{"darkroom_storage_errors_total", nil, 0},
+		{"darkroom_listen_streams", nil, 0},
+		{"darkroom_waiters", nil, 0},
+		{"darkroom_runner_queue_depth", nil, 0},
+		{"darkroom_store_scrape_ok", nil, 1},
+	})
+	// Accepted or (had the safety poll ended it first) ignored: every
+	// delivery the emulator made, each once.
+	if a := value(fams, "darkroom_webhook_deliveries_total", l("verdict", "accepted")); a < 1 {
+		t.Errorf("accepted deliveries = %v, want at least 1", a)
+	}
+	charged := value(fams, "darkroom_credits_charged_total", nil)
+	if want := float64(rep.Credits + tg.Credits + failed.Credits + res.Credits); charged != want {
+		t.Errorf("credits charged = %v, want %v", charged, want)
+	}
+	for _, name := range []string{"darkroom_store_commit_batch_size", "darkroom_store_commit_duration_seconds", "darkroom_task_cache_misses_total", "go_goroutines", "process_cpu_seconds_total"} {
+		if value(fams, name, nil) <= 0 {
+			t.Errorf("%s did not move", name)
+		}
+	}
+	// Bounded labels: no id, prompt or principal anywhere.
+	for name, f := range fams {
+		for _, m := range f.Metric {
+			for _, lb := range m.Label {
+				v := lb.GetValue()
+				if v == rep.GenerationID || v == "local" && lb.GetName() == "principal" || strings.Contains(v, "lighthouse") || len(v) >= 32 {
+					t.Errorf("%s has an unbounded label %s=%q", name, lb.GetName(), v)
+				}
+			}
+		}
+	}
+}
+
+// TestMetricsNeedTheirToken: /metrics is not on the MCP listener unless a
+// metrics token is set, and then only with it (an API key is not it).
+func TestMetricsNeedTheirToken(t *testing.T) {
+	cases := []struct {
+		name, token, bearer string
+		want                int
+	}{
+		{"no token configured", "", "", 404},
+		{"no token configured, any bearer", "", "anything", 404},
+		{"token configured, none sent", "m3trics", "", 401},
+		{"token configured, wrong one", "m3trics", "m3tric", 401},
+		{"token configured, sent", "m3trics", "m3trics", 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := startServer(t, 0, func(cfg *config) { cfg.MetricsToken = c.token })
+			req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+			if c.bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+c.bearer)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Fatalf("GET /metrics on the MCP listener: %d, want %d", resp.StatusCode, c.want)
+			}
+			if got := bytes.Contains(body, []byte("darkroom_generations_active")); got != (c.want == 200) {
+				t.Fatalf("metrics in the body: %v", got)
+			}
+			// The metrics listener asks for the same token.
+			mh := httptest.NewServer(s.app.metricsHandler())
+			defer mh.Close()
+			req, _ = http.NewRequest("GET", mh.URL+"/metrics", nil)
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if want := map[bool]int{true: 401, false: 200}[c.token != ""]; resp.StatusCode != want {
+				t.Fatalf("metrics listener without a bearer: %d, want %d", resp.StatusCode, want)
+			}
+		})
+	}
+}
+
+func TestListenMetrics(t *testing.T) {
+	cases := []struct {
+		addr, token string
+		listens     bool
+		err         string
+	}{
+		{"", "", false, ""},
+		{"127.0.0.1:0", "", true, ""},
+		{"[::1]:0", "", true, ""},
+		{"localhost:0", "", true, ""},
+		{"0.0.0.0:0", "", false, "DARKROOM_METRICS_TOKEN"},
+		{":0", "", false, "DARKROOM_METRICS_TOKEN"},
+		{"0.0.0.0:0", "t", true, ""},
+		{"nonsense", "", false, "DARKROOM_METRICS_ADDR"},
+	}
+	for _, c := range cases {
+		t.Run(c.addr+"/"+c.token, func(t *testing.T) {
+			ln, err := listenMetrics(&config{MetricsAddr: c.addr, MetricsToken: c.token}, nil)
+			if ln != nil {
+				ln.Close()
+			}
+			if (ln != nil) != c.listens || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("listener %v, err %v; want listener %v, err containing %q", ln != nil, err, c.listens, c.err)
+			}
+		})
+	}
+	// The default address, taken: metrics are off, darkroom still starts.
+	hold, err := net.Listen("tcp", defaultMetricsAddr)
+	if err != nil {
+		t.Skipf("default metrics address busy already: %v", err)
+	}
+	defer hold.Close()
+	ln, err := listenMetrics(&config{MetricsAddr: defaultMetricsAddr}, slog.New(slog.DiscardHandler))
+	if ln != nil || err != nil {
+		t.Fatalf("default address taken: listener %v, err %v", ln != nil, err)
+	}
+}
+
+// readyz GETs /readyz, returning the status and the checks.
+func readyz(t *testing.T, url string) (int, map[string]string) {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if (resp.StatusCode == 200) != (body.Status == "ready") {
+		t.Fatalf("readyz: %d with status %q", resp.StatusCode, body.Status)
+	}
+	return resp.StatusCode, body.Checks
+}
+
+func wantReady(t *testing.T, url string, code int, failing string) {
+	t.Helper()
+	got, checks := readyz(t, url)
+	if got != code {
+		t.Fatalf("readyz: %d, want %d (%v)", got, code, checks)
+	}
+	for _, name := range []string{"store", "blobs", "runner", "server"} {
+		if bad := name == failing; (checks[name] != "ok") != bad {
+			t.Fatalf("readyz check %s = %q (failing: %q)", name, checks[name], failing)
+		}
+	}
+}
+
+// TestReadyzLocalBlobs: the local output folder gone is 503 naming blob
+// storage; back, 200. Draining is 503 too.
+func TestReadyzLocalBlobs(t *testing.T) {
+	s := startServer(t, 0)
+	wantReady(t, s.url, 200, "")
+	dir := filepath.Join(s.app.cfg.DataDir, "files")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, s.url, 503, "blobs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, s.url, 200, "")
+	s.app.draining.Store(true)
+	wantReady(t, s.url, 503, "server")
+}
+
+// TestReadyzS3Outage: darkroom's S3 behind a TCP proxy; the proxy stopped
+// (S3 unreachable) is 503, started again 200.
+func TestReadyzS3Outage(t *testing.T) {
+	s3cfg := s3Config(t, "ready-"+generation.NewID()[:12])
+	p := startProxy(t, strings.TrimPrefix(s3cfg.Endpoint, "http://"))
+	s3cfg.Endpoint = "http://" + p.addr
+	s := startServer(t, 0, func(c *config) { c.S3 = s3cfg; c.CreateBucket = true })
+	wantReady(t, s.url, 200, "")
+	p.stop()
+	wantReady(t, s.url, 503, "blobs")
+	p.start(t)
+	wantReady(t, s.url, 200, "")
+}
+
+// proxy forwards TCP to target; stop closes the listener and every
+// connection (the backend is unreachable), start listens again on the
+// same address.
+type proxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]bool
+	wg           sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	p.serve(ln)
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) start(t *testing.T) {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.serve(ln)
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[b] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(b, c); b.Close() }()
+			go func() { _, _ = io.Copy(c, b); c.Close() }()
+		}
+	})
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestHealthcheckCommand: `darkroom healthcheck` against a running server
+// (liveness and readiness), and against nothing.
+func TestHealthcheckCommand(t *testing.T) {
+	s := startServer(t, 0)
+	addr := strings.TrimPrefix(s.url, "http://")
+	_, port, _ := net.SplitHostPort(addr)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"liveness", []string{"--addr", addr}, 0, "/healthz: ok"},
+		{"readiness", []string{"--addr", addr, "--ready"}, 0, `"status":"ready"`},
+		{"unspecified host", []string{"--addr", "0.0.0.0:" + port}, 0, "127.0.0.1:" + port + "/healthz"},
+		{"nothing there", []string{"--addr", "127.0.0.1:1"}, 1, ""},
+		{"port 0", []string{"--addr", "127.0.0.1:0"}, 2, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"healthcheck"}, c.args...), &out, &errOut)
+			if code != c.code || !strings.Contains(out.String(), c.out) {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, c.code, out.String(), errOut.String())
+			}
+		})
+	}
+	s.app.draining.Store(true)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"healthcheck", "--addr", addr, "--ready"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "503") {
+		t.Fatalf("readiness while draining: exit %d, stderr %q", code, errOut.String())
+	}
+}

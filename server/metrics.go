@@ -1,0 +1,549 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/metrics"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Observer counts, times and (at debug) logs every MCP request, on both
+// transports, and ends listen streams when the server drains. Labels are
+// bounded: an unknown method or tool is "other".
+type Observer struct {
+	Metrics *metrics.Set
+	Log     *slog.Logger
+	// Tools are the tool names used as label values; ToolClass is their
+	// rate class (compat.RateClass), to name the limit behind a 429.
+	Tools     []string
+	ToolClass func(string) string
+
+	tools    map[string]bool
+	once     sync.Once
+	inFlight atomic.Int64
+	drainMu  sync.Mutex
+	drainCtx context.Context
+	drain    context.CancelFunc
+}
+
+func (o *Observer) init() {
+	o.once.Do(func() {
+		o.tools = map[string]bool{}
+		for _, t := range o.Tools {
+			o.tools[t] = true
+		}
+		if o.Log == nil {
+			o.Log = slog.New(slog.DiscardHandler)
+		}
+		if o.ToolClass == nil {
+			o.ToolClass = func(string) string { return "" }
+		}
+		o.drainMu.Lock()
+		o.drainCtx, o.drain = context.WithCancel(context.Background())
+		o.drainMu.Unlock()
+	})
+}
+
+// Drain ends every open listen stream, now and from now on: the server is
+// shutting down and its clients should listen on the next one.
+func (o *Observer) Drain() {
+	o.init()
+	o.drain()
+}
+
+// InFlight is the number of requests being answered.
+func (o *Observer) InFlight() int64 { return o.inFlight.Load() }
+
+// knownMethods are the JSON-RPC methods used as label values.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "server/discover": true, "tools/list": true, "tools/call": true,
+	"tasks/get": true, "tasks/update": true, "tasks/cancel": true, "tasks/list": true, "tasks/result": true,
+	"subscriptions/listen": true, "resources/list": true, "resources/read": true, "resources/templates/list": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "logging/setLevel": true,
+	"notifications/initialized": true, "notifications/cancelled": true, "notifications/progress": true,
+	"notifications/roots/list_changed": true,
+}
+
+func (o *Observer) labels(method, tool string) (string, string) {
+	switch {
+	case method == "":
+		method = "unknown"
+	case method == "batch":
+	case !knownMethods[method]:
+		method = "other"
+	}
+	if method != "tools/call" {
+		return method, ""
+	}
+	if !o.tools[tool] {
+		tool = "other"
+	}
+	return method, tool
+}
+
+const listenMethod = "subscriptions/listen"
+
+// HTTP wraps the MCP endpoint.
+func (o *Observer) HTTP(next http.Handler) http.Handler {
+	o.init()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		o.inFlight.Add(1)
+		defer o.inFlight.Add(-1)
+		method, tool := headerValue(r.Header.Get("Mcp-Method")), ""
+		if method == "tools/call" {
+			tool = headerValue(r.Header.Get("Mcp-Name"))
+		}
+		var tee *prefixReader
+		if method == "" && r.Body != nil && r.Method == http.MethodPost {
+			tee = &prefixReader{r: r.Body}
+			r.Body = tee
+		}
+		if method == listenMethod {
+			defer o.Metrics.ListenOpened("http")()
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			o.drainMu.Lock()
+			stop := context.AfterFunc(o.drainCtx, cancel)
+			o.drainMu.Unlock()
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		rec := &respRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if r.Method != http.MethodPost {
+			return // GET/DELETE on the stateless endpoint: not a JSON-RPC request
+		}
+		if tee != nil {
+			method, tool = envelopeOf(tee.buf)
+		}
+		method, tool = o.labels(method, tool)
+		outcome, noID := rec.outcome()
+		if rec.status == http.StatusTooManyRequests {
+			o.Metrics.RateLimited(o.rateClass(method, tool, noID))
+		}
+		d := time.Since(start)
+		o.Metrics.Request("http", method, tool, outcome, d)
+		if o.Log.Enabled(r.Context(), slog.LevelDebug) {
+			o.Log.Debug("request", "transport", "http", "method", method, "tool", tool, "outcome", outcome,
+				"status", rec.code(), "ms", float64(d.Microseconds())/1000, "remote", r.RemoteAddr)
+		}
+	})
+}
+
+// headerValue undoes SEP-2243's =?base64?...?= encoding of a header.
+func headerValue(v string) string {
+	v = strings.TrimSpace(v)
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
+				return string(b)
+			}
+		}
+	}
+	return v
+}
+
+// rateClass names the limit behind a 429: the guess guard answers with
+// no request id, the per-caller limits with the request's.
+func (o *Observer) rateClass(method, tool string, noID bool) string {
+	if noID {
+		return "preauth"
+	}
+	switch method {
+	case "tasks/get":
+		return compat.ClassPoll
+	case "tools/call":
+		if c := o.ToolClass(tool); c != "" {
+			return c
+		}
+	}
+	return "other"
+}
+
+// prefixReader keeps the first bytes read through it: enough to name the
+// method and tool of a request whose headers do not.
+type prefixReader struct {
+	r   io.ReadCloser
+	buf []byte
+}
+
+const prefixMax = 8 << 10
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if room := prefixMax - len(p.buf); room > 0 && n > 0 {
+		p.buf = append(p.buf, b[:min(n, room)]...)
+	}
+	return n, err
+}
+
+func (p *prefixReader) Close() error { return p.r.Close() }
+
+// envelopeOf reads the method and, for tools/call, params.name from the
+// start of a JSON-RPC body (possibly cut short).
+func envelopeOf(b []byte) (method, name string) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return "", ""
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		if ok && d == '[' {
+			return "batch", ""
+		}
+		return "", ""
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return method, name
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "method":
+			if err := dec.Decode(&method); err != nil {
+				return method, name
+			}
+		case "params":
+			name = paramsName(dec)
+			if name == "\x00" {
+				return method, ""
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return method, name
+			}
+		}
+	}
+	return method, name
+}
+
+// paramsName walks a params object for its top-level "name" ("\x00" when
+// the input ends first).
+func paramsName(dec *json.Decoder) string {
+	tok, err := dec.Token()
+	if err != nil {
+		return "\x00"
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return ""
+	}
+	name := ""
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "\x00"
+		}
+		if tok == "name" {
+			if dec.Decode(&name) != nil {
+				return "\x00"
+			}
+			continue
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			if name != "" {
+				return name
+			}
+			return "\x00"
+		}
+	}
+	if _, err := dec.Token(); err != nil && name == "" {
+		return "\x00"
+	}
+	return name
+}
+
+// respRecorder keeps the status and enough of the body to tell a JSON-RPC
+// error or a tool error from a success.
+type respRecorder struct {
+	http.ResponseWriter
+	status  int
+	sse     bool
+	decided bool
+	verdict string
+	noID    bool
+	buf     []byte
+}
+
+const sniffMax = 1 << 20
+
+func (r *respRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+		r.sse = strings.HasPrefix(r.Header().Get("Content-Type"), "text/event-stream")
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *respRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	if !r.decided {
+		r.sniff(b)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *respRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *respRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *respRecorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+func (r *respRecorder) sniff(b []byte) {
+	if len(r.buf)+len(b) > sniffMax {
+		r.decided, r.verdict = true, "ok" // too large to read: a result
+		r.buf = nil
+		return
+	}
+	r.buf = append(r.buf, b...)
+	if !r.sse {
+		return // decided at the end
+	}
+	for {
+		i := bytes.IndexByte(r.buf, '\n')
+		if i < 0 {
+			return
+		}
+		line := bytes.TrimRight(r.buf[:i], "\r")
+		r.buf = r.buf[i+1:]
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if bytes.HasPrefix(data, []byte(`{"jsonrpc":"2.0","method"`)) {
+			continue // a notification
+		}
+		if v, noID, ok := rpcVerdict(data); ok {
+			r.decided, r.verdict, r.noID, r.buf = true, v, noID, nil
+			return
+		}
+	}
+}
+
+// outcome is the request's outcome label and whether its reply named no
+// request id.
+func (r *respRecorder) outcome() (string, bool) {
+	switch c := r.code(); {
+	case c == 401 || c == 403 || c == 413 || c == 429:
+		_, noID, _ := rpcVerdict(r.buf)
+		return "http_" + strconv.Itoa(c), noID
+	case c >= 500:
+		return "http_5xx", false
+	case c >= 400:
+		return "http_4xx", false
+	case c == http.StatusAccepted:
+		return "ok", false
+	}
+	if r.decided {
+		return r.verdict, r.noID
+	}
+	if !r.sse {
+		if v, noID, ok := rpcVerdict(bytes.TrimSpace(r.buf)); ok {
+			return v, noID
+		}
+	}
+	return "ok", false // a stream that ended without its response (drain, client gone)
+}
+
+// rpcVerdict classifies one JSON-RPC response: ok, tool_error or
+// rpc_<class>; ok is false when b is not a response.
+func rpcVerdict(b []byte) (verdict string, noID bool, ok bool) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Result *struct {
+			IsError bool `json:"isError"`
+		} `json:"result"`
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	if len(b) == 0 || json.Unmarshal(b, &m) != nil {
+		return "", false, false
+	}
+	noID = len(m.ID) == 0 || string(m.ID) == "null"
+	switch {
+	case m.Error != nil:
+		return ErrorClass(m.Error.Code), noID, true
+	case m.Result != nil && m.Result.IsError:
+		return "tool_error", noID, true
+	case m.Result != nil:
+		return "ok", noID, true
+	}
+	return "", noID, false
+}
+
+// ErrorClass names a JSON-RPC error code's class.
+func ErrorClass(code int64) string {
+	switch {
+	case code == -32700:
+		return "rpc_parse_error"
+	case code == -32600:
+		return "rpc_invalid_request"
+	case code == -32601:
+		return "rpc_method_not_found"
+	case code == -32602:
+		return "rpc_invalid_params"
+	case code == -32603:
+		return "rpc_internal_error"
+	case code == -31429:
+		return "rpc_rate_limited"
+	case code <= -32000 && code >= -32099:
+		return "rpc_server_error"
+	}
+	return "rpc_error_other"
+}
+
+// Transport wraps a persistent transport (stdio) so that every request on
+// it is counted as the HTTP ones are. Wrap the raw transport, inside the
+// tasks dispatcher's, so both its answers and go-sdk's pass through.
+func (o *Observer) Transport(t mcp.Transport) mcp.Transport {
+	o.init()
+	return &obsTransport{inner: t, o: o}
+}
+
+type obsTransport struct {
+	inner mcp.Transport
+	o     *Observer
+}
+
+func (t *obsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &obsConn{Connection: c, o: t.o, pending: map[jsonrpc.ID]pending{}}, nil
+}
+
+type pending struct {
+	method, tool string
+	start        time.Time
+	closeListen  func()
+}
+
+type obsConn struct {
+	mcp.Connection
+	o       *Observer
+	mu      sync.Mutex
+	pending map[jsonrpc.ID]pending
+}
+
+func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
+		name := ""
+		if req.Method == "tools/call" {
+			var p struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(req.Params, &p)
+			name = p.Name
+		}
+		method, tool := c.o.labels(req.Method, name)
+		p := pending{method: method, tool: tool, start: time.Now()}
+		if req.Method == listenMethod {
+			p.closeListen = c.o.Metrics.ListenOpened("stdio")
+		}
+		c.o.inFlight.Add(1)
+		c.mu.Lock()
+		c.pending[req.ID] = p
+		c.mu.Unlock()
+	}
+	return msg, err
+}
+
+func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return err
+	}
+	c.mu.Lock()
+	p, found := c.pending[resp.ID]
+	delete(c.pending, resp.ID)
+	c.mu.Unlock()
+	if !found {
+		return err
+	}
+	c.o.inFlight.Add(-1)
+	if p.closeListen != nil {
+		p.closeListen()
+	}
+	outcome := "ok"
+	var we *jsonrpc.Error
+	switch {
+	case errors.As(resp.Error, &we):
+		outcome = ErrorClass(we.Code)
+	case resp.Error != nil:
+		outcome = "rpc_internal_error"
+	case p.method == "tools/call":
+		if v, _, ok := rpcVerdict(append(append([]byte(`{"id":1,"result":`), resp.Result...), '}')); ok {
+			outcome = v
+		}
+	}
+	d := time.Since(p.start)
+	c.o.Metrics.Request("stdio", p.method, p.tool, outcome, d)
+	if c.o.Log.Enabled(ctx, slog.LevelDebug) {
+		c.o.Log.Debug("request", "transport", "stdio", "method", p.method, "tool", p.tool, "outcome", outcome,
+			"ms", float64(d.Microseconds())/1000)
+	}
+	return err
+}
+
+// QuietSDK returns a logger for go-sdk: its per-session chatter (server
+// connecting, session connected, disconnected: one of each per stateless
+// HTTP request) goes to debug; warnings and errors stay as they are.
+func QuietSDK(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return nil
+	}
+	return slog.New(demote{l.Handler()})
+}
+
+type demote struct{ h slog.Handler }
+
+func (d demote) Enabled(ctx context.Context, l slog.Level) bool {
+	if l == slog.LevelInfo {
+		l = slog.LevelDebug
+	}
+	return d.h.Enabled(ctx, l)
+}
+
+func (d demote) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	return d.h.Handle(ctx, r)
+}
+
+func (d demote) WithAttrs(a []slog.Attr) slog.Handler { return demote{d.h.WithAttrs(a)} }
+func (d demote) WithGroup(n string) slog.Handler      { return demote{d.h.WithGroup(n)} }
