@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +68,9 @@ type Runner struct {
 	// storageDown records when output copies of a generation started
 	// failing on storage.
 	storageDown map[string]time.Time
-	wg          sync.WaitGroup
+	// woken: generations woken by unverified deliveries, and when.
+	woken map[string]time.Time
+	wg    sync.WaitGroup
 }
 
 // NewRunner builds a runner for the service; the service's writes that
@@ -94,7 +97,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{}}
 	return r
 }
 
@@ -329,12 +332,12 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 		}
 		return r.observe(ctx, p, m, g, job, st, hook{})
 	}
-	hook, err := r.pendingWebhook(ctx, g.ID)
+	hook, err := r.pendingWebhook(ctx, g.ID, job.ID)
 	if err != nil {
 		return 0, err
 	}
 	var st provider.Status
-	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil {
+	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil && hook.ev.JobID == job.ID {
 		st = *hook.ev.Status // a signed delivery states the status: no call needed
 	} else if st, err = p.Status(ctx, job); err != nil {
 		return 0, err
@@ -346,29 +349,43 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 // reply between MarkSubmitting and MarkSubmitted) without ever making a
 // second job where the provider cannot tell.
 func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
-	hook, err := r.pendingWebhook(ctx, g.ID)
+	hook, err := r.pendingWebhook(ctx, g.ID, "")
 	if err != nil {
 		return 0, err
 	}
-	if hook.ok && hook.ev.Job == nil {
+	if hook.upto > 0 {
+		// A trusted delivery bound to this generation by its key names
+		// the job its submit made. Rebuild it for the generation's own
+		// model and confirm it with one Status call before binding it
+		// (the deliveries stay stored until that succeeds). A job the
+		// provider does not show us is not ours: the next one is tried.
+		rb, _ := p.(provider.JobRebuilder)
+		for _, id := range hook.jobs {
+			if rb == nil {
+				break
+			}
+			job, err := rb.RebuildJob(m, id)
+			if err != nil {
+				continue
+			}
+			st, err := p.Status(ctx, job)
+			var perm *provider.PermanentError
+			if errors.Is(err, provider.ErrNotFound) || errors.As(err, &perm) {
+				r.cfg.Logger.Warn("runner: webhook names a job the provider does not confirm", "generation", g.ID, "job", id, "err", err)
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+				return 0, err
+			}
+			return r.observe(ctx, p, m, g, job, st, hook)
+		}
 		// Nothing here binds a job: the deliveries are spent.
 		if err := r.consume(ctx, g.ID, hook); err != nil {
 			return 0, err
 		}
-	}
-	if hook.ok && hook.ev.Job != nil {
-		// A delivery named this generation: its job exists. Confirm with
-		// one Status call before binding it (the delivery stays stored
-		// until that succeeds).
-		job := *hook.ev.Job
-		st, err := p.Status(ctx, job)
-		if err != nil {
-			return 0, err
-		}
-		if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
-			return 0, err
-		}
-		return r.observe(ctx, p, m, g, job, st, hook)
 	}
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
@@ -395,29 +412,46 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	return min(limit-waited, 30*time.Second), nil
 }
 
-// Webhook takes a verified delivery for provider name: it is stored
-// (once per delivery id) and the generation it names is looked at now. It
-// returns only once the delivery is durable, so the caller may then
-// acknowledge it; a delivery for no generation of ours is dropped.
+// Webhook takes a verified (Trusted) delivery for provider name: it is
+// stored (once per delivery id) for the generation it binds to, and that
+// generation is looked at now. It returns only once the delivery is
+// durable, so the caller may then acknowledge it; a delivery for no
+// generation of ours is dropped.
+//
+// Binding goes by what the delivery's signature covers: the generation
+// holding the job it names; else, when the adapter vouched for its Key
+// (see provider.WebhookEvent), the generation of that key, only while
+// that generation has no job yet (its submit's outcome is unknown). An
+// untrusted event binds nothing: at most it wakes the generation already
+// holding the job it claims.
 func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEvent) error {
-	id, terminal := "", false
-	if ev.Key != "" {
-		if row, err := r.s.store.Generation(ctx, ev.Key); err == nil && row.Provider == name {
-			id, terminal = row.ID, row.Status.Terminal()
-		}
+	if !ev.Trusted {
+		r.wakeJob(ctx, name, ev.JobID)
+		return nil
 	}
-	if id == "" && ev.JobID != "" {
+	id := ""
+	if ev.JobID != "" {
 		row, err := r.s.store.GenerationByJob(ctx, name, ev.JobID)
-		if errors.Is(err, ErrNotFound) {
-			return nil // not ours (or purged): nothing to do
-		}
-		if err != nil {
+		switch {
+		case err == nil && row.Status.Terminal():
+			return nil // already ended: nothing to do
+		case err == nil:
+			id = row.ID
+		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		id, terminal = row.ID, row.Status.Terminal()
 	}
-	if id == "" || terminal {
-		return nil // not ours, or already ended: nothing to do
+	if id == "" && ev.Key != "" && ev.JobID != "" {
+		row, err := r.s.store.Generation(ctx, ev.Key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err == nil && row.Provider == name && !row.Status.Terminal() && row.SubmitState == "submitting" {
+			id = row.ID
+		}
+	}
+	if id == "" {
+		return nil // not ours (or purged): nothing to do
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
@@ -442,16 +476,60 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	return nil
 }
 
+// unverifiedWakeEvery bounds how often deliveries that could not be
+// verified may wake one generation.
+const unverifiedWakeEvery = 30 * time.Second
+
+// wakeJob makes the generation already holding provider name's job jobID
+// look at it now, at most once per unverifiedWakeEvery: all an unverified
+// delivery may cause is a Status call the runner would make anyway.
+func (r *Runner) wakeJob(ctx context.Context, name, jobID string) {
+	if jobID == "" {
+		return
+	}
+	row, err := r.s.store.GenerationByJob(ctx, name, jobID)
+	if err != nil || row.Status.Terminal() || row.SubmitState != "submitted" {
+		return
+	}
+	now := r.s.cfg.Now()
+	r.mu.Lock()
+	for id, at := range r.woken {
+		if now.Sub(at) >= unverifiedWakeEvery || now.Before(at) {
+			delete(r.woken, id)
+		}
+	}
+	_, recent := r.woken[row.ID]
+	if !recent {
+		r.woken[row.ID] = now
+	}
+	r.mu.Unlock()
+	if recent {
+		return
+	}
+	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.WakeNow(ctx, row.ID, now) }); err == nil {
+		r.Kick()
+	}
+}
+
 // ErrMalformedWebhook wraps a delivery the provider's parser could not
 // read.
 var ErrMalformedWebhook = errors.New("malformed webhook delivery")
 
 // Deliver verifies a raw delivery with the provider's parser and takes
-// it (see Webhook). A bad signature is provider.ErrWebhookUnauthenticated;
-// a body the parser cannot read wraps ErrMalformedWebhook.
+// it (see Webhook). A bad signature is provider.ErrWebhookUnauthenticated
+// and changes nothing; a delivery that cannot be verified now is
+// provider.ErrWebhookUnverifiable (to be retried by the provider) and at
+// most wakes the generation holding the job it claims; a body the parser
+// cannot read wraps ErrMalformedWebhook. Deduplication (the parser's,
+// then webhook_deliveries') happens only after verification; a verified
+// delivery that could not be stored is forgotten by the parser, so its
+// retry is taken.
 func (r *Runner) Deliver(ctx context.Context, name string, parser provider.WebhookParser, h http.Header, q url.Values, body []byte) error {
-	ev, err := parser.ParseWebhook(h, q, body)
+	ev, err := parser.ParseWebhook(ctx, h, q, body)
 	switch {
+	case errors.Is(err, provider.ErrWebhookUnverifiable):
+		r.wakeJob(ctx, name, ev.JobID)
+		return err
 	case errors.Is(err, provider.ErrWebhookUnauthenticated):
 		return err
 	case err != nil:
@@ -459,13 +537,20 @@ func (r *Runner) Deliver(ctx context.Context, name string, parser provider.Webho
 	case ev.Duplicate:
 		return nil
 	}
-	return r.Webhook(ctx, name, ev)
+	if err := r.Webhook(ctx, name, ev); err != nil {
+		if f, ok := parser.(provider.WebhookForgetter); ok && ev.DeliveryID != "" {
+			f.ForgetWebhook(ev.DeliveryID)
+		}
+		return err
+	}
+	return nil
 }
 
 // hook is what a generation's stored deliveries say, and how far they
 // were read.
 type hook struct {
 	ev   provider.WebhookEvent
+	jobs []string // for a generation without a job: job ids its deliveries name, in order
 	upto int64
 	ok   bool
 }
@@ -473,8 +558,11 @@ type hook struct {
 // pendingWebhook folds the generation's unconsumed deliveries, in arrival
 // order, into the one to act on: the latest, except that a trusted
 // terminal status is never replaced by a later non-terminal one (a late
-// retry of an earlier delivery), and a job handle once seen is kept.
-func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
+// retry of an earlier delivery). jobID is the generation's job ("" when
+// it has none yet): a delivery about another job is read past (consumed
+// with the rest) but never acted on, and an untrusted one (none is stored
+// any more) likewise.
+func (r *Runner) pendingWebhook(ctx context.Context, id, jobID string) (hook, error) {
 	ds, err := r.s.store.PendingDeliveries(ctx, id)
 	if err != nil || len(ds) == 0 {
 		return hook{}, err
@@ -487,11 +575,20 @@ func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
 			r.cfg.Logger.Error("runner: undecodable webhook delivery", "generation", id, "seq", d.Seq, "err", err)
 			continue
 		}
-		if h.ok && terminalWebhook(h.ev) && !terminalWebhook(ev) {
+		if !ev.Trusted || ev.JobID == "" {
 			continue
 		}
-		if ev.Job == nil {
-			ev.Job = h.ev.Job
+		if jobID == "" {
+			if ev.Key == id && !slices.Contains(h.jobs, ev.JobID) {
+				h.jobs = append(h.jobs, ev.JobID)
+			}
+			continue
+		}
+		if ev.JobID != jobID {
+			continue
+		}
+		if h.ok && terminalWebhook(h.ev) && !terminalWebhook(ev) {
+			continue
 		}
 		h.ev, h.ok = ev, true
 	}

@@ -39,7 +39,8 @@ var providerModels = []struct {
 	// webhookCallsPerJob is the most status calls (fal: status and
 	// result) a job needs with webhooks: Replicate's are signed and carry
 	// the prediction, so only the runner's look right after submit is
-	// left; fal's are not trusted, so each one costs a look.
+	// left; fal's are verified but carry no status we read, so each one
+	// costs a look.
 	webhookCallsPerJob int
 }{
 	{name: "replicate", fast: "replicate-flux-schnell", slowRun: "replicate-flux-dev", slowQueue: "replicate-kling-1.6",
@@ -167,7 +168,7 @@ func providerServer(t *testing.T, rig *emuRig, webhooks bool, opts ...func(*conf
 	t.Helper()
 	base := func(c *config) {
 		c.ReplicateToken, c.ReplicateBaseURL = "r8_test", rig.Replicate.URL
-		c.FalKey, c.FalQueueURL = "fal_test", rig.Fal.URL
+		c.FalKey, c.FalQueueURL, c.FalJWKSURL = "fal_test", rig.Fal.URL, rig.FalJWKSURL()
 		c.FalConcurrency = 16
 		c.UnsafeOutputFetch = true
 		c.OutputHosts = []string{rig.filesHost()}

@@ -197,6 +197,7 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]prov
 	if cfg.FalKey != "" {
 		p, err := fal.New(fal.Config{
 			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency,
+			WebhookJWKSURL: cfg.FalJWKSURL, WebhookUserID: cfg.FalUserID,
 			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
 		})
 		if err != nil {
