@@ -113,18 +113,46 @@ func (r *Runner) Kick() {
 // flight.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.wg.Wait()
-	// One runner per SQLite database: leases left by a killed process are
-	// ours to take over at once instead of after they expire.
-	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) }); err != nil {
-		return fmt.Errorf("runner: release stale leases: %w", err)
-	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var out outage
+	// One runner per SQLite database: leases left by a killed process are
+	// ours to take over at once instead of after they expire. A database
+	// refusing writes at start is waited out like one failing later.
 	for {
-		r.claimAll(ctx)
-		wait := time.Minute
-		if due, err := r.s.store.NextDueAt(ctx); err == nil && !due.IsZero() {
-			wait = max(due.Sub(r.s.cfg.Now()), time.Millisecond)
+		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) })
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		timer.Reset(out.failed(r.cfg, time.Now(), fmt.Errorf("release stale leases: %w", err)))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+		case <-timer.C:
+		}
+	}
+	for {
+		err := r.claimAll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		if err != nil {
+			// Writes fail (disk full, I/O error): back off instead of
+			// retrying at once, and say so at a bounded rate. A kick
+			// (sent only after a write of someone else's succeeded) ends
+			// the wait early.
+			wait = out.failed(r.cfg, time.Now(), err)
+		} else {
+			out.recovered(r.cfg, time.Now())
+			wait = time.Minute
+			if due, err := r.s.store.NextDueAt(ctx); err == nil && !due.IsZero() {
+				wait = max(due.Sub(r.s.cfg.Now()), time.Millisecond)
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -136,12 +164,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-func (r *Runner) claimAll(ctx context.Context) {
+// claimAll starts a step for every due generation, as workers allow; it
+// returns the error of a claim that failed to write.
+func (r *Runner) claimAll(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return nil
 		}
 		var row Row
 		var claimed bool
@@ -155,10 +185,10 @@ func (r *Runner) claimAll(ctx context.Context) {
 		})
 		if err != nil || !claimed {
 			<-r.sem
-			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Error("runner: claim", "err", err)
+			if ctx.Err() != nil {
+				return nil
 			}
-			return
+			return err
 		}
 		r.wg.Add(1)
 		go func() {
@@ -167,6 +197,50 @@ func (r *Runner) claimAll(ctx context.Context) {
 			r.step(ctx, row)
 		}()
 	}
+	return nil
+}
+
+// Write outages: the runner's claims back off exponentially from
+// outageFirstWait to outageMaxWait while the database refuses writes, and
+// log at most one line per outageLogEvery (plus one when writes succeed
+// again).
+const (
+	outageFirstWait = 50 * time.Millisecond
+	outageMaxWait   = 5 * time.Second
+	outageLogEvery  = time.Minute
+)
+
+// outage tracks consecutive failed claims (Run's goroutine only).
+type outage struct {
+	failures   int       // in a row
+	since      time.Time // first of them
+	logged     time.Time // last line about them
+	suppressed int       // failures since that line
+}
+
+// failed records a failed claim and returns how long to wait.
+func (o *outage) failed(cfg RunnerConfig, now time.Time, err error) time.Duration {
+	if o.failures == 0 {
+		o.since = now
+	}
+	o.failures++
+	o.suppressed++
+	wait := min(outageFirstWait<<min(o.failures-1, 20), outageMaxWait)
+	if o.failures == 1 || now.Sub(o.logged) >= outageLogEvery {
+		cfg.Logger.Error("runner: database writes fail; backing off", "err", err,
+			"failures", o.failures, "since", o.since.UTC().Format(time.RFC3339), "suppressed", o.suppressed-1, "next_try_in", wait)
+		o.logged, o.suppressed = now, 0
+	}
+	return wait
+}
+
+// recovered ends an outage after a claim wrote again.
+func (o *outage) recovered(cfg RunnerConfig, now time.Time) {
+	if o.failures == 0 {
+		return
+	}
+	cfg.Logger.Info("runner: database writes succeed again", "failures", o.failures, "outage", now.Sub(o.since).Round(time.Millisecond))
+	*o = outage{}
 }
 
 // step does one unit of work on a claimed generation and reschedules it.
@@ -243,8 +317,13 @@ func (r *Runner) step(ctx context.Context, row Row) {
 			at = now
 		}
 		return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
-	}); err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+	}); err != nil {
+		if ctx.Err() == nil {
+			// The lease runs out and the row is claimed again then; no
+			// kick, which would only retry a failing write at once.
+			r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+		}
+		return
 	}
 	r.Kick() // the loop recomputes its next wake-up
 }
@@ -816,8 +895,11 @@ func (r *Runner) wakeOwner(ctx context.Context, owner string) {
 	err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		return tx.WakeOwnerQueued(ctx, owner, r.s.cfg.Now())
 	})
-	if err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
+		}
+		return
 	}
 	r.Kick()
 }
