@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -1012,6 +1013,91 @@ func TestProviderFalLostSubmitReply(t *testing.T) {
 					len(rig.Deliveries()), w.Status, row.SubmitState, time.Until(time.UnixMilli(row.NextCheckAt.Int64)).Round(time.Second), text(res))
 			}
 			checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+		})
+	}
+}
+
+// falHeader is a fal delivery header set signed with key (fal's own
+// signing key stands for fal delivering some account's request).
+func falHeader(key ed25519.PrivateKey, reqID, user string, at time.Time, body []byte) http.Header {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Fal-Webhook-Request-Id", reqID)
+	h.Set("X-Fal-Webhook-User-Id", user)
+	h.Set("X-Fal-Webhook-Timestamp", ts)
+	h.Set("X-Fal-Webhook-Signature", emulator.SignFal(key, reqID, user, ts, body))
+	return h
+}
+
+// TestProviderFalForgedWebhooks loses a fal submit reply, so the
+// generation waits for a webhook naming it, and meanwhile sends darkroom
+// deliveries naming that generation in the URL: unsigned, signed with a
+// key fal never published, and (the strongest attack: anyone with a fal
+// account can make fal post a verified delivery anywhere) verified but
+// about another account's request. None binds a request to the
+// generation: the first two are refused, the third is refused a binding
+// by the configured account or, with the account unknown, by the status
+// call with our key that cannot confirm it; the genuine webhook then
+// binds the real job, which completes.
+func TestProviderFalForgedWebhooks(t *testing.T) {
+	for _, account := range []string{"", emulator.DefaultFalUserID} {
+		t.Run("account="+account, func(t *testing.T) {
+			t.Parallel()
+			tm := defaultTiming
+			tm.slowRun = [2]time.Duration{0, 2 * time.Second}
+			rig := startEmulator(t, tm)
+			rig.Inject(emulator.Rule{Provider: "fal", Op: emulator.OpCreate, Fault: emulator.FaultLoseReply, Times: 1})
+			s := providerServer(t, rig, true, func(c *config) { c.FalUserID = account })
+			cs := connect(t, s.url, "2026-07-28")
+			var g genView
+			call(t, cs, "generate", map[string]any{"modelId": "fal-flux-dev", "prompt": "the real one"}, &g)
+			// Marking a submit publishes no event, so this one wait polls
+			// the row (as waitIdle does); the job runs 2 s.
+			for deadline := time.Now().Add(10 * time.Second); generationRow(t, s, g.GenerationID).SubmitState != "submitting"; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("never submitting")
+				}
+			}
+
+			hook := s.url + "/webhooks/fal?darkroom_key=" + g.GenerationID
+			body := []byte(`{"request_id":"attacker-request","gateway_request_id":"attacker-request","status":"OK","payload":{"images":[{"url":"https://fal.media/evil.png"}]}}`)
+			evil := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+			now := time.Now()
+			unsigned := falHeader(emulator.DefaultFalSigningKey, "attacker-request", "attacker", now, body)
+			unsigned.Del("X-Fal-Webhook-Signature")
+			cases := []struct {
+				name   string
+				header http.Header
+				want   int
+			}{
+				{"unsigned", unsigned, http.StatusUnauthorized},
+				{"signed with another key", falHeader(evil, "attacker-request", "attacker", now, body), http.StatusUnauthorized},
+				{"verified, another account's request", falHeader(emulator.DefaultFalSigningKey, "attacker-request", "attacker", now, body), http.StatusOK},
+			}
+			for _, c := range cases {
+				if code := postWebhook(t, hook, c.header, body); code != c.want {
+					t.Fatalf("%s: answered %d, want %d", c.name, code, c.want)
+				}
+			}
+			var w genView
+			res := call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 20}, &w)
+			row := generationRow(t, s, g.GenerationID)
+			if w.Status != "completed" || len(w.Outputs) != 1 || row.ProviderJobID != "00000000-0000-4000-8000-000000000001" {
+				t.Fatalf("ended %s bound to %q: %s", w.Status, row.ProviderJobID, text(res))
+			}
+			checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+			if creates, jobs := rig.Count("fal", emulator.OpCreate), rig.Jobs("fal"); creates != 1 || jobs != 1 {
+				t.Fatalf("%d creates, %d jobs at fal: want exactly one of each", creates, jobs)
+			}
+			var stored int
+			if err := s.app.db.Read.QueryRow(`SELECT COUNT(*) FROM webhook_deliveries WHERE delivery_id = 'attacker-request'`).Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+			if account != "" && stored != 0 {
+				t.Fatalf("another account's delivery was stored for the generation")
+			}
+			t.Logf("account %q: another account's verified delivery stored %d time(s), bound to nothing", account, stored)
 		})
 	}
 }
