@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,8 +71,10 @@ type Runner struct {
 	// storageDown records when output copies of a generation started
 	// failing on storage.
 	storageDown map[string]time.Time
-	wg          sync.WaitGroup
-	run         runState // drain.go
+	// woken: generations woken by unverified deliveries, and when.
+	woken map[string]time.Time
+	wg    sync.WaitGroup
+	run   runState // drain.go
 }
 
 // NewRunner builds a runner for the service; the service's writes that
@@ -98,7 +101,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{}}
 	return r
 }
 
@@ -115,18 +118,46 @@ func (r *Runner) Kick() {
 func (r *Runner) Run(ctx context.Context) error {
 	r.started(ctx)
 	defer r.stopped()
-	// One runner per SQLite database: leases left by a killed process are
-	// ours to take over at once instead of after they expire.
-	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) }); err != nil {
-		return fmt.Errorf("runner: release stale leases: %w", err)
-	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var out outage
+	// One runner per SQLite database: leases left by a killed process are
+	// ours to take over at once instead of after they expire. A database
+	// refusing writes at start is waited out like one failing later.
 	for {
-		r.claimAll(ctx)
-		wait := time.Minute
-		if due, err := r.s.store.NextDueAt(ctx); err == nil && !due.IsZero() {
-			wait = max(due.Sub(r.s.cfg.Now()), time.Millisecond)
+		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ReleaseLeases(ctx) })
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		timer.Reset(out.failed(r.cfg, time.Now(), fmt.Errorf("release stale leases: %w", err)))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.kick:
+		case <-timer.C:
+		}
+	}
+	for {
+		err := r.claimAll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		if err != nil {
+			// Writes fail (disk full, I/O error): back off instead of
+			// retrying at once, and say so at a bounded rate. A kick
+			// (sent only after a write of someone else's succeeded) ends
+			// the wait early.
+			wait = out.failed(r.cfg, time.Now(), err)
+		} else {
+			out.recovered(r.cfg, time.Now())
+			wait = time.Minute
+			if due, err := r.s.store.NextDueAt(ctx); err == nil && !due.IsZero() {
+				wait = max(due.Sub(r.s.cfg.Now()), time.Millisecond)
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -138,12 +169,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-func (r *Runner) claimAll(ctx context.Context) {
+// claimAll starts a step for every due generation, as workers allow; it
+// returns the error of a claim that failed to write.
+func (r *Runner) claimAll(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
 		case r.sem <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return nil
 		}
 		var row Row
 		var claimed bool
@@ -157,10 +190,10 @@ func (r *Runner) claimAll(ctx context.Context) {
 		})
 		if err != nil || !claimed {
 			<-r.sem
-			if err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Error("runner: claim", "err", err)
+			if ctx.Err() != nil {
+				return nil
 			}
-			return
+			return err
 		}
 		r.wg.Add(1)
 		go func() {
@@ -169,6 +202,50 @@ func (r *Runner) claimAll(ctx context.Context) {
 			r.step(r.run.steps, row)
 		}()
 	}
+	return nil
+}
+
+// Write outages: the runner's claims back off exponentially from
+// outageFirstWait to outageMaxWait while the database refuses writes, and
+// log at most one line per outageLogEvery (plus one when writes succeed
+// again).
+const (
+	outageFirstWait = 50 * time.Millisecond
+	outageMaxWait   = 5 * time.Second
+	outageLogEvery  = time.Minute
+)
+
+// outage tracks consecutive failed claims (Run's goroutine only).
+type outage struct {
+	failures   int       // in a row
+	since      time.Time // first of them
+	logged     time.Time // last line about them
+	suppressed int       // failures since that line
+}
+
+// failed records a failed claim and returns how long to wait.
+func (o *outage) failed(cfg RunnerConfig, now time.Time, err error) time.Duration {
+	if o.failures == 0 {
+		o.since = now
+	}
+	o.failures++
+	o.suppressed++
+	wait := min(outageFirstWait<<min(o.failures-1, 20), outageMaxWait)
+	if o.failures == 1 || now.Sub(o.logged) >= outageLogEvery {
+		cfg.Logger.Error("runner: database writes fail; backing off", "err", err,
+			"failures", o.failures, "since", o.since.UTC().Format(time.RFC3339), "suppressed", o.suppressed-1, "next_try_in", wait)
+		o.logged, o.suppressed = now, 0
+	}
+	return wait
+}
+
+// recovered ends an outage after a claim wrote again.
+func (o *outage) recovered(cfg RunnerConfig, now time.Time) {
+	if o.failures == 0 {
+		return
+	}
+	cfg.Logger.Info("runner: database writes succeed again", "failures", o.failures, "outage", now.Sub(o.since).Round(time.Millisecond))
+	*o = outage{}
 }
 
 // step does one unit of work on a claimed generation and reschedules it.
@@ -245,8 +322,13 @@ func (r *Runner) step(ctx context.Context, row Row) {
 			at = now
 		}
 		return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
-	}); err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+	}); err != nil {
+		if ctx.Err() == nil {
+			// The lease runs out and the row is claimed again then; no
+			// kick, which would only retry a failing write at once.
+			r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+		}
+		return
 	}
 	r.Kick() // the loop recomputes its next wake-up
 }
@@ -334,12 +416,12 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 		}
 		return r.observe(ctx, p, m, g, job, st, hook{})
 	}
-	hook, err := r.pendingWebhook(ctx, g.ID)
+	hook, err := r.pendingWebhook(ctx, g.ID, job.ID)
 	if err != nil {
 		return 0, err
 	}
 	var st provider.Status
-	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil {
+	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil && hook.ev.JobID == job.ID {
 		st = *hook.ev.Status // a signed delivery states the status: no call needed
 	} else if st, err = p.Status(ctx, job); err != nil {
 		return 0, err
@@ -351,29 +433,43 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 // reply between MarkSubmitting and MarkSubmitted) without ever making a
 // second job where the provider cannot tell.
 func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
-	hook, err := r.pendingWebhook(ctx, g.ID)
+	hook, err := r.pendingWebhook(ctx, g.ID, "")
 	if err != nil {
 		return 0, err
 	}
-	if hook.ok && hook.ev.Job == nil {
+	if hook.upto > 0 {
+		// A trusted delivery bound to this generation by its key names
+		// the job its submit made. Rebuild it for the generation's own
+		// model and confirm it with one Status call before binding it
+		// (the deliveries stay stored until that succeeds). A job the
+		// provider does not show us is not ours: the next one is tried.
+		rb, _ := provider.As[provider.JobRebuilder](p)
+		for _, id := range hook.jobs {
+			if rb == nil {
+				break
+			}
+			job, err := rb.RebuildJob(m, id)
+			if err != nil {
+				continue
+			}
+			st, err := p.Status(ctx, job)
+			var perm *provider.PermanentError
+			if errors.Is(err, provider.ErrNotFound) || errors.As(err, &perm) {
+				r.cfg.Logger.Warn("runner: webhook names a job the provider does not confirm", "generation", g.ID, "job", id, "err", err)
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+				return 0, err
+			}
+			return r.observe(ctx, p, m, g, job, st, hook)
+		}
 		// Nothing here binds a job: the deliveries are spent.
 		if err := r.consume(ctx, g.ID, hook); err != nil {
 			return 0, err
 		}
-	}
-	if hook.ok && hook.ev.Job != nil {
-		// A delivery named this generation: its job exists. Confirm with
-		// one Status call before binding it (the delivery stays stored
-		// until that succeeds).
-		job := *hook.ev.Job
-		st, err := p.Status(ctx, job)
-		if err != nil {
-			return 0, err
-		}
-		if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
-			return 0, err
-		}
-		return r.observe(ctx, p, m, g, job, st, hook)
 	}
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
@@ -387,7 +483,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	case !errors.Is(err, provider.ErrUnsupported):
 		return 0, err
 	}
-	if dr, risky := p.(provider.DuplicateRisk); !risky || !dr.ResubmitMayDuplicate() {
+	if dr, risky := provider.As[provider.DuplicateRisk](p); !risky || !dr.ResubmitMayDuplicate() {
 		return r.submit(ctx, p, m, g) // idempotent submit: safe to repeat
 	}
 	// Resubmitting could run (and bill) the job twice: wait for the
@@ -400,31 +496,48 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	return min(limit-waited, 30*time.Second), nil
 }
 
-// Webhook takes a verified delivery for provider name: it is stored
-// (once per delivery id) and the generation it names is looked at now. It
-// returns only once the delivery is durable, so the caller may then
-// acknowledge it; a delivery for no generation of ours is dropped.
+// Webhook takes a verified (Trusted) delivery for provider name: it is
+// stored (once per delivery id) for the generation it binds to, and that
+// generation is looked at now. It returns only once the delivery is
+// durable, so the caller may then acknowledge it; a delivery for no
+// generation of ours is dropped.
+//
+// Binding goes by what the delivery's signature covers: the generation
+// holding the job it names; else, when the adapter vouched for its Key
+// (see provider.WebhookEvent), the generation of that key, only while
+// that generation has no job yet (its submit's outcome is unknown). An
+// untrusted event binds nothing: at most it wakes the generation already
+// holding the job it claims.
 func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEvent) error {
-	id, terminal := "", false
-	if ev.Key != "" {
-		if row, err := r.s.store.Generation(ctx, ev.Key); err == nil && row.Provider == name {
-			id, terminal = row.ID, row.Status.Terminal()
-		}
+	if !ev.Trusted {
+		r.wakeJob(ctx, name, ev.JobID)
+		return nil
 	}
-	if id == "" && ev.JobID != "" {
+	id := ""
+	if ev.JobID != "" {
 		row, err := r.s.store.GenerationByJob(ctx, name, ev.JobID)
-		if errors.Is(err, ErrNotFound) {
+		switch {
+		case err == nil && row.Status.Terminal():
 			r.s.cfg.Metrics.Webhook(name, "ignored")
-			return nil // not ours (or purged): nothing to do
-		}
-		if err != nil {
+			return nil // already ended: nothing to do
+		case err == nil:
+			id = row.ID
+		case !errors.Is(err, ErrNotFound):
 			return err
 		}
-		id, terminal = row.ID, row.Status.Terminal()
 	}
-	if id == "" || terminal {
+	if id == "" && ev.Key != "" && ev.JobID != "" {
+		row, err := r.s.store.Generation(ctx, ev.Key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err == nil && row.Provider == name && !row.Status.Terminal() && row.SubmitState == "submitting" {
+			id = row.ID
+		}
+	}
+	if id == "" {
 		r.s.cfg.Metrics.Webhook(name, "ignored")
-		return nil // not ours, or already ended: nothing to do
+		return nil // not ours (or purged): nothing to do
 	}
 	body, err := json.Marshal(ev)
 	if err != nil {
@@ -452,16 +565,60 @@ func (r *Runner) Webhook(ctx context.Context, name string, ev provider.WebhookEv
 	return nil
 }
 
+// unverifiedWakeEvery bounds how often deliveries that could not be
+// verified may wake one generation.
+const unverifiedWakeEvery = 30 * time.Second
+
+// wakeJob makes the generation already holding provider name's job jobID
+// look at it now, at most once per unverifiedWakeEvery: all an unverified
+// delivery may cause is a Status call the runner would make anyway.
+func (r *Runner) wakeJob(ctx context.Context, name, jobID string) {
+	if jobID == "" {
+		return
+	}
+	row, err := r.s.store.GenerationByJob(ctx, name, jobID)
+	if err != nil || row.Status.Terminal() || row.SubmitState != "submitted" {
+		return
+	}
+	now := r.s.cfg.Now()
+	r.mu.Lock()
+	for id, at := range r.woken {
+		if now.Sub(at) >= unverifiedWakeEvery || now.Before(at) {
+			delete(r.woken, id)
+		}
+	}
+	_, recent := r.woken[row.ID]
+	if !recent {
+		r.woken[row.ID] = now
+	}
+	r.mu.Unlock()
+	if recent {
+		return
+	}
+	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.WakeNow(ctx, row.ID, now) }); err == nil {
+		r.Kick()
+	}
+}
+
 // ErrMalformedWebhook wraps a delivery the provider's parser could not
 // read.
 var ErrMalformedWebhook = errors.New("malformed webhook delivery")
 
 // Deliver verifies a raw delivery with the provider's parser and takes
-// it (see Webhook). A bad signature is provider.ErrWebhookUnauthenticated;
-// a body the parser cannot read wraps ErrMalformedWebhook.
+// it (see Webhook). A bad signature is provider.ErrWebhookUnauthenticated
+// and changes nothing; a delivery that cannot be verified now is
+// provider.ErrWebhookUnverifiable (to be retried by the provider) and at
+// most wakes the generation holding the job it claims; a body the parser
+// cannot read wraps ErrMalformedWebhook. Deduplication (the parser's,
+// then webhook_deliveries') happens only after verification; a verified
+// delivery that could not be stored is forgotten by the parser, so its
+// retry is taken.
 func (r *Runner) Deliver(ctx context.Context, name string, parser provider.WebhookParser, h http.Header, q url.Values, body []byte) error {
-	ev, err := parser.ParseWebhook(h, q, body)
+	ev, err := parser.ParseWebhook(ctx, h, q, body)
 	switch {
+	case errors.Is(err, provider.ErrWebhookUnverifiable):
+		r.wakeJob(ctx, name, ev.JobID)
+		return err
 	case errors.Is(err, provider.ErrWebhookUnauthenticated):
 		return err
 	case err != nil:
@@ -470,13 +627,20 @@ func (r *Runner) Deliver(ctx context.Context, name string, parser provider.Webho
 		r.s.cfg.Metrics.Webhook(name, "duplicate")
 		return nil
 	}
-	return r.Webhook(ctx, name, ev)
+	if err := r.Webhook(ctx, name, ev); err != nil {
+		if f, ok := parser.(provider.WebhookForgetter); ok && ev.DeliveryID != "" {
+			f.ForgetWebhook(ev.DeliveryID)
+		}
+		return err
+	}
+	return nil
 }
 
 // hook is what a generation's stored deliveries say, and how far they
 // were read.
 type hook struct {
 	ev   provider.WebhookEvent
+	jobs []string // for a generation without a job: job ids its deliveries name, in order
 	upto int64
 	ok   bool
 }
@@ -484,8 +648,11 @@ type hook struct {
 // pendingWebhook folds the generation's unconsumed deliveries, in arrival
 // order, into the one to act on: the latest, except that a trusted
 // terminal status is never replaced by a later non-terminal one (a late
-// retry of an earlier delivery), and a job handle once seen is kept.
-func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
+// retry of an earlier delivery). jobID is the generation's job ("" when
+// it has none yet): a delivery about another job is read past (consumed
+// with the rest) but never acted on, and an untrusted one (none is stored
+// any more) likewise.
+func (r *Runner) pendingWebhook(ctx context.Context, id, jobID string) (hook, error) {
 	ds, err := r.s.store.PendingDeliveries(ctx, id)
 	if err != nil || len(ds) == 0 {
 		return hook{}, err
@@ -498,11 +665,20 @@ func (r *Runner) pendingWebhook(ctx context.Context, id string) (hook, error) {
 			r.cfg.Logger.Error("runner: undecodable webhook delivery", "generation", id, "seq", d.Seq, "err", err)
 			continue
 		}
-		if h.ok && terminalWebhook(h.ev) && !terminalWebhook(ev) {
+		if !ev.Trusted || ev.JobID == "" {
 			continue
 		}
-		if ev.Job == nil {
-			ev.Job = h.ev.Job
+		if jobID == "" {
+			if ev.Key == id && !slices.Contains(h.jobs, ev.JobID) {
+				h.jobs = append(h.jobs, ev.JobID)
+			}
+			continue
+		}
+		if ev.JobID != jobID {
+			continue
+		}
+		if h.ok && terminalWebhook(h.ev) && !terminalWebhook(ev) {
+			continue
 		}
 		h.ev, h.ok = ev, true
 	}
@@ -542,7 +718,7 @@ func (r *Runner) consume(ctx context.Context, id string, h hook) error {
 
 // webhooks reports whether p's jobs announce their end by webhook.
 func (r *Runner) webhooks(p provider.Provider) bool {
-	_, ok := p.(provider.WebhookParser)
+	_, ok := provider.As[provider.WebhookParser](p)
 	return ok && r.cfg.WebhookBase != ""
 }
 
@@ -735,8 +911,11 @@ func (r *Runner) wakeOwner(ctx context.Context, owner string) {
 	err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		return tx.WakeOwnerQueued(ctx, owner, r.s.cfg.Now())
 	})
-	if err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Error("runner: wake held generations", "owner", owner, "err", err)
+		}
+		return
 	}
 	r.Kick()
 }

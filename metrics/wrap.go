@@ -10,41 +10,23 @@ import (
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
-// Provider counts and times every call to p. The result keeps p's optional
-// interfaces (provider.WebhookParser, provider.DuplicateRisk), which the
-// runner asserts. With a nil Set it is p itself.
+// Provider counts and times every call to p. The result unwraps to p
+// (provider.Wrapper), so provider.As still finds p's optional interfaces.
+// With a nil Set it is p itself.
 func (s *Set) Provider(p provider.Provider) provider.Provider {
 	if s == nil {
 		return p
 	}
-	base := &instrumented{Provider: p, s: s}
-	wp, isWP := p.(provider.WebhookParser)
-	dr, isDR := p.(provider.DuplicateRisk)
-	switch {
-	case isWP && isDR:
-		return struct {
-			*instrumented
-			provider.WebhookParser
-			provider.DuplicateRisk
-		}{base, wp, dr}
-	case isWP:
-		return struct {
-			*instrumented
-			provider.WebhookParser
-		}{base, wp}
-	case isDR:
-		return struct {
-			*instrumented
-			provider.DuplicateRisk
-		}{base, dr}
-	}
-	return base
+	return &instrumented{Provider: p, s: s}
 }
 
 type instrumented struct {
 	provider.Provider
 	s *Set
 }
+
+// Unwrap returns the provider counted.
+func (p *instrumented) Unwrap() provider.Provider { return p.Provider }
 
 func (p *instrumented) done(op string, start time.Time, err error) {
 	p.s.ProviderCall(p.Name(), op, ProviderOutcome(err), time.Since(start))

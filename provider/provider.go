@@ -156,3 +156,26 @@ type RetryableError struct {
 
 func (e *RetryableError) Error() string { return e.Err.Error() }
 func (e *RetryableError) Unwrap() error { return e.Err }
+
+// Wrapper is a Provider that wraps another (metrics, say): As looks
+// through it for the wrapped provider's optional interfaces.
+type Wrapper interface {
+	Unwrap() Provider
+}
+
+// As finds an optional interface (WebhookParser, DuplicateRisk,
+// JobRebuilder, ...) on p or on a provider it wraps.
+func As[T any](p Provider) (T, bool) {
+	for p != nil {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+		w, ok := p.(Wrapper)
+		if !ok {
+			break
+		}
+		p = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}

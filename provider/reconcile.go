@@ -19,8 +19,9 @@ var ErrNotCreated = errors.New("provider: no job was created")
 //
 // A runner that sees Find → ErrUnsupported from a provider whose
 // ResubmitMayDuplicate is true must not resubmit blindly. It should wait
-// for a webhook whose WebhookEvent.Key is the generation id and bind
-// WebhookEvent.Job (after one Status call confirms it), and when none
+// for a trusted webhook whose WebhookEvent.Key is the generation id and
+// bind the job it names (rebuilt with JobRebuilder from the generation's
+// own model, after one Status call confirms it), and when none
 // arrives within a bounded time (a few times the expected duration) fail
 // the generation with a message saying the submit's outcome is unknown,
 // unless the operator opted into at-least-once resubmits.

@@ -54,6 +54,8 @@ type config struct {
 	FalKey           string
 	FalQueueURL      string
 	FalConcurrency   int
+	FalJWKSURL       string // fal's webhook signing keys
+	FalUserID        string // our fal account, as its webhooks name it
 	ModelsFile       string
 	OutputHosts      []string // extra hosts outputs may be fetched from
 	// UnsafeOutputFetch allows plain-http and private-address output
@@ -398,6 +400,12 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "fal-queue-url", env: envs("DARKROOM_FAL_QUEUE_URL"), doc: "`https://queue.fal.run`",
 			help: "fal queue origin",
 			set:  text(func(c *config) *string { return &c.FalQueueURL })},
+		{flag: "fal-webhook-jwks-url", env: envs("DARKROOM_FAL_WEBHOOK_JWKS_URL"), doc: "`https://rest.alpha.fal.ai/.well-known/jwks.json`",
+			help: "where fal's webhook signing keys are fetched",
+			set:  text(func(c *config) *string { return &c.FalJWKSURL })},
+		{flag: "fal-user-id", env: envs("DARKROOM_FAL_USER_ID"), doc: "learnt from webhooks",
+			help: "fal account user id; webhooks of other accounts never bind a request",
+			set:  text(func(c *config) *string { return &c.FalUserID })},
 		{flag: "fal-max-concurrent", env: envs("DARKROOM_FAL_MAX_CONCURRENT"), def: "2",
 			help: "fal requests in flight at once; more wait queued",
 			set:  func(c *config, v string) (err error) { c.FalConcurrency, err = count(v, 1); return err }},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 )
 
 // The end-to-end tests run on the embedded engine, or on PostgreSQL when
@@ -29,4 +32,24 @@ func databaseURL(t *testing.T, dataDir string) string {
 	u := pgtest.URL(t)
 	databases.Store(dataDir, u)
 	return u
+}
+
+// queryInt reads one integer from the server's database, whichever
+// engine it runs on (a query without parameters).
+func queryInt(t *testing.T, s *testServer, query string) int {
+	t.Helper()
+	var n int
+	var err error
+	switch d := s.app.db.(type) {
+	case *sqlite.DB:
+		err = d.Read.QueryRow(query).Scan(&n)
+	case *postgres.DB:
+		err = d.Pool.QueryRow(context.Background(), query).Scan(&n)
+	default:
+		t.Fatalf("no query for engine %T", d)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

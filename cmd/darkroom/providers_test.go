@@ -10,6 +10,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,8 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/sqlite"
-	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
+	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
@@ -40,7 +40,8 @@ var providerModels = []struct {
 	// webhookCallsPerJob is the most status calls (fal: status and
 	// result) a job needs with webhooks: Replicate's are signed and carry
 	// the prediction, so only the runner's look right after submit is
-	// left; fal's are not trusted, so each one costs a look.
+	// left; fal's are verified but carry no status we read, so each one
+	// costs a look.
 	webhookCallsPerJob int
 }{
 	{name: "replicate", fast: "replicate-flux-schnell", slowRun: "replicate-flux-dev", slowQueue: "replicate-kling-1.6",
@@ -168,7 +169,7 @@ func providerServer(t *testing.T, rig *emuRig, webhooks bool, opts ...func(*conf
 	t.Helper()
 	base := func(c *config) {
 		c.ReplicateToken, c.ReplicateBaseURL = "r8_test", rig.Replicate.URL
-		c.FalKey, c.FalQueueURL = "fal_test", rig.Fal.URL
+		c.FalKey, c.FalQueueURL, c.FalJWKSURL = "fal_test", rig.Fal.URL, rig.FalJWKSURL()
 		c.FalConcurrency = 16
 		c.UnsafeOutputFetch = true
 		c.OutputHosts = []string{rig.filesHost()}
@@ -190,9 +191,9 @@ var pngSHA = func() string {
 	return hex.EncodeToString(s[:])
 }()
 
-func generationRow(t *testing.T, s *testServer, id string) sqlitedb.Generation {
+func generationRow(t *testing.T, s *testServer, id string) generation.Row {
 	t.Helper()
-	row, err := s.app.db.(*sqlite.DB).Queries.GetGeneration(context.Background(), id)
+	row, err := s.app.db.Generations().Generation(context.Background(), id)
 	if err != nil {
 		t.Fatalf("generation %s: %v", id, err)
 	}
@@ -201,7 +202,7 @@ func generationRow(t *testing.T, s *testServer, id string) sqlitedb.Generation {
 
 // waitRow waits, on the generation hub (no sleeps), until cond holds for
 // the generation's row.
-func waitRow(t *testing.T, s *testServer, id, what string, cond func(sqlitedb.Generation) bool) sqlitedb.Generation {
+func waitRow(t *testing.T, s *testServer, id, what string, cond func(generation.Row) bool) generation.Row {
 	t.Helper()
 	timeout := time.NewTimer(20 * time.Second)
 	defer timeout.Stop()
@@ -225,7 +226,7 @@ func waitRow(t *testing.T, s *testServer, id, what string, cond func(sqlitedb.Ge
 
 // afterObserved holds for a generation submitted to its provider whose
 // first look (the runner's immediate Status after submit) is recorded.
-func afterObserved(row sqlitedb.Generation) bool {
+func afterObserved(row generation.Row) bool {
 	return row.ProviderJobID != "" && !strings.HasPrefix(row.StatusMessage, "submitted to ")
 }
 
@@ -237,7 +238,7 @@ func waitIdle(t *testing.T, s *testServer, id string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		row := generationRow(t, s, id)
-		if row.LeaseUntil == 0 && row.NextCheckAt.Valid && time.UnixMilli(row.NextCheckAt.Int64).After(time.Now().Add(300*time.Millisecond)) {
+		if row.LeaseUntil.IsZero() && !row.NextCheckAt.IsZero() && row.NextCheckAt.After(time.Now().Add(300*time.Millisecond)) {
 			return
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -412,8 +413,8 @@ func TestProviderLifecycle(t *testing.T) {
 						}
 						// Cancel it where the case says.
 						if c.cancel != "" {
-							row := waitRow(t, s, id, "observed "+c.cancel+" at "+pm.name, func(r sqlitedb.Generation) bool {
-								return afterObserved(r) && r.Status == c.cancel
+							row := waitRow(t, s, id, "observed "+c.cancel+" at "+pm.name, func(r generation.Row) bool {
+								return afterObserved(r) && string(r.Status) == c.cancel
 							})
 							if webhooks && pm.name == "replicate" && c.cancel == "running" {
 								// Replicate's "start" webhook may still be on its
@@ -554,7 +555,7 @@ func TestProviderCancelDuringStep(t *testing.T) {
 						t.Fatalf("BUG: a cancel asked during a runner step waits for the next scheduled check: 5 s later the "+
 							"generation is %s (cancel_requested=%d, %d cancel calls at %s), next check in %s",
 							w.Status, row.CancelRequested, rig.Count(pm.name, emulator.OpCancel), pm.name,
-							time.Until(time.UnixMilli(row.NextCheckAt.Int64)).Round(time.Second))
+							time.Until(row.NextCheckAt).Round(time.Second))
 					}
 				})
 			}
@@ -704,7 +705,7 @@ func TestProviderReplicateForgedWebhooks(t *testing.T) {
 
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "replicate-flux-dev", "prompt": "the real one"}, &g)
-	row := waitRow(t, s, g.GenerationID, "running at replicate", func(r sqlitedb.Generation) bool {
+	row := waitRow(t, s, g.GenerationID, "running at replicate", func(r generation.Row) bool {
 		return afterObserved(r) && r.Status == "running"
 	})
 	genuine := awaitDelivery(t, rig, row.ProviderJobID) // Replicate's "start" webhook
@@ -750,8 +751,8 @@ func TestProviderReplicateForgedWebhooks(t *testing.T) {
 			after := generationRow(t, s, g.GenerationID)
 			// Nothing changed, and the runner was not even woken (a wake
 			// sets next_check_at to now).
-			if after.Status != before.Status || after.StatusMessage != before.StatusMessage || after.UpdatedAt != before.UpdatedAt ||
-				after.ErrorMessage != "" || after.NextCheckAt != before.NextCheckAt {
+			if after.Status != before.Status || after.StatusMessage != before.StatusMessage || !after.UpdatedAt.Equal(before.UpdatedAt) ||
+				after.ErrorMessage != "" || !after.NextCheckAt.Equal(before.NextCheckAt) {
 				t.Fatalf("generation changed: %s %q next %v -> %s %q next %v", before.Status, before.StatusMessage,
 					before.NextCheckAt, after.Status, after.StatusMessage, after.NextCheckAt)
 			}
@@ -955,7 +956,7 @@ func TestProviderChaos(t *testing.T) {
 							continue
 						}
 						checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
-						slowest = max(slowest, time.UnixMilli(gr.UpdatedAt).Sub(time.UnixMilli(gr.CreatedAt)))
+						slowest = max(slowest, gr.UpdatedAt.Sub(gr.CreatedAt))
 					}
 					jobs := rn.rig.JobsByPrompt(rn.provider)
 					for j := range n {
@@ -1009,9 +1010,92 @@ func TestProviderFalLostSubmitReply(t *testing.T) {
 			if w.Status != "completed" {
 				row := generationRow(t, s, g.GenerationID)
 				t.Fatalf("BUG: the job's webhook was delivered (%d deliveries) but after 5 s the generation is %s, submit_state %q, next check in %s: %s",
-					len(rig.Deliveries()), w.Status, row.SubmitState, time.Until(time.UnixMilli(row.NextCheckAt.Int64)).Round(time.Second), text(res))
+					len(rig.Deliveries()), w.Status, row.SubmitState, time.Until(row.NextCheckAt).Round(time.Second), text(res))
 			}
 			checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+		})
+	}
+}
+
+// falHeader is a fal delivery header set signed with key (fal's own
+// signing key stands for fal delivering some account's request).
+func falHeader(key ed25519.PrivateKey, reqID, user string, at time.Time, body []byte) http.Header {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Fal-Webhook-Request-Id", reqID)
+	h.Set("X-Fal-Webhook-User-Id", user)
+	h.Set("X-Fal-Webhook-Timestamp", ts)
+	h.Set("X-Fal-Webhook-Signature", emulator.SignFal(key, reqID, user, ts, body))
+	return h
+}
+
+// TestProviderFalForgedWebhooks loses a fal submit reply, so the
+// generation waits for a webhook naming it, and meanwhile sends darkroom
+// deliveries naming that generation in the URL: unsigned, signed with a
+// key fal never published, and (the strongest attack: anyone with a fal
+// account can make fal post a verified delivery anywhere) verified but
+// about another account's request. None binds a request to the
+// generation: the first two are refused, the third is refused a binding
+// by the configured account or, with the account unknown, by the status
+// call with our key that cannot confirm it; the genuine webhook then
+// binds the real job, which completes.
+func TestProviderFalForgedWebhooks(t *testing.T) {
+	for _, account := range []string{"", emulator.DefaultFalUserID} {
+		t.Run("account="+account, func(t *testing.T) {
+			t.Parallel()
+			tm := defaultTiming
+			tm.slowRun = [2]time.Duration{0, 2 * time.Second}
+			rig := startEmulator(t, tm)
+			rig.Inject(emulator.Rule{Provider: "fal", Op: emulator.OpCreate, Fault: emulator.FaultLoseReply, Times: 1})
+			s := providerServer(t, rig, true, func(c *config) { c.FalUserID = account })
+			cs := connect(t, s.url, "2026-07-28")
+			var g genView
+			call(t, cs, "generate", map[string]any{"modelId": "fal-flux-dev", "prompt": "the real one"}, &g)
+			// Marking a submit publishes no event, so this one wait polls
+			// the row (as waitIdle does); the job runs 2 s.
+			for deadline := time.Now().Add(10 * time.Second); generationRow(t, s, g.GenerationID).SubmitState != "submitting"; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("never submitting")
+				}
+			}
+
+			hook := s.url + "/webhooks/fal?darkroom_key=" + g.GenerationID
+			body := []byte(`{"request_id":"attacker-request","gateway_request_id":"attacker-request","status":"OK","payload":{"images":[{"url":"https://fal.media/evil.png"}]}}`)
+			evil := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, 32))
+			now := time.Now()
+			unsigned := falHeader(emulator.DefaultFalSigningKey, "attacker-request", "attacker", now, body)
+			unsigned.Del("X-Fal-Webhook-Signature")
+			cases := []struct {
+				name   string
+				header http.Header
+				want   int
+			}{
+				{"unsigned", unsigned, http.StatusUnauthorized},
+				{"signed with another key", falHeader(evil, "attacker-request", "attacker", now, body), http.StatusUnauthorized},
+				{"verified, another account's request", falHeader(emulator.DefaultFalSigningKey, "attacker-request", "attacker", now, body), http.StatusOK},
+			}
+			for _, c := range cases {
+				if code := postWebhook(t, hook, c.header, body); code != c.want {
+					t.Fatalf("%s: answered %d, want %d", c.name, code, c.want)
+				}
+			}
+			var w genView
+			res := call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 20}, &w)
+			row := generationRow(t, s, g.GenerationID)
+			if w.Status != "completed" || len(w.Outputs) != 1 || row.ProviderJobID != "00000000-0000-4000-8000-000000000001" {
+				t.Fatalf("ended %s bound to %q: %s", w.Status, row.ProviderJobID, text(res))
+			}
+			checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+			if creates, jobs := rig.Count("fal", emulator.OpCreate), rig.Jobs("fal"); creates != 1 || jobs != 1 {
+				t.Fatalf("%d creates, %d jobs at fal: want exactly one of each", creates, jobs)
+			}
+			var stored int
+			stored = queryInt(t, s, `SELECT COUNT(*) FROM webhook_deliveries WHERE delivery_id = 'attacker-request'`)
+			if account != "" && stored != 0 {
+				t.Fatalf("another account's delivery was stored for the generation")
+			}
+			t.Logf("account %q: another account's verified delivery stored %d time(s), bound to nothing", account, stored)
 		})
 	}
 }

@@ -235,6 +235,7 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]prov
 	if cfg.FalKey != "" {
 		p, err := fal.New(fal.Config{
 			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency,
+			WebhookJWKSURL: cfg.FalJWKSURL, WebhookUserID: cfg.FalUserID,
 			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
 		})
 		if err != nil {
@@ -304,13 +305,15 @@ func (a *app) maxInFlight(owner string) int {
 // ctx ends.
 func (a *app) background(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
+	// Alive from now on, not from when Run's goroutine is scheduled: a
+	// readiness probe right after start must not see it missing.
+	a.runner.Starting()
 	go func() {
 		defer close(done)
 		var wg sync.WaitGroup
 		if n, err := a.db.Leased(ctx); err == nil {
 			a.metrics.LeaseTakeovers(n) // the runner takes them over as it starts
 		}
-		a.runner.Starting()
 		wg.Go(func() { _ = a.runner.Run(ctx) })
 		wg.Go(func() {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })

@@ -15,16 +15,17 @@
 //     ALREADY_COMPLETED (400), NOT_FOUND (404), OK.
 //   - webhook: ?fal_webhook=<url> on submit; fal POSTs {request_id,
 //     gateway_request_id, status OK|ERROR, payload} when the request is
-//     done, retrying up to 10 times over 2 hours. Deliveries are not
-//     verified here, so they are never trusted: ParseWebhook only says
-//     which job to look at (deduplicated on request_id).
+//     done, retrying up to 10 times over 2 hours, signed with ED25519
+//     keys from fal's JWKS (see webhook.go). A verified delivery names
+//     the request; its state is read with a Status call.
 //   - limits are concurrency, not RPM; excess requests queue at fal.
 //
 // fal has no idempotency key (none is documented) and no way to list
 // requests by something we set, so Find answers ErrUnsupported and the
 // Provider implements provider.DuplicateRisk: a submit whose reply was
 // lost must not be resubmitted blindly. The key travels in the webhook
-// URL, so a webhook can still tie the job to its generation.
+// URL, so a verified webhook from our own account can still tie the job
+// to its generation (see webhook.go for what makes that safe).
 package fal
 
 import (
@@ -61,10 +62,6 @@ const DefaultQueueURL = "https://queue.fal.run"
 // Config.Fetch.Hosts if a model needs it.
 var DefaultOutputHosts = []string{"fal.media", "*.fal.media"}
 
-// ModelParam is the webhook URL parameter carrying the catalog model id,
-// so a webhook can be turned into a complete Job.
-const ModelParam = "darkroom_model"
-
 // Config configures a Provider. Only Key is required.
 type Config struct {
 	// Key is the API key (FAL_KEY, read by the caller).
@@ -98,6 +95,18 @@ type Config struct {
 	// Fetch is the output download policy; Hosts defaults to
 	// DefaultOutputHosts.
 	Fetch fetch.Options
+	// WebhookJWKSURL is where fal's webhook signing keys are fetched
+	// (default DefaultJWKSURL). WebhookKeysTTL is how long they are
+	// cached (default and most 24 h, fal's limit). WebhookTolerance is the
+	// accepted skew of X-Fal-Webhook-Timestamp (default 5 min).
+	WebhookJWKSURL   string
+	WebhookKeysTTL   time.Duration
+	WebhookTolerance time.Duration
+	// WebhookUserID is our fal account's user id, as fal's deliveries
+	// state it. When set, a delivery from any other account can never
+	// bind its request to a generation; when empty, the account is learnt
+	// from the first verified delivery about a request we submitted.
+	WebhookUserID string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -109,12 +118,15 @@ type Provider struct {
 	http   *httpx.Client
 	fetch  *fetch.Fetcher
 	models catalog.Set
-	hooks  *seen.Set
+	hooks  *seen.Set // verified deliveries (request ids)
+	mine   *seen.Set // request ids this process submitted
+	keys   *jwks
 
 	mu        sync.Mutex
 	pending   int                  // submits in flight (concurrency cap)
 	active    map[string]time.Time // request id → submitted (concurrency cap)
 	cancelled map[string]time.Time // request ids we asked to cancel
+	account   string               // our user id, learnt from a delivery
 }
 
 // New builds a Provider.
@@ -146,6 +158,18 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Fetch.Hosts == nil {
 		cfg.Fetch.Hosts = DefaultOutputHosts
 	}
+	if cfg.WebhookJWKSURL == "" {
+		cfg.WebhookJWKSURL = DefaultJWKSURL
+	}
+	if cfg.WebhookKeysTTL <= 0 || cfg.WebhookKeysTTL > maxJWKSAge {
+		cfg.WebhookKeysTTL = maxJWKSAge
+	}
+	if cfg.WebhookTolerance <= 0 {
+		cfg.WebhookTolerance = 5 * time.Minute
+	}
+	if ju, err := url.Parse(cfg.WebhookJWKSURL); err != nil || (ju.Scheme != "https" && ju.Scheme != "http") || ju.Host == "" {
+		return nil, fmt.Errorf("fal: bad JWKS URL %q", cfg.WebhookJWKSURL)
+	}
 	u, err := url.Parse(cfg.QueueURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("fal: bad queue URL %q", cfg.QueueURL)
@@ -160,11 +184,20 @@ func New(cfg Config) (*Provider, error) {
 		}),
 		fetch:     fetch.New(cfg.Fetch),
 		hooks:     seen.New(10000, 3*time.Hour, cfg.Now), // fal retries for 2 h
+		mine:      seen.New(10000, 3*time.Hour, cfg.Now),
+		keys:      &jwks{url: cfg.WebhookJWKSURL, client: jwksClient(cfg), now: cfg.Now, ttl: cfg.WebhookKeysTTL},
 		active:    map[string]time.Time{},
 		cancelled: map[string]time.Time{},
 	}
 	p.models = catalog.NewSet(cfg.Models, Name)
 	return p, nil
+}
+
+func jwksClient(cfg Config) *http.Client {
+	if cfg.HTTPClient != nil {
+		return cfg.HTTPClient
+	}
+	return &http.Client{Timeout: 10 * time.Second}
 }
 
 // Name implements provider.Provider.
@@ -203,7 +236,8 @@ func (p *Provider) urlsFor(endpoint, requestID string) jobData {
 }
 
 // JobFor rebuilds the Job of a fal request of a catalog model from its
-// request id (for a request id learnt from a webhook).
+// request id (for a request id learnt from a verified webhook, with the
+// generation's own model).
 func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
 	e, ok := p.models.Get(modelID)
 	if !ok || requestID == "" {
@@ -251,7 +285,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}()
 	target := p.queue + "/" + e.Endpoint
 	if req.WebhookURL != "" {
-		wh, err := webhookURL(req.WebhookURL, req.IdempotencyKey, e.ID)
+		wh, err := webhookURL(req.WebhookURL, req.IdempotencyKey)
 		if err != nil {
 			return provider.Job{}, err
 		}
@@ -297,7 +331,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	return provider.Job{ID: r.RequestID, Data: b}, nil
 }
 
-func webhookURL(webhook, key, model string) (string, error) {
+func webhookURL(webhook, key string) (string, error) {
 	u, err := url.Parse(webhook)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return "", &provider.PermanentError{Message: fmt.Sprintf("bad webhook URL %q", webhook)}
@@ -306,7 +340,6 @@ func webhookURL(webhook, key, model string) (string, error) {
 	if key != "" {
 		q.Set(provider.WebhookKeyParam, key)
 	}
-	q.Set(ModelParam, model)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
@@ -343,6 +376,7 @@ func (p *Provider) track(requestID string) {
 	defer p.mu.Unlock()
 	p.pending--
 	p.active[requestID] = p.cfg.Now()
+	p.mine.Add(requestID)
 }
 
 func (p *Provider) release(requestID string) {

@@ -83,13 +83,22 @@ func mac(key []byte, id, ts string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// ParseWebhook implements provider.WebhookParser.
-func (p *Provider) ParseWebhook(h http.Header, q url.Values, body []byte) (provider.WebhookEvent, error) {
+// ParseWebhook implements provider.WebhookParser. Only a delivery whose
+// signature verifies yields an event; its JobID is the prediction id in
+// the signed body, and nothing from the URL is used (Key stays empty: a
+// Replicate delivery updates only the generation already holding the
+// prediction; a lost submit reply is reconciled by Find). Replays are
+// recognised (webhook-id) only after verification.
+func (p *Provider) ParseWebhook(_ context.Context, h http.Header, _ url.Values, body []byte) (provider.WebhookEvent, error) {
 	p.secretMu.RLock()
 	key := p.secret
 	p.secretMu.RUnlock()
 	if key == nil {
-		return provider.WebhookEvent{}, fmt.Errorf("%w: no webhook secret configured", provider.ErrWebhookUnauthenticated)
+		// Not a verdict on the delivery: the claimed prediction may be
+		// re-read by the generation that holds it, nothing more.
+		var pr prediction
+		_ = json.Unmarshal(body, &pr)
+		return provider.WebhookEvent{JobID: pr.ID}, fmt.Errorf("%w: no webhook secret configured", provider.ErrWebhookUnverifiable)
 	}
 	id, ts, sigs := h.Get("Webhook-Id"), h.Get("Webhook-Timestamp"), h.Get("Webhook-Signature")
 	if id == "" || ts == "" || sigs == "" {
@@ -123,13 +132,20 @@ func (p *Provider) ParseWebhook(h http.Header, q url.Values, body []byte) (provi
 		return provider.WebhookEvent{}, fmt.Errorf("replicate: webhook body is not a prediction")
 	}
 	if p.replay.Add(id) {
-		return provider.WebhookEvent{DeliveryID: id, Duplicate: true, JobID: pr.ID}, nil
+		return provider.WebhookEvent{DeliveryID: id, Duplicate: true, JobID: pr.ID, Trusted: true}, nil
 	}
 	e, _ := p.entryForPrediction(pr)
 	st := toStatus(pr, e)
-	job := makeJob(pr.ID, e.ID)
-	return provider.WebhookEvent{
-		DeliveryID: id, JobID: pr.ID, Key: q.Get(provider.WebhookKeyParam),
-		Job: &job, Status: &st, Trusted: true,
-	}, nil
+	return provider.WebhookEvent{DeliveryID: id, JobID: pr.ID, Status: &st, Trusted: true}, nil
+}
+
+// ForgetWebhook implements provider.WebhookForgetter.
+func (p *Provider) ForgetWebhook(id string) { p.replay.Forget(id) }
+
+// RebuildJob implements provider.JobRebuilder.
+func (p *Provider) RebuildJob(m provider.Model, id string) (provider.Job, error) {
+	if id == "" {
+		return provider.Job{}, fmt.Errorf("replicate: no prediction id")
+	}
+	return makeJob(id, m.ID), nil
 }

@@ -32,11 +32,13 @@ func NewReceiver(parser provider.WebhookParser) *Receiver {
 		code := http.StatusOK
 		var ev provider.WebhookEvent
 		if err == nil {
-			ev, err = parser.ParseWebhook(r.Header, r.URL.Query(), body)
+			ev, err = parser.ParseWebhook(r.Context(), r.Header, r.URL.Query(), body)
 		}
 		switch {
 		case errors.Is(err, provider.ErrWebhookUnauthenticated):
 			code = http.StatusUnauthorized
+		case errors.Is(err, provider.ErrWebhookUnverifiable):
+			code = http.StatusServiceUnavailable
 		case err != nil:
 			code = http.StatusBadRequest
 		default:
@@ -191,11 +193,16 @@ func (d *Driver) Run(ctx context.Context, req provider.Request) (Result, error) 
 				d.wait(retryAfter(err, fails))
 			}
 		case "await":
-			if ev, ok := d.takeEvent(req.IdempotencyKey, ""); ok && ev.Job != nil {
-				// Bind the job named by the webhook; the Status call that
-				// follows confirms it exists.
-				job, submittedAt, phase = *ev.Job, d.Em.Now(), "call"
-				continue
+			if ev, ok := d.takeEvent(req.IdempotencyKey, ""); ok {
+				// Bind the job named by the verified webhook, rebuilt
+				// for our own model; the Status call that follows
+				// confirms it exists.
+				if rb, ok := d.P.(provider.JobRebuilder); ok {
+					if j, err := rb.RebuildJob(req.Model, ev.JobID); err == nil {
+						job, submittedAt, phase = j, d.Em.Now(), "call"
+						continue
+					}
+				}
 			}
 			if !d.Em.Now().Before(awaitUntil) {
 				return res, fmt.Errorf("submit outcome unknown: no webhook for %s", req.IdempotencyKey)
@@ -259,7 +266,7 @@ func (d *Driver) drain(job provider.Job, res *Result) (st provider.Status, trust
 	for {
 		select {
 		case ev := <-d.Receiver.Events:
-			if ev.Duplicate || ev.JobID != job.ID {
+			if ev.Duplicate || !ev.Trusted || ev.JobID != job.ID {
 				continue
 			}
 			res.Webhooks++
@@ -278,7 +285,7 @@ func (d *Driver) takeEvent(key, jobID string) (provider.WebhookEvent, bool) {
 	for {
 		select {
 		case ev := <-d.Receiver.Events:
-			if ev.Duplicate {
+			if ev.Duplicate || !ev.Trusted {
 				continue
 			}
 			if (key != "" && ev.Key == key) || (jobID != "" && ev.JobID == jobID) {

@@ -9,14 +9,17 @@
 // checker, "[invalid]" is refused at submit with 422.
 //
 // Webhooks are delivered only from Advance and Flush (never from inside a
-// request), signed with Standard Webhooks for Replicate, as fal's body for
-// fal. Faults (429 with Retry-After, 500, dropped connections, slow
+// request), signed with Standard Webhooks for Replicate and with fal's
+// ED25519 scheme for fal, whose public keys the fal server serves as a
+// JWKS (FalJWKSURL). Faults (429 with Retry-After, 500, dropped connections, slow
 // responses, lost submit replies) are injected per operation, by rule or
 // at random. Every call is counted.
 package emulator
 
 import (
 	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -69,6 +72,7 @@ const (
 	OpList   Op = "list" // Replicate GET /v1/predictions
 	OpFile   Op = "file"
 	OpSecret Op = "secret"
+	OpJWKS   Op = "jwks" // fal's webhook signing keys
 )
 
 // Fault is an injected failure.
@@ -123,7 +127,19 @@ type Options struct {
 	Timing func(model string) (queue, run time.Duration)
 	// WebhookClient posts webhooks (default http.DefaultClient).
 	WebhookClient *http.Client
+	// FalUserID is the account fal's deliveries name (default
+	// DefaultFalUserID); FalSigningKey signs them (default
+	// DefaultFalSigningKey).
+	FalUserID     string
+	FalSigningKey ed25519.PrivateKey
 }
+
+// DefaultFalUserID is the account the emulator's fal deliveries name.
+const DefaultFalUserID = "emu-fal-user"
+
+// DefaultFalSigningKey is the emulator's fal webhook signing key (fixed,
+// so runs repeat).
+var DefaultFalSigningKey = ed25519.NewKeyFromSeed(sha256Sum("darkroom emulator: fal webhook signing key"))
 
 // DefaultWebhookSecret is the fixture's Replicate signing secret.
 var DefaultWebhookSecret string
@@ -151,6 +167,7 @@ type Emulator struct {
 	slowHits  chan Op
 	delivered []Delivery
 	hookSeq   int
+	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
 }
 
 // Delivery is one webhook POST made by the emulator.
@@ -206,9 +223,16 @@ func New(o Options) *Emulator {
 	if o.WebhookClient == nil {
 		o.WebhookClient = http.DefaultClient
 	}
+	if o.FalUserID == "" {
+		o.FalUserID = DefaultFalUserID
+	}
+	if o.FalSigningKey == nil {
+		o.FalSigningKey = DefaultFalSigningKey
+	}
 	e := &Emulator{
 		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, prompts: map[string]int{},
 		rng: rand.New(rand.NewPCG(1, 2)), release: make(chan struct{}), slowHits: make(chan Op, 64),
+		falKeys: []ed25519.PrivateKey{o.FalSigningKey},
 	}
 	e.Replicate = httptest.NewServer(e.wrap("replicate", http.HandlerFunc(e.replicate)))
 	e.Fal = httptest.NewServer(e.wrap("fal", http.HandlerFunc(e.fal)))
@@ -640,6 +664,8 @@ func opOf(prov string, r *http.Request) Op {
 		}
 	default:
 		switch {
+		case p == falJWKSPath:
+			return OpJWKS
 		case r.Method == http.MethodPost:
 			return OpCreate
 		case r.Method == http.MethodPut:
@@ -732,4 +758,9 @@ func (e *Emulator) files(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "image/png")
 	w.Write(pngBytes)
+}
+
+func sha256Sum(s string) []byte {
+	b := sha256.Sum256([]byte(s))
+	return b[:]
 }

@@ -1,9 +1,15 @@
 package emulator
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -18,6 +24,10 @@ func falApp(endpoint string) string {
 }
 
 func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == falJWKSPath {
+		e.falJWKS(w, r)
+		return
+	}
 	if r.Header.Get("Authorization") != "Key "+e.opts.FalKey {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -195,7 +205,53 @@ func (e *Emulator) falHook(j *job, now time.Time) Delivery {
 	v["request_id"], v["gateway_request_id"] = j.id, j.id
 	v["payload"] = res
 	body, _ := json.Marshal(v)
+	stamp := strconv.FormatInt(now.Unix(), 10)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
+	h.Set("X-Fal-Webhook-Request-Id", j.id)
+	h.Set("X-Fal-Webhook-User-Id", e.opts.FalUserID)
+	h.Set("X-Fal-Webhook-Timestamp", stamp)
+	h.Set("X-Fal-Webhook-Signature", SignFal(e.falKeys[len(e.falKeys)-1], j.id, e.opts.FalUserID, stamp, body))
 	return Delivery{Provider: "fal", URL: j.webhook, Header: h, Body: body}
+}
+
+// falJWKSPath is where the fal server serves its signing keys (fal's own
+// live at rest.alpha.fal.ai; any URL will do for the adapter).
+const falJWKSPath = "/.well-known/jwks.json"
+
+// FalJWKSURL is the URL of the emulator's fal webhook signing keys.
+func (e *Emulator) FalJWKSURL() string { return e.Fal.URL + falJWKSPath }
+
+// RotateFalKey makes key sign fal's deliveries from now on; the JWKS
+// serves it alongside the earlier ones.
+func (e *Emulator) RotateFalKey(key ed25519.PrivateKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.falKeys = append(e.falKeys, key)
+}
+
+// falJWKS serves the public keys as fal does: OKP/Ed25519, base64url x.
+func (e *Emulator) falJWKS(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeJSON(w, 405, map[string]any{"detail": "Method not allowed"})
+		return
+	}
+	e.mu.Lock()
+	var keys []any
+	for i, k := range e.falKeys {
+		pub := k.Public().(ed25519.PublicKey)
+		keys = append(keys, map[string]any{"kty": "OKP", "crv": "Ed25519", "kid": "emu-" + itoa(i), "use": "sig", "alg": "EdDSA",
+			"x": base64.RawURLEncoding.EncodeToString(pub)})
+	}
+	e.mu.Unlock()
+	writeJSON(w, 200, map[string]any{"keys": keys})
+}
+
+// SignFal computes X-Fal-Webhook-Signature for a delivery: hex ED25519
+// over "request_id\nuser_id\ntimestamp\nsha256hex(body)". It is written
+// independently of the adapter's verifier on purpose.
+func SignFal(key ed25519.PrivateKey, requestID, userID, timestamp string, body []byte) string {
+	sum := sha256.Sum256(body)
+	msg := fmt.Sprintf("%s\n%s\n%s\n%x", requestID, userID, timestamp, sum)
+	return hex.EncodeToString(ed25519.Sign(key, []byte(msg)))
 }

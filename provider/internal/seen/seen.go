@@ -52,6 +52,15 @@ func (s *Set) Add(id string) (dup bool) {
 	return false
 }
 
+// Has reports whether id is held (and not expired), without adding it.
+func (s *Set) Has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evict(s.now())
+	_, ok := s.m[id]
+	return ok
+}
+
 // Forget removes id, so a later delivery with it is handled again (for a
 // delivery that could not be processed).
 func (s *Set) Forget(id string) {

@@ -23,6 +23,9 @@ func TestSet(t *testing.T) {
 	if s.Add("c") {
 		t.Fatal("c should have expired")
 	}
+	if !s.Has("c") || s.Has("zz") || s.Len() != 1 {
+		t.Fatal("Has")
+	}
 	s.Forget("c")
 	if s.Add("c") {
 		t.Fatal("c forgotten")
