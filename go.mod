@@ -13,6 +13,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
+	golang.org/x/image v0.47.0
 	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.62.0
 )
