@@ -636,6 +636,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"model without input", held.ID, InputImage{Data: img}},
 		{"not an image", reserved.ID, InputImage{Data: []byte("hello")}},
 		{"wrong claimed type", reserved.ID, InputImage{Data: img, MimeType: "image/webp"}},
+		{"16-bit bomb", reserved.ID, InputImage{Data: pngHeader(20000, 20000, 16, 6)}},
+		{"broken header", reserved.ID, InputImage{Data: img[:24]}},
 	}
 	for _, u := range ups {
 		t.Run("upload "+u.name, func(t *testing.T) {

@@ -1,0 +1,130 @@
+package compat_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// baseArgs are arguments each tool accepts, to which one bound is added.
+func baseArgs(t *testing.T) map[string]map[string]any {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 4, 4))); err != nil {
+		t.Fatal(err)
+	}
+	img := map[string]any{"data": base64.StdEncoding.EncodeToString(buf.Bytes()), "mimeType": "image/png"}
+	id := map[string]any{"generationId": "g"}
+	return map[string]map[string]any{
+		"generate":          {"modelId": "local-sketch", "prompt": "x"},
+		"get_generation":    id,
+		"wait_generation":   id,
+		"download_output":   id,
+		"cancel_generation": id,
+		"upload_input":      {"generationId": "g", "image": img},
+		"list_generations":  {},
+		"list_models":       {},
+		"get_credits":       {},
+	}
+}
+
+// TestSchemaBoundsEnforced reads every tool's input schema as a client
+// sees it and checks each bound in it against the handler: a string of
+// maxLength characters (each two bytes in UTF-8) is not refused for its
+// length, one more is refused naming the argument and the limit; an
+// integer just outside minimum..maximum is refused. Nothing refused
+// creates anything.
+func TestSchemaBoundsEnforced(t *testing.T) {
+	_, cs := newRig(t, nil).session("alice")
+	listed, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := baseArgs(t)
+	withArg := func(tool, name string, v any) map[string]any {
+		a := maps.Clone(base[tool])
+		a[name] = v
+		return a
+	}
+	checked := 0
+	for _, tool := range listed.Tools {
+		raw, _ := json.Marshal(tool.InputSchema)
+		if strings.Contains(string(raw), "MAX_") || strings.Contains(string(raw), "MIN_") || strings.Contains(string(raw), "DEF_") {
+			t.Errorf("%s: schema has an unfilled bound: %s", tool.Name, raw)
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Type      string   `json:"type"`
+				MaxLength *int     `json:"maxLength"`
+				Pattern   *string  `json:"pattern"`
+				Minimum   *float64 `json:"minimum"`
+				Maximum   *float64 `json:"maximum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatalf("%s: %v", tool.Name, err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+			p := schema.Properties[name]
+			if p.Pattern != nil {
+				t.Errorf("%s.%s: a pattern this test does not check", tool.Name, name)
+			}
+			type probe struct {
+				what   string
+				v      any
+				refuse bool
+				want   string
+			}
+			var probes []probe
+			switch {
+			case p.Type == "string" && p.MaxLength != nil:
+				n := *p.MaxLength
+				probes = []probe{
+					{fmt.Sprintf("%d characters", n), strings.Repeat("é", n), false, ""},
+					{fmt.Sprintf("%d characters", n+1), strings.Repeat("é", n+1), true, fmt.Sprintf("%s is %d characters; the limit is %d", name, n+1, n)},
+				}
+			case p.Type == "integer" && p.Minimum != nil && p.Maximum != nil:
+				lo, hi := int(*p.Minimum), int(*p.Maximum)
+				probes = []probe{
+					{"minimum", lo, false, ""}, {"maximum", hi, false, ""},
+					{"below minimum", lo - 1, true, strconv.Itoa(hi)},
+					{"above maximum", hi + 1, true, strconv.Itoa(hi)},
+				}
+			}
+			for _, pr := range probes {
+				checked++
+				t.Run(tool.Name+"/"+name+"/"+pr.what, func(t *testing.T) {
+					before := count(t, cs)
+					res := call(t, cs, tool.Name, withArg(tool.Name, name, pr.v))
+					msg := text(res)
+					bound := strings.Contains(msg, "limit is") || strings.Contains(msg, "must be between")
+					if !pr.refuse {
+						if res.IsError && bound {
+							t.Fatalf("a value at the bound was refused: %s", msg)
+						}
+						return
+					}
+					if !res.IsError || !strings.Contains(msg, name) || !strings.Contains(msg, pr.want) {
+						t.Fatalf("isError=%v %q; want a tool error naming %s and %q", res.IsError, msg, name, pr.want)
+					}
+					if n := count(t, cs); n != before {
+						t.Fatalf("a refused call created %d generation(s)", n-before)
+					}
+				})
+			}
+		}
+	}
+	// generationId ×5, prompt, negativePrompt, idempotencyKey; durationSeconds,
+	// waitSeconds, timeoutSeconds, limit.
+	if want := 8*2 + 4*4; checked != want {
+		t.Errorf("checked %d probes, want %d: a bound was added or lost", checked, want)
+	}
+}
