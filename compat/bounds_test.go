@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/png"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,4 +131,80 @@ func TestSchemaBoundsEnforced(t *testing.T) {
 	if want := 8*2 + 4*4; checked != want {
 		t.Errorf("checked %d probes, want %d: a bound was added or lost", checked, want)
 	}
+}
+
+// TestInputImageRefusedUpFront: an input image that cannot be used is an
+// isError result, read from its header before anything is stored or
+// charged, through generate and upload_input alike.
+func TestInputImageRefusedUpFront(t *testing.T) {
+	budget := int64(100)
+	r := newRig(t, &budget)
+	_, cs := r.session("alice")
+	header := func(w, h uint32, depth, ct byte) string {
+		b := []byte("\x89PNG\r\n\x1a\n")
+		chunk := func(typ string, data []byte) {
+			b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+			start := len(b)
+			b = append(append(b, typ...), data...)
+			b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+		}
+		chunk("IHDR", append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h), depth, ct, 0, 0, 0))
+		chunk("IEND", nil)
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	cases := []struct {
+		name, data, want string
+	}{
+		{"16-bit bomb", header(20000, 20000, 16, 6), "inputImage is 20000×20000 pixels; the limit is 8192 pixels a side and 40 million"},
+		{"too many pixels", header(8000, 5001, 8, 2), "40 million pixels: scale it down"},
+		{"broken header", base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nIHDR")), "not a valid image/png"},
+		{"not an image", base64.StdEncoding.EncodeToString([]byte("GIF89a")), "not a PNG, JPEG or WebP"},
+	}
+	reserved := generate(t, cs, map[string]any{"modelId": "local-animate", "prompt": "later"})
+	spent := getCredits(t, cs).Spent
+	files := countFiles(t, r.parts.Dir)
+	for _, c := range cases {
+		img := map[string]any{"data": c.data}
+		for tool, args := range map[string]map[string]any{
+			"generate":     {"modelId": "local-animate", "prompt": "x", "inputImage": img},
+			"upload_input": {"generationId": reserved.GenerationID, "image": img},
+		} {
+			t.Run(tool+"/"+c.name, func(t *testing.T) {
+				res := call(t, cs, tool, args)
+				if !res.IsError || !strings.Contains(text(res), c.want) {
+					t.Fatalf("isError=%v %q; want a tool error with %q", res.IsError, text(res), c.want)
+				}
+			})
+		}
+	}
+	if n := count(t, cs); n != 1 {
+		t.Errorf("%d generations; refused images created some", n-1)
+	}
+	if got := getCredits(t, cs).Spent; got != spent {
+		t.Errorf("refused images were charged: spent %d, was %d", got, spent)
+	}
+	if n := countFiles(t, r.parts.Dir); n != files {
+		t.Errorf("refused images stored %d file(s)", n-files)
+	}
+	var g view
+	decode(t, "get_generation", call(t, cs, "get_generation", map[string]any{"generationId": reserved.GenerationID}), &g)
+	if g.Status != "reserved" {
+		t.Errorf("the reserved generation is %s after refused uploads", g.Status)
+	}
+}
+
+// countFiles counts the files under dir other than the database's.
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.Contains(d.Name(), "darkroom.db") {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
