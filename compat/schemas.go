@@ -2,13 +2,42 @@ package compat
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
+
+	"github.com/darkroom-mcp/darkroom/generation"
 )
 
 // Schemas are written out by hand: they are the contract models read, and
-// every bound in them is also checked in the handler with a clear message.
+// every bound in them is also checked in the handler (or in generation)
+// with a clear message. Each bound is one constant, used by both.
 
-const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":128}`
+// Argument bounds checked here; the request's own (prompt, negativePrompt,
+// idempotencyKey, durationSeconds) are generation's.
+const (
+	maxIDChars     = 128 // generationId, in characters
+	minWaitSeconds = 5
+	maxWaitSeconds = 300
+	defWaitSeconds = 50
+	maxListLimit   = 100
+	defListLimit   = 20
+)
+
+// bounds fills the schema placeholders with the constants.
+var bounds = strings.NewReplacer(
+	"MAX_ID", strconv.Itoa(maxIDChars),
+	"MIN_WAIT", strconv.Itoa(minWaitSeconds),
+	"MAX_WAIT", strconv.Itoa(maxWaitSeconds),
+	"DEF_WAIT", strconv.Itoa(defWaitSeconds),
+	"MAX_LIMIT", strconv.Itoa(maxListLimit),
+	"DEF_LIMIT", strconv.Itoa(defListLimit),
+	"MAX_PROMPT", strconv.Itoa(generation.MaxPromptChars),
+	"MAX_NEGATIVE", strconv.Itoa(generation.MaxNegativePromptChars),
+	"MAX_KEY", strconv.Itoa(generation.MaxIdempotencyKeyChars),
+	"MAX_DURATION", strconv.Itoa(generation.MaxDurationSeconds),
+)
+
+const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":MAX_ID}`
 
 const inputImageSchema = `{"type":"object","description":"An input image: either {url} (http or https) or {data (base64), mimeType}. PNG, JPEG or WebP.",
  "properties":{"url":{"type":"string"},"data":{"type":"string","description":"base64-encoded image bytes"},"mimeType":{"type":"string","enum":["image/png","image/jpeg","image/webp"]}}}`
@@ -29,22 +58,23 @@ const generationSchema = `{"type":"object","properties":{
  "credits":{"type":"integer"},"outputsExpired":{"type":"boolean"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
  "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
 
-func raw(s string) json.RawMessage { return json.RawMessage(s) }
+// raw is a schema with its bounds filled in.
+func raw(s string) json.RawMessage { return json.RawMessage(bounds.Replace(s)) }
 
 // generateInputSchema offers every aspect ratio some model supports.
 func generateInputSchema(ratios []string) json.RawMessage {
 	enum, _ := json.Marshal(ratios)
 	return raw(strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
  "modelId":{"type":"string","description":"A modelId from list_models."},
- "prompt":{"type":"string","minLength":1,"maxLength":4000},
+ "prompt":{"type":"string","minLength":1,"maxLength":MAX_PROMPT},
  "aspectRatio":{"type":"string","enum":RATIOS,"default":"16:9"},
- "negativePrompt":{"type":"string","maxLength":2000},
+ "negativePrompt":{"type":"string","maxLength":MAX_NEGATIVE},
  "seed":{"type":"integer","description":"Same model, prompt, parameters and seed give the same result where the model allows."},
- "durationSeconds":{"type":"integer","minimum":1,"maximum":60,"description":"Video models only; see durations in list_models."},
+ "durationSeconds":{"type":"integer","minimum":1,"maximum":MAX_DURATION,"description":"Video models only; see durations in list_models."},
  "inputImage":INPUT,
- "idempotencyKey":{"type":"string","maxLength":200,"description":"Repeat a generate safely: the same key returns the same generation."},
+ "idempotencyKey":{"type":"string","maxLength":MAX_KEY,"description":"Repeat a generate safely: the same key returns the same generation."},
  "wait":{"type":"boolean","default":false,"description":"Wait for the result (up to waitSeconds) before answering."},
- "waitSeconds":{"type":"integer","minimum":5,"maximum":300,"default":50},
+ "waitSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT},
  "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."}},
  "required":["modelId","prompt"]}`))
 }
@@ -52,10 +82,10 @@ func generateInputSchema(ratios []string) json.RawMessage {
 const (
 	emptyInput         = `{"type":"object","additionalProperties":false}`
 	getInput           = `{"type":"object","properties":{"generationId":` + generationIDSchema + `},"required":["generationId"]}`
-	waitInput          = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":5,"maximum":300,"default":50}},"required":["generationId"]}`
+	waitInput          = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT}},"required":["generationId"]}`
 	downloadInput      = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"index":{"type":"integer","minimum":0,"default":0}},"required":["generationId"]}`
 	uploadInput        = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `},"required":["generationId","image"]}`
-	listGenerationsIn  = `{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":100,"default":20},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
+	listGenerationsIn  = `{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":MAX_LIMIT,"default":DEF_LIMIT},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
 	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":` + generationSchema + `},"nextCursor":{"type":"string"}},"required":["generations"]}`
 	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
  "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -216,7 +217,7 @@ type GenerateArgs struct {
 	AspectRatio     string    `json:"aspectRatio"`
 	NegativePrompt  string    `json:"negativePrompt"`
 	Seed            *int64    `json:"seed"`
-	DurationSeconds int       `json:"durationSeconds"`
+	DurationSeconds *int      `json:"durationSeconds"`
 	InputImage      *ImageArg `json:"inputImage"`
 	IdempotencyKey  string    `json:"idempotencyKey"`
 	Wait            bool      `json:"wait"`
@@ -226,10 +227,10 @@ type GenerateArgs struct {
 
 func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
 	if v == nil {
-		return 50 * time.Second, nil
+		return defWaitSeconds * time.Second, nil
 	}
-	if *v < 5 || *v > 300 {
-		return 0, toolError("%s must be between 5 and 300 seconds; got %d", name, *v)
+	if *v < minWaitSeconds || *v > maxWaitSeconds {
+		return 0, toolError("%s must be between %d and %d seconds; got %d", name, minWaitSeconds, maxWaitSeconds, *v)
 	}
 	return time.Duration(*v) * time.Second, nil
 }
@@ -281,7 +282,14 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	cr := generation.CreateRequest{
 		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
-		Seed: a.Seed, DurationSeconds: a.DurationSeconds, IdempotencyKey: a.IdempotencyKey,
+		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
+	}
+	if d := a.DurationSeconds; d != nil {
+		// 0 is generation's "model default": only an absent argument means that.
+		if *d < 1 || *d > generation.MaxDurationSeconds {
+			return toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
+		}
+		cr.DurationSeconds = *d
 	}
 	if a.InputImage != nil {
 		img, bad := t.image(ctx, a.InputImage, "inputImage")
@@ -332,6 +340,9 @@ func (t *Tools) idArgs(req *mcp.CallToolRequest) (idArgs, *mcp.CallToolResult) {
 	}
 	if a.GenerationID == "" {
 		return a, toolError("generationId is required")
+	}
+	if n := utf8.RuneCountInString(a.GenerationID); n > maxIDChars {
+		return a, toolError("generationId is %d characters; the limit is %d: pass the generationId returned by generate", n, maxIDChars)
 	}
 	return a, nil
 }
@@ -441,10 +452,10 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 	if r := decodeArgs(req, &a); r != nil {
 		return r, nil
 	}
-	limit := 20
+	limit := defListLimit
 	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > 100 {
-			return toolError("limit must be between 1 and 100; got %d", *a.Limit), nil
+		if *a.Limit < 1 || *a.Limit > maxListLimit {
+			return toolError("limit must be between 1 and %d; got %d", maxListLimit, *a.Limit), nil
 		}
 		limit = *a.Limit
 	}

@@ -20,8 +20,9 @@ import (
 // local provider at latency 0, a blob folder, and (when started) the
 // runner. Clients talk to it over in-memory MCP sessions, one per owner.
 type rig struct {
-	t   *testing.T
-	svc *generation.Service
+	t     *testing.T
+	svc   *generation.Service
+	parts *testrig.Rig
 	// budget is the daily limit every owner gets (nil: unlimited).
 	budget *int64
 }
@@ -37,7 +38,8 @@ func clock() func() time.Time {
 func newRig(t *testing.T, budget *int64) *rig {
 	t.Helper()
 	r := &rig{t: t, budget: budget}
-	r.svc = testrig.New(t).Service(t, generation.Config{Now: clock(), Budget: r.limit})
+	r.parts = testrig.New(t)
+	r.svc = r.parts.Service(t, generation.Config{Now: clock(), Budget: r.limit})
 	return r
 }
 

@@ -9,16 +9,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/jpeg" // input images: DecodeConfig
+	_ "image/png"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
+	_ "golang.org/x/image/webp"
 )
 
 // ErrNotFound is returned for an unknown id and, identically, for an id
@@ -167,6 +172,24 @@ type CreateRequest struct {
 // DefaultAspectRatio is used when the caller gives none.
 const DefaultAspectRatio = "16:9"
 
+// Bounds on a request, in characters (Unicode code points, as JSON
+// Schema's maxLength counts), not bytes. The tool schemas are built from
+// these constants.
+const (
+	MaxPromptChars         = 4000
+	MaxNegativePromptChars = 2000
+	MaxIdempotencyKeyChars = 200
+	// MaxDurationSeconds bounds durationSeconds whatever a model offers.
+	MaxDurationSeconds = 60
+)
+
+// Bounds on an input image, read from its header before anything is
+// stored or charged: a longer side or more pixels than these is refused.
+const (
+	MaxInputSide   = 8192
+	MaxInputPixels = 40_000_000
+)
+
 // Validate checks a request against the catalog without touching storage.
 func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	m, ok := s.modelByID[req.ModelID]
@@ -176,14 +199,23 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	if strings.TrimSpace(req.Prompt) == "" {
 		return m, inputErrorf("prompt is required and must not be blank")
 	}
-	if len(req.Prompt) > 4000 {
-		return m, inputErrorf("prompt is %d characters; the limit is 4000", len(req.Prompt))
+	if n := utf8.RuneCountInString(req.Prompt); n > MaxPromptChars {
+		return m, inputErrorf("prompt is %d characters; the limit is %d: shorten it", n, MaxPromptChars)
+	}
+	if n := utf8.RuneCountInString(req.NegativePrompt); n > MaxNegativePromptChars {
+		return m, inputErrorf("negativePrompt is %d characters; the limit is %d: shorten it", n, MaxNegativePromptChars)
+	}
+	if n := utf8.RuneCountInString(req.IdempotencyKey); n > MaxIdempotencyKeyChars {
+		return m, inputErrorf("idempotencyKey is %d characters; the limit is %d", n, MaxIdempotencyKeyChars)
 	}
 	if req.AspectRatio == "" {
 		req.AspectRatio = DefaultAspectRatio
 	}
 	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
 		return m, inputErrorf("aspectRatio %q is not offered by %s; choose one of %s", req.AspectRatio, m.ID, strings.Join(m.AspectRatios, ", "))
+	}
+	if req.DurationSeconds < 0 || req.DurationSeconds > MaxDurationSeconds {
+		return m, inputErrorf("durationSeconds must be between 1 and %d; got %d", MaxDurationSeconds, req.DurationSeconds)
 	}
 	if m.Kind == provider.KindVideo {
 		if req.DurationSeconds == 0 && len(m.Durations) > 0 {
@@ -203,12 +235,12 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 			return m, err
 		}
 	}
-	if len(req.IdempotencyKey) > 200 {
-		return m, inputErrorf("idempotencyKey is longer than 200 characters")
-	}
 	return m, nil
 }
 
+// checkImage refuses an input image that cannot be used, from its bytes'
+// size, type and header (image.DecodeConfig reads no pixels), so nothing
+// is stored or charged for it. It sets MimeType to the real type.
 func (s *Service) checkImage(img *InputImage) error {
 	if len(img.Data) == 0 {
 		return inputErrorf("inputImage is empty")
@@ -222,6 +254,17 @@ func (s *Service) checkImage(img *InputImage) error {
 	}
 	if img.MimeType != "" && img.MimeType != real {
 		return inputErrorf("inputImage claims %s but its bytes are %s", img.MimeType, real)
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(img.Data))
+	if err != nil || "image/"+format != real {
+		return inputErrorf("inputImage is not a valid %s file (its header cannot be read); send the image again or in another format", real)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return inputErrorf("inputImage is %d×%d pixels; it has no pixels", cfg.Width, cfg.Height)
+	}
+	if cfg.Width > MaxInputSide || cfg.Height > MaxInputSide || int64(cfg.Width)*int64(cfg.Height) > MaxInputPixels {
+		return inputErrorf("inputImage is %d×%d pixels; the limit is %d pixels a side and %d million pixels: scale it down",
+			cfg.Width, cfg.Height, MaxInputSide, MaxInputPixels/1_000_000)
 	}
 	img.MimeType = real
 	return nil

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/png"
 	"os"
@@ -148,6 +150,22 @@ func (e *testEnv) changesFor(id string) []string {
 		}
 	}
 	return out
+}
+
+// pngHeader is a PNG that ends after its header: enough for
+// image.DecodeConfig, nothing to decode. colorType 2 is RGB, 6 RGBA.
+func pngHeader(w, h uint32, depth, colorType byte) []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+		start := len(b)
+		b = append(append(b, typ...), data...)
+		b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+	}
+	ihdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h)
+	chunk("IHDR", append(ihdr, depth, colorType, 0, 0, 0))
+	chunk("IEND", nil)
+	return b
 }
 
 func pngBytes(t testing.TB) []byte {
@@ -571,6 +589,19 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"claimed type differs", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: img, MimeType: "image/jpeg"}}, "image/png"},
 		{"image too large", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: append(slices.Clone(img), make([]byte, 64<<10)...)}}, "limit"},
 		{"long idempotency key", CreateRequest{ModelID: "local-sketch", Prompt: "x", IdempotencyKey: long[:201]}, "idempotencyKey"},
+		{"long prompt in characters", CreateRequest{ModelID: "local-sketch", Prompt: strings.Repeat("é", MaxPromptChars+1)}, "4001 characters"},
+		{"long negative prompt", CreateRequest{ModelID: "local-sketch", Prompt: "x", NegativePrompt: strings.Repeat("日", MaxNegativePromptChars+1)}, "negativePrompt is 2001 characters"},
+		{"long idempotency key in characters", CreateRequest{ModelID: "local-sketch", Prompt: "x", IdempotencyKey: strings.Repeat("ü", MaxIdempotencyKeyChars+1)}, "idempotencyKey is 201 characters"},
+		{"negative duration", CreateRequest{ModelID: "local-motion", Prompt: "x", DurationSeconds: -2}, "between 1 and 60"},
+		{"duration over the schema's maximum", CreateRequest{ModelID: "local-motion", Prompt: "x", DurationSeconds: 61}, "between 1 and 60"},
+		{"image too wide", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(MaxInputSide+1, 1, 8, 2)}}, "8193×1 pixels"},
+		{"image too tall", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(1, MaxInputSide+1, 8, 2)}}, "pixels a side"},
+		{"image with too many pixels", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(8000, 5001, 16, 6)}}, "40 million"},
+		{"16-bit bomb", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(20000, 20000, 16, 6)}}, "20000×20000"},
+		{"image without pixels", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(0, 10, 8, 2)}}, "not a valid image/png"},
+		{"broken PNG header", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: img[:20]}}, "not a valid image/png"},
+		{"broken JPEG header", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: []byte("\xff\xd8\xff\xe0 not a jpeg")}}, "not a valid image/jpeg"},
+		{"broken WebP header", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: []byte("RIFF\x10\x00\x00\x00WEBPVP8 junk")}}, "not a valid image/webp"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -605,6 +636,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"model without input", held.ID, InputImage{Data: img}},
 		{"not an image", reserved.ID, InputImage{Data: []byte("hello")}},
 		{"wrong claimed type", reserved.ID, InputImage{Data: img, MimeType: "image/webp"}},
+		{"16-bit bomb", reserved.ID, InputImage{Data: pngHeader(20000, 20000, 16, 6)}},
+		{"broken header", reserved.ID, InputImage{Data: img[:24]}},
 	}
 	for _, u := range ups {
 		t.Run("upload "+u.name, func(t *testing.T) {
@@ -674,6 +707,30 @@ func TestCreateReturnsTheStoredRecord(t *testing.T) {
 			}
 			if !reflect.DeepEqual(g, got) {
 				t.Fatalf("Create returned\n %+v\nGet reads\n %+v", g, got)
+			}
+		})
+	}
+}
+
+// TestValidateAtTheLimits: a value at a bound is accepted; bounds count
+// characters, so a multibyte prompt of the limit's length passes.
+func TestValidateAtTheLimits(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxInputBytes = 1 << 20 })
+	cases := []struct {
+		name string
+		req  CreateRequest
+	}{
+		{"prompt of 4000 two-byte characters", CreateRequest{ModelID: "local-sketch", Prompt: strings.Repeat("é", MaxPromptChars)}},
+		{"prompt of 4000 four-byte characters", CreateRequest{ModelID: "local-sketch", Prompt: strings.Repeat("🦀", MaxPromptChars)}},
+		{"negative prompt of 2000 characters", CreateRequest{ModelID: "local-sketch", Prompt: "x", NegativePrompt: strings.Repeat("日", MaxNegativePromptChars)}},
+		{"idempotency key of 200 characters", CreateRequest{ModelID: "local-sketch", Prompt: "x", IdempotencyKey: strings.Repeat("ü", MaxIdempotencyKeyChars)}},
+		{"image 8192 wide", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(MaxInputSide, 4882, 16, 6)}}},
+		{"image of 40 million pixels", CreateRequest{ModelID: "local-animate", Prompt: "x", InputImage: &InputImage{Data: pngHeader(8000, 5000, 16, 6)}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := e.svc.Validate(&c.req); err != nil {
+				t.Fatalf("Validate: %v", err)
 			}
 		})
 	}

@@ -220,6 +220,11 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 	if !p.Meta.ClientCapabilities.hasExtension() {
 		return nil, MissingExtension()
 	}
+	if req.Method == methodListen && p.Notifications != nil {
+		if e := checkListen(p); e != nil {
+			return nil, e
+		}
+	}
 	return p, nil
 }
 

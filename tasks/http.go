@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -184,6 +185,18 @@ func writeBodyError(w http.ResponseWriter, err error) {
 		return
 	}
 	http.Error(w, "bad request body", http.StatusBadRequest)
+}
+
+// MaxListenTaskIDs caps the taskIds of one subscriptions/listen: each is
+// looked up and subscribed to.
+const MaxListenTaskIDs = 1000
+
+// checkListen refuses a listen for more tasks than MaxListenTaskIDs.
+func checkListen(p *params) *RPCError {
+	if n := len(p.Notifications.TaskIDs); n > MaxListenTaskIDs {
+		return invalidParams(fmt.Sprintf("params.notifications.taskIds has %d ids; the limit is %d: listen in several subscriptions", n, MaxListenTaskIDs))
+	}
+	return nil
 }
 
 // serveListen streams notifications/tasks as SSE until the client goes

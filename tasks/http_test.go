@@ -434,3 +434,71 @@ func TestBodyTooLarge(t *testing.T) {
 		t.Fatalf("HTTP %d, want 413", resp.StatusCode)
 	}
 }
+
+// TestListenTaskIDsCap: a listen for more than MaxListenTaskIDs tasks is
+// refused with -32602 naming the limit, on HTTP and off it (parse), and
+// subscribes to nothing; one for exactly the limit is served.
+func TestListenTaskIDsCap(t *testing.T) {
+	d, s, _, _ := newTestDispatcher(t)
+	f := newHTTPFixture(t, d)
+	a := mkTask(t, s, &Task{Owner: "alice", TTL: time.Hour})
+	ids := func(n int) []string {
+		out := []string{a.ID}
+		for i := 1; i < n; i++ {
+			out = append(out, fmt.Sprint("unknown-", i))
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		ids    []string
+		refuse bool
+	}{
+		{"one over", ids(MaxListenTaskIDs + 1), true},
+		{"far over", ids(5 * MaxListenTaskIDs), true},
+		{"at the limit", ids(MaxListenTaskIDs), false}, // last: it leaves a subscription behind until the server sees the hang-up
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			params := map[string]any{"notifications": map[string]any{"taskIds": c.ids}}
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodListen, "params": map[string]any{
+				"_meta":         map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()},
+				"notifications": params["notifications"],
+			}})
+			var req Request
+			if err := json.Unmarshal(body, &req); err != nil {
+				t.Fatal(err)
+			}
+			_, perr := d.parse(&req, nil)
+			resp := f.do(t, post{owner: "alice", method: methodListen, params: params})
+			if !c.refuse {
+				defer resp.Body.Close()
+				if perr != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+					t.Fatalf("parse %v; HTTP %d %s: want the stream", perr, resp.StatusCode, resp.Header.Get("Content-Type"))
+				}
+				if ack := next(t, sse(t, resp)); ack.Method != notificationSubscribed || !strings.Contains(string(ack.Params), a.ID) {
+					t.Fatalf("first message %s %s, want the acknowledgement of %s", ack.Method, ack.Params, a.ID)
+				}
+				return
+			}
+			want := fmt.Sprintf("has %d ids; the limit is %d", len(c.ids), MaxListenTaskIDs)
+			if perr == nil || perr.Code != CodeInvalidParams || !strings.Contains(perr.Message, want) {
+				t.Errorf("parse = %+v, want -32602 with %q", perr, want)
+			}
+			if resp.StatusCode != http.StatusBadRequest {
+				resp.Body.Close() // a stream would not end
+				t.Fatalf("HTTP %d %s, want 400", resp.StatusCode, resp.Header.Get("Content-Type"))
+			}
+			r := readJSON(t, resp)
+			if r.Error == nil || r.Error.Code != CodeInvalidParams || !strings.Contains(r.Error.Message, want) {
+				t.Fatalf("error %+v, want -32602 with %q", r.Error, want)
+			}
+			s.broker.mu.Lock()
+			subs := len(s.broker.subs)
+			s.broker.mu.Unlock()
+			if subs != 0 {
+				t.Fatalf("a refused listen left %d subscriptions", subs)
+			}
+		})
+	}
+}

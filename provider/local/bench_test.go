@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"io"
 	"testing"
 )
@@ -21,7 +22,7 @@ func BenchmarkRenderImage(b *testing.B) {
 func BenchmarkRenderVideo(b *testing.B) {
 	s := spec{model: "local-motion", prompt: "a lighthouse on a cliff at dusk", ratio: "16:9", seed: 7, duration: 6}
 	for b.Loop() {
-		if err := renderGIF(io.Discard, s); err != nil {
+		if err := renderGIF(context.Background(), io.Discard, s); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -283,8 +283,12 @@ func TestAnimateInput(t *testing.T) {
 	}{
 		{"png", solidImage(t, 64, 48, want, png.Encode), "image/png", true, false},
 		{"jpeg", solidImage(t, 48, 64, want, encodeJPEG), "image/jpeg", true, false},
-		{"webp kept but not drawn", []byte("RIFF\x10\x00\x00\x00WEBPVP8 not really"), "image/webp", false, false},
+		{"webp kept but not drawn", webpHeader(300, 200), "image/webp", false, false},
 		{"garbage", []byte("not an image"), "image/png", false, true},
+		{"webp header only", []byte("RIFF\x10\x00\x00\x00WEBPVP8 not really"), "image/webp", false, true},
+		{"webp over the pixel limit", webpHeader(16000, 16000), "image/webp", false, true},
+		{"png over the side limit", pngHeader(maxInputSide+1, 2, 8, 2), "image/png", false, true},
+		{"16-bit png bomb", pngHeader(20000, 20000, 16, 6), "image/png", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

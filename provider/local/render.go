@@ -55,7 +55,7 @@ func render(ctx context.Context, s spec, dir, ffmpeg string) (name, mime string,
 	if m, _ := lookup(s.model); m.Kind == provider.KindImage {
 		return "0.png", "image/png", write("0.png", func(w io.Writer) error { return renderImage(w, s) })
 	}
-	if err := write("0.gif", func(w io.Writer) error { return renderGIF(w, s) }); err != nil {
+	if err := write("0.gif", func(w io.Writer) error { return renderGIF(ctx, w, s) }); err != nil {
 		return "", "", err
 	}
 	if ffmpeg == "" {

@@ -8,14 +8,11 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
-	_ "image/jpeg" // input images
 	"io"
 	"math"
 	"math/rand/v2"
 	"os/exec"
 	"slices"
-
-	"github.com/darkroom-mcp/darkroom/provider"
 )
 
 // Videos run at 8 frames a second; maxFrames bounds a clip whatever the
@@ -30,12 +27,12 @@ const (
 // so the first frame is the still itself. Every later frame holds only the
 // rectangle that changed, its unchanged pixels transparent, which keeps a
 // 6 s clip to a few hundred KB.
-func renderGIF(w io.Writer, s spec) error {
+func renderGIF(ctx context.Context, w io.Writer, s spec) error {
 	width, height := frameSize(s.ratio, videoLongSide)
 	r := s.rng()
 	t := newTheme(r, s.prompt)
-	still := coverImage(s.input, width, height)
-	if still == nil { // no input, or one without a stdlib decoder (WebP)
+	still := coverImage(ctx, s.input, width, height)
+	if still == nil { // no input, or one not drawn (see coverImage)
 		still = image.NewRGBA(image.Rect(0, 0, width, height))
 		paintLandscape(still, r, t)
 	}
@@ -193,74 +190,6 @@ func quantize(img *image.RGBA, reserved []color.Color) (color.Palette, []uint8) 
 		}
 	}
 	return pal, out
-}
-
-// coverImage decodes an input image and scales it to cover w×h, cropping
-// the overflow evenly. It returns nil when there is no input or no
-// standard-library decoder for it.
-func coverImage(data []byte, w, h int) *image.RGBA {
-	if len(data) == 0 {
-		return nil
-	}
-	src, _, err := image.Decode(bytes.NewReader(data))
-	if err != nil {
-		return nil
-	}
-	b := src.Bounds()
-	s := max(float64(w)/float64(b.Dx()), float64(h)/float64(b.Dy())) // output pixels per source pixel
-	ox := float64(b.Min.X) + (float64(b.Dx())-float64(w)/s)/2
-	oy := float64(b.Min.Y) + (float64(b.Dy())-float64(h)/s)/2
-	sample := func(v, o float64, lo, hi int) int { return min(max(int(o+v/s), lo), hi-1) }
-	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			// 2×2 samples per pixel soften a large downscale; a
-			// transparent input lands on black.
-			var sum [3]uint32
-			for _, d := range [][2]float64{{0.25, 0.25}, {0.75, 0.25}, {0.25, 0.75}, {0.75, 0.75}} {
-				r, g, bl, _ := src.At(sample(float64(x)+d[0], ox, b.Min.X, b.Max.X), sample(float64(y)+d[1], oy, b.Min.Y, b.Max.Y)).RGBA()
-				sum[0], sum[1], sum[2] = sum[0]+r, sum[1]+g, sum[2]+bl
-			}
-			setPix(dst.Pix, y*dst.Stride+4*x, color.RGBA{uint8(sum[0] >> 10), uint8(sum[1] >> 10), uint8(sum[2] >> 10), 255})
-		}
-	}
-	return dst
-}
-
-// Limits on an input image, checked at submit.
-const (
-	maxInputBytes  = 32 << 20
-	maxInputPixels = 40_000_000
-)
-
-// readInput reads and checks an input image. PNG, JPEG and GIF are
-// decoded; WebP has no stdlib decoder, so it is kept (and seeds the
-// output) but not drawn.
-func readInput(ctx context.Context, in *provider.Input) ([]byte, error) {
-	if in.Open == nil {
-		return nil, fmt.Errorf("local: input image %q has no Open", in.URL)
-	}
-	rc, err := in.Open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxInputBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxInputBytes {
-		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image is larger than %d MiB", maxInputBytes>>20)}
-	}
-	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
-	switch {
-	case err == nil && cfg.Width*cfg.Height > maxInputPixels:
-		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image has %d×%d pixels, more than %d million",
-			cfg.Width, cfg.Height, maxInputPixels/1_000_000)}
-	case err == nil, len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
-		return data, nil
-	}
-	return nil, &provider.PermanentError{Message: "the input image is not a PNG, JPEG, GIF or WebP file"}
 }
 
 // encodeMP4 converts the GIF at src into an H.264 (or the build's default)

@@ -1,0 +1,572 @@
+package local
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/color"
+	_ "image/gif"  // input images
+	_ "image/jpeg" // input images
+	"io"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	_ "golang.org/x/image/webp" // input images: DecodeConfig only
+	"golang.org/x/sync/semaphore"
+)
+
+// Limits on an input image, checked at submit from its header.
+const (
+	maxInputBytes  = 32 << 20
+	maxInputSide   = 8192
+	maxInputPixels = 40_000_000
+)
+
+// decodeBudget bounds the memory that whole-image decodes (JPEG, GIF) of
+// all jobs hold at once; a decode that alone would need more is not made.
+// A PNG never takes from it: it is decoded a row at a time.
+const decodeBudget = 128 << 20
+
+var decodeSem = semaphore.NewWeighted(decodeBudget)
+
+// readInput reads and checks an input image. PNG, JPEG and GIF are
+// drawn; WebP is kept (and seeds the output) but not drawn.
+func readInput(ctx context.Context, in *provider.Input) ([]byte, error) {
+	if in.Open == nil {
+		return nil, fmt.Errorf("local: input image %q has no Open", in.URL)
+	}
+	rc, err := in.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxInputBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxInputBytes {
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image is larger than %d MiB", maxInputBytes>>20)}
+	}
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, &provider.PermanentError{Message: "the input image is not a PNG, JPEG, GIF or WebP file"}
+	}
+	if !usableSize(cfg) {
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("the input image has %d×%d pixels; the limit is %d a side and %d million",
+			cfg.Width, cfg.Height, maxInputSide, maxInputPixels/1_000_000)}
+	}
+	return data, nil
+}
+
+func usableSize(cfg image.Config) bool {
+	return cfg.Width > 0 && cfg.Height > 0 && cfg.Width <= maxInputSide && cfg.Height <= maxInputSide &&
+		int64(cfg.Width)*int64(cfg.Height) <= maxInputPixels
+}
+
+// coverImage decodes an input image and scales it to cover w×h, cropping
+// the overflow evenly; it is 8-bit and w×h whatever the input. Memory is
+// bounded: a PNG (8 or 16 bits) is decoded a row at a time into the
+// output's samples; a JPEG or GIF is decoded whole within decodeBudget. It
+// returns nil when there is no input, or one it does not draw (WebP, one
+// over the limits, a JPEG needing more than decodeBudget, a broken file).
+func coverImage(ctx context.Context, data []byte, w, h int) *image.RGBA {
+	if len(data) == 0 {
+		return nil
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil || !usableSize(cfg) {
+		return nil
+	}
+	switch format {
+	case "png":
+		c := newCover(cfg.Width, cfg.Height, w, h)
+		if decodePNG(data, c) != nil {
+			return nil
+		}
+		return c.image()
+	case "jpeg", "gif":
+		cost := wholeDecodeCost(format, data, cfg)
+		if cost > decodeBudget || decodeSem.Acquire(ctx, cost) != nil {
+			return nil
+		}
+		defer decodeSem.Release(cost)
+		src, _, err := image.Decode(bytes.NewReader(data))
+		if err != nil {
+			return nil
+		}
+		return sampleImage(src, w, h)
+	}
+	return nil
+}
+
+// wholeDecodeCost is an upper bound on what image.Decode allocates for the
+// image: a baseline JPEG holds up to a byte per pixel and component, a
+// progressive one also every coefficient (an int32 per pixel and
+// component); a GIF holds a frame of a byte per pixel.
+func wholeDecodeCost(format string, data []byte, cfg image.Config) int64 {
+	px := int64(cfg.Width+16) * int64(cfg.Height+16) // MCU padding
+	if format == "gif" {
+		return 2 * px
+	}
+	comps, progressive := jpegFrame(data)
+	if progressive {
+		return px * comps * 5
+	}
+	return px * comps
+}
+
+// jpegFrame reads the component count and whether the coding is
+// progressive from the frame header; unreadable, it assumes the worst.
+func jpegFrame(data []byte) (comps int64, progressive bool) {
+	for i := 2; i+4 <= len(data); {
+		if data[i] != 0xff {
+			break
+		}
+		m := data[i+1]
+		switch {
+		case m == 0xff:
+			i++
+			continue
+		case m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc:
+			if i+10 > len(data) {
+				return 4, true
+			}
+			return max(int64(data[i+9]), 1), m == 0xc2 || m == 0xc6 || m == 0xca || m == 0xce
+		case m == 0xd8 || (m >= 0xd0 && m <= 0xd7) || m == 0x01:
+			i += 2
+			continue
+		}
+		i += 2 + int(binary.BigEndian.Uint16(data[i+2:]))
+	}
+	return 4, true
+}
+
+// coverGrid maps output samples to source pixels: each output pixel is
+// the mean of 2×2 point samples, taken at (x+¼, y+¼) … (x+¾, y+¾) of the
+// output grid scaled to cover the source and centred. Sample k's source
+// column is at[k]; first[c] is the first sample at column c or after.
+type coverGrid struct {
+	at    []int
+	first []int32
+}
+
+func newCoverGrid(out, src int, o, s float64) coverGrid {
+	g := coverGrid{at: make([]int, 2*out), first: make([]int32, src+1)}
+	for k := range g.at {
+		d := 0.25
+		if k%2 == 1 {
+			d = 0.75
+		}
+		g.at[k] = min(max(int(o+(float64(k/2)+d)/s), 0), src-1)
+	}
+	k := 0
+	for c := range g.first {
+		for k < len(g.at) && g.at[k] < c {
+			k++
+		}
+		g.first[c] = int32(k)
+	}
+	return g
+}
+
+// samples returns the range of samples taken at source column c.
+func (g coverGrid) samples(c int) (int, int) { return int(g.first[c]), int(g.first[c+1]) }
+
+func coverScale(srcW, srcH, w, h int) (s, ox, oy float64) {
+	s = max(float64(w)/float64(srcW), float64(h)/float64(srcH)) // output pixels per source pixel
+	ox = (float64(srcW) - float64(w)/s) / 2
+	oy = (float64(srcH) - float64(h)/s) / 2
+	return s, ox, oy
+}
+
+// cover accumulates the samples of a source image whose pixels arrive in
+// any order (row by row, or Adam7 passes). Its memory is the output's and
+// two integers per source column and row.
+type cover struct {
+	w, h       int
+	cols, rows coverGrid
+	sum        []uint32 // r, g, b per output pixel: four 16-bit samples
+}
+
+func newCover(srcW, srcH, w, h int) *cover {
+	s, ox, oy := coverScale(srcW, srcH, w, h)
+	return &cover{w: w, h: h, cols: newCoverGrid(w, srcW, ox, s), rows: newCoverGrid(h, srcH, oy, s), sum: make([]uint32, 3*w*h)}
+}
+
+// wantRow reports whether any sample falls in source row y.
+func (c *cover) wantRow(y int) bool { l0, l1 := c.rows.samples(y); return l0 < l1 }
+
+// wantCol reports whether any sample falls in source column x.
+func (c *cover) wantCol(x int) bool { k0, k1 := c.cols.samples(x); return k0 < k1 }
+
+// put adds source pixel (x, y), as color.Color.RGBA returns it.
+func (c *cover) put(x, y int, r, g, b uint32) {
+	k0, k1 := c.cols.samples(x)
+	l0, l1 := c.rows.samples(y)
+	for l := l0; l < l1; l++ {
+		row := (l / 2) * c.w
+		for k := k0; k < k1; k++ {
+			i := 3 * (row + k/2)
+			c.sum[i] += r
+			c.sum[i+1] += g
+			c.sum[i+2] += b
+		}
+	}
+}
+
+// image is the output; a transparent input lands on black.
+func (c *cover) image() *image.RGBA {
+	dst := image.NewRGBA(image.Rect(0, 0, c.w, c.h))
+	for i := range c.w * c.h {
+		dst.Pix[4*i], dst.Pix[4*i+1], dst.Pix[4*i+2], dst.Pix[4*i+3] = uint8(c.sum[3*i]>>10), uint8(c.sum[3*i+1]>>10), uint8(c.sum[3*i+2]>>10), 255
+	}
+	return dst
+}
+
+// sampleImage takes the same samples as cover from a decoded image.
+func sampleImage(src image.Image, w, h int) *image.RGBA {
+	b := src.Bounds()
+	s, ox, oy := coverScale(b.Dx(), b.Dy(), w, h)
+	cols, rows := newCoverGrid(w, b.Dx(), ox, s), newCoverGrid(h, b.Dy(), oy, s)
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			var sum [3]uint32
+			for _, d := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {1, 1}} {
+				r, g, bl, _ := src.At(b.Min.X+cols.at[2*x+d[0]], b.Min.Y+rows.at[2*y+d[1]]).RGBA()
+				sum[0], sum[1], sum[2] = sum[0]+r, sum[1]+g, sum[2]+bl
+			}
+			setPix(dst.Pix, y*dst.Stride+4*x, color.RGBA{uint8(sum[0] >> 10), uint8(sum[1] >> 10), uint8(sum[2] >> 10), 255})
+		}
+	}
+	return dst
+}
+
+var errPNG = errors.New("local: malformed PNG")
+
+// PNG colour types.
+const (
+	ctGray      = 0
+	ctTrue      = 2
+	ctPaletted  = 3
+	ctGrayAlpha = 4
+	ctTrueAlpha = 6
+)
+
+// adam7 is the interlace passes: x offset, y offset, x step, y step.
+var adam7 = [7][4]int{{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}}
+
+// decodePNG streams a PNG's pixels into c a row at a time, with the
+// colours image/png's decoded image would give (so the output is the one a
+// whole decode would draw), holding two rows of the source at a time.
+func decodePNG(data []byte, c *cover) error {
+	if !bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")) {
+		return errPNG
+	}
+	var ihdr, plte, trns []byte
+	var idat []io.Reader
+	seenIDAT, afterIDAT := false, false
+	for p := data[8:]; ; {
+		if len(p) < 12 {
+			return errPNG
+		}
+		n := binary.BigEndian.Uint32(p)
+		if n > uint32(len(p)-12) {
+			return errPNG
+		}
+		typ, body := string(p[4:8]), p[8:8+n]
+		if crc32.ChecksumIEEE(p[4:8+n]) != binary.BigEndian.Uint32(p[8+n:]) {
+			return errPNG
+		}
+		p = p[12+n:]
+		if (ihdr == nil) != (typ == "IHDR") {
+			return errPNG // IHDR first, and once
+		}
+		if seenIDAT && typ != "IDAT" {
+			afterIDAT = true
+		}
+		switch typ {
+		case "IHDR":
+			ihdr = body
+		case "PLTE":
+			if plte != nil || seenIDAT {
+				return errPNG
+			}
+			plte = body
+		case "tRNS":
+			if trns != nil || seenIDAT {
+				return errPNG
+			}
+			trns = body
+		case "IDAT":
+			if afterIDAT {
+				return errPNG
+			}
+			seenIDAT = true
+			idat = append(idat, bytes.NewReader(body))
+		case "IEND":
+			if !seenIDAT {
+				return errPNG
+			}
+			return decodeIDAT(ihdr, plte, trns, io.MultiReader(idat...), c)
+		}
+	}
+}
+
+// pngColor turns one pixel of an unfiltered row into premultiplied 16-bit
+// red, green and blue.
+type pngColor func(row []byte, x int) (r, g, b uint32)
+
+func decodeIDAT(ihdr, plte, trns []byte, z io.Reader, c *cover) error {
+	if len(ihdr) != 13 {
+		return errPNG
+	}
+	width, height := int(binary.BigEndian.Uint32(ihdr)), int(binary.BigEndian.Uint32(ihdr[4:]))
+	depth, ct, interlace := int(ihdr[8]), ihdr[9], ihdr[12]
+	if ihdr[10] != 0 || ihdr[11] != 0 || interlace > 1 || width <= 0 || height <= 0 ||
+		width > maxInputSide || height > maxInputSide || len(c.cols.first) != width+1 || len(c.rows.first) != height+1 {
+		return errPNG
+	}
+	px, channels, err := pngColors(depth, ct, plte, trns)
+	if err != nil {
+		return err
+	}
+	bits := depth * channels
+	bpp := max(1, bits/8)
+	zr, err := zlib.NewReader(z)
+	if err != nil {
+		return errPNG
+	}
+	defer zr.Close()
+	rowBytes := (bits*width + 7) / 8
+	prev, cur := make([]byte, rowBytes+1), make([]byte, rowBytes+1)
+	passes := [][4]int{{0, 0, 1, 1}}
+	if interlace == 1 {
+		passes = adam7[:]
+	}
+	for _, ps := range passes {
+		pw, ph := (width-ps[0]+ps[2]-1)/ps[2], (height-ps[1]+ps[3]-1)/ps[3]
+		if pw == 0 || ph == 0 {
+			continue
+		}
+		n := (bits*pw+7)/8 + 1
+		clear(prev[:n])
+		for py := range ph {
+			if _, err := io.ReadFull(zr, cur[:n]); err != nil {
+				return errPNG
+			}
+			if err := unfilter(cur[:n], prev[:n], bpp); err != nil {
+				return err
+			}
+			if y := ps[1] + py*ps[3]; c.wantRow(y) {
+				row := cur[1:n]
+				for x := range pw {
+					if sx := ps[0] + x*ps[2]; c.wantCol(sx) {
+						r, g, b := px(row, x)
+						c.put(sx, y, r, g, b)
+					}
+				}
+			}
+			prev, cur = cur, prev
+		}
+	}
+	// As image/png: the stream ends here (this also checks its checksum).
+	var one [1]byte
+	if n, err := io.ReadFull(zr, one[:]); n != 0 || err != io.EOF {
+		return errPNG
+	}
+	return nil
+}
+
+// unfilter reverses row filtering in place; row[0] is the filter type.
+func unfilter(row, prev []byte, bpp int) error {
+	cdat, pdat := row[1:], prev[1:]
+	switch row[0] {
+	case 0:
+	case 1:
+		for i := bpp; i < len(cdat); i++ {
+			cdat[i] += cdat[i-bpp]
+		}
+	case 2:
+		for i, p := range pdat {
+			cdat[i] += p
+		}
+	case 3:
+		for i := range cdat {
+			var left byte
+			if i >= bpp {
+				left = cdat[i-bpp]
+			}
+			cdat[i] += byte((int(left) + int(pdat[i])) / 2)
+		}
+	case 4:
+		for i := range cdat {
+			var a, c int
+			if i >= bpp {
+				a, c = int(cdat[i-bpp]), int(pdat[i-bpp])
+			}
+			b := int(pdat[i])
+			pa, pb, pc := abs(b-c), abs(a-c), abs(a+b-2*c)
+			switch {
+			case pa <= pb && pa <= pc:
+				cdat[i] += byte(a)
+			case pb <= pc:
+				cdat[i] += byte(b)
+			default:
+				cdat[i] += byte(c)
+			}
+		}
+	default:
+		return errPNG
+	}
+	return nil
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// pngColors checks the depth and colour type (and their PLTE and tRNS
+// chunks, as image/png does) and returns the pixel reader.
+func pngColors(depth int, ct byte, plte, trns []byte) (pngColor, int, error) {
+	be16 := func(b []byte) uint32 { return uint32(b[0])<<8 | uint32(b[1]) }
+	low := func(row []byte, x int) byte { // a sub-byte sample, scaled to 8 bits
+		shift := 8 - depth - (x*depth)%8
+		v := row[x*depth/8] >> shift & (1<<depth - 1)
+		return v * (0xff / (1<<depth - 1))
+	}
+	if plte != nil && ct != ctPaletted && ct != ctTrue && ct != ctTrueAlpha {
+		return nil, 0, errPNG
+	}
+	switch ct {
+	case ctGray:
+		if trns != nil && len(trns) != 2 {
+			return nil, 0, errPNG
+		}
+		switch depth {
+		case 1, 2, 4, 8:
+			ty, useT := byte(0), trns != nil
+			if useT {
+				ty = trns[1] * (0xff / (1<<depth - 1))
+			}
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				var y byte
+				if depth < 8 {
+					y = low(row, x)
+				} else {
+					y = row[x]
+				}
+				if useT && y == ty {
+					return 0, 0, 0
+				}
+				v, _, _, _ := color.Gray{y}.RGBA()
+				return v, v, v
+			}, 1, nil
+		case 16:
+			useT := trns != nil
+			var ty uint32
+			if useT {
+				ty = be16(trns)
+			}
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				y := be16(row[2*x:])
+				if useT && y == ty {
+					return 0, 0, 0
+				}
+				return y, y, y
+			}, 1, nil
+		}
+	case ctTrue:
+		if trns != nil && len(trns) != 6 {
+			return nil, 0, errPNG
+		}
+		useT := trns != nil
+		switch depth {
+		case 8:
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				p := row[3*x:]
+				if useT && p[0] == trns[1] && p[1] == trns[3] && p[2] == trns[5] {
+					return 0, 0, 0
+				}
+				r, g, b, _ := color.RGBA{p[0], p[1], p[2], 0xff}.RGBA()
+				return r, g, b
+			}, 3, nil
+		case 16:
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				p := row[6*x:]
+				r, g, b := be16(p), be16(p[2:]), be16(p[4:])
+				if useT && r == be16(trns) && g == be16(trns[2:]) && b == be16(trns[4:]) {
+					return 0, 0, 0
+				}
+				return r, g, b
+			}, 3, nil
+		}
+	case ctPaletted:
+		if depth != 1 && depth != 2 && depth != 4 && depth != 8 {
+			return nil, 0, errPNG
+		}
+		np := len(plte) / 3
+		if plte == nil || len(plte)%3 != 0 || np == 0 || np > 1<<depth || len(trns) > 256 {
+			return nil, 0, errPNG
+		}
+		var pal [256][3]uint32 // beyond the palette: opaque black, as image/png
+		for i := range pal {
+			col := color.Color(color.RGBA{0, 0, 0, 0xff})
+			if i < np {
+				col = color.RGBA{plte[3*i], plte[3*i+1], plte[3*i+2], 0xff}
+			}
+			if i < len(trns) {
+				rgba := col.(color.RGBA)
+				col = color.NRGBA{rgba.R, rgba.G, rgba.B, trns[i]}
+			}
+			pal[i][0], pal[i][1], pal[i][2], _ = col.RGBA()
+		}
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			if depth == 8 {
+				return pal[row[x]][0], pal[row[x]][1], pal[row[x]][2]
+			}
+			shift := 8 - depth - (x*depth)%8
+			i := row[x*depth/8] >> shift & (1<<depth - 1)
+			return pal[i][0], pal[i][1], pal[i][2]
+		}, 1, nil
+	case ctGrayAlpha, ctTrueAlpha:
+		if trns != nil {
+			return nil, 0, errPNG
+		}
+		gray := ct == ctGrayAlpha
+		ch := 4
+		if gray {
+			ch = 2
+		}
+		switch depth {
+		case 8:
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				p := row[ch*x:]
+				c := color.NRGBA{p[0], p[0], p[0], p[1]}
+				if !gray {
+					c = color.NRGBA{p[0], p[1], p[2], p[3]}
+				}
+				r, g, b, _ := c.RGBA()
+				return r, g, b
+			}, ch, nil
+		case 16:
+			return func(row []byte, x int) (uint32, uint32, uint32) {
+				p := row[2*ch*x:]
+				c := color.NRGBA64{uint16(be16(p)), uint16(be16(p)), uint16(be16(p)), uint16(be16(p[2:]))}
+				if !gray {
+					c = color.NRGBA64{uint16(be16(p)), uint16(be16(p[2:])), uint16(be16(p[4:])), uint16(be16(p[6:]))}
+				}
+				r, g, b, _ := c.RGBA()
+				return r, g, b
+			}, ch, nil
+		}
+	}
+	return nil, 0, errPNG
+}
