@@ -48,7 +48,10 @@ func stdio(ctx context.Context, args []string) error {
 	log.Info("darkroom on stdio", "version", buildVersion(), "files", cfg.PublicURL+"/files/", "data", cfg.DataDir)
 	// stdio is always the local principal; tasks/* and listen are served by
 	// the tasks dispatcher wrapped around the transport.
-	err = a.mcp.Run(ctx, a.tasks.Transport(&mcp.StdioTransport{}, server.LocalPrincipal))
+	// The same per-principal limits as HTTP apply, inside the dispatcher's
+	// transport so that tasks/get is charged as well.
+	limited := server.LimitTransport(&mcp.StdioTransport{}, a.limits, a.tools.RateClass, server.LocalPrincipal)
+	err = a.mcp.Run(ctx, a.tasks.Transport(limited, server.LocalPrincipal))
 	cancel()
 	<-bgDone
 	return err
