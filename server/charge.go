@@ -28,8 +28,8 @@ func class(method, name string, toolClass func(string) string) string {
 // (413), one that is not exactly one JSON value (-32700) or not JSON-RPC
 // (-32600), and a 2026-07-28 request whose headers disagree with its body
 // (-32020). What passes is charged as what its body asks for, whatever the
-// headers say and on every protocol version: each message that draws from
-// a bucket (every element of a batch) takes one token, and an empty
+// headers say and on every protocol version: each call that draws from a
+// bucket (every element of a batch) takes one token, and an empty
 // bucket is HTTP 429 with Retry-After and JSON-RPC error -31429 carrying
 // retryAfterMs. A wait_generation is one call however long it waits.
 // With c nil nothing is charged.
@@ -61,6 +61,9 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, toolClass func(string) string) (bool, time.Duration) {
 	var polls, creates int
 	for _, m := range msgs {
+		if !m.Call {
+			continue // go-sdk runs no call-type method sent as a notification
+		}
 		switch class(m.Method, m.Name, toolClass) {
 		case compat.ClassPoll:
 			polls++

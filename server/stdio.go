@@ -50,7 +50,7 @@ func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params)}
+		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params), Call: req.IsCall()}
 		// stdio is the single local principal: no per-key overrides.
 		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{m}, c.t.toolClass)
 		if allowed {
