@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +38,7 @@ func stdio(ctx context.Context, args []string) error {
 	if a.files != nil {
 		mux.Handle("/files/", a.files)
 	}
-	files := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	files := server.HTTPServer(mux, cfg.Timeouts)
 	go func() { _ = files.Serve(ln) }()
 	defer files.Close()
 	ctx, cancel := context.WithCancel(ctx)
