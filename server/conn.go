@@ -1,7 +1,6 @@
 package server
 
 import (
-	"io"
 	"net/http"
 	"time"
 )
@@ -48,10 +47,12 @@ func deadlines(next http.Handler, t Timeouts) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		// A request without a body already has net/http's background read
-		// running: a deadline now would cancel its context.
+		// running: a deadline now would cancel its context. With a body,
+		// net/http clears the deadline when the body is read to its end
+		// (to start that background read); until then, and while it
+		// discards an unread body after the handler, it bounds the reads.
 		if t.Read > 0 && r.Body != nil && r.Body != http.NoBody {
 			_ = rc.SetReadDeadline(time.Now().Add(t.Read))
-			r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
 		}
 		if t.Write > 0 {
 			dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: t.Write}
@@ -60,24 +61,6 @@ func deadlines(next http.Handler, t Timeouts) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// deadlineBody clears the read deadline once the body is read to its end,
-// so that net/http's background read (which notices a client going away)
-// runs without one.
-type deadlineBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *deadlineBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // deadlineWriter moves the write deadline to d from now before a write
