@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: starts the real servers the integration tests use
 # (versitygw for S3), runs go test -race over everything, the provider
-# emulator's own tests (go's ./... skips testdata), the Dockerfile lint
-# with the static build it makes, then the MCP conformance suite. Every
+# emulator's own tests (go's ./... skips testdata), every fuzz target for
+# FUZZTIME (default 30s) each, the Dockerfile lint with the static build it
+# makes, then the MCP conformance suite. Every
 # server is stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +14,6 @@ trap 'scripts/s3-test-server.sh stop' EXIT
 source "$env_file"
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
+scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/conformance.sh
