@@ -2,7 +2,10 @@
 # Runs the official MCP conformance suite (pinned in scripts/tools.sh)
 # against cmd/darkroom-conformance: every tasks-* scenario one by one, then
 # every scenario the 2026-07-28 revision requires (plus the extension and
-# pending ones it reports). Exits non-zero if any check fails, scored or not.
+# pending ones it reports); then against a real `darkroom serve` (embedded
+# defaults, a temporary data directory, local provider at latency 0) for
+# the scenarios that need no fixture tools, prompts or resources (see
+# SERVE_SCENARIOS). Exits non-zero if any check fails, scored or not.
 #
 # CONFORMANCE_OUT=DIR keeps the suite's per-scenario results in DIR
 # (default: a temporary directory, removed on exit).
@@ -17,11 +20,12 @@ SUITE="$CACHE/conformance-$VERSION/node_modules/@modelcontextprotocol/conformanc
 
 tmp=$(mktemp -d)
 pid=""
+serve_pid=""
 cleanup() {
-  if [ -n "$pid" ]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
+  for p in $pid $serve_pid; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -29,9 +33,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 out="${CONFORMANCE_OUT:-$tmp/out}"
-mkdir -p "$tmp/data" "$tmp/home" "$out"
+mkdir -p "$tmp/data" "$tmp/serve-data" "$tmp/home" "$out"
 
 go build -o "$tmp/darkroom-conformance" ./cmd/darkroom-conformance
+go build -o "$tmp/darkroom" ./cmd/darkroom
 
 # The server prints "listening on http://ADDR/mcp" on stdout once ready.
 mkfifo "$tmp/ready"
@@ -108,6 +113,61 @@ else
 fi
 details=$(problems "$out/requirements")
 [ -z "$details" ] || summary+=("$details")
+
+# (c) darkroom serve itself: the scenarios that need no fixture (they list
+# no test_* tool, prompt or resource; read from `list --server` and the
+# scenarios' sources). A check may fail only for want of a fixture tool
+# ("Not testable: server does not list the diagnostic tool ..."); every
+# other FAILURE fails the run.
+SERVE_SCENARIOS="server-initialize server-session-lifecycle server-stateless logging-set-level ping tools-list
+  server-sse-polling server-sse-multiple-streams dns-rebinding-protection http-header-validation
+  sep-2164-resource-not-found input-required-result-unsupported-methods"
+DARKROOM_ADDR=127.0.0.1:0 DARKROOM_DATA_DIR="$tmp/serve-data" DARKROOM_LOCAL_LATENCY=0 \
+  "$tmp/darkroom" serve 2>"$tmp/serve.log" &
+serve_pid=$!
+serve_url=""
+for _ in $(seq 120); do
+  serve_url=$(sed -n 's/.*"msg":"darkroom serving".*"addr":"\([^"]*\)".*/\1/p' "$tmp/serve.log" | head -n1)
+  [ -z "$serve_url" ] || break
+  kill -0 "$serve_pid" 2>/dev/null || break
+  read -r -t 0.5 -u 3 _ || true # wait half a second (fd 3 never has data)
+done
+if [ -z "$serve_url" ]; then
+  echo "conformance: darkroom serve did not start" >&2
+  cat "$tmp/serve.log" >&2
+  exit 1
+fi
+listed=$(suite list --server)
+for s in $SERVE_SCENARIOS; do
+  if ! grep -q -- "- $s " <<<"$listed"; then
+    failed=1
+    summary+=("FAIL serve $s: the suite no longer lists this scenario")
+    continue
+  fi
+  log="$tmp/serve-$s.log"
+  rc=0
+  suite server --url "$serve_url" --scenario "$s" -o "$out/serve-$s" >"$log" 2>&1 || rc=$?
+  verdict=$("$NODE" -e '
+    const fs = require("fs"), path = require("path");
+    let bad = 0, fixture = 0, ok = 0, runs = 0;
+    for (const d of fs.readdirSync(process.argv[1])) {
+      let checks;
+      try { checks = JSON.parse(fs.readFileSync(path.join(process.argv[1], d, "checks.json"), "utf8")); } catch { continue; }
+      runs++;
+      for (const c of checks) {
+        if (c.status !== "FAILURE") { ok++; continue; }
+        if ((c.errorMessage || "").startsWith("Not testable: server does not list the diagnostic tool")) fixture++;
+        else bad++;
+      }
+    }
+    console.log(runs === 0 ? "none" : bad > 0 ? `bad ${bad} failed, ${ok} ok` : `ok ${ok} ok, ${fixture} need a fixture tool`);' "$out/serve-$s")
+  case $verdict in
+    ok*) summary+=("ok   serve $s: ${verdict#ok }") ;;
+    *) failed=1; summary+=("FAIL serve $s: ${verdict#bad } (exit $rc)") ;;
+  esac
+  details=$(problems "$out/serve-$s" | grep -v 'Not testable: server does not list the diagnostic tool' || true)
+  [ -z "$details" ] || summary+=("$details")
+done
 
 echo "conformance $VERSION against $url:"
 printf '%s\n' "${summary[@]}" | sed 's/^/  /'

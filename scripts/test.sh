@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: starts the real servers the integration tests use
-# (versitygw for S3, PostgreSQL), runs go test -race over everything, the provider
-# emulator's own tests (go's ./... skips testdata), the Dockerfile lint
-# with the static build it makes, then the MCP conformance suite. Every
+# (versitygw for S3, PostgreSQL), runs go test -race over everything, the
+# provider emulator's own tests (go's ./... skips testdata), every fuzz
+# target for FUZZTIME (default 30s) each, the Dockerfile lint with the
+# static build it makes, then the MCP conformance suite. Every
 # server is stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +18,6 @@ source "$pg_env"
 export DARKROOM_TEST_REQUIRE_PG=1 # the PostgreSQL engine's tests must run, not skip
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
+scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/conformance.sh

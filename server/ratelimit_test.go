@@ -67,34 +67,34 @@ func TestClass(t *testing.T) {
 
 	type tc struct {
 		name string
-		env  tasks.Envelope
+		env  tasks.Message
 		want string
 	}
 	var cases []tc
 	for _, n := range slices.Sorted(maps.Keys(want)) {
-		cases = append(cases, tc{"tools/call " + n, tasks.Envelope{Method: "tools/call", Name: n}, want[n]})
+		cases = append(cases, tc{"tools/call " + n, tasks.Message{Method: "tools/call", Name: n}, want[n]})
 	}
 	cases = append(cases,
-		tc{"tools/call unknown tool", tasks.Envelope{Method: "tools/call", Name: "no_such_tool"}, ""},
-		tc{"tools/call without a name", tasks.Envelope{Method: "tools/call"}, ""},
-		tc{"tasks/get", tasks.Envelope{Method: "tasks/get"}, compat.ClassPoll},
+		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, ""},
+		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, ""},
+		tc{"tasks/get", tasks.Message{Method: "tasks/get"}, compat.ClassPoll},
 		// A name on a non-call method is not a tool call.
-		tc{"tasks/get naming a tool", tasks.Envelope{Method: "tasks/get", Name: "generate"}, compat.ClassPoll},
-		tc{"tools/list naming a tool", tasks.Envelope{Method: "tools/list", Name: "generate"}, ""},
-		tc{"tasks/list", tasks.Envelope{Method: "tasks/list"}, ""},
-		tc{"tasks/result", tasks.Envelope{Method: "tasks/result"}, ""},
-		tc{"tasks/cancel", tasks.Envelope{Method: "tasks/cancel"}, ""},
-		tc{"tools/list", tasks.Envelope{Method: "tools/list"}, ""},
-		tc{"initialize", tasks.Envelope{Method: "initialize"}, ""},
-		tc{"notifications/initialized", tasks.Envelope{Method: "notifications/initialized"}, ""},
-		tc{"ping", tasks.Envelope{Method: "ping"}, ""},
-		tc{"no method", tasks.Envelope{}, ""},
-		tc{"method case differs", tasks.Envelope{Method: "Tasks/Get"}, ""},
+		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassPoll},
+		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, ""},
+		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, ""},
+		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, ""},
+		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, ""},
+		tc{"tools/list", tasks.Message{Method: "tools/list"}, ""},
+		tc{"initialize", tasks.Message{Method: "initialize"}, ""},
+		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, ""},
+		tc{"ping", tasks.Message{Method: "ping"}, ""},
+		tc{"no method", tasks.Message{}, ""},
+		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, ""},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := c.env
-			if got := class(&env, tools.RateClass); got != c.want {
+			if got := class(env.Method, env.Name, tools.RateClass); got != c.want {
 				t.Errorf("class(%+v) = %q, want %q", c.env, got, c.want)
 			}
 		})
@@ -105,17 +105,17 @@ func TestClass(t *testing.T) {
 // toolClass says for the call's tool name, and asks about nothing else.
 func TestClassAsksToolClass(t *testing.T) {
 	cases := []struct {
-		env       tasks.Envelope
+		env       tasks.Message
 		answer    string
 		want      string
 		wantAsked []string
 	}{
-		{tasks.Envelope{Method: "tools/call", Name: "generate"}, compat.ClassCreate, compat.ClassCreate, []string{"generate"}},
-		{tasks.Envelope{Method: "tools/call", Name: "get_generation"}, compat.ClassPoll, compat.ClassPoll, []string{"get_generation"}},
-		{tasks.Envelope{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
-		{tasks.Envelope{Method: "tools/call", Name: "generate"}, "", "", []string{"generate"}},
-		{tasks.Envelope{Method: "tasks/get", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
-		{tasks.Envelope{Method: "tools/list", Name: "generate"}, compat.ClassCreate, "", nil},
+		{tasks.Message{Method: "tools/call", Name: "generate"}, compat.ClassCreate, compat.ClassCreate, []string{"generate"}},
+		{tasks.Message{Method: "tools/call", Name: "get_generation"}, compat.ClassPoll, compat.ClassPoll, []string{"get_generation"}},
+		{tasks.Message{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
+		{tasks.Message{Method: "tools/call", Name: "generate"}, "", "", []string{"generate"}},
+		{tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
+		{tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassCreate, "", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.env.Method+" "+c.env.Name, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestClassAsksToolClass(t *testing.T) {
 				return c.answer
 			}
 			env := c.env
-			if got := class(&env, toolClass); got != c.want {
+			if got := class(env.Method, env.Name, toolClass); got != c.want {
 				t.Errorf("class = %q, want %q", got, c.want)
 			}
 			if !slices.Equal(asked, c.wantAsked) {

@@ -6,17 +6,20 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,7 +79,37 @@ func New(cfg Config) *mcp.Server {
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}
+	s.AddReceivingMiddleware(declaredOnly(caps))
 	return s
+}
+
+// capabilityOf names the server capability a method belongs to ("" for
+// methods that need none declared here).
+func capabilityOf(method string) string {
+	for _, c := range []string{"prompts", "resources", "completion"} {
+		if strings.HasPrefix(method, c+"/") {
+			return c
+		}
+	}
+	return ""
+}
+
+// declaredOnly answers -32601 (HTTP 404 on 2026-07-28) to every method of a
+// capability the server does not declare in caps, on every protocol
+// version and transport: go-sdk would otherwise answer prompts/list and
+// resources/list with empty lists. Serving them needs the capability set
+// in Config.Capabilities.
+func declaredOnly(caps *mcp.ServerCapabilities) mcp.Middleware {
+	declared := map[string]bool{"prompts": caps.Prompts != nil, "resources": caps.Resources != nil, "completion": caps.Completions != nil}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if c := capabilityOf(method); c != "" && !declared[c] {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+					Message: fmt.Sprintf("Method not found: %s (this server declares no %s capability)", method, c)}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // Handler returns the HTTP handler for all of darkroom's routes.
@@ -93,9 +126,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 	if cfg.Tasks != nil {
 		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
-	if cfg.Limits != nil {
-		h = rateLimit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
-	}
+	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {
 		// Fail closed: authentication applies even if the metadata URL
@@ -128,9 +159,15 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 }
 
 // checkOrigin answers 403 when a browser Origin is present and not allowed
-// (DNS-rebinding and cross-site protection; MCP requires it).
+// (DNS-rebinding and cross-site protection; MCP requires it), and when the
+// Host is not loopback on a loopback listener (go-sdk's DNS-rebinding
+// guard, here for every path below it too, before authentication).
 func checkOrigin(allowed []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !tasks.HostAllowed(r) {
+			http.Error(w, "Forbidden: invalid Host header "+strconv.Quote(r.Host), http.StatusForbidden)
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, allowed) {
 			http.Error(w, "Forbidden: origin "+o+" is not allowed (set DARKROOM_ALLOWED_ORIGINS)", http.StatusForbidden)
 			return

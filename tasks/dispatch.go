@@ -201,7 +201,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 	p := req.typed
 	if p == nil {
 		p = new(params)
-		if len(req.Params) == 0 || json.Unmarshal(req.Params, p) != nil {
+		if len(req.Params) == 0 || unmarshalStrict(req.Params, p) != nil {
 			return nil, invalidParams("params must be an object with _meta")
 		}
 	}

@@ -1,11 +1,9 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,69 +23,6 @@ func decodeHeader(v string) string {
 		}
 	}
 	return v
-}
-
-// Envelope is the routing view of one JSON-RPC POST: the method and, for
-// tools/call, the tool name. Body is set only when the body was read.
-type Envelope struct {
-	Method string
-	Name   string
-	Req    *Request
-}
-
-type envelopeKey struct{}
-
-// EnvelopeFrom returns the envelope Peek stored in ctx.
-func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
-	e, ok := ctx.Value(envelopeKey{}).(*Envelope)
-	return e, ok
-}
-
-// Peek learns what a POST to the MCP endpoint asks for, reading the body
-// only when the headers do not already say (legacy clients send no
-// Mcp-Method) or when the dispatcher may serve it. The body is restored
-// for the next handler, and the envelope stored in the returned request's
-// context so later middleware does not parse again.
-func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, error) {
-	if e, ok := EnvelopeFrom(r.Context()); ok {
-		return e, r, nil
-	}
-	e := &Envelope{Method: decodeHeader(r.Header.Get("Mcp-Method")), Name: decodeHeader(r.Header.Get("Mcp-Name"))}
-	needBody := r.Method == http.MethodPost && (e.Method == "" || e.Method == methodGet || e.Method == methodUpdate ||
-		e.Method == methodCancel || e.Method == methodListen)
-	if needBody {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			return nil, r, err
-		}
-		_ = r.Body.Close()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var typed struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params *params         `json:"params"`
-		}
-		var req Request
-		// tasks/*: one decode, straight into typed params; anything else
-		// (or params of the wrong shape, answered -32602 later) keeps them raw.
-		if isTaskMethod(e.Method) && json.Unmarshal(body, &typed) == nil && typed.Method == e.Method {
-			e.Req = &Request{ID: typed.ID, Method: typed.Method, typed: typed.Params}
-			if typed.Params == nil {
-				e.Req.typed = &params{}
-			}
-		} else if json.Unmarshal(body, &req) == nil {
-			e.Req = &req
-			if e.Method == "" {
-				e.Method = req.Method
-				var p struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal(req.Params, &p)
-				e.Name = p.Name
-			}
-		}
-	}
-	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
 }
 
 func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate || m == methodCancel }
@@ -151,15 +86,16 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				next.ServeHTTP(w, r)
 				return
 			}
-			env, r, err := Peek(w, r, maxBody)
-			if err != nil {
-				writeBodyError(w, err)
+			env, r, ok := Admit(w, r, maxBody)
+			if !ok {
 				return
 			}
-			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env.Name, maxBody) {
+			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env) {
 				return
 			}
-			if env.Req == nil || !Handles(env.Req.Method, env.Req.Params) {
+			// A tasks/* notification (no id) is go-sdk's to refuse: only
+			// calls are served here.
+			if env.Req == nil || !env.Call || !Handles(env.Req.Method, env.Req.Params) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -175,16 +111,6 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}
-}
-
-// writeBodyError answers a request whose body could not be read.
-func writeBodyError(w http.ResponseWriter, err error) {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-		return
-	}
-	http.Error(w, "bad request body", http.StatusBadRequest)
 }
 
 // MaxListenTaskIDs caps the taskIds of one subscriptions/listen: each is

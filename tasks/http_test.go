@@ -172,7 +172,7 @@ func TestMiddlewarePassesOtherRequests(t *testing.T) {
 		name string
 		p    post
 	}{
-		{"tools/call", post{method: "tools/call", params: map[string]any{"name": "generate"}}},
+		{"tools/call", post{method: "tools/call", params: map[string]any{"name": "generate"}, headers: map[string]string{"Mcp-Name": "generate"}}},
 		{"listen without taskIds", post{method: methodListen, params: map[string]any{"notifications": map[string]any{"toolsListChanged": true}}}},
 		{"tasks/list is not served here", post{method: "tasks/list", params: map[string]any{}}},
 	}

@@ -1,10 +1,8 @@
 package tasks
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -52,23 +50,17 @@ type toolCall struct {
 const methodToolsCall = "tools/call"
 
 // serveTool answers a tools/call for a tool registered with ServeTool, and
-// reports false (the body restored) when go-sdk must serve it instead.
-func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name string, maxBody int64) bool {
+// reports false (the body untouched) when go-sdk must serve it instead.
+func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope) bool {
+	name := env.Name
 	h := d.tools[name]
 	version := r.Header.Get("Mcp-Protocol-Version")
-	if h == nil || !sdkWouldAccept(r, version, d.opts.Versions) ||
+	if h == nil || env.IsBatch || !sdkWouldAccept(r, version, d.opts.Versions) ||
 		r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name {
 		return false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	_ = r.Body.Close()
-	if err != nil {
-		writeBodyError(w, err)
-		return true
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var call toolCall
-	if json.Unmarshal(body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
+	if unmarshalStrict(env.Body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
 		return false
 	}
 	p := call.Params
@@ -92,7 +84,6 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, name stri
 	case errors.As(herr, &re):
 		WriteError(w, call.ID, re)
 	default: // an answer that changed nothing: go-sdk gives it again
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		return false
 	}
 	return true

@@ -69,6 +69,10 @@ type toolCallCase struct {
 	headers map[string]string // "" deletes
 	host    string
 	served  bool // answered by the dispatcher, not go-sdk
+	// refused is the status of a request answered before any handler
+	// runs or anything is passed on (0: not refused).
+	refused  int
+	trailing string // appended to the body
 }
 
 func merge(dst, src map[string]any) {
@@ -90,6 +94,7 @@ func (f *toolFixture) call(t *testing.T, c toolCallCase) (*http.Response, []byte
 	msg := map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
 	merge(msg, c.body)
 	body, _ := json.Marshal(msg)
+	body = append(body, c.trailing...)
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", bytes.NewReader(body))
 	h := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"Mcp-Protocol-Version": testVersion, "Mcp-Method": "tools/call", "Mcp-Name": "make"}
@@ -122,9 +127,9 @@ func TestServeTool(t *testing.T) {
 		{name: "plain result goes to go-sdk", do: "plain"},
 		{name: "extension not declared", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{}}},
 		{name: "other tool", do: "create", params: map[string]any{"name": "other"}, headers: map[string]string{"Mcp-Name": "other"}},
-		{name: "Mcp-Name differs from the body", do: "create", params: map[string]any{"name": "other"}},
-		{name: "Mcp-Method missing", do: "create", headers: map[string]string{"Mcp-Method": ""}},
-		{name: "version header differs from _meta", do: "create", meta: map[string]any{metaProtocolVersion: "2025-11-25"}},
+		{name: "Mcp-Name differs from the body", do: "create", params: map[string]any{"name": "other"}, refused: http.StatusBadRequest},
+		{name: "Mcp-Method missing", do: "create", headers: map[string]string{"Mcp-Method": ""}, refused: http.StatusBadRequest},
+		{name: "version header differs from _meta", do: "create", meta: map[string]any{metaProtocolVersion: "2025-11-25"}, refused: http.StatusBadRequest},
 		{name: "older version", do: "create", headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, meta: map[string]any{metaProtocolVersion: "2025-11-25"}},
 		{name: "Accept without event-stream", do: "create", headers: map[string]string{"Accept": "application/json"}},
 		{name: "Accept */*", do: "create", headers: map[string]string{"Accept": "*/*"}, served: true},
@@ -137,7 +142,9 @@ func TestServeTool(t *testing.T) {
 		{name: "capabilities malformed", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}, "elicitation": 5}}},
 		{name: "null id", do: "create", body: map[string]any{"id": nil}},
 		{name: "not JSON-RPC 2.0", do: "create", body: map[string]any{"jsonrpc": "1.0"}},
-		{name: "foreign Host on a loopback listener", do: "create", host: "evil.example"},
+		{name: "foreign Host on a loopback listener", do: "create", host: "evil.example", refused: http.StatusForbidden},
+		{name: "trailing data after the message", do: "create", trailing: ` {"jsonrpc":"2.0","id":8,"method":"tools/call"}`, refused: http.StatusBadRequest},
+		{name: "name key in another case", do: "create", params: map[string]any{"NAME": "other"}, served: true},
 	}
 	t.Run("body over the limit", func(t *testing.T) {
 		f := newToolFixture(t)
@@ -150,6 +157,12 @@ func TestServeTool(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newToolFixture(t)
 			resp, body := f.call(t, c)
+			if c.refused != 0 {
+				if resp.StatusCode != c.refused || f.calls.Load() != 0 || len(f.passed) != 0 {
+					t.Fatalf("status %d %s after %d handler runs, want %d, nothing run or passed", resp.StatusCode, body, f.calls.Load(), c.refused)
+				}
+				return
+			}
 			if !c.served {
 				if resp.StatusCode != http.StatusTeapot {
 					t.Fatalf("status %d %s, want the request passed on", resp.StatusCode, body)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
@@ -30,6 +31,7 @@ type config struct {
 	LocalLatency   float64
 	MaxBodyBytes   int64
 	MaxInputBytes  int64
+	Timeouts       server.Timeouts // connection bounds
 	LinkTTL        time.Duration
 	AllowedOrigins []string
 	TrustedProxies limit.TrustedProxies
@@ -259,6 +261,30 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
 			help: "input image cap",
 			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
+		{flag: "read-header-timeout", env: envs("DARKROOM_READ_HEADER_TIMEOUT"), def: server.DefaultReadHeaderTimeout.String(),
+			help: "time allowed for a request's line and headers",
+			set: func(c *config, v string) (err error) {
+				c.Timeouts.ReadHeader, err = duration(v, time.Millisecond, time.Hour)
+				return err
+			}},
+		{flag: "read-timeout", env: envs("DARKROOM_READ_TIMEOUT"), def: server.DefaultReadTimeout.String(),
+			help: "time allowed for a request body after the headers",
+			set: func(c *config, v string) (err error) {
+				c.Timeouts.Read, err = duration(v, time.Millisecond, time.Hour)
+				return err
+			}},
+		{flag: "write-timeout", env: envs("DARKROOM_WRITE_TIMEOUT"), def: server.DefaultWriteTimeout.String(),
+			help: "time allowed for each write of a response (streams live while writes progress)",
+			set: func(c *config, v string) (err error) {
+				c.Timeouts.Write, err = duration(v, time.Millisecond, time.Hour)
+				return err
+			}},
+		{flag: "idle-timeout", env: envs("DARKROOM_IDLE_TIMEOUT"), def: server.DefaultIdleTimeout.String(),
+			help: "time a keep-alive connection may sit idle between requests",
+			set: func(c *config, v string) (err error) {
+				c.Timeouts.Idle, err = duration(v, time.Millisecond, time.Hour)
+				return err
+			}},
 		{flag: "link-ttl", env: envs("DARKROOM_LINK_TTL"), def: "15m",
 			help: "signed link lifetime",
 			set: func(c *config, v string) (err error) {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 )
 
@@ -53,13 +54,9 @@ func serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer a.close()
-	srv := &http.Server{
-		Handler:           a.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		IdleTimeout:       2 * time.Minute,
-		// No WriteTimeout: SSE streams and bounded waits run for minutes.
-	}
+	// Header, body, per-write and idle bounds; SSE streams and bounded
+	// waits still run for minutes.
+	srv := server.HTTPServer(a.handler(), cfg.Timeouts)
 	if mln != nil {
 		msrv := &http.Server{Handler: a.metricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = msrv.Serve(mln) }()

@@ -53,7 +53,7 @@ func stdio(ctx context.Context, args []string) error {
 	if a.files != nil {
 		mux.Handle("/files/", a.files)
 	}
-	files := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	files := server.HTTPServer(mux, cfg.Timeouts)
 	go func() { _ = files.Serve(ln) }()
 	defer files.Close()
 	ctx, cancel := context.WithCancel(ctx)
@@ -62,7 +62,11 @@ func stdio(ctx context.Context, args []string) error {
 	log.Info("darkroom on stdio", append(a.banner("stdio", mln), "files", cfg.PublicURL+"/files/")...)
 	// stdio is always the local principal; tasks/* and listen are served by
 	// the tasks dispatcher wrapped around the transport.
-	err = a.mcp.Run(ctx, a.tasks.Transport(a.obs.Transport(&mcp.StdioTransport{}), server.LocalPrincipal))
+	// The same per-principal limits as HTTP apply, inside the dispatcher's
+	// transport so that tasks/get is charged as well; the observer sees
+	// every request and answer, refusals included.
+	limited := server.LimitTransport(a.obs.Transport(&mcp.StdioTransport{}), a.limits, a.tools.RateClass, server.LocalPrincipal)
+	err = a.mcp.Run(ctx, a.tasks.Transport(limited, server.LocalPrincipal))
 	cancel()
 	<-bgDone
 	return err

@@ -43,6 +43,12 @@ func (c Class) AllowFor(key string, rateOverride *float64, burstOverride *int) (
 	return c.Allow(key, r, b)
 }
 
+// AllowForN is AllowFor for n calls at once (all or none).
+func (c Class) AllowForN(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
+	r, b := c.Effective(rateOverride, burstOverride)
+	return c.AllowNAt(c.now(), key, r, b, n)
+}
+
 // Classes are the buckets the server uses. Poll and Create are keyed by
 // principal ID; PreAuth by client IP (see ClientIP and IPKey).
 type Classes struct {

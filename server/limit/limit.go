@@ -94,6 +94,16 @@ func (l *Limiter) Allow(key string, r float64, burst int) (ok bool, retryAfter t
 
 // AllowAt is Allow at an explicit time.
 func (l *Limiter) AllowAt(now time.Time, key string, r float64, burst int) (ok bool, retryAfter time.Duration) {
+	return l.AllowNAt(now, key, r, burst, 1)
+}
+
+// AllowNAt takes n tokens at once, or none: a batch of n calls is admitted
+// whole or refused whole. More than burst is never admitted
+// (MaxRetryAfter).
+func (l *Limiter) AllowNAt(now time.Time, key string, r float64, burst, n int) (ok bool, retryAfter time.Duration) {
+	if n <= 0 {
+		return true, 0
+	}
 	if math.IsInf(r, 1) {
 		return true, 0
 	}
@@ -105,8 +115,8 @@ func (l *Limiter) AllowAt(now time.Time, key string, r float64, burst int) (ok b
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.get(now, key, rate.Limit(r), burst)
-	res := lim.ReserveN(now, 1)
-	if !res.OK() { // cannot happen with burst >= 1 and finite rate > 0
+	res := lim.ReserveN(now, n)
+	if !res.OK() { // n > burst (n = 1 cannot fail with burst >= 1 and a finite rate > 0)
 		return false, MaxRetryAfter
 	}
 	if d := res.DelayFrom(now); d > 0 {

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// LimitTransport charges every message read from t (stdio: every line,
+// and every element of a batch line) to owner's buckets, as HTTP does:
+// the class comes from the message's method and params as go-sdk decoded
+// them. A call over the limit is answered -31429 (data.retryAfterMs) and
+// never reaches the server; a notification over it is dropped. Wrap it
+// inside the tasks dispatcher's transport, so tasks/get is charged too.
+func LimitTransport(t mcp.Transport, c *limit.Classes, toolClass func(string) string, owner string) mcp.Transport {
+	return &limitTransport{inner: t, c: c, toolClass: toolClass, owner: owner}
+}
+
+type limitTransport struct {
+	inner     mcp.Transport
+	c         *limit.Classes
+	toolClass func(string) string
+	owner     string
+}
+
+func (t *limitTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &limitConn{Connection: conn, t: t}, nil
+}
+
+type limitConn struct {
+	mcp.Connection
+	t *limitTransport
+}
+
+func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			return msg, nil
+		}
+		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params), Call: req.IsCall()}
+		// stdio is the single local principal: no per-key overrides.
+		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{m}, c.t.toolClass)
+		if allowed {
+			return msg, nil
+		}
+		if req.IsCall() {
+			if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: limit.RPCError(wait)}); err != nil {
+				return nil, err
+			}
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// Envelope is the routing view of one JSON-RPC POST body, parsed once by
+// Peek from the whole body and shared by every layer after it: what a
+// layer decides (rate class, header checks, which path serves it) is
+// decided on what will be executed, never on what the headers claim.
+type Envelope struct {
+	Message
+	// Batch holds the elements of a JSON-RPC batch body (accepted by
+	// go-sdk on eras before 2025-06-18); Message is then empty.
+	Batch []Message
+	// IsBatch is set for a body that is a JSON array.
+	IsBatch bool
+	// Body is the whole body as read.
+	Body []byte
+	// admitted is set once Admit accepted the request.
+	admitted bool
+}
+
+// Message is one JSON-RPC message of a body.
+type Message struct {
+	// Method is the message's method ("" for a response).
+	Method string
+	// Name is params.name (tools/call, prompts/get), params.uri
+	// (resources/read) or params.taskId (tasks/*), as go-sdk and the
+	// dispatcher read them: case-sensitive keys, the last duplicate wins.
+	Name string
+	// ID is the raw id; Call reports a request (an id that is not null).
+	ID   json.RawMessage
+	Call bool
+	// Version is params._meta's protocolVersion ("" when absent or not a
+	// string); HasCaps reports a clientCapabilities object beside it.
+	Version string
+	HasCaps bool
+	// Req is the message as the dispatcher needs it.
+	Req *Request
+}
+
+type envelopeKey struct{}
+
+// EnvelopeFrom returns the envelope Peek stored in ctx.
+func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
+	e, ok := ctx.Value(envelopeKey{}).(*Envelope)
+	return e, ok
+}
+
+// BodyError is a body that is not one JSON-RPC message (or batch).
+type BodyError struct {
+	// Code is -32700 (not JSON, or data after the value) or -32600 (JSON,
+	// but not a JSON-RPC message).
+	Code int64
+	Msg  string
+}
+
+func (e *BodyError) Error() string { return e.Msg }
+
+// RPC returns the error as a JSON-RPC error with HTTP 400.
+func (e *BodyError) RPC() *RPCError {
+	return &RPCError{Code: e.Code, Message: e.Msg, HTTPStatus: http.StatusBadRequest}
+}
+
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+)
+
+// strictFlags decode as go-sdk does (segmentio/encoding with
+// case-sensitive field names), so that this layer and go-sdk never read
+// different methods or names out of one body.
+const strictFlags = segjson.DontMatchCaseInsensitiveStructFields
+
+// unmarshalStrict decodes exactly one JSON value from b into v, with
+// go-sdk's field matching; anything but whitespace after the value is an
+// error (go-sdk's own decoder would silently drop it).
+func unmarshalStrict(b []byte, v any) error {
+	rest, err := segjson.Parse(b, v, strictFlags)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("invalid character %q after top-level value", rest[0])
+	}
+	return nil
+}
+
+// wireMessage is one message as go-sdk's jsonrpc decoder reads it.
+type wireMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  *string         `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// wireParams are the params fields routing needs, raw so that a value of
+// an unexpected type never hides the others.
+type wireParams struct {
+	Name   json.RawMessage `json:"name"`
+	URI    json.RawMessage `json:"uri"`
+	TaskID json.RawMessage `json:"taskId"`
+	Meta   json.RawMessage `json:"_meta"`
+}
+
+type wireMeta struct {
+	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+}
+
+// ParseBody parses a POST body: exactly one JSON value, a message or a
+// batch of them. Its error is a *BodyError.
+func ParseBody(b []byte) (*Envelope, error) {
+	var first byte
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			first = c
+			break
+		}
+	}
+	e := &Envelope{Body: b}
+	if first == '[' {
+		var raw []json.RawMessage
+		if err := unmarshalStrict(b, &raw); err != nil {
+			return nil, parseError(b, err)
+		}
+		e.IsBatch = true
+		for _, r := range raw {
+			m, err := parseMessage(r)
+			if err != nil {
+				return nil, err
+			}
+			e.Batch = append(e.Batch, *m)
+		}
+		return e, nil
+	}
+	m, err := parseMessage(b)
+	if err != nil {
+		return nil, err
+	}
+	e.Message = *m
+	return e, nil
+}
+
+func parseError(b []byte, err error) *BodyError {
+	if !segjson.Valid(b) {
+		return &BodyError{Code: CodeParseError, Msg: "Parse error: the body must be exactly one JSON value: " + err.Error()}
+	}
+	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
+}
+
+// RouteName returns the name routing reads from a method's params:
+// params.name, params.uri or params.taskId ("" for other methods).
+func RouteName(method string, params json.RawMessage) string {
+	var p wireParams
+	if len(params) == 0 || unmarshalStrict(params, &p) != nil {
+		return ""
+	}
+	return routeName(method, &p)
+}
+
+func routeName(method string, p *wireParams) string {
+	var raw json.RawMessage
+	switch method {
+	case methodToolsCall, "prompts/get":
+		raw = p.Name
+	case "resources/read":
+		raw = p.URI
+	case methodGet, methodUpdate, methodCancel:
+		raw = p.TaskID
+	default:
+		return ""
+	}
+	var s string
+	if len(raw) == 0 || unmarshalStrict(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+func parseMessage(b []byte) (*Message, error) {
+	var w wireMessage
+	if err := unmarshalStrict(b, &w); err != nil {
+		return nil, parseError(b, err)
+	}
+	m := &Message{ID: w.ID, Call: len(w.ID) > 0 && string(w.ID) != "null"}
+	if w.Method == nil {
+		return m, nil // a response (or invalid): nothing is executed for it
+	}
+	m.Method = *w.Method
+	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
+	var p wireParams
+	if len(w.Params) == 0 || unmarshalStrict(w.Params, &p) != nil {
+		return m, nil
+	}
+	m.Name = routeName(m.Method, &p)
+	var meta wireMeta
+	if len(p.Meta) > 0 && unmarshalStrict(p.Meta, &meta) == nil {
+		if len(meta.ProtocolVersion) > 0 {
+			_ = unmarshalStrict(meta.ProtocolVersion, &m.Version)
+		}
+		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
+	}
+	if isTaskMethod(m.Method) {
+		// tasks/*: the dispatcher's typed params, decoded once here.
+		var tp params
+		if unmarshalStrict(w.Params, &tp) == nil {
+			m.Req.typed = &tp
+		}
+	}
+	return m, nil
+}
+
+// Messages returns the body's messages: the batch's, or the one.
+func (e *Envelope) Messages() []Message {
+	if e.IsBatch {
+		return e.Batch
+	}
+	return []Message{e.Message}
+}
+
+// Peek reads and parses the whole body of a POST to the MCP endpoint
+// (at most maxBody bytes), stores the envelope in the returned request's
+// context and restores the body for the next handler. Its error is an
+// *http.MaxBytesError (the body is over the cap: nothing of it may run),
+// a read error, or a *BodyError. A body that fails is never handed on.
+func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, error) {
+	if e, ok := EnvelopeFrom(r.Context()); ok {
+		return e, r, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	_ = r.Body.Close()
+	r.Body = http.NoBody
+	if err != nil {
+		return nil, r, err
+	}
+	e, err := ParseBody(body)
+	if err != nil {
+		return nil, r, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
+}
+
+// Admit is the door of the MCP endpoint below any caller-specific work:
+// for a POST it reads and parses the whole body (Peek) and answers, with
+// nothing executed, a body over the cap (413), one that is not a JSON-RPC
+// message (-32700 or -32600), a Host that is not loopback on a loopback
+// listener (403, as go-sdk does: DNS rebinding), and a 2026-07-28 request
+// whose required headers are missing or disagree with its body (-32020).
+// It reports false when it answered. A second call on the same request
+// only returns the stored envelope.
+func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, bool) {
+	if e, ok := EnvelopeFrom(r.Context()); ok && e.admitted {
+		return e, r, true
+	}
+	if !HostAllowed(r) {
+		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+		return nil, r, false
+	}
+	e, r, err := Peek(w, r, maxBody)
+	if err != nil {
+		writeBodyError(w, err)
+		return nil, r, false
+	}
+	for _, m := range e.Messages() {
+		if re := checkEnvelopeHeaders(r.Header, &m, e.IsBatch); re != nil {
+			WriteError(w, m.ID, re)
+			return nil, r, false
+		}
+	}
+	e.admitted = true
+	return e, r, true
+}
+
+// HostAllowed is go-sdk's DNS-rebinding guard: on a loopback listener the
+// Host must be loopback too.
+func HostAllowed(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string })
+	return !ok || la == nil || !loopback(la.String()) || loopback(r.Host)
+}
+
+// modernVersion is the first protocol version whose HTTP requests must
+// carry the standard headers (SEP-2243).
+const modernVersion = "2026-07-28"
+
+// checkEnvelopeHeaders refuses, before any work, a request whose headers
+// are required and missing or differ from its body: a request carrying
+// _meta protocolVersion needs an equal MCP-Protocol-Version header, and on
+// 2026-07-28 every request needs Mcp-Method equal to its method and, for
+// the named methods, Mcp-Name equal to the name. A 2026-07-28 call without
+// the required _meta is -32602 first (the spec's order). Batches carry no
+// such headers (go-sdk refuses them on these versions anyway).
+func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
+	if m.Req == nil {
+		return nil
+	}
+	hv := h.Get("Mcp-Protocol-Version")
+	modern := hv >= modernVersion
+	if m.Call && modern && (m.Version == "" || !m.HasCaps) {
+		return invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
+	}
+	if m.Version != "" && hv != m.Version {
+		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", hv, m.Version))
+	}
+	if !modern || batch {
+		return nil
+	}
+	if v := decodeHeader(h.Get("Mcp-Method")); v != m.Method {
+		return headerMismatch(fmt.Sprintf("Mcp-Method %q does not match method %q", v, m.Method))
+	}
+	switch m.Method {
+	case methodToolsCall, "prompts/get", "resources/read", methodGet, methodUpdate, methodCancel:
+		if v := decodeHeader(h.Get("Mcp-Name")); v != m.Name || v == "" {
+			return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match the name in the body", v))
+		}
+	}
+	return nil
+}
+
+// writeBodyError answers a request whose body could not be read or parsed.
+func writeBodyError(w http.ResponseWriter, err error) {
+	var mbe *http.MaxBytesError
+	var be *BodyError
+	switch {
+	case errors.As(err, &mbe):
+		http.Error(w, fmt.Sprintf("request body too large (over %d bytes)", mbe.Limit), http.StatusRequestEntityTooLarge)
+	case errors.As(err, &be):
+		WriteError(w, nil, be.RPC())
+	default:
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body could not be read: "+err.Error(), http.StatusBadRequest)
+	}
+}
