@@ -1090,8 +1090,7 @@ func TestProviderFalForgedWebhooks(t *testing.T) {
 			if creates, jobs := rig.Count("fal", emulator.OpCreate), rig.Jobs("fal"); creates != 1 || jobs != 1 {
 				t.Fatalf("%d creates, %d jobs at fal: want exactly one of each", creates, jobs)
 			}
-			var stored int
-			stored = queryInt(t, s, `SELECT COUNT(*) FROM webhook_deliveries WHERE delivery_id = 'attacker-request'`)
+			stored := queryInt(t, s, `SELECT COUNT(*) FROM webhook_deliveries WHERE delivery_id = 'attacker-request'`)
 			if account != "" && stored != 0 {
 				t.Fatalf("another account's delivery was stored for the generation")
 			}
