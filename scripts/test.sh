@@ -3,7 +3,8 @@
 # (versitygw for S3, PostgreSQL), runs go test -race over everything, the
 # provider emulator's own tests (go's ./... skips testdata), every fuzz
 # target for FUZZTIME (default 30s) each, the Dockerfile lint with the
-# static build it makes, then the MCP conformance suite. Every
+# static build it makes, then the MCP conformance suite; the end-to-end
+# suite runs on both engines. Every
 # server is stopped by PID on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,8 @@ source "$pg_env"
 export DARKROOM_TEST_REQUIRE_PG=1 # the PostgreSQL engine's tests must run, not skip
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
+# The end-to-end suite again on the PostgreSQL engine.
+DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m ./cmd/darkroom/
 scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/conformance.sh
