@@ -10,10 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
@@ -123,27 +119,10 @@ const migrationLock = 0x6461726b726f6f6d
 // version, each in its own transaction, under a session advisory lock so
 // that replicas starting at once migrate one after the other.
 func migrate(ctx context.Context, pool *pgxpool.Pool, files fs.FS, dir string) error {
-	entries, err := fs.ReadDir(files, dir)
+	steps, err := sqlfiles.Migrations(files, dir)
 	if err != nil {
-		return fmt.Errorf("read migrations: %w", err)
+		return err
 	}
-	type step struct {
-		n    int
-		name string
-	}
-	var steps []step
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		num, _, _ := strings.Cut(e.Name(), "_")
-		n, err := strconv.Atoi(num)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("migration %s: name must start with a positive number", e.Name())
-		}
-		steps = append(steps, step{n, e.Name()})
-	}
-	sort.Slice(steps, func(i, j int) bool { return steps[i].n < steps[j].n })
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -163,22 +142,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, files fs.FS, dir string) e
 		return err
 	}
 	for _, s := range steps {
-		if s.n <= version {
+		if s.N <= version {
 			continue
 		}
-		body, err := fs.ReadFile(files, path.Join(dir, s.name))
-		if err != nil {
-			return err
-		}
 		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
+			if _, err := tx.Exec(ctx, s.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO darkroom_schema (version) VALUES ($1)", s.n)
+			_, err := tx.Exec(ctx, "INSERT INTO darkroom_schema (version) VALUES ($1)", s.N)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %s: %w", s.name, err)
+			return fmt.Errorf("migration %s: %w", s.Name, err)
 		}
 	}
 	return nil
