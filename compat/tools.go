@@ -36,7 +36,21 @@ type Config struct {
 	// CreateTaskResult), the approval gate asks for confirmation. It
 	// returns (nil, nil) to let the plain compatibility flow continue.
 	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
+	// ProgressEvery is the keep-alive of a wait whose request carries a
+	// progressToken: notifications/progress at least this often, and on
+	// every change (default 10 s).
+	ProgressEvery time.Duration
+	// QuietWaitCap bounds a wait whose request carries no progressToken,
+	// whatever timeoutSeconds or waitSeconds says (default 55 s): clients
+	// cut a request that shows no progress (the TypeScript SDK at 60 s).
+	QuietWaitCap time.Duration
 }
+
+// Wait bounds (see Config).
+const (
+	DefaultProgressEvery = 10 * time.Second
+	DefaultQuietWaitCap  = 55 * time.Second
+)
 
 // Rate classes: the per-caller bucket a tool call draws from.
 const (
@@ -59,6 +73,12 @@ func (t *Tools) RateClass(tool string) string { return t.classes[tool] }
 func New(cfg Config) *Tools {
 	if cfg.MaxInputBytes == 0 {
 		cfg.MaxInputBytes = 10 << 20
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = DefaultProgressEvery
+	}
+	if cfg.QuietWaitCap <= 0 {
+		cfg.QuietWaitCap = DefaultQuietWaitCap
 	}
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
@@ -89,6 +109,7 @@ func (t *Tools) Register(s *mcp.Server) {
 	s.AddTool(&mcp.Tool{
 		Name: "generate",
 		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
+			waitNote("waitSeconds") + " " +
 			"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
 			"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
 		InputSchema:  generateInputSchema(t.aspectRatios()),
@@ -100,7 +121,8 @@ func (t *Tools) Register(s *mcp.Server) {
 	add("get_generation", ClassPoll, "Get a generation's current status, progress and, when completed, short-lived signed output links.",
 		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
 	add("wait_generation", ClassPoll, "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
-		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it.",
+		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
+		waitNote("timeoutSeconds"),
 		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
 	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes.",
 		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
@@ -108,6 +130,13 @@ func (t *Tools) Register(s *mcp.Server) {
 		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
 	add("list_generations", ClassPoll, "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
 		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)
+}
+
+// waitNote is what the wait tools' descriptions say about long waits.
+func waitNote(arg string) string {
+	return fmt.Sprintf("A waiting call with a progressToken gets notifications/progress at least every %d s and on each change, and waits up to %s (max %d); "+
+		"without one it answers within %d s whatever %s says, with timedOut:true if still running.",
+		int(DefaultProgressEvery/time.Second), arg, maxWaitSeconds, int(DefaultQuietWaitCap/time.Second), arg)
 }
 
 // aspectRatios lists every ratio some model offers, sorted.
@@ -319,7 +348,7 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if !a.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
 		return t.Result(ctx, g, nil)
 	}
-	g, timedOut, err := t.svc.Wait(ctx, owner, g.ID, wait)
+	g, timedOut, err := t.wait(ctx, req, owner, g.ID, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +397,7 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 	if bad != nil {
 		return bad, nil
 	}
-	g, timedOut, err := t.svc.Wait(ctx, t.owner(ctx, req), a.GenerationID, d)
+	g, timedOut, err := t.wait(ctx, req, t.owner(ctx, req), a.GenerationID, d)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}

@@ -527,8 +527,30 @@ func decodeCursor(c string) (int64, string, error) {
 // Wait blocks until the generation is terminal, timeout passes (timedOut),
 // or ctx ends. It is event-driven: the runner's commit wakes it at once.
 func (s *Service) Wait(ctx context.Context, owner, id string, timeout time.Duration) (g *Generation, timedOut bool, err error) {
+	return s.WaitWith(ctx, owner, id, timeout, WaitOptions{})
+}
+
+// WaitOptions lets a waiter watch the states a wait goes through.
+type WaitOptions struct {
+	// OnState, if set, is called with every non-terminal state the wait
+	// reads (at the start and after each change; tick false), and with
+	// the latest one every Every while nothing changes (tick true). It
+	// runs on the waiting goroutine and must not block for long.
+	OnState func(g *Generation, tick bool)
+	// Every is the keep-alive interval for OnState (0: none).
+	Every time.Duration
+}
+
+// WaitWith is Wait reporting the states it sees to o.OnState.
+func (s *Service) WaitWith(ctx context.Context, owner, id string, timeout time.Duration, o WaitOptions) (g *Generation, timedOut bool, err error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	var tick <-chan time.Time
+	if o.OnState != nil && o.Every > 0 {
+		ticker := time.NewTicker(o.Every)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	for {
 		ch, release := s.cfg.Hub.Watch(id)
 		g, err = s.Get(ctx, owner, id)
@@ -536,19 +558,27 @@ func (s *Service) Wait(ctx context.Context, owner, id string, timeout time.Durat
 			release()
 			return g, false, err
 		}
-		select {
-		case <-ch:
-			release()
-		case <-timer.C:
-			release()
-			return g, true, nil
-		case <-s.cfg.Hub.Drained(): // shutting down: call again
-			release()
-			return g, true, nil
-		case <-ctx.Done():
-			release()
-			return g, false, ctx.Err()
+		if o.OnState != nil {
+			o.OnState(g, false)
 		}
+		for woke := false; !woke; {
+			select {
+			case <-ch:
+				woke = true
+			case <-tick:
+				o.OnState(g, true)
+			case <-timer.C:
+				release()
+				return g, true, nil
+			case <-s.cfg.Hub.Drained(): // shutting down: call again
+				release()
+				return g, true, nil
+			case <-ctx.Done():
+				release()
+				return g, false, ctx.Err()
+			}
+		}
+		release()
 	}
 }
 

@@ -61,7 +61,7 @@ func rig(t *testing.T) *gentask.GenTasks {
 func call(args map[string]any, state string, confirm *bool) *mcp.CallToolRequest {
 	raw, _ := json.Marshal(args)
 	p := &mcp.CallToolParamsRaw{Name: "generate", Arguments: raw, RequestState: state,
-		Meta: mcp.Meta{"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}}
+		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}}
 	if confirm != nil {
 		p.InputResponses = mcp.InputResponseMap{"approve_spend": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": *confirm}}}
 	}
@@ -111,7 +111,7 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	ctx := context.Background()
 	args, _ := json.Marshal(map[string]any{"modelId": "local-sketch", "prompt": "a heron"})
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
-		Meta: mcp.Meta{"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
+		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
 	cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
 	res, err := g.BeforeGenerate(ctx, req, "alice", cr, &compat.GenerateArgs{})
 	if res != nil || err == nil || err.Error() != "task created" {

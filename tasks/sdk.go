@@ -11,28 +11,56 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Declared reports whether a tools/call request declared the Tasks
-// extension in its own client capabilities. Nothing is remembered between
-// requests.
-func Declared(req *mcp.CallToolRequest) bool {
-	if m, ok := wireCaps(req); ok {
-		ext, _ := m["extensions"].(map[string]any)
-		_, obj := ext[ExtensionID].(map[string]any)
-		return obj
+// TasksVersion is the first protocol revision with the Tasks extension.
+const TasksVersion = "2026-07-28"
+
+// Version is the protocol revision req is served under. A connection that
+// went through initialize (a 2025 stdio session, and go-sdk's stand-in
+// session for a pre-2026 HTTP POST, built from MCP-Protocol-Version) keeps
+// the version it negotiated, whatever a request's _meta says; otherwise it
+// is the request's own _meta protocolVersion, which on HTTP equals the
+// header (checked before any handler runs).
+func Version(req *mcp.CallToolRequest) string {
+	if req.Session != nil {
+		if ip := req.Session.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion
+		}
 	}
-	caps := req.ClientCapabilities()
-	if caps == nil {
+	if req.Params == nil {
+		return ""
+	}
+	v, _ := req.Params.Meta[metaProtocolVersion].(string)
+	return v
+}
+
+// modern reports whether req is on the 2026-07-28 wire (or later), where
+// capabilities come with each request.
+func modern(req *mcp.CallToolRequest) bool { return Version(req) >= TasksVersion }
+
+// Declared reports whether a tools/call may be answered with a task: it is
+// on the 2026-07-28 wire and its own _meta client capabilities declare the
+// Tasks extension. The capabilities of an initialize handshake never count
+// (a 2025 client cannot poll tasks/get), nor does anything remembered
+// between requests.
+func Declared(req *mcp.CallToolRequest) bool {
+	m, ok := wireCaps(req)
+	if !ok || !modern(req) {
 		return false
 	}
-	v, ok := caps.Extensions[ExtensionID]
-	_, obj := v.(map[string]any)
-	return ok && obj
+	ext, _ := m["extensions"].(map[string]any)
+	_, obj := ext[ExtensionID].(map[string]any)
+	return obj
 }
 
 // ElicitationDeclared reports whether the request declared form
-// elicitation.
+// elicitation: on the 2026-07-28 wire in its own _meta only (as Declared),
+// before it in the session's capabilities.
 func ElicitationDeclared(req *mcp.CallToolRequest) bool {
-	if m, ok := wireCaps(req); ok {
+	if modern(req) {
+		m, ok := wireCaps(req)
+		if !ok {
+			return false
+		}
 		e, _ := m["elicitation"].(map[string]any)
 		return e != nil && (e["form"] != nil || e["url"] == nil)
 	}

@@ -68,3 +68,25 @@ func TestCapsJSON(t *testing.T) {
 		t.Errorf("stored %.200s (%d bytes)", got, len(got))
 	}
 }
+
+// TestDeclaredOnlyOnTheTasksWire: the extension in _meta counts only on a
+// request that is itself on the 2026-07-28 wire.
+func TestDeclaredOnlyOnTheTasksWire(t *testing.T) {
+	caps := map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}, "elicitation": map[string]any{}}
+	for _, c := range []struct {
+		version any
+		want    bool
+	}{{"2026-07-28", true}, {"2025-11-25", false}, {"2025-06-18", false}, {nil, false}, {7, false}} {
+		meta := map[string]any{metaClientCapabilities: caps}
+		if c.version != nil {
+			meta[metaProtocolVersion] = c.version
+		}
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: "x"}}
+		if got := Declared(req); got != c.want {
+			t.Errorf("version %v: Declared = %v, want %v", c.version, got, c.want)
+		}
+		if c.want && !ElicitationDeclared(req) {
+			t.Errorf("version %v: ElicitationDeclared = false", c.version)
+		}
+	}
+}

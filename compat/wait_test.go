@@ -1,0 +1,182 @@
+package compat_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// waitSession is session with the wait bounds set, and a client that
+// hands every notifications/progress to the returned channel.
+func (r *rig) waitSession(every, quietCap time.Duration) (*mcp.ClientSession, <-chan *mcp.ProgressNotificationParams) {
+	r.t.Helper()
+	tools := compat.New(compat.Config{
+		Service:       r.svc,
+		Owner:         func(context.Context, *mcp.CallToolRequest) string { return "alice" },
+		ProgressEvery: every,
+		QuietWaitCap:  quietCap,
+	})
+	s := mcp.NewServer(&mcp.Implementation{Name: "darkroom-test", Version: "1"}, nil)
+	tools.Register(s)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(context.Background(), st, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	got := make(chan *mcp.ProgressNotificationParams, 1000)
+	c := mcp.NewClient(&mcp.Implementation{Name: "compat-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { got <- req.Params },
+	})
+	cs, err := c.Connect(context.Background(), ct, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	return cs, got
+}
+
+type waited struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// callAsync calls tool with a progressToken (unless token is nil) and
+// delivers the answer on the channel.
+func callAsync(cs *mcp.ClientSession, tool string, args map[string]any, token any) <-chan waited {
+	done := make(chan waited, 1)
+	p := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if token != nil {
+		p.SetProgressToken(token)
+	}
+	go func() {
+		res, err := cs.CallTool(context.Background(), p)
+		done <- waited{res, err}
+	}()
+	return done
+}
+
+// next is the next progress notification; none within limit fails.
+func next(t *testing.T, got <-chan *mcp.ProgressNotificationParams, limit time.Duration) *mcp.ProgressNotificationParams {
+	t.Helper()
+	select {
+	case n := <-got:
+		return n
+	case <-time.After(limit):
+		t.Fatalf("no notifications/progress within %s", limit)
+		return nil
+	}
+}
+
+func answer(t *testing.T, done <-chan waited, tool string) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	var w waited
+	select {
+	case w = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not answer", tool)
+	}
+	if w.err != nil || w.res.IsError {
+		t.Fatalf("%s: %v %+v", tool, w.err, w.res)
+	}
+	out, _ := w.res.StructuredContent.(map[string]any)
+	return w.res, out
+}
+
+// TestQuietWaitAnswersAtTheCap: a wait without a progressToken never
+// outlasts the cap, whatever timeoutSeconds or waitSeconds asks: it
+// answers the latest status with timedOut:true and the hint to call
+// again, and sends no progress.
+func TestQuietWaitAnswersAtTheCap(t *testing.T) {
+	r := newRig(t, nil) // no runner: generations stay queued
+	const quietCap = 150 * time.Millisecond
+	cs, got := r.waitSession(time.Hour, quietCap)
+	queued := generate(t, cs, sketch("never runs", ""))
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"wait_generation", map[string]any{"generationId": queued.GenerationID, "timeoutSeconds": 300}},
+		{"generate", map[string]any{"modelId": "local-sketch", "prompt": "waits", "wait": true, "waitSeconds": 300}},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			start := time.Now()
+			res, out := answer(t, callAsync(cs, c.tool, c.args, nil), c.tool)
+			if took := time.Since(start); took < quietCap || took > 20*time.Second {
+				t.Errorf("answered after %s; the cap is %s", took, quietCap)
+			}
+			if out["timedOut"] != true || out["status"] != "queued" {
+				t.Errorf("timedOut=%v status=%v, want true, queued", out["timedOut"], out["status"])
+			}
+			if !strings.Contains(text(res), "call wait_generation again") {
+				t.Errorf("no hint to call again: %s", text(res))
+			}
+		})
+	}
+	select {
+	case n := <-got:
+		t.Errorf("progress sent without a progressToken: %+v", n)
+	default:
+	}
+}
+
+// TestWaitKeepAlive: with a progressToken, a wait that sees no change
+// still sends notifications/progress every interval (progress always
+// increasing, total 100, the status as text), and answers as soon as the
+// generation ends.
+func TestWaitKeepAlive(t *testing.T) {
+	r := newRig(t, nil)
+	cs, got := r.waitSession(20*time.Millisecond, 50*time.Millisecond)
+	// Longer than the quiet cap: a token lifts it.
+	done := callAsync(cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "kept alive", "wait": true, "waitSeconds": 60}, "tok-1")
+	var last float64
+	var id string
+	start := time.Now()
+	for i := range 6 {
+		n := next(t, got, 10*time.Second)
+		if n.ProgressToken != "tok-1" || n.Total != 100 || !strings.Contains(n.Message, "queued") {
+			t.Fatalf("notification %d: %+v", i, n)
+		}
+		if i > 0 && n.Progress <= last {
+			t.Fatalf("progress went from %v to %v: it must increase", last, n.Progress)
+		}
+		last, id = n.Progress, strings.Fields(n.Message)[0]
+	}
+	if took := time.Since(start); took < 5*20*time.Millisecond {
+		t.Errorf("6 notifications in %s: keep-alives come once an interval, not faster", took)
+	}
+	call(t, cs, "cancel_generation", map[string]any{"generationId": id})
+	_, out := answer(t, done, "generate")
+	if out["status"] != "cancelled" || out["timedOut"] != false {
+		t.Fatalf("status=%v timedOut=%v, want cancelled, false", out["status"], out["timedOut"])
+	}
+}
+
+// TestWaitProgressOnChange: with a keep-alive far away, every change of
+// the generation still sends a notification at once.
+func TestWaitProgressOnChange(t *testing.T) {
+	r := newRig(t, nil)
+	cs, got := r.waitSession(time.Hour, time.Hour)
+	reserved := generate(t, cs, map[string]any{"modelId": "local-animate", "prompt": "a clip"})
+	done := callAsync(cs, "wait_generation", map[string]any{"generationId": reserved.GenerationID, "timeoutSeconds": 300}, 7)
+	first := next(t, got, 10*time.Second)
+	if fmt.Sprint(first.ProgressToken) != "7" {
+		t.Errorf("progressToken %#v, want 7", first.ProgressToken)
+	}
+	if !strings.Contains(first.Message, "reserved") {
+		t.Fatalf("first notification: %+v", first)
+	}
+	png := "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	call(t, cs, "upload_input", map[string]any{"generationId": reserved.GenerationID, "image": map[string]any{"data": png, "mimeType": "image/png"}})
+	if n := next(t, got, 10*time.Second); !strings.Contains(n.Message, "queued") || n.Progress <= first.Progress {
+		t.Fatalf("after the upload: %+v", n)
+	}
+	call(t, cs, "cancel_generation", map[string]any{"generationId": reserved.GenerationID})
+	if _, out := answer(t, done, "wait_generation"); out["status"] != "cancelled" {
+		t.Fatalf("status %v, want cancelled", out["status"])
+	}
+}
