@@ -7,6 +7,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
@@ -28,6 +31,10 @@ type DB struct {
 	Pool     *pgxpool.Pool
 	queries  *pgdb.Queries
 	onCommit func(batch int, took time.Duration, err error) // stats.go
+	// origin tags this handle's notifications, so that its own listener
+	// skips them: this replica already woke its waiters after commit.
+	origin   string
+	listener atomic.Uint32 // backend pid of the listening connection (listen.go)
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -35,6 +42,9 @@ type DB struct {
 type Tx struct {
 	q  *pgdb.Queries
 	tx pgx.Tx
+	// notes are the changes to announce to other replicas, sent by
+	// pg_notify inside the transaction just before commit (listen.go).
+	notes []note
 }
 
 // Exec runs a statement sqlc does not cover (tests set up rows with it).
@@ -58,7 +68,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &DB{Pool: pool, queries: pgdb.New(pool)}, nil
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b)}, nil
 }
 
 // Close closes the pool.
@@ -95,8 +107,14 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 		d.committed(start, err)
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(ctx, &Tx{q: d.queries.WithTx(tx), tx: tx}); err != nil {
+	t := &Tx{q: d.queries.WithTx(tx), tx: tx}
+	if err := fn(ctx, t); err != nil {
 		_ = tx.Rollback(ctx)
+		return err
+	}
+	if err := d.announce(ctx, t); err != nil {
+		_ = tx.Rollback(ctx)
+		d.committed(start, err)
 		return err
 	}
 	err = tx.Commit(ctx)
