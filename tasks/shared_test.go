@@ -65,8 +65,8 @@ func TestSharedCache(t *testing.T) {
 // fleet-wide job lock is had; without it, always.
 func TestSweepExclusive(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		opts      []StoreOption
+		name       string
+		opts       []StoreOption
 		wantStatus Status
 	}{
 		{"alone", nil, StatusFailed},
