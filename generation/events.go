@@ -72,3 +72,16 @@ func (h *Hub) Publish(id string) {
 		fn(id)
 	}
 }
+
+// WakeAll wakes every waiter to re-read, without telling subscribers: a
+// resync after changes on other replicas whose notifications may have
+// been lost (the tasks layer resyncs its own listeners).
+func (h *Hub) WakeAll() {
+	h.mu.Lock()
+	ws := h.waiters
+	h.waiters = make(map[string]*watch, len(ws))
+	h.mu.Unlock()
+	for _, w := range ws {
+		close(w.ch)
+	}
+}

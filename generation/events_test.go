@@ -44,6 +44,23 @@ func TestHubWakeAndRelease(t *testing.T) {
 				t.Fatal("publishing a woke b")
 			}
 		}},
+		{"wake all wakes every watcher, tells no subscriber, and watching goes on", func(t *testing.T, h *Hub) {
+			told := 0
+			h.Subscribe(func(string) { told++ })
+			a, ra := h.Watch("a")
+			b, rb := h.Watch("b")
+			h.WakeAll()
+			if !closed(a) || !closed(b) || told != 0 {
+				t.Fatalf("woken a=%v b=%v, subscribers told %d times", closed(a), closed(b), told)
+			}
+			ra()
+			rb()
+			a2, ra2 := h.Watch("a")
+			defer ra2()
+			if closed(a2) || h.size() != 1 {
+				t.Fatal("a watch taken after the resync is not live")
+			}
+		}},
 		{"release frees the entry", func(t *testing.T, h *Hub) {
 			_, r1 := h.Watch("a")
 			_, r2 := h.Watch("a")

@@ -64,6 +64,10 @@ type Config struct {
 	// Retention is how long outputs are kept after completion (default 7
 	// days); then their files are deleted.
 	Retention time.Duration
+	// Exclusive, when set, runs retention on one replica of the fleet at
+	// a time: it runs fn unless another replica is running the same job
+	// (then returns nil). Nil: this process is the only one.
+	Exclusive func(ctx context.Context, job string, fn func(context.Context) error) error
 	// Observer, when set, follows every change inside its transaction.
 	Observer Observer
 	// Budget is the caller's daily credit limit (nil result: unlimited),
@@ -832,8 +836,18 @@ func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
 func (s *Service) RunRetention(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	expire := func(ctx context.Context) error {
+		_, err := s.ExpireOutputs(ctx)
+		return err
+	}
 	for {
-		if _, err := s.ExpireOutputs(ctx); err != nil && ctx.Err() == nil && onErr != nil {
+		var err error
+		if s.cfg.Exclusive != nil {
+			err = s.cfg.Exclusive(ctx, "generation.retention", expire)
+		} else {
+			err = expire(ctx)
+		}
+		if err != nil && ctx.Err() == nil && onErr != nil {
 			onErr(err)
 		}
 		select {

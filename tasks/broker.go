@@ -48,13 +48,28 @@ func (b *Broker) publish(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs[id] {
-		s.mu.Lock()
-		s.pending[id] = struct{}{}
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
+		s.mark(id)
+	}
+}
+
+// publishAll marks every subscribed id changed (a resync).
+func (b *Broker) publishAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, subs := range b.subs {
+		for s := range subs {
+			s.mark(id)
 		}
+	}
+}
+
+func (s *subscription) mark(id string) {
+	s.mu.Lock()
+	s.pending[id] = struct{}{}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -184,6 +184,10 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	for _, tid := range agreed {
 		live[tid] = true
 	}
+	// sent is the state last pushed per task: a wake-up that finds the
+	// same state (a resync across replicas, a duplicate signal) sends
+	// nothing.
+	sent := map[string]stateKey{}
 	push := func(ids []string) bool {
 		for _, tid := range ids {
 			if !live[tid] {
@@ -194,6 +198,11 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 				delete(live, tid) // expired or purged: nothing more will come
 				continue
 			}
+			k := keyOf(t)
+			if sent[tid] == k {
+				continue
+			}
+			sent[tid] = k
 			b, err := d.Detailed(ctx, owner, t, subMeta)
 			if err != nil || send(notification(notificationTasks, b)) != nil {
 				return false
@@ -225,4 +234,18 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	}
 	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
 	_ = send(frame(id, "result", end))
+}
+
+// stateKey is what distinguishes one pushed state of a task from the
+// next.
+type stateKey struct {
+	status          Status
+	updated         time.Time
+	message         string
+	keySeq          int64
+	pending, answer int
+}
+
+func keyOf(t *Task) stateKey {
+	return stateKey{t.Status, t.LastUpdatedAt, t.StatusMessage, t.KeySeq, len(t.InputRequests), len(t.AnsweredKeys)}
 }

@@ -23,14 +23,38 @@ type Store struct {
 	broker *Broker
 	cache  taskCache
 	stats  cacheStats // stats.go
+	// exclusive runs a fleet-wide job on one replica at a time (nil: this
+	// process is the only one).
+	exclusive func(ctx context.Context, job string, fn func(context.Context) error) error
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*Store)
+
+// Shared says the engine is shared with other processes (replicas on
+// one PostgreSQL), whose writes this process's Notify never sees in time:
+// the read cache then keeps only terminal tasks, which can no longer
+// change, so a client moving between replicas never sees a task go
+// backwards. Without it (SQLite, one process) every task is cached.
+func Shared() StoreOption { return func(s *Store) { s.cache.terminalOnly = true } }
+
+// Exclusive makes the sweep run through fn, which runs a job only when no
+// other replica is running it (e.g. under an advisory lock) and returns
+// nil at once otherwise.
+func Exclusive(fn func(ctx context.Context, job string, run func(context.Context) error) error) StoreOption {
+	return func(s *Store) { s.exclusive = fn }
 }
 
 // NewStore returns a store; now may be nil (time.Now).
-func NewStore(d Backend, now func() time.Time) *Store {
+func NewStore(d Backend, now func() time.Time, opts ...StoreOption) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: d, now: now, broker: newBroker(), cache: taskCache{m: map[string]*Task{}}}
+	s := &Store{db: d, now: now, broker: newBroker(), cache: taskCache{m: map[string]*Task{}}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Now is the store's clock.
@@ -296,15 +320,21 @@ func (s *Store) Notify(id string) {
 	s.broker.publish(id)
 }
 
+// NotifyAll tells every listener to re-read its tasks: a resync after
+// changes on other replicas whose notifications may have been lost. The
+// cache needs nothing: when shared it holds only tasks that cannot change.
+func (s *Store) NotifyAll() { s.broker.publishAll() }
+
 // taskCache keeps recently read tasks, so that polling (tasks/get every
 // few seconds from every client) does not touch SQLite between changes.
 // It is coherent within one process, which is what the SQLite store
 // serves: Notify drops an entry after each committed change, and a read
 // that raced any invalidation is not cached.
 type taskCache struct {
-	mu  sync.Mutex
-	m   map[string]*Task
-	seq uint64 // bumped by every invalidation
+	mu           sync.Mutex
+	m            map[string]*Task
+	seq          uint64 // bumped by every invalidation
+	terminalOnly bool   // see Shared
 }
 
 const taskCacheMax = 100_000
@@ -346,7 +376,7 @@ func (c *taskCache) epoch() uint64 {
 func (c *taskCache) put(id string, t *Task, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seq != seq {
+	if c.seq != seq || (c.terminalOnly && !t.Status.Terminal()) {
 		return
 	}
 	if len(c.m) >= taskCacheMax {

@@ -79,9 +79,22 @@ func (s *Store) RunSweeper(ctx context.Context, every time.Duration, onErr func(
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, _, err := s.Sweep(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			if err := s.sweepOnce(ctx); err != nil && onErr != nil && ctx.Err() == nil {
 				onErr(err)
 			}
 		}
 	}
+}
+
+// sweepOnce sweeps, on one replica of the fleet when the store is shared
+// (Exclusive): the others skip this round.
+func (s *Store) sweepOnce(ctx context.Context) error {
+	sweep := func(ctx context.Context) error {
+		_, _, err := s.Sweep(ctx)
+		return err
+	}
+	if s.exclusive == nil {
+		return sweep(ctx)
+	}
+	return s.exclusive(ctx, "tasks.sweep", sweep)
 }

@@ -106,7 +106,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
-	store := tasks.NewStore(a.db.Tasks(), nil)
+	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
 	mirror := gentask.NewMirror(a.tasks)
@@ -129,6 +129,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		LinkTTL:       a.cfg.LinkTTL,
 		Observer:      mirror,
 		Budget:        a.budget,
+		Exclusive:     a.exclusive(),
 	})
 	if err != nil {
 		return nil, err
@@ -177,6 +178,32 @@ func openEngine(ctx context.Context, cfg *config) (engine, error) {
 		return postgres.Open(ctx, cfg.DatabaseURL)
 	}
 	return sqlite.Open(ctx, filepath.Join(cfg.DataDir, "darkroom.db"))
+}
+
+// fleet is the engine when several replicas may share it (PostgreSQL).
+func (a *app) fleet() (*postgres.DB, bool) {
+	pg, ok := a.db.(*postgres.DB)
+	return pg, ok
+}
+
+// storeOptions: on a shared engine the task cache keeps only terminal
+// tasks and the sweep runs on one replica at a time; on SQLite nothing
+// changes.
+func (a *app) storeOptions() []tasks.StoreOption {
+	pg, ok := a.fleet()
+	if !ok {
+		return nil
+	}
+	return []tasks.StoreOption{tasks.Shared(), tasks.Exclusive(pg.Exclusive)}
+}
+
+// exclusive is how fleet-wide jobs run once across replicas (nil: this
+// process is alone on its engine).
+func (a *app) exclusive() func(ctx context.Context, job string, fn func(context.Context) error) error {
+	if pg, ok := a.fleet(); ok {
+		return pg.Exclusive
+	}
+	return nil
 }
 
 // intake hands a provider's deliveries to the runner, telling server
@@ -301,8 +328,8 @@ func (a *app) maxInFlight(owner string) int {
 	return a.cfg.MaxInFlight
 }
 
-// background runs the runner, the task sweeper and limiter eviction until
-// ctx ends.
+// background runs the runner, the task sweeper, limiter eviction, output
+// retention and, on PostgreSQL, the cross-replica listener until ctx ends.
 func (a *app) background(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	// Alive from now on, not from when Run's goroutine is scheduled: a
@@ -319,6 +346,18 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
 		})
 		wg.Go(func() { a.limits.Run(ctx) })
+		if pg, ok := a.fleet(); ok {
+			// Other replicas' commits wake this one's waiters and listen
+			// streams; the resync makes up for a lost notification.
+			hub, store := a.svc.Hub(), a.tasks.Store()
+			wg.Go(func() {
+				pg.Listen(ctx, postgres.Listener{
+					Generation: hub.Publish,
+					Task:       store.Notify,
+					Resync:     func() { hub.WakeAll(); store.NotifyAll() },
+				})
+			})
+		}
 		wg.Go(func() {
 			a.svc.RunRetention(ctx, 10*time.Minute, func(err error) { a.log.Error("output retention", "err", err) })
 		})

@@ -7,9 +7,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync/atomic"
 	"time"
 
 	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
@@ -24,6 +27,10 @@ type DB struct {
 	Pool     *pgxpool.Pool
 	queries  *pgdb.Queries
 	onCommit func(batch int, took time.Duration, err error) // stats.go
+	// origin tags this handle's notifications, so that its own listener
+	// skips them: this replica already woke its waiters after commit.
+	origin   string
+	listener atomic.Uint32 // backend pid of the listening connection (listen.go)
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -31,6 +38,9 @@ type DB struct {
 type Tx struct {
 	q  *pgdb.Queries
 	tx pgx.Tx
+	// notes are the changes to announce to other replicas, sent by
+	// pg_notify inside the transaction just before commit (listen.go).
+	notes []note
 }
 
 // Exec runs a statement sqlc does not cover (tests set up rows with it).
@@ -54,7 +64,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &DB{Pool: pool, queries: pgdb.New(pool)}, nil
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b)}, nil
 }
 
 // Close closes the pool.
@@ -91,8 +103,14 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 		d.committed(start, err)
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(ctx, &Tx{q: d.queries.WithTx(tx), tx: tx}); err != nil {
+	t := &Tx{q: d.queries.WithTx(tx), tx: tx}
+	if err := fn(ctx, t); err != nil {
 		_ = tx.Rollback(ctx)
+		return err
+	}
+	if err := d.announce(ctx, t); err != nil {
+		_ = tx.Rollback(ctx)
+		d.committed(start, err)
 		return err
 	}
 	err = tx.Commit(ctx)

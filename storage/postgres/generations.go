@@ -166,7 +166,10 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 	case generation.EventCancelled:
 		n, err = t.q.CancelConfirmed(ctx, pgdb.CancelConfirmedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
 	default:
-		return false, fmt.Errorf("sqlite: no statement for event %q", c.Event)
+		return false, fmt.Errorf("postgres: no statement for event %q", c.Event)
+	}
+	if n == 1 {
+		t.note(chanGeneration, c.ID)
 	}
 	return n == 1, err
 }
@@ -206,6 +209,9 @@ func (t *Tx) ResetSubmitting(ctx context.Context, id string) error {
 
 func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 	n, err := t.q.MarkOutputsExpired(ctx, id)
+	if n == 1 {
+		t.note(chanGeneration, id)
+	}
 	return n == 1, err
 }
 

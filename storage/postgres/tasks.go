@@ -69,6 +69,9 @@ func (t *Tx) SetTaskActive(ctx context.Context, r tasks.Row) (bool, error) {
 		TaskID: r.TaskID, Status: string(r.Status), StatusMessage: r.StatusMessage, InputRequests: r.InputRequests,
 		KeySeq: r.KeySeq, PollIntervalMs: r.PollInterval.Milliseconds(), Now: r.LastUpdatedAt.UnixMilli(),
 	})
+	if n == 1 {
+		t.note(chanTask, r.TaskID)
+	}
 	return n == 1, err
 }
 
@@ -77,6 +80,9 @@ func (t *Tx) SetTaskAnswers(ctx context.Context, r tasks.Row) (bool, error) {
 		TaskID: r.TaskID, InputRequests: r.InputRequests, AnsweredKeys: r.AnsweredKeys,
 		InputResponses: r.InputResponses, Now: r.LastUpdatedAt.UnixMilli(),
 	})
+	if n == 1 {
+		t.note(chanTask, r.TaskID)
+	}
 	return n == 1, err
 }
 
@@ -85,6 +91,9 @@ func (t *Tx) FinishTask(ctx context.Context, r tasks.Row) (bool, error) {
 		TaskID: r.TaskID, Status: string(r.Status), StatusMessage: r.StatusMessage,
 		Result: nullJSON(r.Result), Error: nullJSON(r.Error), Now: r.LastUpdatedAt.UnixMilli(),
 	})
+	if n == 1 {
+		t.note(chanTask, r.TaskID)
+	}
 	return n == 1, err
 }
 

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/postgres"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+)
+
+// sharedDatabase returns a setting that puts servers on one fresh
+// PostgreSQL database, as replicas of one deployment (skipped without
+// PostgreSQL).
+func sharedDatabase(tb testing.TB) func(*config) {
+	url := pgtest.URL(tb)
+	return func(c *config) { c.DatabaseURL = url }
+}
+
+// listening waits until s's cross-replica listener is connected and
+// returns its backend pid; other than old when given.
+func listening(tb testing.TB, s *testServer, old uint32) uint32 {
+	tb.Helper()
+	pg := s.app.db.(*postgres.DB)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if pid := pg.ListenerPID(); pid != 0 && pid != old {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the listener never connected")
+		}
+		time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
+	}
+}
+
+// TestReplicaWakeups: a change committed through replica A wakes a
+// wait_generation (Service.Wait) and a subscriptions/listen stream on
+// replica B: at once through NOTIFY, also after B's listener connection
+// was killed (it reconnects), and within the resync period when the
+// notification was lost (here: a change written with no NOTIFY at all).
+func TestReplicaWakeups(t *testing.T) {
+	shared := sharedDatabase(t)
+	a, b := startServer(t, 1, shared), startServer(t, 1, shared)
+	pidB := listening(t, b, 0)
+	ctx := context.Background()
+	hc := &http.Client{}
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T)
+		change func(t *testing.T, genID, taskID string)
+		within time.Duration
+	}{
+		{"notified", nil, func(t *testing.T, genID, _ string) {
+			if _, out, err := a.app.svc.CancelByID(ctx, genID); err != nil || out != generation.CancelDone {
+				t.Fatalf("cancel on A: %v %v", out, err)
+			}
+		}, time.Second},
+		{"after the listener connection was killed", func(t *testing.T) {
+			if n := queryInt(t, a, "SELECT count(*) FROM pg_stat_activity WHERE pid = "+itoa(pidB)); n != 1 {
+				t.Fatalf("listener backend %d not found", pidB)
+			}
+			_ = queryInt(t, a, "SELECT pg_terminate_backend("+itoa(pidB)+")::int")
+			pidB = listening(t, b, pidB)
+		}, func(t *testing.T, genID, _ string) {
+			if _, out, err := a.app.svc.CancelByID(ctx, genID); err != nil || out != generation.CancelDone {
+				t.Fatalf("cancel on A: %v %v", out, err)
+			}
+		}, time.Second},
+		{"lost notification: made up by the resync", nil, func(t *testing.T, genID, taskID string) {
+			pg := a.app.db.(*postgres.DB)
+			if _, err := pg.Pool.Exec(ctx, `UPDATE generations SET status = 'cancelled', updated_at = updated_at + 1 WHERE id = $1`, genID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pg.Pool.Exec(ctx, `UPDATE tasks SET status = 'cancelled', last_updated_at = last_updated_at + 1 WHERE task_id = $1`, taskID); err != nil {
+				t.Fatal(err)
+			}
+		}, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.before != nil {
+				tc.before(t)
+			}
+			gens, ids := reservedTasks(t, a.app, 1)
+			waited := make(chan *generation.Generation, 1)
+			go func() {
+				g, _, err := b.app.svc.Wait(ctx, "local", gens[0], 30*time.Second)
+				if err != nil {
+					t.Error(err)
+				}
+				waited <- g
+			}()
+			ls := openListen(t, hc, b.url, ids[0])
+			<-ls.ready
+			waitWatching(t, b, 1)
+			t0 := time.Now()
+			tc.change(t, gens[0], ids[0])
+			timeout := time.After(tc.within)
+			select {
+			case g := <-waited:
+				if g == nil || g.Status != generation.StatusCancelled {
+					t.Fatalf("wait on B returned %+v", g)
+				}
+			case <-timeout:
+				t.Fatalf("wait_generation on B not woken within %v", tc.within)
+			}
+			select {
+			case <-ls.cancelled:
+			case <-timeout:
+				t.Fatalf("listen stream on B not notified within %v", tc.within)
+			}
+			t.Logf("woken after %v", time.Since(t0))
+		})
+	}
+}
+
+// waitWatching waits until n waits are watching on s's hub, so that a
+// change made next must wake them (not be read by their first look).
+func waitWatching(tb testing.TB, s *testServer, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.app.svc.Hub().Waiting() < n {
+		if time.Now().After(deadline) {
+			tb.Fatal("the wait never started watching")
+		}
+		time.Sleep(time.Millisecond) // a bounded condition: no event to await
+	}
+}
+
+func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// BenchmarkReplicaWakeup: three replicas on one PostgreSQL. Each round a
+// generation held on replica A is cancelled there while replicas B and C
+// wait on it (wait_generation's Service.Wait); reported is the time from
+// just before the cancel to each remote wait returning: commit, NOTIFY,
+// listener, hub, re-read. Skipped without PostgreSQL.
+func BenchmarkReplicaWakeup(b *testing.B) {
+	const rounds = 300
+	shared := sharedDatabase(b)
+	rs := make([]*testServer, 3)
+	for i := range rs {
+		rs[i] = startBenchServer(b, 1, true, nil, shared)
+	}
+	for _, r := range rs[1:] {
+		listening(b, r, 0)
+	}
+	ctx := context.Background()
+	hideNsPerOp(b)
+	var lats []time.Duration
+	for range b.N {
+		gens, _ := reservedTasks(b, rs[0].app, rounds)
+		lats = lats[:0]
+		for _, id := range gens {
+			done := make(chan time.Time, 2)
+			for _, r := range rs[1:] {
+				go func() {
+					if _, _, err := r.app.svc.Wait(ctx, "local", id, 30*time.Second); err != nil {
+						b.Error(err)
+					}
+					done <- time.Now()
+				}()
+			}
+			for _, r := range rs[1:] {
+				waitWatching(b, r, 1)
+			}
+			t0 := time.Now()
+			if _, out, err := rs[0].app.svc.CancelByID(ctx, id); err != nil || out != generation.CancelDone {
+				b.Fatalf("cancel: %v %v", out, err)
+			}
+			for range 2 {
+				lats = append(lats, (<-done).Sub(t0))
+			}
+		}
+	}
+	s := sortedDurations(lats)
+	b.ReportMetric(pct(s, 0.50), "p50_ms")
+	b.ReportMetric(pct(s, 0.99), "p99_ms")
+	b.ReportMetric(3, "replicas")
+}

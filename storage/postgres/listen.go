@@ -1,0 +1,185 @@
+package postgres
+
+import (
+	"context"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Replicas wake each other through LISTEN/NOTIFY: a write that changed a
+// generation or a task sends pg_notify inside its transaction, so the
+// signal is delivered only if, and once, it commits. The signal carries
+// no state: a woken waiter re-reads the row, the table stays the truth.
+// NOTIFY is fire-and-forget (a dropped connection loses what was sent
+// meanwhile), so the listener also resyncs: after every (re)connect and
+// every ResyncEvery it asks every local waiter to re-read.
+const (
+	chanGeneration = "darkroom_generation"
+	chanTask       = "darkroom_task"
+)
+
+type note struct{ channel, id string }
+
+// note records a change to announce at commit; duplicates are dropped.
+func (t *Tx) note(channel, id string) {
+	for _, n := range t.notes {
+		if n == (note{channel, id}) {
+			return
+		}
+	}
+	t.notes = append(t.notes, note{channel, id})
+}
+
+// announce sends the transaction's notes in one statement, before commit:
+// PostgreSQL delivers them at commit and drops them on rollback.
+func (d *DB) announce(ctx context.Context, t *Tx) error {
+	if len(t.notes) == 0 {
+		return nil
+	}
+	chans := make([]string, len(t.notes))
+	payloads := make([]string, len(t.notes))
+	for i, n := range t.notes {
+		chans[i], payloads[i] = n.channel, d.origin+":"+n.id
+	}
+	_, err := t.tx.Exec(ctx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)", chans, payloads)
+	return err
+}
+
+// Listener receives the other replicas' changes (Listen).
+type Listener struct {
+	Generation func(id string) // a generation changed (generation.Hub.Publish)
+	Task       func(id string) // a task changed (tasks.Store.Notify)
+	// Resync asks every local waiter to re-read: run after each
+	// (re)connect and every ResyncEvery (default 2 s), it bounds what a
+	// lost notification costs.
+	Resync      func()
+	ResyncEvery time.Duration
+}
+
+// Listen runs the replica's listener until ctx ends, on a dedicated
+// connection (not one of the pool's: LISTEN is per session), reconnecting
+// with backoff when it drops.
+func (d *DB) Listen(ctx context.Context, l Listener) {
+	if l.ResyncEvery <= 0 {
+		l.ResyncEvery = 2 * time.Second
+	}
+	resync := func() {
+		if l.Resync != nil {
+			l.Resync()
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		t := time.NewTicker(l.ResyncEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				resync()
+			}
+		}
+	})
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.listenOnce(ctx, l, resync, func() { backoff = 50 * time.Millisecond })
+		if ctx.Err() != nil || err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// listenOnce connects, listens and dispatches until the connection fails.
+func (d *DB) listenOnce(ctx context.Context, l Listener, resync, connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, d.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		d.listener.Store(0)
+		_ = conn.Close(context.WithoutCancel(ctx))
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+chanGeneration+"; LISTEN "+chanTask); err != nil {
+		return err
+	}
+	d.listener.Store(conn.PgConn().PID())
+	connected()
+	resync() // whatever was sent while no one listened
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		origin, id, ok := strings.Cut(n.Payload, ":")
+		if !ok || origin == d.origin {
+			continue // our own: woken after commit already
+		}
+		switch n.Channel {
+		case chanGeneration:
+			if l.Generation != nil {
+				l.Generation(id)
+			}
+		case chanTask:
+			if l.Task != nil {
+				l.Task(id)
+			}
+		}
+	}
+}
+
+// ListenerPID is the backend pid of the listening connection, 0 while
+// none is connected (tests and operators terminate it to see the
+// listener reconnect).
+func (d *DB) ListenerPID() uint32 { return d.listener.Load() }
+
+// Exclusive runs fn unless another replica is running the same job (then
+// it returns nil at once): fleet-wide chores such as the task sweep and
+// output retention run on one replica at a time. It holds a session
+// advisory lock on a pooled connection for fn's duration; if that
+// connection dies the lock goes with it, which is safe because these jobs
+// are idempotent (every change is compare-and-set).
+func (d *DB) Exclusive(ctx context.Context, job string, fn func(ctx context.Context) error) error {
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	key := jobLock(job)
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil {
+		return err
+	}
+	if !got {
+		return nil
+	}
+	defer func() {
+		_, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", key)
+		if err != nil { // do not give a connection still holding the lock back
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	return fn(ctx)
+}
+
+// jobLock is the advisory lock id of a job, apart from migrationLock.
+func jobLock(job string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("darkroom job " + job))
+	k := int64(h.Sum64())
+	if k == migrationLock {
+		return k ^ 1
+	}
+	return k
+}
