@@ -49,10 +49,12 @@ WHERE id = (
 RETURNING *;
 
 -- name: NextDueAt :one
--- Leased rows are being stepped; the runner looks again when they are
--- rescheduled.
-SELECT COALESCE(MIN(next_check_at), 0)::bigint AS due
-FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0;
+-- A leased row is due again when its lease expires (a killed replica's
+-- work is taken over then); the replica stepping it reschedules it
+-- before that.
+SELECT COALESCE(MIN(CASE WHEN lease_until = 0 THEN next_check_at
+                         ELSE GREATEST(next_check_at, lease_until + 1) END), 0)::bigint AS due
+FROM generations WHERE next_check_at IS NOT NULL;
 
 -- name: MarkCancelSent :exec
 UPDATE generations SET cancel_requested = 2 WHERE id = @id AND cancel_requested = 1;

@@ -686,12 +686,14 @@ func (q *Queries) MarkSubmitting(ctx context.Context, arg MarkSubmittingParams) 
 }
 
 const nextDueAt = `-- name: NextDueAt :one
-SELECT COALESCE(MIN(next_check_at), 0)::bigint AS due
-FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0
+SELECT COALESCE(MIN(CASE WHEN lease_until = 0 THEN next_check_at
+                         ELSE GREATEST(next_check_at, lease_until + 1) END), 0)::bigint AS due
+FROM generations WHERE next_check_at IS NOT NULL
 `
 
-// Leased rows are being stepped; the runner looks again when they are
-// rescheduled.
+// A leased row is due again when its lease expires (a killed replica's
+// work is taken over then); the replica stepping it reschedules it
+// before that.
 func (q *Queries) NextDueAt(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, nextDueAt)
 	var due int64
