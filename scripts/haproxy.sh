@@ -4,6 +4,7 @@
 # stickiness, health-checking /readyz, for the fleet tests.
 #   scripts/haproxy.sh start STATE HOST:PORT...   # prints 127.0.0.1:PORT
 #   scripts/haproxy.sh stop STATE                  # stops it by PID
+#   scripts/haproxy.sh install                     # only installs it
 # STATE is a folder of its own (config, pid, log, stats socket).
 set -euo pipefail
 
@@ -76,6 +77,7 @@ stop() {
 }
 
 cmd=${1:-}; STATE=${2:-}
+[ "$cmd" = install ] && { install; exit 0; }
 [ -n "$STATE" ] || { echo "usage: $0 start STATE HOST:PORT... | stop STATE" >&2; exit 2; }
 shift 2
 case "$cmd" in
