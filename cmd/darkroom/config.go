@@ -29,6 +29,7 @@ type config struct {
 	DatabaseURL    string // postgres://...: PostgreSQL instead of SQLite in DataDir
 	PublicURL      string
 	LocalLatency   float64
+	LocalDir       string // the local provider's folder; empty: DataDir
 	MaxBodyBytes   int64
 	MaxInputBytes  int64
 	Timeouts       server.Timeouts // connection bounds
@@ -255,6 +256,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "local-latency", env: envs("DARKROOM_LOCAL_LATENCY"), def: "1",
 			help: "local provider latency scale, 0 = instant",
 			set:  func(c *config, v string) (err error) { c.LocalLatency, err = local.ParseLatencyScale(v); return err }},
+		{flag: "local-dir", env: envs("DARKROOM_LOCAL_DIR"), doc: "the data folder",
+			help: "the local provider's folder (its jobs and outputs); replicas share one, as they would a real provider",
+			set:  text(func(c *config) *string { return &c.LocalDir })},
 		{flag: "max-body-bytes", env: envs("DARKROOM_MAX_BODY_BYTES"), def: strconv.Itoa(16 << 20),
 			help: "request body cap",
 			set:  func(c *config, v string) (err error) { c.MaxBodyBytes, err = byteCount(v, 1024); return err }},

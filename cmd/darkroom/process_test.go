@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -44,7 +45,7 @@ func startProcess(t *testing.T, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Env = append(os.Environ(), env...)
-	if u := databaseURL(t, dataDir); u != "" {
+	if u := databaseURL(t, dataDir); u != "" && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "DARKROOM_DATABASE_URL=") }) {
 		// A killed replica's leases are taken over when they expire.
 		cmd.Env = append(cmd.Env, "DARKROOM_DATABASE_URL="+u, "DARKROOM_RUNNER_LEASE=3s")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -88,7 +89,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	if a.blobs, a.files, err = openBlobs(ctx, cfg, secret); err != nil {
 		return nil, err
 	}
-	if a.local, err = local.New(local.Options{Dir: a.cfg.DataDir, Scale: a.cfg.LocalLatency}); err != nil {
+	if a.local, err = local.New(local.Options{Dir: cmp.Or(a.cfg.LocalDir, a.cfg.DataDir), Scale: a.cfg.LocalLatency}); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
 	providers, err := remoteProviders(ctx, cfg, log)

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+)
+
+// startHAProxy puts HAProxy (scripts/haproxy.sh: round-robin, no
+// stickiness, /readyz checks) in front of backends and returns its base
+// URL and state folder; stopped by PID when t ends. It skips when haproxy
+// cannot be started, unless DARKROOM_TEST_REQUIRE_PG is set (CI).
+func startHAProxy(t *testing.T, backends ...string) (string, string) {
+	t.Helper()
+	state := t.TempDir()
+	script, _ := filepath.Abs("../../scripts/haproxy.sh")
+	out, err := exec.Command(script, append([]string{"start", state}, backends...)...).Output()
+	if err != nil {
+		msg := fmt.Sprintf("haproxy did not start: %v %s", err, stderrOf(err))
+		if os.Getenv("DARKROOM_TEST_REQUIRE_PG") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	t.Cleanup(func() { _ = exec.Command(script, "stop", state).Run() })
+	return "http://" + strings.TrimSpace(string(out)), state
+}
+
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
+// haproxySessions reads each server's total sessions (stot) from the
+// HAProxy stats socket.
+func haproxySessions(t *testing.T, state string) map[string]int {
+	t.Helper()
+	c, err := net.Dial("unix", filepath.Join(state, "stats.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("show stat\n"))
+	out := map[string]int{}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), ",")
+		if len(f) > 7 && f[0] == "darkroom" && strings.HasPrefix(f[1], "r") {
+			out[f[1]], _ = strconv.Atoi(f[7])
+		}
+	}
+	return out
+}
+
+// TestFleetBehindHAProxy: three replica processes on one PostgreSQL
+// database, one S3 bucket and one local-provider folder, behind HAProxy
+// round-robin, so consecutive requests land on different replicas. Through
+// the load balancer: a task to completion, a legacy generate +
+// wait_generation, a cancel, an idempotency key repeated; then one replica
+// is killed -9 mid-video and the video still completes with exactly one
+// provider job, and every id replied resolves. Needs PostgreSQL, the test
+// S3 server and haproxy (scripts/test.sh starts the first two); runs in
+// the SQLite-engine pass only (it sets its own database).
+func TestFleetBehindHAProxy(t *testing.T) {
+	if onPostgres() {
+		t.Skip("engine-independent: runs in the default pass")
+	}
+	dbURL := pgtest.URL(t)
+	s3 := s3Config(t, "fleet-"+generation.NewID()[:12])
+	shared := t.TempDir() // the local provider's folder, as a real provider is shared
+	env := []string{
+		"DARKROOM_DATABASE_URL=" + dbURL, "DARKROOM_RUNNER_LEASE=3s",
+		"DARKROOM_LOCAL_LATENCY=0.2", "DARKROOM_LOCAL_DIR=" + shared,
+		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
+		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
+		"AWS_ACCESS_KEY_ID=" + envOr("DARKROOM_TEST_S3_ACCESS_KEY", "testkey"),
+		"AWS_SECRET_ACCESS_KEY=" + envOr("DARKROOM_TEST_S3_SECRET_KEY", "testsecret"),
+		"DARKROOM_TRUSTED_PROXIES=127.0.0.1", "DARKROOM_METRICS_ADDR=off", "DARKROOM_POLL_RATE=50",
+	}
+	t0 := time.Now()
+	var replicas []*proc
+	var dirs, backends []string
+	for range 3 {
+		d := t.TempDir()
+		p := startProcess(t, d, env...)
+		replicas, dirs = append(replicas, p), append(dirs, d)
+		backends = append(backends, strings.TrimPrefix(p.url, "http://"))
+	}
+	lb, state := startHAProxy(t, backends...)
+	t.Logf("3 replicas and haproxy up in %v", time.Since(t0))
+	var ids []string // every generation id replied through the LB
+
+	// A 2026-07-28 client with the Tasks extension: tasks/get until completed.
+	rc := &rpcClient{t: t, url: lb, caps: withTasks()}
+	r := rc.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "a fleet task"})
+	taskID, _ := r.Result["taskId"].(string)
+	if r.Result["resultType"] != "task" || taskID == "" {
+		t.Fatalf("task generate: %+v %v", r.Error, r.Result)
+	}
+	if done := rc.waitTask(taskID); done["status"] != "completed" {
+		t.Fatalf("task through the LB: %v", done)
+	} else {
+		sc := done["result"].(map[string]any)["structuredContent"].(map[string]any)
+		ids = append(ids, sc["generationId"].(string))
+		url := sc["outputs"].([]any)[0].(map[string]any)["url"].(string)
+		if code, _ := httpGet(t, url); code != 200 {
+			t.Fatalf("output link of the task: %d", code)
+		}
+	}
+
+	// A legacy client: generate, then wait_generation (on whichever replica).
+	legacy := connect(t, lb, "2025-11-25")
+	var g, w genView
+	call(t, legacy, "generate", map[string]any{"modelId": "local-sketch", "prompt": "a legacy one"}, &g)
+	call(t, legacy, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w)
+	if w.Status != "completed" {
+		t.Fatalf("legacy wait_generation: %+v", w)
+	}
+	ids = append(ids, g.GenerationID)
+
+	cs := connect(t, lb, "2026-07-28")
+	// Cancel a running video.
+	var v, c genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "cancel me"}, &v)
+	call(t, cs, "cancel_generation", map[string]any{"generationId": v.GenerationID}, &c)
+	if c.Status != "cancelled" {
+		call(t, cs, "wait_generation", map[string]any{"generationId": v.GenerationID, "timeoutSeconds": 30}, &c)
+		if c.Status != "cancelled" {
+			t.Fatalf("cancel through the LB ended %s (%s)", c.Status, c.StatusMessage)
+		}
+	}
+	ids = append(ids, v.GenerationID)
+
+	// One idempotency key, repeated: one generation.
+	args := map[string]any{"modelId": "local-sketch", "prompt": "once", "idempotencyKey": "fleet-k1"}
+	var a, b, b2 genView
+	call(t, cs, "generate", args, &a)
+	call(t, cs, "generate", args, &b)
+	call(t, cs, "generate", args, &b2)
+	if a.GenerationID == "" || a.GenerationID != b.GenerationID || b.GenerationID != b2.GenerationID {
+		t.Fatalf("idempotent generate through the LB: %q %q %q", a.GenerationID, b.GenerationID, b2.GenerationID)
+	}
+	ids = append(ids, a.GenerationID)
+
+	// kill -9 one replica while a video is at the provider.
+	before := jobFiles(t, shared)
+	var k genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "survive a kill"}, &k)
+	ids = append(ids, k.GenerationID)
+	deadline := time.Now().Add(20 * time.Second)
+	for jobFiles(t, shared) == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no provider job was made")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process's files
+	}
+	if err := replicas[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = replicas[0].cmd.Wait()
+	tk := time.Now()
+	var kw genView
+	for kw.Status != "completed" {
+		call(t, cs, "wait_generation", map[string]any{"generationId": k.GenerationID, "timeoutSeconds": 30}, &kw)
+		if kw.Status == "failed" || kw.Status == "cancelled" || time.Since(tk) > 45*time.Second {
+			t.Fatalf("after the kill: %s (%s)", kw.Status, kw.StatusMessage)
+		}
+	}
+	t.Logf("video completed %v after the kill", time.Since(tk))
+	jobs := jobFiles(t, shared)
+	for _, d := range dirs {
+		jobs += jobFiles(t, d)
+	}
+	// Provider jobs: the task's image, the legacy image, the cancelled
+	// video, the idempotent image and the killed-over video, one each.
+	if jobs != 5 || jobFiles(t, shared)-before != 1 {
+		t.Fatalf("provider jobs = %d (the video's %d), want 5 (exactly 1)", jobs, jobFiles(t, shared)-before)
+	}
+	for _, id := range ids {
+		var got genView
+		call(t, cs, "get_generation", map[string]any{"generationId": id}, &got)
+		if got.GenerationID != id || (got.Status != "completed" && got.Status != "cancelled") {
+			t.Fatalf("get_generation %s through the LB: %+v", id, got)
+		}
+	}
+	if got := rc.call("tasks/get", map[string]any{"taskId": taskID}); got.Result["status"] != "completed" {
+		t.Fatalf("tasks/get %s after the kill: %+v %v", taskID, got.Error, got.Result)
+	}
+	sessions := haproxySessions(t, state)
+	for _, s := range []string{"r0", "r1", "r2"} {
+		if sessions[s] == 0 {
+			t.Fatalf("replica %s took no requests: %v (not round-robin?)", s, sessions)
+		}
+	}
+	t.Logf("requests per replica %v; %v in all", sessions, time.Since(t0))
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
