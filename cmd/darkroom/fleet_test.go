@@ -184,10 +184,11 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	for _, d := range dirs {
 		jobs += jobFiles(t, d)
 	}
-	// Provider jobs: the task's image, the legacy image, the cancelled
-	// video, the idempotent image and the killed-over video, one each.
-	if jobs != 5 || jobFiles(t, shared)-before != 1 {
-		t.Fatalf("provider jobs = %d (the video's %d), want 5 (exactly 1)", jobs, jobFiles(t, shared)-before)
+	// Provider jobs: the task's image, the legacy image, the idempotent
+	// image and the killed-over video, one each, and the cancelled video's
+	// unless the cancel reached it before its submit.
+	if jobs < 4 || jobs > 5 || jobFiles(t, shared)-before != 1 {
+		t.Fatalf("provider jobs = %d (the video's %d), want 4 or 5 (exactly 1)", jobs, jobFiles(t, shared)-before)
 	}
 	for _, id := range ids {
 		var got genView

@@ -352,10 +352,13 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 			// streams; the resync makes up for a lost notification.
 			hub, store := a.svc.Hub(), a.tasks.Store()
 			wg.Go(func() {
+				// A change on another replica can make work due here (a
+				// lease that will expire, a queued generation): the runner
+				// recomputes its next wake-up on each, and on the resync.
 				pg.Listen(ctx, postgres.Listener{
-					Generation: hub.Publish,
+					Generation: func(id string) { hub.Publish(id); a.runner.Kick() },
 					Task:       store.Notify,
-					Resync:     func() { hub.WakeAll(); store.NotifyAll() },
+					Resync:     func() { hub.WakeAll(); store.NotifyAll(); a.runner.Kick() },
 				})
 			})
 		}
