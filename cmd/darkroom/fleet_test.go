@@ -82,7 +82,12 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	s3 := s3Config(t, "fleet-"+generation.NewID()[:12])
 	shared := t.TempDir() // the local provider's folder, as a real provider is shared
 	env := []string{
-		"DARKROOM_DATABASE_URL=" + dbURL, "DARKROOM_RUNNER_LEASE=3s",
+		"DARKROOM_DATABASE_URL=" + dbURL,
+		// Long enough that no live replica's step outlasts it under -race
+		// on a loaded machine (leases are not renewed during a step: a
+		// step that outlives its lease can be claimed twice), short
+		// enough for a takeover within the test.
+		"DARKROOM_RUNNER_LEASE=10s",
 		"DARKROOM_LOCAL_LATENCY=0.2", "DARKROOM_LOCAL_DIR=" + shared,
 		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
 		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
