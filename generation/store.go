@@ -71,6 +71,11 @@ type Tx interface {
 	// an engine that several replicas' runners share releases nothing, and
 	// their leases are taken over as they expire.
 	ReleaseLeases(ctx context.Context) error
+	// RenewLease extends runner's lease on id to until, only while the
+	// lease is still the one its claim took (claim: the Attempts that
+	// Claim returned); false when it was lost (expired and claimed again,
+	// or released) and nothing changed.
+	RenewLease(ctx context.Context, id, runner string, claim int64, until time.Time) (bool, error)
 	// ReleaseRunnerLeases hands back the leases runner holds (a runner
 	// that stops).
 	ReleaseRunnerLeases(ctx context.Context, runner string) error

@@ -220,6 +220,13 @@ func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 // expire.
 func (t *Tx) ReleaseLeases(context.Context) error { return nil }
 
+// RenewLease extends the lease runner took with the claim that left
+// attempts at claim; false when that lease is no longer held.
+func (t *Tx) RenewLease(ctx context.Context, id, runner string, claim int64, until time.Time) (bool, error) {
+	n, err := t.q.RenewLease(ctx, pgdb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()})
+	return n == 1, err
+}
+
 func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 	return t.q.ReleaseRunnerLeases(ctx, runner)
 }

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"LockOwnerSerializes", testLockOwner},
 		{"RunnerQueue", testRunnerQueue},
+		{"LeaseRenewal", testLeaseRenewal},
 		{"WakeOwnerQueued", testWakeOwnerQueued},
 		{"CancelAndSubmitMarks", testCancelAndSubmitMarks},
 		{"CountInFlight", testCountInFlight},
@@ -980,6 +981,74 @@ func wantClaims(t *testing.T, s generation.Store, runner string, leaseUntil, now
 func txDo(t *testing.T, s generation.Store, fn func(ctx context.Context, tx generation.Tx) error) {
 	t.Helper()
 	update(t, s, fn)
+}
+
+func renew(t *testing.T, s generation.Store, id, runner string, claim int64, until time.Time) bool {
+	t.Helper()
+	var ok bool
+	update(t, s, func(ctx context.Context, tx generation.Tx) error {
+		var err error
+		ok, err = tx.RenewLease(ctx, id, runner, claim, until)
+		return err
+	})
+	return ok
+}
+
+// testLeaseRenewal: a step longer than its lease keeps it by renewing,
+// and only the claim that holds the lease can renew it (a runner whose
+// lease was taken over, by another runner or by itself, cannot).
+func testLeaseRenewal(t *testing.T, e Engine) {
+	s := e.Generations
+	r := genRow("la", "alice", generation.StatusQueued, at(0))
+	r.NextCheckAt = at(10)
+	insert(t, s, r)
+	if renew(t, s, "la", "r1", 0, at(900)) {
+		t.Fatal("RenewLease on an unleased row = true")
+	}
+	c, ok := claim(t, s, "r1", at(500), at(100))
+	if !ok || c.Attempts != 1 {
+		t.Fatalf("claim: %v, attempts %d", ok, c.Attempts)
+	}
+	for _, bad := range []struct {
+		runner string
+		claim  int64
+	}{{"r2", c.Attempts}, {"r1", c.Attempts + 1}, {"r1", c.Attempts - 1}, {"", c.Attempts}} {
+		if renew(t, s, "la", bad.runner, bad.claim, at(5000)) {
+			t.Errorf("RenewLease by %q with claim %d (lease is r1's claim %d) = true", bad.runner, bad.claim, c.Attempts)
+		}
+	}
+	if renew(t, s, "nope", "r1", c.Attempts, at(5000)) {
+		t.Error("RenewLease of an unknown id = true")
+	}
+	if !renew(t, s, "la", "r1", c.Attempts, at(900)) {
+		t.Fatal("RenewLease by the holder = false")
+	}
+	if got := get(t, s, "la"); got.LeaseOwner != "r1" || !got.LeaseUntil.Equal(at(900)) || got.Attempts != c.Attempts {
+		t.Fatalf("after renewal: lease %q until %v, attempts %d; want r1 until %v, %d", got.LeaseOwner, got.LeaseUntil, got.Attempts, at(900), c.Attempts)
+	}
+	// Past the first lease, within the renewed one: not due.
+	wantClaims(t, s, "r2", at(1500), at(600))
+	// The renewed lease expires unrenewed; r1 itself claims again: its
+	// first claim's renewal no longer holds it.
+	c2, ok := claim(t, s, "r1", at(2000), at(1000))
+	if !ok || c2.Attempts != c.Attempts+1 {
+		t.Fatalf("claim after expiry: %v, attempts %d", ok, c2.Attempts)
+	}
+	if renew(t, s, "la", "r1", c.Attempts, at(5000)) {
+		t.Error("RenewLease with a claim that expired and was taken again = true")
+	}
+	if !renew(t, s, "la", "r1", c2.Attempts, at(2500)) {
+		t.Error("RenewLease by the second claim = false")
+	}
+	txDo(t, s, func(ctx context.Context, tx generation.Tx) error {
+		return tx.Reschedule(ctx, "la", "r1", at(3000), at(1100), false)
+	})
+	if renew(t, s, "la", "r1", c2.Attempts, at(5000)) {
+		t.Error("RenewLease after Reschedule released the lease = true")
+	}
+	if got := get(t, s, "la"); !leaseFree(got) {
+		t.Errorf("a refused renewal changed the lease: %q until %v", got.LeaseOwner, got.LeaseUntil)
+	}
 }
 
 func testRunnerQueue(t *testing.T, e Engine) {

@@ -56,6 +56,13 @@ SELECT COALESCE(MIN(CASE WHEN lease_until = 0 THEN next_check_at
                          ELSE GREATEST(next_check_at, lease_until + 1) END), 0)::bigint AS due
 FROM generations WHERE next_check_at IS NOT NULL;
 
+-- name: RenewLease :execrows
+-- Extends a lease while its step runs. The claim is the row's attempts
+-- as that claim left it (each claim adds one), so a renewal by a runner
+-- whose lease expired and was taken over, even by itself, changes nothing.
+UPDATE generations SET lease_until = @lease_until
+WHERE id = @id AND lease_owner = @lease_owner AND attempts = @claim AND lease_until > 0;
+
 -- name: MarkCancelSent :exec
 UPDATE generations SET cancel_requested = 2 WHERE id = @id AND cancel_requested = 1;
 

@@ -52,6 +52,13 @@ RETURNING *;
 SELECT CAST(COALESCE(MIN(next_check_at), 0) AS INTEGER) AS due
 FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0;
 
+-- name: RenewLease :execrows
+-- Extends a lease while its step runs. The claim is the row's attempts
+-- as that claim left it (each claim adds one), so a renewal by a runner
+-- whose lease expired and was taken over, even by itself, changes nothing.
+UPDATE generations SET lease_until = @lease_until
+WHERE id = @id AND lease_owner = @lease_owner AND attempts = @claim AND lease_until > 0;
+
 -- name: MarkCancelSent :exec
 UPDATE generations SET cancel_requested = 2 WHERE id = @id AND cancel_requested = 1;
 

@@ -120,6 +120,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.releaseRunnerLeasesStmt, err = db.PrepareContext(ctx, releaseRunnerLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseRunnerLeases: %w", err)
 	}
+	if q.renewLeaseStmt, err = db.PrepareContext(ctx, renewLease); err != nil {
+		return nil, fmt.Errorf("error preparing query RenewLease: %w", err)
+	}
 	if q.requestCancelStmt, err = db.PrepareContext(ctx, requestCancel); err != nil {
 		return nil, fmt.Errorf("error preparing query RequestCancel: %w", err)
 	}
@@ -315,6 +318,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing releaseRunnerLeasesStmt: %w", cerr)
 		}
 	}
+	if q.renewLeaseStmt != nil {
+		if cerr := q.renewLeaseStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing renewLeaseStmt: %w", cerr)
+		}
+	}
 	if q.requestCancelStmt != nil {
 		if cerr := q.requestCancelStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing requestCancelStmt: %w", cerr)
@@ -436,6 +444,7 @@ type Queries struct {
 	purgeTasksStmt          *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
 	releaseRunnerLeasesStmt *sql.Stmt
+	renewLeaseStmt          *sql.Stmt
 	requestCancelStmt       *sql.Stmt
 	rescheduleStmt          *sql.Stmt
 	resetSubmittingStmt     *sql.Stmt
@@ -484,6 +493,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		purgeTasksStmt:          q.purgeTasksStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,
 		releaseRunnerLeasesStmt: q.releaseRunnerLeasesStmt,
+		renewLeaseStmt:          q.renewLeaseStmt,
 		requestCancelStmt:       q.requestCancelStmt,
 		rescheduleStmt:          q.rescheduleStmt,
 		resetSubmittingStmt:     q.resetSubmittingStmt,

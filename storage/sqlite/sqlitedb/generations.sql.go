@@ -785,6 +785,34 @@ func (q *Queries) ReleaseRunnerLeases(ctx context.Context, leaseOwner string) er
 	return err
 }
 
+const renewLease = `-- name: RenewLease :execrows
+UPDATE generations SET lease_until = ?1
+WHERE id = ?2 AND lease_owner = ?3 AND attempts = ?4 AND lease_until > 0
+`
+
+type RenewLeaseParams struct {
+	LeaseUntil int64
+	ID         string
+	LeaseOwner string
+	Claim      int64
+}
+
+// Extends a lease while its step runs. The claim is the row's attempts
+// as that claim left it (each claim adds one), so a renewal by a runner
+// whose lease expired and was taken over, even by itself, changes nothing.
+func (q *Queries) RenewLease(ctx context.Context, arg RenewLeaseParams) (int64, error) {
+	result, err := q.exec(ctx, q.renewLeaseStmt, renewLease,
+		arg.LeaseUntil,
+		arg.ID,
+		arg.LeaseOwner,
+		arg.Claim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const requestCancel = `-- name: RequestCancel :execrows
 UPDATE generations
 SET cancel_requested = 1, updated_at = ?1, next_check_at = ?1
