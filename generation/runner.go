@@ -250,6 +250,9 @@ func (o *outage) recovered(cfg RunnerConfig, now time.Time) {
 
 // step does one unit of work on a claimed generation and reschedules it.
 func (r *Runner) step(ctx context.Context, row Row) {
+	hold := r.holdLease(ctx, row)
+	defer hold.stop()
+	ctx = hold.ctx
 	g, err := fromRow(row)
 	if err != nil {
 		r.fail(ctx, row.ID, ErrorInternal, "corrupt record: "+err.Error())
@@ -263,6 +266,9 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.cfg.Logger.Warn("runner: read webhook deliveries", "generation", g.ID, "err", err)
 	}
 	next, err := r.advance(ctx, g, row)
+	if hold.lost() {
+		return // another claim holds the row now: its step decides
+	}
 	var se *storageError
 	if errors.As(err, &se) {
 		next, err = r.storageOutage(ctx, g, se)
@@ -311,6 +317,10 @@ func (r *Runner) step(ctx context.Context, row Row) {
 	// wake-up did nothing: the reschedule looks again at once. Deciding
 	// this inside the reschedule's transaction leaves no moment when the
 	// row looks idle with a delivery unseen.
+	// The reschedule hands the lease back: no renewal may race it.
+	if hold.stop(); hold.lost() {
+		return
+	}
 	now := r.s.cfg.Now()
 	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		at := now.Add(next)
@@ -391,9 +401,13 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 		if g.CancelRequested {
 			return r.cancelUnsubmitted(ctx, g)
 		}
-		held, err := r.markSubmitting(ctx, g)
+		held, err := r.markSubmitting(ctx, g, row.Attempts)
 		if errors.Is(err, errNoLongerQueued) {
 			return -1, nil // cancelled meanwhile (or gone): nothing to do
+		}
+		if errors.Is(err, errLeaseLost) {
+			r.cfg.Logger.Warn("runner: lease lost before submit; not submitted", "generation", g.ID)
+			return -1, nil // the claim holding the row submits
 		}
 		if err != nil || held >= 0 {
 			return r.holdOverCap(ctx, g, held, err)
@@ -733,15 +747,23 @@ func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, 
 // the owner already has the in-flight maximum at the provider: both are
 // decided in one transaction, so concurrent steps never exceed the cap.
 // held is the owner's count in flight when the cap holds it back, else -1.
-func (r *Runner) markSubmitting(ctx context.Context, g *Generation) (held int64, err error) {
+// The same transaction renews the step's lease (claim: the claim's
+// attempts): the provider is called only by the claim holding the row.
+func (r *Runner) markSubmitting(ctx context.Context, g *Generation, claim int64) (held int64, err error) {
 	limit := 0
 	if r.cfg.MaxInFlight != nil {
 		limit = r.cfg.MaxInFlight(g.Owner)
 	}
 	now := r.s.cfg.Now()
 	gone := false
+	lost := false
 	err = r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		held, gone = -1, false
+		held, gone, lost = -1, false, false
+		ok, err := tx.RenewLease(ctx, g.ID, r.id, claim, now.Add(r.cfg.Lease))
+		if err != nil || !ok {
+			lost = err == nil
+			return err
+		}
 		if limit > 0 {
 			if err := tx.LockOwner(ctx, g.Owner); err != nil {
 				return err
@@ -757,11 +779,14 @@ func (r *Runner) markSubmitting(ctx context.Context, g *Generation) (held int64,
 		}
 		c := change(g.ID, EventSubmit, "")
 		c.At = now
-		ok, err := tx.Apply(ctx, c)
+		ok, err = tx.Apply(ctx, c)
 		gone = err == nil && !ok // an outcome, not a failed write
 		return err
 	})
-	if err == nil && gone {
+	switch {
+	case err == nil && lost:
+		err = errLeaseLost
+	case err == nil && gone:
 		err = errNoLongerQueued
 	}
 	return held, err
