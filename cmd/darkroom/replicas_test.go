@@ -10,6 +10,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
 // sharedDatabase returns a setting that puts servers on one fresh
@@ -179,4 +180,50 @@ func BenchmarkReplicaWakeup(b *testing.B) {
 	b.ReportMetric(pct(s, 0.50), "p50_ms")
 	b.ReportMetric(pct(s, 0.99), "p99_ms")
 	b.ReportMetric(3, "replicas")
+}
+
+// TestSlowSubmitOneProviderJob: three replicas on one PostgreSQL with a
+// 2 s lease; a provider submit is held at the emulator for several
+// leases. The replica stepping it renews its lease, so no other replica
+// takes the generation over and reconciles (finding no job yet) into a
+// second submit: exactly one create call and one provider job per
+// provider, counted by the emulator.
+func TestSlowSubmitOneProviderJob(t *testing.T) {
+	const lease = 2 * time.Second
+	for _, pm := range providerModels {
+		t.Run(pm.name, func(t *testing.T) {
+			shared := sharedDatabase(t)
+			rig := startEmulator(t, defaultTiming)
+			short := func(c *config) { c.RunnerLease = lease }
+			a := providerServer(t, rig, false, shared, short)
+			providerServer(t, rig, false, shared, short)
+			providerServer(t, rig, false, shared, short)
+			rig.Inject(emulator.Rule{Provider: pm.name, Op: emulator.OpCreate, Fault: emulator.FaultSlow, Times: 1})
+			cs := connect(t, a.url, "2026-07-28")
+			var g genView
+			call(t, cs, "generate", map[string]any{"modelId": pm.fast, "prompt": "a slow submit"}, &g)
+			select {
+			case <-rig.SlowHits():
+			case <-time.After(10 * time.Second):
+				t.Fatal("no replica submitted")
+			}
+			holder := generationRow(t, a, g.GenerationID).LeaseOwner
+			// The submit is held for 3.5 leases: what is tested is that
+			// nothing happens meanwhile, so this waits out wall time.
+			<-time.After(7 * lease / 2)
+			row := generationRow(t, a, g.GenerationID)
+			if row.LeaseOwner != holder || !row.LeaseUntil.After(time.Now()) {
+				t.Errorf("%s into a held submit: lease %q until %v, taken by %q at first", 7*lease/2, row.LeaseOwner, row.LeaseUntil, holder)
+			}
+			rig.Release()
+			var w genView
+			call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w)
+			if w.Status != "completed" {
+				t.Fatalf("ended %s (%s)", w.Status, w.StatusMessage)
+			}
+			if creates, jobs := rig.Count(pm.name, emulator.OpCreate), rig.Jobs(pm.name); creates != 1 || jobs != 1 {
+				t.Fatalf("%d create calls, %d provider jobs; want 1 and 1", creates, jobs)
+			}
+		})
+	}
 }
