@@ -83,11 +83,9 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	shared := t.TempDir() // the local provider's folder, as a real provider is shared
 	env := []string{
 		"DARKROOM_DATABASE_URL=" + dbURL,
-		// Long enough that no live replica's step outlasts it under -race
-		// on a loaded machine (leases are not renewed during a step: a
-		// step that outlives its lease can be claimed twice), short
-		// enough for a takeover within the test.
-		"DARKROOM_RUNNER_LEASE=10s",
+		// A live replica renews its leases while it steps (every lease/3);
+		// a killed one's are taken over 3 s after its last renewal.
+		"DARKROOM_RUNNER_LEASE=3s",
 		"DARKROOM_LOCAL_LATENCY=0.2", "DARKROOM_LOCAL_DIR=" + shared,
 		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
 		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
@@ -159,6 +157,12 @@ func TestFleetBehindHAProxy(t *testing.T) {
 		t.Fatalf("idempotent generate through the LB: %q %q %q", a.GenerationID, b.GenerationID, b2.GenerationID)
 	}
 	ids = append(ids, a.GenerationID)
+	// Its provider job exists before the video's job count is taken.
+	var aw genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": a.GenerationID, "timeoutSeconds": 30}, &aw)
+	if aw.Status != "completed" {
+		t.Fatalf("idempotent generate ended %s (%s)", aw.Status, aw.StatusMessage)
+	}
 
 	// kill -9 one replica while a video is at the provider.
 	before := jobFiles(t, shared)
