@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,37 @@ type Class struct {
 	*Limiter
 	Rate  float64
 	Burst int
+	// Split, when set, divides the rate and burst the buckets enforce
+	// (not Effective's: that stays the caller's fleet-wide rate) among
+	// the live replicas.
+	Split *Split
+}
+
+// Split is the number of live replicas sharing a fleet-wide rate: each
+// replica's bucket refills at rate/n with burst ceil(burst/n), so a
+// caller spread evenly over n replicas (a round-robin balancer) gets the
+// configured rate in all, and one pinned to a replica (a sticky one)
+// gets rate/n: stricter, never looser. The zero value and n < 1 mean 1.
+type Split struct{ n atomic.Int64 }
+
+// Set records n live replicas.
+func (s *Split) Set(n int) { s.n.Store(int64(n)) }
+
+// N is the divisor in force (at least 1).
+func (s *Split) N() int {
+	if s == nil {
+		return 1
+	}
+	return int(max(s.n.Load(), 1))
+}
+
+// Of is rate and burst divided among the live replicas.
+func (s *Split) Of(r float64, burst int) (float64, int) {
+	n := s.N()
+	if n == 1 {
+		return r, burst
+	}
+	return r / float64(n), (burst + n - 1) / n
 }
 
 // Effective returns the rate and burst for a caller, taking non-nil overrides
@@ -39,13 +71,12 @@ func (c Class) Effective(rateOverride *float64, burstOverride *int) (float64, in
 
 // AllowFor is Allow with the class defaults and optional per-caller overrides.
 func (c Class) AllowFor(key string, rateOverride *float64, burstOverride *int) (bool, time.Duration) {
-	r, b := c.Effective(rateOverride, burstOverride)
-	return c.Allow(key, r, b)
+	return c.AllowForN(key, rateOverride, burstOverride, 1)
 }
 
 // AllowForN is AllowFor for n calls at once (all or none).
 func (c Class) AllowForN(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
-	r, b := c.Effective(rateOverride, burstOverride)
+	r, b := c.Split.Of(c.Effective(rateOverride, burstOverride))
 	return c.AllowNAt(c.now(), key, r, b, n)
 }
 

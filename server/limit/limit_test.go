@@ -280,3 +280,60 @@ func TestSuggestPollInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestSplit: each of n replicas enforces rate/n and ceil(burst/n), so n
+// of them behind a round-robin balancer admit the configured rate; the
+// split follows the live count as it changes, and overrides are split too.
+func TestSplit(t *testing.T) {
+	const secs = 10
+	for _, tt := range []struct {
+		n, wantBurst int
+		override     bool
+	}{{0, 20, false}, {1, 20, false}, {2, 10, false}, {3, 7, false}, {3, 4, true}, {40, 1, false}} {
+		t.Run(fmt.Sprintf("n=%d override=%v", tt.n, tt.override), func(t *testing.T) {
+			clk := newClock()
+			split := &Split{}
+			split.Set(tt.n)
+			c := Class{Limiter: New(Options{Now: clk.Now}), Rate: 30, Burst: 20, Split: split}
+			var ro *float64
+			var bo *int
+			rate := 30.0
+			if tt.override {
+				rate, ro, bo = 6, new(6.0), new(10)
+			}
+			burst := 0
+			for {
+				if ok, _ := c.AllowFor("k", ro, bo); !ok {
+					break
+				}
+				burst++
+			}
+			if burst != tt.wantBurst {
+				t.Errorf("burst = %d, want %d", burst, tt.wantBurst)
+			}
+			got := 0
+			for range secs * 1000 {
+				clk.Advance(time.Millisecond)
+				if ok, _ := c.AllowFor("k", ro, bo); ok {
+					got++
+				}
+			}
+			want := rate / float64(max(tt.n, 1)) * secs
+			if math.Abs(float64(got)-want) > 1 {
+				t.Errorf("%d admitted in %d s, want %.0f (%g/s split %d ways)", got, secs, want, rate, tt.n)
+			}
+			if r, b := c.Effective(ro, bo); r != rate || (b != 20 && !tt.override) {
+				t.Errorf("Effective = %v, %v: the fleet-wide rate, unsplit", r, b)
+			}
+		})
+	}
+	// A replica joins: the next call is held to the new share.
+	clk := newClock()
+	split := &Split{}
+	c := Class{Limiter: New(Options{Now: clk.Now}), Rate: 10, Burst: 1, Split: split}
+	c.AllowFor("k", nil, nil)
+	split.Set(2)
+	if ok, d := c.AllowFor("k", nil, nil); ok || d != 200*time.Millisecond {
+		t.Fatalf("after the split changed to 2: ok=%v retry=%v, want 200ms", ok, d)
+	}
+}
