@@ -48,14 +48,17 @@ type app struct {
 	files  http.Handler // signed links to the local store; nil with S3
 	mcp    *mcp.Server
 	local  *local.Provider
-	tasks  *tasks.Dispatcher
-	gen    *gentask.GenTasks
-	auth   *auth.Authenticator
-	limits *limit.Classes
-	secret []byte
-	keys   map[string]auth.Overrides // per-caller overrides by principal id
-	routes map[string]http.Handler   // provider webhooks
-	ops                              // ops.go: metrics, readiness, drain
+	// replicaSplit divides per-caller rates among live replicas (nil on
+	// SQLite: one process).
+	replicaSplit *limit.Split
+	tasks        *tasks.Dispatcher
+	gen          *gentask.GenTasks
+	auth         *auth.Authenticator
+	limits       *limit.Classes
+	secret       []byte
+	keys         map[string]auth.Overrides // per-caller overrides by principal id
+	routes       map[string]http.Handler   // provider webhooks
+	ops                                    // ops.go: metrics, readiness, drain
 }
 
 // build constructs darkroom from cfg, in order: data directory, database,
@@ -107,6 +110,11 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	if _, ok := a.fleet(); ok {
+		// Replicas share each caller's rates (README: More than one machine).
+		a.replicaSplit = &limit.Split{}
+		a.limits.Poll.Split, a.limits.Create.Split = a.replicaSplit, a.replicaSplit
+	}
 	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
@@ -348,6 +356,8 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 		})
 		wg.Go(func() { a.limits.Run(ctx) })
 		if pg, ok := a.fleet(); ok {
+			// Per-caller buckets are split by the live replica count.
+			wg.Go(func() { pg.Heartbeat(ctx, 0, a.replicaSplit.Set) })
 			// Other replicas' commits wake this one's waiters and listen
 			// streams; the resync makes up for a lost notification.
 			hub, store := a.svc.Hub(), a.tasks.Store()

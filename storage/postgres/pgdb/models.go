@@ -40,6 +40,11 @@ type Generation struct {
 	LeaseUntil      int64
 }
 
+type Replica struct {
+	ID     string
+	SeenAt int64
+}
+
 type Task struct {
 	TaskID         string
 	Owner          string
