@@ -2,13 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -223,4 +228,83 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// TestPollLimitAcrossReplicas: one caller polls flat out through HAProxy
+// (round-robin, no stickiness) in front of three replicas on one
+// PostgreSQL. Each replica's bucket holds a third of the configured rate
+// (the live count comes from the replicas' heartbeats), so the caller is
+// admitted the configured rate in all, within ±25%, not three times it.
+func TestPollLimitAcrossReplicas(t *testing.T) {
+	if onPostgres() {
+		t.Skip("engine-independent: runs in the default pass")
+	}
+	const rate, burst, secs = 30.0, 6, 3
+	shared := sharedDatabase(t)
+	limits := func(c *config) { c.PollRate, c.PollBurst = rate, burst }
+	var servers []*testServer
+	var backends []string
+	for range 3 {
+		s := startServer(t, 0, shared, limits)
+		servers = append(servers, s)
+		backends = append(backends, strings.TrimPrefix(s.url, "http://"))
+	}
+	lb, state := startHAProxy(t, backends...)
+	deadline := time.Now().Add(15 * time.Second)
+	for _, s := range servers {
+		for s.app.replicaSplit.N() != 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("a replica counts %d live replicas, want 3", s.app.replicaSplit.N())
+			}
+			time.Sleep(10 * time.Millisecond) // heartbeats every 2 s: a bounded condition
+		}
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"00000000000000000000000000000000000000000000",` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`)
+	poll := func(hc *http.Client) (int, error) {
+		req, _ := http.NewRequest("POST", lb+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tasks/get")
+		req.Header.Set("Mcp-Name", "00000000000000000000000000000000000000000000")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var admitted, refused, failed atomic.Int64
+	end := time.Now().Add(secs * time.Second)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			hc := &http.Client{Timeout: 5 * time.Second}
+			for time.Now().Before(end) {
+				code, err := poll(hc)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case code == http.StatusTooManyRequests:
+					refused.Add(1)
+				case code == http.StatusOK:
+					admitted.Add(1)
+				default:
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := float64(admitted.Load()-3*((burst+2)/3)) / secs
+	t.Logf("flat out for %d s through HAProxy to 3 replicas: %d admitted (%.1f/s beyond the burst, configured %.0f/s), %d refused, %d failed; requests per replica %v",
+		secs, admitted.Load(), got, rate, refused.Load(), failed.Load(), haproxySessions(t, state))
+	if failed.Load() > 0 || refused.Load() == 0 {
+		t.Fatalf("%d failed, %d refused: want none failed and the limit reached", failed.Load(), refused.Load())
+	}
+	if got < 0.75*rate || got > 1.25*rate {
+		t.Fatalf("admitted %.1f/s across 3 replicas, want %.0f/s ±25%%", got, rate)
+	}
 }
