@@ -5,7 +5,8 @@
 # pending ones it reports); then against a real `darkroom serve` (embedded
 # defaults, a temporary data directory, local provider at latency 0) for
 # the scenarios that need no fixture tools, prompts or resources (see
-# SERVE_SCENARIOS). Exits non-zero if any check fails, scored or not.
+# SERVE_SCENARIOS). The tasks-* scenarios also run through HAProxy against
+# three fixture servers on one PostgreSQL database. Exits non-zero if any check fails, scored or not.
 #
 # CONFORMANCE_OUT=DIR keeps the suite's per-scenario results in DIR
 # (default: a temporary directory, removed on exit).
@@ -97,6 +98,80 @@ for s in "${scenarios[@]}"; do
   details=$(problems "$out/$s")
   [ -z "$details" ] || summary+=("$details")
 done
+
+# (a') The tasks-* scenarios again through HAProxy (round-robin, no
+# stickiness: scripts/haproxy.sh) in front of three fixture servers on one
+# fresh PostgreSQL database, so consecutive requests of a scenario land on
+# different replicas. PostgreSQL is the test server test.sh starts
+# (DARKROOM_TEST_DATABASE_URL), else this script starts its own.
+if [ -z "${DARKROOM_TEST_DATABASE_URL:-}" ]; then
+  export DARKROOM_PG_STATE="$tmp/pg"
+  # shellcheck disable=SC1090
+  source "$(scripts/pg-test-server.sh start)"
+  own_pg=1
+fi
+fleet_db="darkroom_conformance_$RANDOM$RANDOM"
+"$DARKROOM_TEST_PG_BIN/createdb" --maintenance-db="$DARKROOM_TEST_DATABASE_URL" "$fleet_db"
+fleet_url=$(sed "s#/[^/?]*?#/$fleet_db?#" <<<"$DARKROOM_TEST_DATABASE_URL")
+fleet_pids=""
+fleet_cleanup() {
+  scripts/haproxy.sh stop "$tmp/haproxy" || true
+  for p in $fleet_pids; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  "$DARKROOM_TEST_PG_BIN/dropdb" --force --maintenance-db="$DARKROOM_TEST_DATABASE_URL" "$fleet_db" 2>/dev/null || true
+  [ -z "${own_pg:-}" ] || scripts/pg-test-server.sh stop
+}
+trap 'fleet_cleanup; cleanup' EXIT
+backends=()
+for i in 0 1 2; do
+  "$tmp/darkroom-conformance" -addr 127.0.0.1:0 -database-url "$fleet_url" >"$tmp/fleet-$i.out" 2>"$tmp/fleet-$i.log" &
+  fleet_pids="$fleet_pids $!"
+  addr=""
+  for _ in $(seq 120); do
+    addr=$(sed -n 's#^listening on http://\([^/]*\)/mcp$#\1#p' "$tmp/fleet-$i.out" | head -n1)
+    [ -z "$addr" ] || break
+    read -r -t 0.25 -u 3 _ || true # a quarter second (fd 3 never has data)
+  done
+  if [ -z "$addr" ]; then
+    echo "conformance: fixture replica $i on PostgreSQL did not start" >&2
+    cat "$tmp/fleet-$i.log" >&2
+    exit 1
+  fi
+  backends+=("$addr")
+done
+lb=$(scripts/haproxy.sh start "$tmp/haproxy" "${backends[@]}")
+for s in "${scenarios[@]}"; do
+  log="$tmp/fleet-$s.log"
+  rc=0
+  suite server --url "http://$lb/mcp" --scenario "$s" -o "$out/fleet-$s" >"$log" 2>&1 || rc=$?
+  counts=$(plain "$log" | sed -n 's/^Passed: \(.*\)/\1/p' | tail -n1)
+  if [ $rc -ne 0 ]; then
+    failed=1
+    summary+=("FAIL 3 replicas $s: ${counts:-no result (exit $rc)}")
+    [ -n "$counts" ] || summary+=("$(plain "$log" | tail -n5)")
+  else
+    summary+=("ok   3 replicas $s: ${counts:-skipped}")
+  fi
+  details=$(problems "$out/fleet-$s")
+  [ -z "$details" ] || summary+=("$details")
+done
+# Every replica must have served: the scenarios ran across all three.
+sessions=$(echo "show stat" | "$NODE" -e '
+  const net = require("net"); const c = net.connect(process.argv[1]); let buf = "";
+  c.on("data", d => buf += d); c.on("end", () => {
+    const rows = buf.split("\n").filter(l => /^darkroom,r\d,/.test(l)).map(l => l.split(","));
+    console.log(rows.map(r => r[1] + "=" + r[7]).join(" "));
+  }); c.write("show stat\n");' "$tmp/haproxy/stats.sock")
+summary+=("     requests per replica: $sessions")
+if grep -qE '(^| )r[0-9]=0( |$)' <<<"$sessions" || [ -z "$sessions" ]; then
+  failed=1
+  summary+=("FAIL 3 replicas: a replica served nothing ($sessions)")
+fi
+fleet_cleanup
+fleet_pids=""
+trap cleanup EXIT
 
 # (b) Everything 2026-07-28 requires, in one run.
 log="$tmp/requirements.log"

@@ -4,8 +4,13 @@
 // HTTP behind the real tasks dispatcher and its SQL task store.
 //
 //	darkroom-conformance -addr 127.0.0.1:0 -data DIR
+//	darkroom-conformance -addr 127.0.0.1:0 -database-url postgres://...
 //
-// It prints "listening on http://ADDR/mcp" once ready.
+// With -database-url the task store is PostgreSQL, as darkroom's replicas
+// use it: several fixture servers on one database behind a load balancer
+// serve one set of tasks (the read cache keeps only terminal tasks, and
+// each server's listener turns the others' changes into wake-ups). It
+// prints "listening on http://ADDR/mcp" once ready.
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,15 +35,31 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "listen address")
 	data := flag.String("data", "", "data directory (default: a temporary one)")
+	dbURL := flag.String("database-url", "", "postgres://... : PostgreSQL instead of SQLite in the data directory")
 	flag.Parse()
-	if err := run(*addr, *data); err != nil {
+	if err := run(*addr, *data, *dbURL); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func run(addr, data string) error {
+func run(addr, data, dbURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if dbURL != "" {
+		d, err := postgres.Open(ctx, dbURL)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		store := tasks.NewStore(d.Tasks(), nil, tasks.Shared())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.Listen(ctx, postgres.Listener{Task: store.Notify, Resync: store.NotifyAll})
+		}()
+		defer func() { stop(); <-done }()
+		return serve(ctx, addr, newHandler(store))
+	}
 	if data == "" {
 		dir, err := os.MkdirTemp("", "darkroom-conformance")
 		if err != nil {
@@ -51,10 +73,10 @@ func run(addr, data string) error {
 		return err
 	}
 	defer d.Close()
-	h, err := newHandler(d)
-	if err != nil {
-		return err
-	}
+	return serve(ctx, addr, newHandler(tasks.NewStore(d.Tasks(), nil)))
+}
+
+func serve(ctx context.Context, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -68,9 +90,8 @@ func run(addr, data string) error {
 	return nil
 }
 
-// newHandler builds the fixture server's HTTP handler.
-func newHandler(d *sqlite.DB) (http.Handler, error) {
-	store := tasks.NewStore(d.Tasks(), nil)
+// newHandler builds the fixture server's HTTP handler on store.
+func newHandler(store *tasks.Store) http.Handler {
 	info := &mcp.Implementation{Name: "darkroom-conformance", Version: "1.0.0"}
 	disp := tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info})
 	//lint:ignore SA1019 the core scenarios still exercise logging, deprecated but served for twelve months
@@ -84,5 +105,6 @@ func newHandler(d *sqlite.DB) (http.Handler, error) {
 	owner := func(*http.Request) string { return "conformance" }
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", disp.Middleware(owner, 4<<20)(sdk))
-	return mux, nil
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	return mux
 }
