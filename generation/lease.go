@@ -24,6 +24,9 @@ type leaseHold struct {
 	stopCh chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	// until is when the lease as last renewed runs out; read it only
+	// after stop.
+	until time.Time
 }
 
 func (r *Runner) holdLease(parent context.Context, row Row) *leaseHold {
@@ -39,7 +42,7 @@ func (r *Runner) holdLease(parent context.Context, row Row) *leaseHold {
 // renewLoop runs until stop or the step's context ends.
 func (r *Runner) renewLoop(h *leaseHold, row Row) {
 	every := max(r.cfg.Lease/3, time.Millisecond)
-	until := row.LeaseUntil
+	h.until = row.LeaseUntil
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -60,7 +63,7 @@ func (r *Runner) renewLoop(h *leaseHold, row Row) {
 		})
 		switch {
 		case err == nil && held:
-			until = next
+			h.until = next
 		case err == nil:
 			// Not ours any more. A step that just ended the generation
 			// released the lease itself (terminal rows hold none): that
@@ -77,7 +80,7 @@ func (r *Runner) renewLoop(h *leaseHold, row Row) {
 		default:
 			// The database refuses writes: retry on the next tick, unless
 			// the lease runs out first, when another claim may take it.
-			if !r.s.cfg.Now().Add(every).Before(until) {
+			if !r.s.cfg.Now().Add(every).Before(h.until) {
 				r.cfg.Logger.Warn("runner: lease could not be renewed before it expired; the step stops", "generation", row.ID, "err", err)
 				h.cancel(errLeaseLost)
 				return

@@ -321,24 +321,40 @@ func (r *Runner) step(ctx context.Context, row Row) {
 	if hold.stop(); hold.lost() {
 		return
 	}
-	now := r.s.cfg.Now()
-	if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
-		at := now.Add(next)
-		last, err := tx.LastPendingDelivery(ctx, g.ID)
-		if err != nil {
-			return err
+	// A database that refuses writes (down, restarting) is retried with
+	// backoff while the lease lasts, so the row is not stuck leased (up
+	// to a whole lease) once it is back.
+	for wait := outageFirstWait; ; wait = min(2*wait, outageMaxWait) {
+		now := r.s.cfg.Now()
+		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+			at := now.Add(next)
+			last, err := tx.LastPendingDelivery(ctx, g.ID)
+			if err != nil {
+				return err
+			}
+			if last > seen {
+				at = now
+			}
+			return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
+		})
+		if err == nil {
+			break
 		}
-		if last > seen {
-			at = now
+		if ctx.Err() != nil {
+			return
 		}
-		return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
-	}); err != nil {
-		if ctx.Err() == nil {
-			// The lease runs out and the row is claimed again then; no
-			// kick, which would only retry a failing write at once.
+		if !now.Add(wait).Before(hold.until) {
+			// The lease runs out and the row is claimed again then.
 			r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+			return
 		}
-		return
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 	r.Kick() // the loop recomputes its next wake-up
 }

@@ -3,6 +3,8 @@
 # missing) on 127.0.0.1 for the PostgreSQL engine's tests.
 #   scripts/pg-test-server.sh start   # prints the path of an env file; source it
 #   scripts/pg-test-server.sh stop
+#   scripts/pg-test-server.sh pause    # stops the server, keeping its data
+#   scripts/pg-test-server.sh resume   # starts it again on the same port
 # State (data, log, socket, env) lives in $DARKROOM_PG_STATE
 # (default ${TMPDIR:-/tmp}/darkroom-pg-$UID). start is a no-op if it runs.
 # PostgreSQL refuses to run as root, so the server runs as the postgres
@@ -33,6 +35,19 @@ as_pg() {
 running() { [ -f "$STATE/env" ] && as_pg "$(pgbin)/pg_ctl -D '$STATE/data' status" >/dev/null 2>&1; }
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+pg_start() { # bin port
+  # Durable commits stay on (synchronous_commit is what production
+  # runs); fsync off only spares the shared disk in tests.
+  as_pg "'$1/pg_ctl' -D '$STATE/data' -l '$STATE/log' -w -t 30 -o \"-c listen_addresses=127.0.0.1 -p $2 -k '$STATE' -c fsync=off -c max_connections=300\" start" >/dev/null 2>&1
+}
+
+# pause and resume take a running test server down and up again, for the
+# database-restart test (on a server of its own).
+pause() { as_pg "'$(pgbin)/pg_ctl' -D '$STATE/data' -w -m fast stop" >/dev/null; }
+resume() {
+  pg_start "$(pgbin)" "$(cat "$STATE/port")" || { cat "$STATE/log" >&2; exit 1; }
+}
+
 start() {
   if running; then echo "$STATE/env"; return; fi
   install_pg
@@ -45,9 +60,8 @@ start() {
   for try in 1 2 3 4 5; do
     port=$(( 20000 + RANDOM % 30000 ))
     listening "$port" && continue
-    # Durable commits stay on (synchronous_commit is what production
-    # runs); fsync off only spares the shared disk in tests.
-    if as_pg "'$bin/pg_ctl' -D '$STATE/data' -l '$STATE/log' -w -t 30 -o \"-c listen_addresses=127.0.0.1 -p $port -k '$STATE' -c fsync=off -c max_connections=300\" start" >/dev/null 2>&1; then
+    if pg_start "$bin" "$port"; then
+      echo "$port" >"$STATE/port"
       cat >"$STATE/env" <<EOT
 export DARKROOM_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable
 export DARKROOM_TEST_PG_BIN=$bin
@@ -71,5 +85,7 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+  pause) pause ;;
+  resume) resume ;;
+  *) echo "usage: $0 start|stop|pause|resume" >&2; exit 2 ;;
 esac

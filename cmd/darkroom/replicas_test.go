@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,5 +229,91 @@ func TestSlowSubmitOneProviderJob(t *testing.T) {
 				t.Fatalf("%d create calls, %d provider jobs; want 1 and 1", creates, jobs)
 			}
 		})
+	}
+}
+
+// ownPostgres starts a PostgreSQL of the test's own (scripts/pg-test-server.sh
+// with its own state folder), for a test that takes it down; it returns
+// the database URL and a function running the script's other commands
+// (pause, resume) on it. It skips where the shared test server is not
+// configured (no PostgreSQL here).
+func ownPostgres(t *testing.T) (string, func(cmd string)) {
+	t.Helper()
+	if os.Getenv("DARKROOM_TEST_DATABASE_URL") == "" {
+		if os.Getenv("DARKROOM_TEST_REQUIRE_PG") != "" {
+			t.Fatal("no PostgreSQL: DARKROOM_TEST_DATABASE_URL is not set")
+		}
+		t.Skip("no PostgreSQL: start scripts/pg-test-server.sh and source its env file")
+	}
+	// Under /tmp, not t.TempDir(): the server runs as the postgres user,
+	// who must reach the folder.
+	state, err := os.MkdirTemp("", "darkroom-pg-restart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("../../scripts/pg-test-server.sh")
+	run := func(cmd string) []byte {
+		c := exec.Command(script, cmd)
+		c.Env = append(os.Environ(), "DARKROOM_PG_STATE="+state)
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("pg-test-server.sh %s: %v %s", cmd, err, stderrOf(err))
+		}
+		return out
+	}
+	t.Cleanup(func() { run("stop") })
+	envFile, err := os.ReadFile(strings.TrimSpace(string(run("start"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(envFile), "\n") {
+		if u, ok := strings.CutPrefix(line, "export DARKROOM_TEST_DATABASE_URL="); ok {
+			return u, func(cmd string) { run(cmd) }
+		}
+	}
+	t.Fatalf("no database URL in %s", envFile)
+	return "", nil
+}
+
+// TestDatabaseRestart: while PostgreSQL is down a replica fails /readyz
+// (so the balancer takes it out); when it is back the replica is ready
+// again by itself, and a generation created before the outage completes.
+func TestDatabaseRestart(t *testing.T) {
+	if onPostgres() {
+		t.Skip("engine-independent: runs in the default pass")
+	}
+	url, pg := ownPostgres(t)
+	s := startServer(t, 0.2, func(c *config) { c.DatabaseURL = url }) // a video takes about 4 s
+	readyWithin := func(want int, within time.Duration) time.Duration {
+		t.Helper()
+		t0 := time.Now()
+		for {
+			code, checks := readyz(t, s.url)
+			if code == want {
+				return time.Since(t0)
+			}
+			if time.Since(t0) > within {
+				t.Fatalf("/readyz still %d (%v) %v after the change, want %d", code, checks, within, want)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a probe: no event to await
+		}
+	}
+	readyWithin(200, 10*time.Second)
+	cs := connect(t, s.url, "2026-07-28")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "through a database restart"}, &g)
+	pg("pause")
+	down := readyWithin(503, 10*time.Second)
+	if _, checks := readyz(t, s.url); checks["store"] == "ok" {
+		t.Fatalf("not ready, but the store check passes: %v", checks)
+	}
+	time.Sleep(2 * time.Second) // the outage lasts a while (the runner and listener back off)
+	pg("resume")
+	up := readyWithin(200, 30*time.Second)
+	t.Logf("/readyz 503 %v after PostgreSQL stopped, 200 again %v after it restarted", down.Round(time.Millisecond), up.Round(time.Millisecond))
+	var w genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 45}, &w)
+	if w.Status != "completed" {
+		t.Fatalf("the generation created before the restart ended %s (%s)", w.Status, w.StatusMessage)
 	}
 }
