@@ -5,7 +5,8 @@
 #   scripts/pg-test-server.sh stop
 #   scripts/pg-test-server.sh pause    # stops the server, keeping its data
 #   scripts/pg-test-server.sh resume   # starts it again on the same port
-# State (data, log, socket, env) lives in $DARKROOM_PG_STATE
+# DARKROOM_PG_FSYNC=on starts it with fsync (default off, to spare the
+# shared disk). State (data, log, socket, env) lives in $DARKROOM_PG_STATE
 # (default ${TMPDIR:-/tmp}/darkroom-pg-$UID). start is a no-op if it runs.
 # PostgreSQL refuses to run as root, so the server runs as the postgres
 # user; the data folder is that user's.
@@ -37,8 +38,12 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 pg_start() { # bin port
   # Durable commits stay on (synchronous_commit is what production
-  # runs); fsync off only spares the shared disk in tests.
-  as_pg "'$1/pg_ctl' -D '$STATE/data' -l '$STATE/log' -w -t 30 -o \"-c listen_addresses=127.0.0.1 -p $2 -k '$STATE' -c fsync=off -c max_connections=300\" start" >/dev/null 2>&1
+  # runs); fsync off only spares the shared disk in tests, and
+  # DARKROOM_PG_FSYNC=on (the benchmarks' own server) turns it back on.
+  local fsync=${DARKROOM_PG_FSYNC:-off}
+  [ -f "$STATE/fsync" ] && fsync=$(cat "$STATE/fsync")
+  as_pg "'$1/pg_ctl' -D '$STATE/data' -l '$STATE/log' -w -t 30 -o \"-c listen_addresses=127.0.0.1 -p $2 -k '$STATE' -c fsync=$fsync -c synchronous_commit=on -c max_connections=300\" start" >/dev/null 2>&1 &&
+    echo "$fsync" >"$STATE/fsync"
 }
 
 # pause and resume take a running test server down and up again, for the

@@ -8,13 +8,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+	"github.com/jackc/pgx/v5"
 )
 
 // sharedDatabase returns a setting that puts servers on one fresh
@@ -237,7 +241,7 @@ func TestSlowSubmitOneProviderJob(t *testing.T) {
 // the database URL and a function running the script's other commands
 // (pause, resume) on it. It skips where the shared test server is not
 // configured (no PostgreSQL here).
-func ownPostgres(t *testing.T) (string, func(cmd string)) {
+func ownPostgres(t testing.TB, env ...string) (string, func(cmd string)) {
 	t.Helper()
 	if os.Getenv("DARKROOM_TEST_DATABASE_URL") == "" {
 		if os.Getenv("DARKROOM_TEST_REQUIRE_PG") != "" {
@@ -254,7 +258,7 @@ func ownPostgres(t *testing.T) (string, func(cmd string)) {
 	script, _ := filepath.Abs("../../scripts/pg-test-server.sh")
 	run := func(cmd string) []byte {
 		c := exec.Command(script, cmd)
-		c.Env = append(os.Environ(), "DARKROOM_PG_STATE="+state)
+		c.Env = append(append(os.Environ(), env...), "DARKROOM_PG_STATE="+state)
 		out, err := c.Output()
 		if err != nil {
 			t.Fatalf("pg-test-server.sh %s: %v %s", cmd, err, stderrOf(err))
@@ -316,4 +320,120 @@ func TestDatabaseRestart(t *testing.T) {
 	if w.Status != "completed" {
 		t.Fatalf("the generation created before the restart ended %s (%s)", w.Status, w.StatusMessage)
 	}
+}
+
+// pgInsertBaseline inserts one row of about a generation's size per
+// autocommit on a single connection for d: each commit waits for its own
+// WAL flush. It returns rows per second.
+func pgInsertBaseline(tb testing.TB, url string, d time.Duration) float64 {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS anchor_rows (id BIGSERIAL PRIMARY KEY, owner TEXT, model TEXT, prompt TEXT,
+		status TEXT, credits BIGINT, charged BIGINT, progress DOUBLE PRECISION, created TEXT, token BYTEA)`); err != nil {
+		tb.Fatal(err)
+	}
+	token := make([]byte, 16)
+	n := 0
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		if _, err := conn.Exec(ctx, "INSERT INTO anchor_rows (owner, model, prompt, status, credits, charged, progress, created, token) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)",
+			"local", "local-sketch", "a durable insert of about the size of a generation row", "queued", 1, 1, 0.0, time.Now().UTC().Format(time.RFC3339Nano), token); err != nil {
+			tb.Fatal(err)
+		}
+		n++
+	}
+	return float64(n) / time.Since(t0).Seconds()
+}
+
+// ownersCreates is serviceCreates with each goroutine its own caller.
+func ownersCreates(tb testing.TB, a *app, conc int, d time.Duration) float64 {
+	tb.Helper()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range conc {
+		owner := "bench-" + strconv.Itoa(w)
+		wg.Go(func() {
+			for time.Since(t0) < d {
+				_, _, err := a.svc.Create(context.Background(), owner, generation.CreateRequest{
+					ModelID: "local-sketch", Prompt: "durable in-process",
+					InTx: func(ctx context.Context, tx generation.Tx, g *generation.Generation) error {
+						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), &tasks.Task{Owner: owner, Ref: "generation:" + g.ID, TTL: time.Hour})
+					},
+				})
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(t0).Seconds()
+}
+
+// BenchmarkPostgresDurableCreate: tools/call generate answered with a
+// CreateTaskResult (generation and task rows committed before the reply)
+// from 32 concurrent clients in a child process, on a PostgreSQL of the
+// benchmark's own with fsync and synchronous_commit on, against a
+// single-connection single-row INSERT loop into the same PostgreSQL, in
+// one run (2 s each, twice). For attribution: the same creation
+// in-process from 32 goroutines of one caller (each transaction locks the
+// caller: budget, idempotency) and of 32 callers.
+func BenchmarkPostgresDurableCreate(b *testing.B) {
+	const conc = 32
+	url, _ := ownPostgres(b, "DARKROOM_PG_FSYNC=on")
+	s := startBenchServer(b, 1, false, nil, func(c *config) { c.DatabaseURL = url })
+	pg := s.app.db.(*postgres.DB)
+	for _, setting := range []string{"fsync", "synchronous_commit"} {
+		var v string
+		if err := pg.Pool.QueryRow(context.Background(), "SHOW "+setting).Scan(&v); err != nil || v != "on" {
+			b.Fatalf("%s = %q (%v), want on", setting, v, err)
+		}
+	}
+	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
+	body := rpcBody(3, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": "durable"}}, caps)
+	spec := loadSpec{URL: s.url + "/mcp", Concurrency: conc, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
+		Headers: rpcHeaders("tools/call", "generate", ""), Body: body, Expect: `"resultType":"task"`}
+	var reqs, total, errs int
+	var secs float64
+	var cpu time.Duration
+	var anchor, oneOwner, owners []float64
+	var errSample string
+	hideNsPerOp(b)
+	for range b.N {
+		for range 2 {
+			anchor = append(anchor, pgInsertBaseline(b, url, 2*time.Second))
+			res, c := loadFromChild(b, spec)
+			reqs, total, errs, secs, cpu = reqs+res.Measured, total+res.Total, errs+res.Errors, secs+res.Elapsed.Seconds(), cpu+c
+			if errSample == "" {
+				errSample = res.ErrSample
+			}
+			oneOwner = append(oneOwner, serviceCreates(b, s.app, conc, 2*time.Second))
+			owners = append(owners, ownersCreates(b, s.app, conc, 2*time.Second))
+		}
+	}
+	if errs > 0 {
+		b.Errorf("%d failed creates: %s", errs, errSample)
+	}
+	mean := func(v []float64) float64 {
+		t := 0.0
+		for _, x := range v {
+			t += x
+		}
+		return t / float64(len(v))
+	}
+	rate := float64(reqs) / secs
+	b.ReportMetric(rate, "http_creates/s")
+	b.ReportMetric(mean(anchor), "insert_loop_rows/s")
+	b.ReportMetric(rate/mean(anchor), "ratio")
+	b.ReportMetric(mean(oneOwner), "inproc_one_caller_creates/s")
+	b.ReportMetric(mean(owners), "inproc_32_callers_creates/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "server_cpu_us/create")
 }
