@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +31,10 @@ func sharedDatabase(tb testing.TB) func(*config) {
 	url := pgtest.URL(tb)
 	return func(c *config) { c.DatabaseURL = url }
 }
+
+// sharedDatabaseURL is a fresh PostgreSQL database's URL (skipped without
+// PostgreSQL).
+func sharedDatabaseURL(tb testing.TB) string { return pgtest.URL(tb) }
 
 // listening waits until s's cross-replica listener is connected and
 // returns its backend pid; other than old when given.
@@ -436,4 +443,149 @@ func BenchmarkPostgresDurableCreate(b *testing.B) {
 	b.ReportMetric(mean(oneOwner), "inproc_one_caller_creates/s")
 	b.ReportMetric(mean(owners), "inproc_32_callers_creates/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(total), "server_cpu_us/create")
+}
+
+// rtProxy forwards TCP to PostgreSQL and counts round trips: each time a
+// connection's client sends after having last received (a request after
+// the previous answer) is one.
+type rtProxy struct {
+	ln    net.Listener
+	trips atomic.Int64
+}
+
+func startRTProxy(tb testing.TB, target string) *rtProxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &rtProxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	tb.Cleanup(func() { ln.Close() })
+	return p
+}
+
+func (p *rtProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	s, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	var answered atomic.Bool // the server spoke since the client last did
+	answered.Store(true)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := s.Read(buf)
+			if n > 0 {
+				answered.Store(true)
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				c.Close()
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if answered.Swap(false) {
+				p.trips.Add(1)
+			}
+			if _, werr := s.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// BenchmarkEngineOps: per-operation server CPU and database round trips,
+// SQLite against PostgreSQL on this machine (the runner, listener and
+// heartbeat stopped, so only the requests touch the database): tasks/get
+// of a working task from 8 clients and tools/call generate (a task) from
+// 32 clients in a child process, 2 s each. PostgreSQL is the shared test
+// server, reached through a proxy counting round trips. server_cpu is
+// darkroom's process only (PostgreSQL's own CPU is not in it).
+func BenchmarkEngineOps(b *testing.B) {
+	pgURL := sharedDatabaseURL(b)
+	u, err := neturl.Parse(pgURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proxy := startRTProxy(b, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
+	type result struct{ getRate, getCPU, getTrips, createRate, createCPU, createTrips float64 }
+	run := func(b *testing.B, opts ...func(*config)) result {
+		s := startBenchServer(b, 1, false, nil, opts...)
+		hc := benchClient(1)
+		code, resp, err := postRaw(hc, s.url+"/mcp", rpcBody(1, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}, caps),
+			rpcHeaders("tools/call", "generate", ""))
+		var created struct {
+			Result struct {
+				TaskID string `json:"taskId"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal(lastData(resp), &created)
+		if err != nil || code != 200 || created.Result.TaskID == "" {
+			b.Fatalf("create task: %d %v %s", code, err, resp)
+		}
+		id := created.Result.TaskID
+		var r result
+		for _, op := range []struct {
+			spec             loadSpec
+			rate, cpu, trips *float64
+		}{
+			{loadSpec{URL: s.url + "/mcp", Concurrency: 8, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
+				Headers: rpcHeaders("tasks/get", id, ""), Body: rpcBody(2, "tasks/get", map[string]any{"taskId": id}, caps), Expect: `"status":"working"`},
+				&r.getRate, &r.getCPU, &r.getTrips},
+			{loadSpec{URL: s.url + "/mcp", Concurrency: 32, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
+				Headers: rpcHeaders("tools/call", "generate", ""), Body: rpcBody(3, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": "durable"}}, caps),
+				Expect: `"resultType":"task"`},
+				&r.createRate, &r.createCPU, &r.createTrips},
+		} {
+			trips0 := proxy.trips.Load()
+			res, cpu := loadFromChild(b, op.spec)
+			if res.Errors > 0 {
+				b.Errorf("%d errors: %s", res.Errors, res.ErrSample)
+			}
+			*op.rate = float64(res.Measured) / res.Elapsed.Seconds()
+			*op.cpu = float64(cpu.Microseconds()) / float64(res.Total)
+			*op.trips = float64(proxy.trips.Load()-trips0) / float64(res.Total)
+		}
+		return r
+	}
+	hideNsPerOp(b)
+	var lite, pg result
+	for range b.N {
+		lite = run(b)
+		pg = run(b, func(c *config) { c.DatabaseURL = u.String() })
+	}
+	b.ReportMetric(lite.getRate, "sqlite_get/s")
+	b.ReportMetric(pg.getRate, "pg_get/s")
+	b.ReportMetric(pg.getRate/lite.getRate, "get_pg/sqlite")
+	b.ReportMetric(lite.getCPU, "sqlite_get_cpu_us")
+	b.ReportMetric(pg.getCPU, "pg_get_cpu_us")
+	b.ReportMetric(pg.getTrips, "pg_get_roundtrips")
+	b.ReportMetric(lite.createRate, "sqlite_create/s")
+	b.ReportMetric(pg.createRate, "pg_create/s")
+	b.ReportMetric(lite.createCPU, "sqlite_create_cpu_us")
+	b.ReportMetric(pg.createCPU, "pg_create_cpu_us")
+	b.ReportMetric(pg.createTrips, "pg_create_roundtrips")
 }
