@@ -105,7 +105,8 @@ done
 # different replicas. PostgreSQL is the test server test.sh starts
 # (DARKROOM_TEST_DATABASE_URL), else this script starts its own.
 if [ -z "${DARKROOM_TEST_DATABASE_URL:-}" ]; then
-  export DARKROOM_PG_STATE="$tmp/pg"
+  # Not under $tmp: the server runs as the postgres user, who must reach it.
+  export DARKROOM_PG_STATE="${TMPDIR:-/tmp}/darkroom-conformance-pg-$$"
   # shellcheck disable=SC1090
   source "$(scripts/pg-test-server.sh start)"
   own_pg=1
