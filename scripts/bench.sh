@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-export DARKROOM_PG_STATE="${DARKROOM_PG_STATE:-${TMPDIR:-/tmp}/darkroom-bench-pg-$(id -u)}"
+# A server of its own (stopped on exit), never one the caller runs.
+export DARKROOM_PG_STATE="${TMPDIR:-/tmp}/darkroom-bench-pg-$$"
 trap 'scripts/pg-test-server.sh stop' EXIT
 # shellcheck disable=SC1090
 source "$(scripts/pg-test-server.sh start)"
