@@ -154,3 +154,32 @@ func TestLostLeaseStopsStep(t *testing.T) {
 		}
 	})
 }
+
+// TestSubmitNeedsTheLease: a step whose claim was taken over before it
+// marks the submit (here by hand, as another replica would after an
+// expiry) does not call the provider: the submit decision renews the
+// lease in its own transaction, and the row stays the new holder's.
+func TestSubmitNeedsTheLease(t *testing.T) {
+	e := newEnv(t)
+	g := e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "taken before submit"})
+	r := NewRunner(e.svc, RunnerConfig{})
+	ctx := context.Background()
+	var row Row
+	var claimed bool
+	now := time.Now()
+	if err := e.svc.store.Update(ctx, func(ctx context.Context, tx Tx) (err error) {
+		row, claimed, err = tx.Claim(ctx, r.id, now.Add(time.Minute), now)
+		return err
+	}); err != nil || !claimed || row.ID != g.ID {
+		t.Fatalf("claim: %v %v %s", claimed, err, row.ID)
+	}
+	e.exec(`UPDATE generations SET lease_owner = 'other', attempts = attempts + 1 WHERE id = ?`, g.ID)
+	r.step(ctx, row)
+	got, err := e.svc.store.Generation(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.prov.submits.Load(); n != 0 || got.SubmitState != "" || got.LeaseOwner != "other" {
+		t.Fatalf("%d submits, submit state %q, lease %q; want none, unsubmitted, other's", n, got.SubmitState, got.LeaseOwner)
+	}
+}

@@ -266,7 +266,7 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.cfg.Logger.Warn("runner: read webhook deliveries", "generation", g.ID, "err", err)
 	}
 	next, err := r.advance(ctx, g, row)
-	if hold.lost() {
+	if hold.lost() || errors.Is(err, errLeaseLost) {
 		return // another claim holds the row now: its step decides
 	}
 	var se *storageError
@@ -423,7 +423,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 		}
 		if errors.Is(err, errLeaseLost) {
 			r.cfg.Logger.Warn("runner: lease lost before submit; not submitted", "generation", g.ID)
-			return -1, nil // the claim holding the row submits
+			return 0, err // the claim holding the row submits
 		}
 		if err != nil || held >= 0 {
 			return r.holdOverCap(ctx, g, held, err)
