@@ -234,7 +234,8 @@ func envOr(k, def string) string {
 // (round-robin, no stickiness) in front of three replicas on one
 // PostgreSQL. Each replica's bucket holds a third of the configured rate
 // (the live count comes from the replicas' heartbeats), so the caller is
-// admitted the configured rate in all, within ±25%, not three times it.
+// admitted the configured rate in all, within ±25%, not three times it;
+// pinned to one replica (a sticky balancer) it gets a third.
 func TestPollLimitAcrossReplicas(t *testing.T) {
 	if onPostgres() {
 		t.Skip("engine-independent: runs in the default pass")
@@ -261,8 +262,8 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 	}
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"00000000000000000000000000000000000000000000",` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`)
-	poll := func(hc *http.Client) (int, error) {
-		req, _ := http.NewRequest("POST", lb+"/mcp", bytes.NewReader(body))
+	poll := func(hc *http.Client, base string) (int, error) {
+		req, _ := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -276,35 +277,48 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	var admitted, refused, failed atomic.Int64
-	end := time.Now().Add(secs * time.Second)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			hc := &http.Client{Timeout: 5 * time.Second}
-			for time.Now().Before(end) {
-				code, err := poll(hc)
-				switch {
-				case err != nil:
-					failed.Add(1)
-				case code == http.StatusTooManyRequests:
-					refused.Add(1)
-				case code == http.StatusOK:
-					admitted.Add(1)
-				default:
-					failed.Add(1)
+	// flatOut polls base from 4 connections for secs seconds.
+	flatOut := func(base string, secs int) (admitted, refused, failed int64) {
+		var a, r, f atomic.Int64
+		end := time.Now().Add(time.Duration(secs) * time.Second)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				hc := &http.Client{Timeout: 5 * time.Second}
+				for time.Now().Before(end) {
+					code, err := poll(hc, base)
+					switch {
+					case err != nil:
+						f.Add(1)
+					case code == http.StatusTooManyRequests:
+						r.Add(1)
+					case code == http.StatusOK:
+						a.Add(1)
+					default:
+						f.Add(1)
+					}
 				}
-			}
-		})
+			})
+		}
+		wg.Wait()
+		return a.Load(), r.Load(), f.Load()
 	}
-	wg.Wait()
-	got := float64(admitted.Load()-3*((burst+2)/3)) / secs
+	admitted, refused, failed := flatOut(lb, secs)
+	got := float64(admitted-3*((burst+2)/3)) / secs
 	t.Logf("flat out for %d s through HAProxy to 3 replicas: %d admitted (%.1f/s beyond the burst, configured %.0f/s), %d refused, %d failed; requests per replica %v",
-		secs, admitted.Load(), got, rate, refused.Load(), failed.Load(), haproxySessions(t, state))
-	if failed.Load() > 0 || refused.Load() == 0 {
-		t.Fatalf("%d failed, %d refused: want none failed and the limit reached", failed.Load(), refused.Load())
+		secs, admitted, got, rate, refused, failed, haproxySessions(t, state))
+	if failed > 0 || refused == 0 {
+		t.Fatalf("%d failed, %d refused: want none failed and the limit reached", failed, refused)
 	}
 	if got < 0.75*rate || got > 1.25*rate {
 		t.Fatalf("admitted %.1f/s across 3 replicas, want %.0f/s ±25%%", got, rate)
+	}
+	// A sticky balancer: the same caller pinned to one replica (its bucket
+	// drained above) gets that replica's share, rate/3: stricter.
+	admitted, refused, failed = flatOut(servers[0].url, secs)
+	pinned := float64(admitted) / secs
+	t.Logf("pinned to one replica: %d admitted (%.1f/s, a third of %.0f/s), %d refused, %d failed", admitted, pinned, rate, refused, failed)
+	if failed > 0 || pinned < 0.75*rate/3 || pinned > 1.25*rate/3+float64((burst+2)/3)/secs {
+		t.Fatalf("pinned to one replica: %.1f/s admitted, want %.0f/s ±25%%", pinned, rate/3)
 	}
 }
