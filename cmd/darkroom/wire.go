@@ -153,6 +153,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		MaxInputBytes:  a.cfg.MaxInputBytes,
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
+		MaxReadBytes:   a.cfg.MaxResourceBytes,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
@@ -386,13 +387,19 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
-		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+		Configure: func(s *mcp.Server) {
+			s.AddReceivingMiddleware(tasks.SDKMiddleware())
+			a.tools.RegisterResources(s)
+		},
 	}
 }
 
 func capabilities() *mcp.ServerCapabilities {
 	c := &mcp.ServerCapabilities{}
 	c.AddExtension(tasks.ExtensionID, nil)
+	// Outputs are resources (compat.RegisterResources); the list never
+	// changes and nothing is subscribable.
+	c.Resources = &mcp.ResourceCapabilities{}
 	return c
 }
 
