@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"image/jpeg"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -310,4 +311,45 @@ func TestInlinePreviewSetting(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkResourceRead: resources/read of one stored output over HTTP
+// (2026-07-28), against the signed link's GET of the same bytes.
+func BenchmarkResourceRead(b *testing.B) {
+	s := startBenchServer(b, 0, true, nil, func(c *config) { c.PollRate, c.PollBurst = 1e9, 1e9 })
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	for _, model := range []string{"local-sketch", "local-motion"} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate", Arguments: map[string]any{"modelId": model, "prompt": "bench", "wait": true}})
+		if err != nil || res.IsError {
+			b.Fatalf("generate: %v", err)
+		}
+		var g genView
+		js, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(js, &g)
+		uri := compat.OutputURI(g.GenerationID, 0)
+		b.Run(model+"/resources-read", func(b *testing.B) {
+			b.SetBytes(g.Outputs[0].Bytes)
+			for range b.N {
+				if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(model+"/signed-link", func(b *testing.B) {
+			b.SetBytes(g.Outputs[0].Bytes)
+			for range b.N {
+				resp, err := http.Get(g.Outputs[0].URL)
+				if err != nil || resp.StatusCode != 200 {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
 }
