@@ -332,11 +332,20 @@ func BenchmarkResourceRead(b *testing.B) {
 		js, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(js, &g)
 		uri := compat.OutputURI(g.GenerationID, 0)
+		// Raw POSTs: go-sdk's client would answer from its cache (ttlMs).
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": uri,
+			"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
+		headers := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri}
 		b.Run(model+"/resources-read", func(b *testing.B) {
 			b.SetBytes(g.Outputs[0].Bytes)
 			for range b.N {
-				if _, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err != nil {
-					b.Fatal(err)
+				code, raw, err := postRaw(http.DefaultClient, s.url+"/mcp", body, headers)
+				var m struct {
+					Result mcp.ReadResourceResult `json:"result"`
+				}
+				if err != nil || code != 200 || json.Unmarshal(lastData(raw), &m) != nil || int64(len(m.Result.Contents[0].Blob)) != g.Outputs[0].Bytes {
+					b.Fatalf("read: %d %v", code, err)
 				}
 			}
 		})
