@@ -362,3 +362,18 @@ func BenchmarkResourceRead(b *testing.B) {
 		})
 	}
 }
+
+// TestResourceOfUnfinishedGeneration: the owner reading an output of a
+// generation still running is told to wait, with the not-found code.
+func TestResourceOfUnfinishedGeneration(t *testing.T) {
+	s := startServer(t, 1) // a local video takes seconds
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	gen := c.tool("generate", map[string]any{"modelId": "local-motion", "prompt": "slow"})
+	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
+	uri := compat.OutputURI(gid, 0)
+	r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
+	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(r.Error.Message, "wait_generation") {
+		t.Fatalf("read while running: %+v", r.Error)
+	}
+	c.tool("cancel_generation", map[string]any{"generationId": gid})
+}
