@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -84,6 +85,10 @@ type config struct {
 	// Drain is how long the runner's steps may take to finish at shutdown
 	// (serve and stdio set it from ShutdownGrace; tests leave it 0).
 	Drain time.Duration
+
+	// Outputs as resources and their inline previews.
+	MaxResourceBytes int64 // largest output resources/read returns inline
+	InlinePreview    bool  // make a preview per output and show it next to its resource_link
 }
 
 // setting is one setting of T: a flag, its environment variables and its
@@ -229,14 +234,14 @@ func (c *config) authEnv(name string) string {
 func serverSettings(cmd string) []setting[config] {
 	addr, metricsAddr := "127.0.0.1:8080", defaultMetricsAddr
 	if cmd == "stdio" {
-		addr, metricsAddr = "127.0.0.1:0", "off"
+		addr, metricsAddr = stdioFilesAddr, "off"
 	}
 	text := func(p func(*config) *string) func(*config, string) error {
 		return func(c *config, v string) error { *p(c) = v; return nil }
 	}
 	return []setting[config]{
-		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `127.0.0.1:0`",
-			help: "HTTP listen address (stdio serves only /files on it)",
+		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `" + stdioFilesAddr + "`",
+			help: "HTTP listen address (stdio serves only /files on it, and takes a free port when this one is taken)",
 			set:  text(func(c *config) *string { return &c.Addr })},
 		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
 			help: "data directory: database and local files",
@@ -265,6 +270,22 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
 			help: "input image cap",
 			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
+		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(compat.DefaultMaxResourceBytes),
+			help: "largest output resources/read returns inline (larger: use the signed link)",
+			set:  func(c *config, v string) (err error) { c.MaxResourceBytes, err = byteCount(v, 1); return err }},
+		{flag: "inline-preview", env: envs("DARKROOM_INLINE_PREVIEW"), def: "on",
+			help: "on: a small JPEG preview of each output, made once when stored, follows its resource_link; off: none",
+			set: func(c *config, v string) error {
+				switch strings.ToLower(v) {
+				case "on", "true", "1":
+					c.InlinePreview = true
+				case "off", "false", "0":
+					c.InlinePreview = false
+				default:
+					return fmt.Errorf("want on or off, not %q", v)
+				}
+				return nil
+			}},
 		{flag: "read-header-timeout", env: envs("DARKROOM_READ_HEADER_TIMEOUT"), def: server.DefaultReadHeaderTimeout.String(),
 			help: "time allowed for a request's line and headers",
 			set: func(c *config, v string) (err error) {

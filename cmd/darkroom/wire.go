@@ -139,6 +139,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Observer:      mirror,
 		Budget:        a.budget,
 		Exclusive:     a.exclusive(),
+		InlinePreview: a.cfg.InlinePreview,
 	})
 	if err != nil {
 		return nil, err
@@ -161,6 +162,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		MaxInputBytes:  a.cfg.MaxInputBytes,
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
+		MaxReadBytes:   a.cfg.MaxResourceBytes,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
@@ -396,13 +398,21 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
-		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+		Configure: func(s *mcp.Server) {
+			s.AddReceivingMiddleware(tasks.SDKMiddleware())
+			a.tools.RegisterResources(s)
+		},
 	}
 }
 
 func capabilities() *mcp.ServerCapabilities {
-	c := &mcp.ServerCapabilities{}
+	// The tool list is fixed at start, so no tools/list_changed is ever
+	// sent: no listChanged (go-sdk's default would claim it).
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	c.AddExtension(tasks.ExtensionID, nil)
+	// Outputs are resources (compat.RegisterResources); the list never
+	// changes and nothing is subscribable.
+	c.Resources = &mcp.ResourceCapabilities{}
 	return c
 }
 
