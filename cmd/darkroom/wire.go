@@ -33,6 +33,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/ui"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -386,13 +387,17 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
-		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+		Configure: func(s *mcp.Server) {
+			s.AddReceivingMiddleware(tasks.SDKMiddleware())
+			a.registerViewer(s)
+		},
 	}
 }
 
 func capabilities() *mcp.ServerCapabilities {
 	c := &mcp.ServerCapabilities{}
 	c.AddExtension(tasks.ExtensionID, nil)
+	ui.Capability(c)
 	return c
 }
 
@@ -424,4 +429,14 @@ func loadSecret(path string) ([]byte, error) {
 
 func newLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// registerViewer adds the MCP Apps generation view (ui package); its tool
+// polls, so it draws from the poll bucket.
+func (a *app) registerViewer(s *mcp.Server) {
+	a.tools.SetRateClass(ui.ViewTool, compat.ClassPoll)
+	ui.Register(s, ui.Config{
+		Service: a.svc, Blobs: a.blobs, Owner: server.ToolOwner,
+		PollInterval: server.PollInterval(a.limits),
+	})
 }
