@@ -63,12 +63,6 @@ async function main() {
   const bridge = new AppBridge(client, { name: "darkroom-apphost", version: "1" },
     { openLinks: {}, serverTools: {}, serverResources: {} },
     { hostContext: { theme, platform: "web", displayMode: "inline", containerDimensions: { maxWidth: 600 } } });
-  bridge.oncalltool = async (params, extra) => {
-    host.viewCalls.push(params.name);
-    if (refuse) throw new Error("the host refused this call");
-    return client.callTool(params, extra);
-  };
-  if (refuse) bridge.onreadresource = async () => { throw new Error("the host refused this read"); };
   bridge.onopenlink = async ({ url }) => { host.opened.push(url); return {}; };
   bridge.onsizechange = ({ height }) => { if (height) iframe.style.height = `${Math.ceil(height)}px`; host.sizes.push(height); };
   bridge.oninitialized = async () => {
@@ -80,6 +74,13 @@ async function main() {
     } catch (e) { host.error = String(e); log(host.error); }
   };
   await bridge.connect(new PostMessageTransport(iframe.contentWindow, iframe.contentWindow));
+  // After connect, which installs AppBridge's own forwarding to the client.
+  bridge.oncalltool = async (params, extra) => {
+    host.viewCalls.push(params.name);
+    if (refuse) throw new Error("the host refused this call");
+    return client.callTool(params, extra);
+  };
+  if (refuse) bridge.onreadresource = async () => { throw new Error("the host refused this read"); };
   iframe.srcdoc = await withCSP(view.text, view._meta?.ui?.csp);
 }
 

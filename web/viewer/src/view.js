@@ -29,7 +29,13 @@ const app = new App({ name: "darkroom-viewer", version: "1" }, {}, { autoResize:
 
 function show(el, on) { el.hidden = !on; }
 
-function setNote(text) { ui.note.textContent = text || ""; show(ui.note, !!text); }
+// A note is either an outcome (of Cancel, Download) or a refusal by the
+// host; a successful refresh clears only the latter.
+function setNote(text, kind = "outcome") {
+  ui.note.textContent = text || "";
+  ui.note.dataset.kind = kind;
+  show(ui.note, !!text);
+}
 
 function bytesText(n) {
   if (!n) return "";
@@ -62,7 +68,7 @@ function failureText(err) {
 function renderFacts(g) {
   const rows = [];
   if (state.model || g.modelId) rows.push(["Model", state.model || g.modelId]);
-  if (g.credits != null) rows.push(["Cost", `${g.credits} credit${g.credits === 1 ? "" : "s"}`]);
+  if (g.credits != null) rows.push(["Cost", `${g.credits} credit${g.credits === 1 ? "" : "s"}` + (g.status === "cancelled" ? " (refunded)" : "")]);
   const o = g.outputs?.[0];
   if (o) {
     const dims = o.width && o.height ? `${o.width}×${o.height}` : "";
@@ -82,6 +88,7 @@ function render() {
   document.body.dataset.status = g?.status || "";
   if (!g) return;
   ui.status.textContent = statusText(g);
+  show(ui.status.parentElement, g.status !== "completed" || !!g.outputsExpired); // the picture says it
   const live = !TERMINAL.has(g.status);
   show(ui.bar, live);
   ui.fill.style.width = `${Math.round((g.progress || 0) * 100)}%`;
@@ -125,7 +132,7 @@ async function call(name, args) {
 
 function refused(what, err) {
   setNote(`The host did not let the viewer ${what} (${err?.message || err}). ` +
-    (state.gen && !TERMINAL.has(state.gen.status) ? "The status shown may be out of date." : ""));
+    (state.gen && !TERMINAL.has(state.gen.status) ? "The status shown may be out of date." : ""), "refused");
 }
 
 function adopt(sc) {
@@ -133,6 +140,7 @@ function adopt(sc) {
   state.gen = sc;
   if (sc.prompt) state.prompt = sc.prompt;
   if (sc.pollIntervalMs > 0) state.pollMs = sc.pollIntervalMs;
+  if (TERMINAL.has(sc.status)) clearTimeout(state.timer);
   render();
 }
 
@@ -146,7 +154,7 @@ async function poll() {
   try {
     const res = await call(VIEW_TOOL, { generationId: state.gen.generationId });
     adopt(res.structuredContent);
-    setNote("");
+    if (ui.note.dataset.kind === "refused") setNote("");
   } catch (err) {
     refused("refresh the status", err);
     return; // stop: the host said no
@@ -228,7 +236,7 @@ ui.cancel.addEventListener("click", async () => {
     const res = await call("cancel_generation", { generationId: g.generationId });
     adopt(res.structuredContent);
     const now = state.gen;
-    if (now.status === "cancelled") setNote("Cancelled. Nothing was charged.");
+    if (now.status === "cancelled") setNote("Cancelled. The credits were refunded.");
     else if (now.cancelRequested) { setNote("Cancel requested; the provider may still finish first."); schedule(); }
     else setNote(`Too late to cancel: the generation is ${now.status}.`);
     if (now.status === "completed") loadMedia();
