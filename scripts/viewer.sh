@@ -3,6 +3,7 @@
 # $HOME/.cache/darkroom so a second run is fast and prints only the result.
 #   scripts/viewer.sh deps      npm ci of web/viewer's lockfile, once per lockfile; prints node_modules
 #   scripts/viewer.sh build     rebuilds ui/viewer.html from web/viewer/src
+#   scripts/viewer.sh check     fails when the committed ui/viewer.html is not what build makes
 #   scripts/viewer.sh chromium  installs Debian's chromium if missing; prints its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,13 @@ case ${1:-} in
   build)
     nm=$(deps)
     NODE_MODULES="$nm" "$(node_bin)" web/viewer/build.mjs ;;
+  check)
+    nm=$(deps)
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    NODE_MODULES="$nm" "$(node_bin)" web/viewer/build.mjs "$tmp/viewer.html" 2>/dev/null
+    if ! cmp -s "$tmp/viewer.html" ui/viewer.html; then
+      echo "ui/viewer.html is stale: run make generate" >&2; exit 1
+    fi ;;
   chromium)
     for c in chromium chromium-browser; do
       if command -v "$c" >/dev/null; then command -v "$c"; exit 0; fi
@@ -40,5 +48,5 @@ case ${1:-} in
     $sudo apt-get update >&2
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends chromium >&2
     command -v chromium ;;
-  *) echo "usage: scripts/viewer.sh deps|build|chromium" >&2; exit 2 ;;
+  *) echo "usage: scripts/viewer.sh deps|build|check|chromium" >&2; exit 2 ;;
 esac

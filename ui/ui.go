@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -74,7 +75,7 @@ func Declared(req mcp.Request) bool {
 		}
 	}
 	p := req.GetParams()
-	if p == nil {
+	if p == nil || reflect.ValueOf(p).IsNil() { // params are pointers; absent ones are typed nils
 		return false
 	}
 	meta := p.GetMeta()

@@ -390,7 +390,9 @@ func (b *browser) cspViolations() []string {
 	return slices.Clone(b.csp)
 }
 
-func (b *browser) screenshot() ([]byte, error) { return chromedp.Run(b.ctx, chromedp.CaptureScreenshot()) }
+func (b *browser) screenshot() ([]byte, error) {
+	return chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+}
 
 func (b *browser) navigate(u string) error { return chromedp.Do(b.ctx, chromedp.Navigate(u)) }
 

@@ -1,6 +1,7 @@
 // Builds darkroom's MCP Apps view into one self-contained file,
 // ui/viewer.html (scripts and styles inlined), with the esbuild pinned in
 // package-lock.json. Run through scripts/viewer.sh build (make generate).
+// With a path it writes there instead (make check-generated compares).
 // With "host OUT.html" it builds the test host page (testdata/apphost)
 // the same way.
 import { readFile, writeFile } from "node:fs/promises";
@@ -37,5 +38,5 @@ async function page(dir, js, css, out) {
 if (process.argv[2] === "host") {
   await page(path.join(root, "testdata/apphost"), "host.js", "", process.argv[3]);
 } else {
-  await page(path.join(here, "src"), "view.js", "style.css", path.join(root, "ui/viewer.html"));
+  await page(path.join(here, "src"), "view.js", "style.css", process.argv[2] || path.join(root, "ui/viewer.html"));
 }
