@@ -178,19 +178,21 @@ func TestViewerInBrowser(t *testing.T) {
 			Tag     string
 			W, H    int
 			Playing bool
+			Bytes   int
 		}
 		b.inView(t, `(async () => { const el = document.querySelector("#media [data-kind=full]");
 			if (el.tagName === "VIDEO") { const t0 = el.currentTime; await new Promise(r => setTimeout(r, 600));
 				return {tag: "VIDEO", w: el.videoWidth, h: el.videoHeight, playing: !el.paused && el.currentTime > t0}; }
-			await el.decode(); return {tag: el.tagName, w: el.naturalWidth, h: el.naturalHeight, playing: el.src.startsWith("data:image/gif")}; })()`, &media)
+			await el.decode(); return {tag: el.tagName, w: el.naturalWidth, h: el.naturalHeight, playing: el.src.startsWith("data:image/gif"),
+				bytes: atob(el.src.slice(el.src.indexOf(",") + 1)).length}; })()`, &media)
 		if !media.Playing || media.W == 0 {
 			t.Fatalf("video element %+v", media)
 		}
 		if media.Tag == "IMG" {
 			g := api.tool("get_generation", map[string]any{"generationId": b.resultID(t)})
 			o := g.Result["structuredContent"].(map[string]any)["outputs"].([]any)[0].(map[string]any)
-			if int(o["width"].(float64)) != media.W || o["mimeType"] != "image/gif" {
-				t.Fatalf("gif %dx%d, output %v", media.W, media.H, o)
+			if int(o["width"].(float64)) != media.W || o["mimeType"] != "image/gif" || int64(media.Bytes) != int64(o["bytes"].(float64)) {
+				t.Fatalf("gif %dx%d of %d bytes, output %v", media.W, media.H, media.Bytes, o)
 			}
 			code, raw := httpGet(t, o["url"].(string))
 			anim, err := gif.DecodeAll(bytes.NewReader(raw))

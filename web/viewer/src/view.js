@@ -125,7 +125,9 @@ async function call(name, args) {
   const res = await app.callServerTool({ name, arguments: args });
   if (res.isError && !res.structuredContent) {
     const text = (res.content || []).filter((c) => c.type === "text").map((c) => c.text).join(" ");
-    throw new Error(text || `${name} failed`);
+    const err = new Error(text || `${name} failed`);
+    err.fromDarkroom = true; // darkroom answered; the host did not refuse
+    throw err;
   }
   return res;
 }
@@ -241,7 +243,8 @@ ui.cancel.addEventListener("click", async () => {
     else setNote(`Too late to cancel: the generation is ${now.status}.`);
     if (now.status === "completed") loadMedia();
   } catch (err) {
-    refused("cancel", err);
+    if (err.fromDarkroom) setNote(`Could not cancel: ${err.message}`);
+    else refused("cancel", err);
   } finally {
     ui.cancel.disabled = false;
   }
