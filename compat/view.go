@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,6 +41,9 @@ type OutputView struct {
 	Width           int     `json:"width,omitempty"`
 	Height          int     `json:"height,omitempty"`
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+	// preview is the inline preview's JPEG, shown after the resource_link
+	// (nil: none, or previews are off); never in the JSON.
+	preview []byte
 }
 
 // ErrorView explains a failed generation.
@@ -133,6 +137,17 @@ func Result(ctx context.Context, svc *generation.Service, g *generation.Generati
 		return nil, err
 	}
 	v.TimedOut = timedOut
+	if svc.InlinePreviews() && !g.OutputsExpired {
+		for i, o := range g.Outputs {
+			if o.Preview == nil {
+				continue
+			}
+			// A preview that cannot be read is left out: it only decorates.
+			if b, err := svc.Preview(ctx, o.Preview); err == nil {
+				v.Outputs[i].preview = b
+			}
+		}
+	}
 	return viewResult(v), nil
 }
 
@@ -146,12 +161,15 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 	for i, o := range v.Outputs {
 		size := o.Bytes
 		res.Content = append(res.Content, &mcp.ResourceLink{
-			URI:      o.URL,
+			URI:      OutputURI(v.GenerationID, i), // resources/read; the signed link is o.URL
 			Name:     fmt.Sprintf("%s-%d", v.GenerationID, i),
 			Title:    fmt.Sprintf("Output %d of generation %s", i, v.GenerationID),
 			MIMEType: o.MimeType,
 			Size:     &size,
 		})
+		if o.preview != nil {
+			res.Content = append(res.Content, &mcp.ImageContent{Data: o.preview, MIMEType: preview.MimeType})
+		}
 	}
 	return res
 }

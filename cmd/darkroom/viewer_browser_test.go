@@ -106,6 +106,14 @@ func TestViewerInBrowser(t *testing.T) {
 		}
 		shot("image-light")
 
+		// The result was enough: the view asked darkroom only for the bytes,
+		// by resources/read of the output's own URI.
+		var asked struct{ ViewCalls, Reads []string }
+		b.host(t, `({viewCalls: window.host.viewCalls, reads: window.host.reads})`, &asked)
+		if len(asked.ViewCalls) != 0 || len(asked.Reads) != 1 || asked.Reads[0] != "darkroom://generations/"+b.resultID(t)+"/outputs/0" {
+			t.Fatalf("the view asked for %+v", asked)
+		}
+
 		// Download opens the signed link through the host.
 		b.inView(t, `document.getElementById("download").click(), true`, nil)
 		var opened []string
@@ -233,6 +241,8 @@ func TestViewerInBrowser(t *testing.T) {
 		if !strings.Contains(note, "The host did not let the viewer") {
 			t.Fatalf("note %q", note)
 		}
+		// What the tool result carried is still shown: its inline preview.
+		b.waitView(t, `document.querySelector("#media img[data-kind=preview]")?.naturalWidth > 0`)
 		shot("refused")
 	})
 

@@ -132,6 +132,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Observer:      mirror,
 		Budget:        a.budget,
 		Exclusive:     a.exclusive(),
+		InlinePreview: a.cfg.InlinePreview,
 	})
 	if err != nil {
 		return nil, err
@@ -154,6 +155,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		MaxInputBytes:  a.cfg.MaxInputBytes,
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
+		MaxReadBytes:   a.cfg.MaxResourceBytes,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
@@ -389,7 +391,10 @@ func (a *app) serverConfig() server.Config {
 		Capabilities:   capabilities(),
 		Configure: func(s *mcp.Server) {
 			s.AddReceivingMiddleware(tasks.SDKMiddleware())
+			// The viewer first: the resources middleware, added after,
+			// wraps it, so a hidden view reads as any unknown URI.
 			a.registerViewer(s)
+			a.tools.RegisterResources(s)
 		},
 	}
 }
@@ -397,6 +402,9 @@ func (a *app) serverConfig() server.Config {
 func capabilities() *mcp.ServerCapabilities {
 	c := &mcp.ServerCapabilities{}
 	c.AddExtension(tasks.ExtensionID, nil)
+	// Outputs are resources (compat.RegisterResources); the list never
+	// changes and nothing is subscribable.
+	c.Resources = &mcp.ResourceCapabilities{}
 	ui.Capability(c)
 	return c
 }
@@ -437,6 +445,6 @@ func (a *app) registerViewer(s *mcp.Server) {
 	a.tools.SetRateClass(ui.ViewTool, compat.ClassPoll)
 	ui.Register(s, ui.Config{
 		Service: a.svc, Blobs: a.blobs, Owner: server.ToolOwner,
-		PollInterval: server.PollInterval(a.limits),
+		PollInterval: server.PollInterval(a.limits), MaxBytes: a.cfg.MaxResourceBytes,
 	})
 }

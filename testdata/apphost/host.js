@@ -11,7 +11,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { AppBridge, PostMessageTransport, getToolUiResourceUri, RESOURCE_MIME_TYPE } from "@modelcontextprotocol/ext-apps/app-bridge";
 
 const q = new URLSearchParams(location.search);
-const host = (window.host = { ready: false, error: "", opened: [], sizes: [], viewCalls: [], result: null });
+const host = (window.host = { ready: false, error: "", opened: [], sizes: [], viewCalls: [], reads: [], result: null });
 const log = (s) => { document.getElementById("log").textContent += s + "\n"; };
 
 async function sha256(text) {
@@ -80,7 +80,11 @@ async function main() {
     if (refuse) throw new Error("the host refused this call");
     return client.callTool(params, extra);
   };
-  if (refuse) bridge.onreadresource = async () => { throw new Error("the host refused this read"); };
+  bridge.onreadresource = async (params, extra) => {
+    host.reads.push(params.uri);
+    if (refuse) throw new Error("the host refused this read");
+    return client.readResource(params, extra);
+  };
   iframe.srcdoc = await withCSP(view.text, view._meta?.ui?.csp);
 }
 
