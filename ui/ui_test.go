@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,5 +56,25 @@ func TestLinkToolsLeavesTheRegisteredToolsAlone(t *testing.T) {
 	plain := linkTools(in, false)
 	if len(plain) != 2 || plain[0] != gen || plain[1].Name != "list_models" {
 		t.Fatalf("plain %v", plain)
+	}
+}
+
+// TestViewMarkupIsStrictCSPClean: outside its scripts and style the view
+// has no inline event handler, no javascript: URL and loads nothing from
+// any origin, so a host's strict CSP blocks nothing it needs.
+func TestViewMarkupIsStrictCSPClean(t *testing.T) {
+	markup := regexp.MustCompile(`(?s)<script>.*?</script>|<style>.*?</style>`).ReplaceAllString(HTML(), "")
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`(?i)\son[a-z]+\s*=`),
+		regexp.MustCompile(`(?i)javascript:`),
+		regexp.MustCompile(`(?i)\s(src|href|action|srcset)\s*=`),
+		regexp.MustCompile(`(?i)<(script|link|iframe|object|embed)\b`),
+	} {
+		if m := bad.FindString(markup); m != "" {
+			t.Errorf("the view's markup has %q", m)
+		}
+	}
+	if n := strings.Count(HTML(), "<script>"); n != 1 {
+		t.Errorf("%d inline scripts, want the one bundle", n)
 	}
 }

@@ -191,7 +191,13 @@ func TestViewerInBrowser(t *testing.T) {
 		b.inView(t, `(async () => { const el = document.querySelector("#media [data-kind=full]");
 			if (el.tagName === "VIDEO") { const t0 = el.currentTime; await new Promise(r => setTimeout(r, 600));
 				return {tag: "VIDEO", w: el.videoWidth, h: el.videoHeight, playing: !el.paused && el.currentTime > t0}; }
-			await el.decode(); return {tag: el.tagName, w: el.naturalWidth, h: el.naturalHeight, playing: el.src.startsWith("data:image/gif"),
+			await el.decode();
+			// Playing: what the element paints changes over time.
+			const c = document.createElement("canvas"); c.width = el.naturalWidth; c.height = el.naturalHeight;
+			const g = c.getContext("2d", {willReadFrequently: true});
+			const frame = () => { g.drawImage(el, 0, 0); return g.getImageData(0, 0, c.width, c.height).data.join(","); };
+			const f0 = frame(); await new Promise(r => setTimeout(r, 700));
+			return {tag: el.tagName, w: el.naturalWidth, h: el.naturalHeight, playing: el.src.startsWith("data:image/gif") && frame() !== f0,
 				bytes: atob(el.src.slice(el.src.indexOf(",") + 1)).length}; })()`, &media)
 		if !media.Playing || media.W == 0 {
 			t.Fatalf("video element %+v", media)
