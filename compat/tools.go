@@ -17,6 +17,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/semaphore"
 )
 
 // Config wires the tools.
@@ -66,6 +67,7 @@ type Tools struct {
 	cfg     Config
 	svc     *generation.Service
 	classes map[string]string
+	reads   *semaphore.Weighted // bytes of resources/read in flight (resources.go)
 }
 
 // RateClass names the bucket a call of the named tool draws from ("" for
@@ -92,7 +94,7 @@ func New(cfg Config) *Tools {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}}
+	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}, reads: semaphore.NewWeighted(readsInFlight * cfg.MaxReadBytes)}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -217,11 +219,7 @@ func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			models[i].AspectRatios = []string{}
 		}
 	}
-	var names []string
-	for _, m := range models {
-		names = append(names, fmt.Sprintf("%s (%s, %d credits)", m.ID, m.Kind, m.Credits))
-	}
-	return structured(fmt.Sprintf("%d models: %s.", len(models), strings.Join(names, ", ")), map[string]any{"models": models}), nil
+	return structured(modelsLine(models), map[string]any{"models": models}), nil
 }
 
 func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -232,11 +230,11 @@ func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	limit := t.cfg.Budget(ctx, owner)
 	out := map[string]any{"currency": "credits", "spent": spent, "limit": nil, "balance": nil}
-	text := fmt.Sprintf("Spent %d credits today; no daily limit.", spent)
+	text := fmt.Sprintf("Spent %d credits today, with no daily limit", spent)
 	if limit != nil {
 		bal := max(*limit-spent, 0)
 		out["limit"], out["balance"] = *limit, bal
-		text = fmt.Sprintf("Balance %d credits (spent %d of %d today).", bal, spent, *limit)
+		text = fmt.Sprintf("Balance: %d credits (spent %d of %d today)", bal, spent, *limit)
 	}
 	return structured(text, out), nil
 }
@@ -440,7 +438,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 		return nil, err
 	}
 	o := v.Outputs[i]
-	res := structured(fmt.Sprintf("Output %d of %s: %s, %d bytes, link expires %s.", i, g.ID, o.MimeType, o.Bytes, o.ExpiresAt), o)
+	res := structured(outputLine(i, string(g.Kind), o, time.Now()), o)
 	size := o.Bytes
 	res.Content = append(res.Content, &mcp.ResourceLink{URI: OutputURI(g.ID, i), Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
 	return res, nil
@@ -510,10 +508,10 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 		views = append(views, v)
 	}
 	out := map[string]any{"generations": views}
-	text := fmt.Sprintf("%d generation(s).", len(views))
+	text := generationsLine(views)
 	if next != "" {
 		out["nextCursor"] = next
-		text += " More: pass nextCursor as cursor."
+		text += "; more on the next page (pass nextCursor as cursor)"
 	}
 	return structured(text, out), nil
 }

@@ -390,17 +390,20 @@ func (a *app) serverConfig() server.Config {
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
 		Configure: func(s *mcp.Server) {
-			s.AddReceivingMiddleware(tasks.SDKMiddleware())
-			// The viewer first: the resources middleware, added after,
-			// wraps it, so a hidden view reads as any unknown URI.
+			// The viewer first: middleware added later wraps it, so the
+			// era's list shaping and the resources errors apply to what
+			// it answers (a hidden view reads as any unknown URI).
 			a.registerViewer(s)
+			s.AddReceivingMiddleware(tasks.SDKMiddleware())
 			a.tools.RegisterResources(s)
 		},
 	}
 }
 
 func capabilities() *mcp.ServerCapabilities {
-	c := &mcp.ServerCapabilities{}
+	// The tool list is fixed at start, so no tools/list_changed is ever
+	// sent: no listChanged (go-sdk's default would claim it).
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	c.AddExtension(tasks.ExtensionID, nil)
 	// Outputs are resources (compat.RegisterResources); the list never
 	// changes and nothing is subscribable.

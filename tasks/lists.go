@@ -1,0 +1,70 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// requestVersion is the protocol revision a request is served under, as
+// Version for tools/call: the one an initialize negotiated when the
+// connection had one, else the request's own _meta protocolVersion.
+func requestVersion(req mcp.Request) string {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion
+		}
+	}
+	if p := req.GetParams(); p != nil {
+		v, _ := p.GetMeta()[metaProtocolVersion].(string)
+		return v
+	}
+	return ""
+}
+
+// legacyResult hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
+// list result sent to a pre-2026 client: go-sdk fills them on
+// every era, and they are no part of the older schemas.
+type legacyResult struct{ mcp.Result }
+
+func (r legacyResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Result)
+	if err != nil || !bytes.HasPrefix(b, []byte("{")) {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "ttlMs")
+	delete(m, "cacheScope")
+	return json.Marshal(m)
+}
+
+// shapeLegacy returns the result of a list method as the request's era
+// expects it. Only list results are wrapped: go-sdk looks inside a
+// resources/read result (multi round-trip for old clients), which the
+// wrapper would hide.
+func shapeLegacy(method string, req mcp.Request, res mcp.Result) mcp.Result {
+	if !strings.HasSuffix(method, "/list") || requestVersion(req) >= TasksVersion {
+		return res
+	}
+	if _, ok := res.(mcp.CacheableResult); !ok {
+		return res
+	}
+	return legacyResult{res}
+}
+
+// sdkResults is SDKMiddleware's part for methods other than tools/call.
+func sdkResults(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		return shapeLegacy(method, req, res), nil
+	}
+}
