@@ -4,6 +4,7 @@
 #   scripts/viewer.sh deps      npm ci of web/viewer's lockfile, once per lockfile; prints node_modules
 #   scripts/viewer.sh build     rebuilds ui/viewer.html from web/viewer/src
 #   scripts/viewer.sh check     fails when the committed ui/viewer.html is not what build makes
+#   scripts/viewer.sh host OUT  builds the browser test's host page (testdata/apphost) into OUT
 #   scripts/viewer.sh chromium  installs Debian's chromium if missing; prints its path
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,9 @@ case ${1:-} in
   build)
     nm=$(deps)
     NODE_MODULES="$nm" "$(node_bin)" web/viewer/build.mjs ;;
+  host)
+    nm=$(deps)
+    NODE_MODULES="$nm" "$(node_bin)" web/viewer/build.mjs host "${2:?output file}" ;;
   check)
     nm=$(deps)
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -48,5 +52,5 @@ case ${1:-} in
     $sudo apt-get update >&2
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends chromium >&2
     command -v chromium ;;
-  *) echo "usage: scripts/viewer.sh deps|build|check|chromium" >&2; exit 2 ;;
+  *) echo "usage: scripts/viewer.sh deps|build|check|host OUT|chromium" >&2; exit 2 ;;
 esac
