@@ -23,11 +23,13 @@ lint: tools
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-generate: ## regenerate sqlc code from sql/
+generate: ## regenerate sqlc code from sql/ and the MCP Apps view (ui/viewer.html) from web/viewer
 	cd sql && $(SQLC) generate
+	scripts/viewer.sh build
 
 check-generated: ## fail when generated code is stale
 	cd sql && $(SQLC) diff
+	scripts/viewer.sh check
 
 bench: ## performance figures (prints ratios measured in one run; starts the test PostgreSQL)
 	scripts/bench.sh

@@ -74,6 +74,9 @@ type Tools struct {
 // none), as its definition in Register says.
 func (t *Tools) RateClass(tool string) string { return t.classes[tool] }
 
+// SetRateClass gives a tool registered elsewhere (the viewer's) its bucket.
+func (t *Tools) SetRateClass(tool, class string) { t.classes[tool] = class }
+
 // New returns the tools.
 func New(cfg Config) *Tools {
 	if cfg.MaxInputBytes == 0 {

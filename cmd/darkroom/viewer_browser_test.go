@@ -1,0 +1,500 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/gif"
+	"image/png"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// TestViewerInBrowser renders darkroom's MCP Apps view in headless
+// Chromium, inside the test host page (testdata/apphost: AppBridge, a
+// sandboxed iframe under a strict CSP), against darkroom's real HTTP
+// handler, and checks what a person would see. Screenshots go to
+// $DARKROOM_ARTIFACTS (default a new temp folder; the path is logged).
+func TestViewerInBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	hostPage := buildHostPage(t)
+	artifacts := os.Getenv("DARKROOM_ARTIFACTS")
+	if artifacts == "" {
+		var err error
+		if artifacts, err = os.MkdirTemp("", "darkroom-viewer-"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	artifacts = filepath.Join(artifacts, "viewer")
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("viewer screenshots: %s", artifacts)
+
+	// Video takes 5 s, an image 0.25 s; one generation in flight at a
+	// time, so a second one stays queued.
+	s := startServer(t, 0.25, func(c *config) { c.MaxInFlight = 1 })
+	target, _ := url.Parse(s.url)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apphost/" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(hostPage)
+			return
+		}
+		proxy.ServeHTTP(w, r) // /mcp: same origin as the host page
+	}))
+	t.Cleanup(front.Close)
+	api := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+
+	b := newBrowser(t, chromium)
+	shot := func(name string) {
+		t.Helper()
+		png, err := b.screenshot()
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(artifacts, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func(tool string, args map[string]any, extra string) {
+		t.Helper()
+		js, _ := json.Marshal(args)
+		u := front.URL + "/apphost/?tool=" + tool + "&args=" + url.QueryEscape(string(js)) + extra
+		if err := b.navigate(u); err != nil {
+			t.Fatalf("navigate: %v", err)
+		}
+	}
+
+	t.Run("finished image at its real size", func(t *testing.T) {
+		prompt := "a lighthouse on a cliff at dusk"
+		open("generate", map[string]any{"modelId": "local-sketch", "prompt": prompt, "wait": true, "aspectRatio": "16:9"}, "")
+		b.waitView(t, `document.body.dataset.status === "completed" && !!document.querySelector("#media img[data-kind=full]")?.naturalWidth`)
+		var got struct {
+			W, H   int
+			Px     [][]int
+			Prompt string
+			Facts  string
+		}
+		b.inView(t, pixelsJS(`#media img[data-kind=full]`), &got)
+		want := fetchOutput(t, api, b.resultID(t))
+		if got.W != want.Bounds().Dx() || got.H != want.Bounds().Dy() {
+			t.Fatalf("decoded %dx%d, the file is %v", got.W, got.H, want.Bounds().Size())
+		}
+		checkPixels(t, got.Px, want)
+		if got.Prompt != prompt || !strings.Contains(got.Facts, fmt.Sprintf("%d×%d", got.W, got.H)) || !strings.Contains(got.Facts, "local-sketch") {
+			t.Fatalf("prompt %q, facts %q", got.Prompt, got.Facts)
+		}
+		shot("image-light")
+
+		// The result was enough: the view asked darkroom only for the bytes,
+		// by resources/read of the output's own URI.
+		var asked struct{ ViewCalls, Reads []string }
+		b.host(t, `({viewCalls: window.host.viewCalls, reads: window.host.reads})`, &asked)
+		if len(asked.ViewCalls) != 0 || len(asked.Reads) != 1 || asked.Reads[0] != "darkroom://generations/"+b.resultID(t)+"/outputs/0" {
+			t.Fatalf("the view asked for %+v", asked)
+		}
+
+		// Download opens the signed link through the host.
+		b.inView(t, `document.getElementById("download").click(), true`, nil)
+		var opened []string
+		b.waitHost(t, `window.host.opened.length > 0`)
+		b.host(t, `window.host.opened`, &opened)
+		if len(opened) != 1 || !strings.HasPrefix(opened[0], s.url+"/files/") {
+			t.Fatalf("opened %v", opened)
+		}
+	})
+
+	t.Run("dark theme", func(t *testing.T) {
+		open("generate", map[string]any{"modelId": "local-sketch", "prompt": "night market lanterns", "wait": true}, "&theme=dark")
+		b.waitView(t, `document.body.dataset.status === "completed" && !!document.querySelector("#media img")?.naturalWidth`)
+		var bg struct {
+			Theme string
+			RGB   []int
+		}
+		b.inView(t, `(() => { const m = getComputedStyle(document.body).backgroundColor.match(/\d+/g).map(Number);
+			return {theme: document.documentElement.dataset.theme, rgb: m.slice(0, 3)}; })()`, &bg)
+		if bg.Theme != "dark" || len(bg.RGB) != 3 || bg.RGB[0]+bg.RGB[1]+bg.RGB[2] > 150 {
+			t.Fatalf("theme %q, background %v", bg.Theme, bg.RGB)
+		}
+		shot("image-dark")
+	})
+
+	t.Run("failed generation shows the reason", func(t *testing.T) {
+		open("generate", map[string]any{"modelId": "local-sketch", "prompt": "[fail] a cat", "wait": true}, "")
+		b.waitView(t, `document.body.dataset.status === "failed"`)
+		var msg string
+		b.inView(t, `document.getElementById("error").hidden ? "" : document.getElementById("error").textContent`, &msg)
+		if !strings.Contains(msg, "the local provider refused this prompt") || !strings.HasPrefix(msg, "The provider could not make this") {
+			t.Fatalf("error shown: %q", msg)
+		}
+		shot("failed")
+	})
+
+	t.Run("running video shows progress, then plays", func(t *testing.T) {
+		open("generate", map[string]any{"modelId": "local-motion", "prompt": "fireflies over a pond", "durationSeconds": 2}, "")
+		var seen []int
+		deadline := time.Now().Add(30 * time.Second)
+		shotRunning := false
+		for {
+			var st struct {
+				Status string
+				Pct    int
+			}
+			if err := b.eval(true, `({status: document.body.dataset.status || "", pct: parseInt(document.getElementById("bar-fill").style.width) || 0})`, &st); err != nil {
+				st.Status = "" // the view is still loading
+			}
+			if st.Status == "running" && (len(seen) == 0 || seen[len(seen)-1] != st.Pct) {
+				seen = append(seen, st.Pct)
+				if !shotRunning && st.Pct > 0 {
+					shot("video-running")
+					shotRunning = true
+				}
+			}
+			if st.Status == "completed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("video did not complete; status %q, progress seen %v", st.Status, seen)
+			}
+			b.tick()
+		}
+		if len(seen) < 2 || !slices.IsSorted(seen) || seen[len(seen)-1] <= seen[0] {
+			t.Fatalf("progress did not advance while running: %v", seen)
+		}
+		b.waitView(t, `!!document.querySelector("#media [data-kind=full]")`)
+		var media struct {
+			Tag     string
+			W, H    int
+			Playing bool
+			Bytes   int
+		}
+		b.inView(t, `(async () => { const el = document.querySelector("#media [data-kind=full]");
+			if (el.tagName === "VIDEO") { const t0 = el.currentTime; await new Promise(r => setTimeout(r, 600));
+				return {tag: "VIDEO", w: el.videoWidth, h: el.videoHeight, playing: !el.paused && el.currentTime > t0}; }
+			await el.decode();
+			return {tag: el.tagName, w: el.naturalWidth, h: el.naturalHeight, playing: el.src.startsWith("data:image/gif"),
+				bytes: atob(el.src.slice(el.src.indexOf(",") + 1)).length}; })()`, &media)
+		if media.Tag == "IMG" && media.Playing {
+			// Playing: what the page paints changes (a canvas would only
+			// ever draw an animation's first frame).
+			a, errA := b.screenshot()
+			time.Sleep(800 * time.Millisecond)
+			c, errC := b.screenshot()
+			media.Playing = errA == nil && errC == nil && !bytes.Equal(a, c)
+		}
+		if !media.Playing || media.W == 0 {
+			t.Fatalf("video element %+v", media)
+		}
+		if media.Tag == "IMG" {
+			g := api.tool("get_generation", map[string]any{"generationId": b.resultID(t)})
+			o := g.Result["structuredContent"].(map[string]any)["outputs"].([]any)[0].(map[string]any)
+			if int(o["width"].(float64)) != media.W || o["mimeType"] != "image/gif" || int64(media.Bytes) != int64(o["bytes"].(float64)) {
+				t.Fatalf("gif %dx%d of %d bytes, output %v", media.W, media.H, media.Bytes, o)
+			}
+			code, raw := httpGet(t, o["url"].(string))
+			anim, err := gif.DecodeAll(bytes.NewReader(raw))
+			if code != 200 || err != nil || len(anim.Image) < 2 {
+				t.Fatalf("the GIF is not animated: %d %v", code, err)
+			}
+		}
+		shot("video-done")
+	})
+
+	t.Run("cancel a queued generation", func(t *testing.T) {
+		// The in-flight cap is 1: a slow video holds it, so the next waits queued.
+		hold := api.tool("generate", map[string]any{"modelId": "local-motion", "prompt": "[slow] a long take"})
+		holdID := hold.Result["structuredContent"].(map[string]any)["generationId"].(string)
+		defer api.tool("cancel_generation", map[string]any{"generationId": holdID})
+		open("generate", map[string]any{"modelId": "local-sketch", "prompt": "a queued sketch"}, "")
+		b.waitView(t, `document.body.dataset.status === "queued" && !document.getElementById("cancel").hidden`)
+		shot("queued")
+		b.inView(t, `document.getElementById("cancel").click(), true`, nil)
+		b.waitView(t, `document.body.dataset.status === "cancelled"`)
+		var note string
+		b.inView(t, `document.getElementById("note").hidden ? "" : document.getElementById("note").textContent`, &note)
+		if note != "Cancelled. The credits were refunded." {
+			t.Fatalf("after cancel the view says %q", note)
+		}
+		g := api.tool("get_generation", map[string]any{"generationId": b.resultID(t)})
+		if st := g.Result["structuredContent"].(map[string]any)["status"]; st != "cancelled" {
+			t.Fatalf("darkroom says %v", st)
+		}
+		shot("cancelled")
+	})
+
+	t.Run("host refuses the view's calls", func(t *testing.T) {
+		open("generate", map[string]any{"modelId": "local-sketch", "prompt": "a refused sketch", "wait": true}, "&refuse=1")
+		b.waitView(t, `!document.getElementById("note").hidden`)
+		var note string
+		b.inView(t, `document.getElementById("note").textContent`, &note)
+		if !strings.Contains(note, "The host did not let the viewer") {
+			t.Fatalf("note %q", note)
+		}
+		// What the tool result carried is still shown: its inline preview.
+		b.waitView(t, `document.querySelector("#media img[data-kind=preview]")?.naturalWidth > 0`)
+		shot("refused")
+	})
+
+	if v := b.cspViolations(); len(v) > 0 {
+		t.Errorf("CSP violations: %q", v)
+	}
+}
+
+// pixelsJS decodes the image at sel into a canvas and samples it.
+func pixelsJS(sel string) string {
+	return `(async () => { const img = document.querySelector(` + "`" + sel + "`" + `); await img.decode();
+		const c = document.createElement("canvas"); c.width = img.naturalWidth; c.height = img.naturalHeight;
+		const g = c.getContext("2d"); g.drawImage(img, 0, 0);
+		const pts = [[0.5, 0.5], [0.25, 0.3], [0.8, 0.7], [0.1, 0.9]];
+		const facts = document.getElementById("facts").textContent;
+		return {w: c.width, h: c.height, prompt: document.getElementById("prompt").textContent, facts,
+			px: pts.map(([fx, fy]) => { const x = Math.floor(fx * c.width), y = Math.floor(fy * c.height);
+				return [x, y, ...g.getImageData(x, y, 1, 1).data.slice(0, 3)]; })}; })()`
+}
+
+// fetchOutput returns generation id's output 0, decoded.
+func fetchOutput(t *testing.T, api *rpcClient, id string) image.Image {
+	t.Helper()
+	g := api.tool("get_generation", map[string]any{"generationId": id})
+	o := g.Result["structuredContent"].(map[string]any)["outputs"].([]any)[0].(map[string]any)
+	code, raw := httpGet(t, o["url"].(string))
+	if code != 200 {
+		t.Fatalf("output: %d", code)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func checkPixels(t *testing.T, px [][]int, want image.Image) {
+	t.Helper()
+	if len(px) == 0 {
+		t.Fatal("no pixels sampled")
+	}
+	for _, p := range px {
+		r, g, b, _ := want.At(p[0], p[1]).RGBA()
+		w := []int{int(r >> 8), int(g >> 8), int(b >> 8)}
+		for i := range 3 {
+			if d := p[2+i] - w[i]; d > 2 || d < -2 {
+				t.Fatalf("pixel (%d,%d) shows %v, the file has %v", p[0], p[1], p[2:], w)
+			}
+		}
+	}
+}
+
+// requireBrowser: CI sets DARKROOM_TEST_REQUIRE_BROWSER=1 (scripts/test.sh
+// installs Chromium first), so there the test fails instead of skipping.
+func skipOrFail(t *testing.T, format string, a ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	if os.Getenv("DARKROOM_TEST_REQUIRE_BROWSER") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip("SKIPPING THE BROWSER TEST: " + msg + " (scripts/viewer.sh chromium installs it; DARKROOM_TEST_REQUIRE_BROWSER=1 makes this a failure)")
+}
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("DARKROOM_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	skipOrFail(t, "no chromium on PATH")
+	return ""
+}
+
+// buildHostPage bundles testdata/apphost with the view's pinned npm
+// packages (scripts/viewer.sh caches them by lockfile).
+func buildHostPage(t *testing.T) []byte {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		skipOrFail(t, "no npm on PATH for the host page's packages")
+	}
+	out := filepath.Join(t.TempDir(), "host.html")
+	build := exec.Command("scripts/viewer.sh", "host", out)
+	build.Dir = root
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build host page: %v\n%s", err, b)
+	}
+	page, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page
+}
+
+type browser struct {
+	ctx context.Context
+	mu  sync.Mutex
+	csp []string
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func newBrowser(t *testing.T, path string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // root in CI containers
+		chromedp.WindowSize(640, 1000),
+		chromedp.Flag("disable-gpu", true),
+		// Keep the sandboxed view in the page's process so the test can
+		// read its DOM through the page's target.
+		chromedp.Flag("disable-features", "IsolateSandboxedIframes"),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelA() })
+	b := &browser{ctx: ctx}
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, log.Enable, cdp.Empty{})
+		return err
+	}))
+	if err != nil {
+		skipOrFail(t, "chromium at %s does not start: %v", path, err)
+	}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*log.EventEntryAdded); ok && strings.Contains(e.Entry.Text, "Content Security Policy") {
+			b.mu.Lock()
+			b.csp = append(b.csp, e.Entry.Text)
+			b.mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *browser) cspViolations() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.csp)
+}
+
+func (b *browser) screenshot() ([]byte, error) {
+	return chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+}
+
+func (b *browser) navigate(u string) error { return chromedp.Do(b.ctx, chromedp.Navigate(u)) }
+
+// tick paces polling of the page (the browser's own timers drive the view).
+func (b *browser) tick() { time.Sleep(100 * time.Millisecond) }
+
+// resultID is the generation of the model's call the host page made.
+func (b *browser) resultID(t *testing.T) string {
+	t.Helper()
+	var id string
+	b.host(t, `window.host.result?.structuredContent?.generationId || ""`, &id)
+	if id == "" {
+		t.Fatal("the host page has no generation")
+	}
+	return id
+}
+
+// host evaluates expr in the host page.
+func (b *browser) host(t *testing.T, expr string, out any) {
+	t.Helper()
+	if err := b.eval(false, expr, out); err != nil {
+		t.Fatalf("host %s: %v", expr, err)
+	}
+}
+
+// inView evaluates expr in an isolated world of the view's frame (it sees
+// the view's DOM, not its scripts).
+func (b *browser) inView(t *testing.T, expr string, out any) {
+	t.Helper()
+	if err := b.eval(true, expr, out); err != nil {
+		t.Fatalf("view %s: %v", expr, err)
+	}
+}
+
+func (b *browser) eval(inView bool, expr string, out any) error {
+	return chromedp.Do(b.ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		p := runtime.EvaluateParams{Expression: expr, ReturnByValue: ptr(true), AwaitPromise: ptr(true)}
+		if inView {
+			tree, err := cdp.Call(ctx, tg, page.GetFrameTree, cdp.Empty{})
+			if err != nil {
+				return err
+			}
+			if len(tree.FrameTree.ChildFrames) == 0 {
+				return fmt.Errorf("no view frame yet")
+			}
+			w, err := cdp.Call(ctx, tg, page.CreateIsolatedWorld, page.CreateIsolatedWorldParams{FrameID: tree.FrameTree.ChildFrames[0].Frame.ID})
+			if err != nil {
+				return err
+			}
+			p.ContextID = w.ExecutionContextID
+		}
+		r, err := cdp.Call(ctx, tg, runtime.Evaluate, p)
+		if err != nil {
+			return err
+		}
+		if e := r.ExceptionDetails; e != nil {
+			if e.Exception != nil {
+				return fmt.Errorf("%s %s", e.Text, e.Exception.Description)
+			}
+			return fmt.Errorf("%s", e.Text)
+		}
+		if out == nil || r.Result == nil || len(r.Result.Value) == 0 {
+			return nil
+		}
+		return json.Unmarshal([]byte(r.Result.Value), out)
+	}))
+}
+
+func (b *browser) waitView(t *testing.T, cond string) {
+	t.Helper()
+	b.wait(t, cond, true)
+}
+
+func (b *browser) waitHost(t *testing.T, cond string) {
+	t.Helper()
+	b.wait(t, cond, false)
+}
+
+func (b *browser) wait(t *testing.T, cond string, inView bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		var ok bool
+		if last = b.eval(inView, "!!("+cond+")", &ok); last == nil && ok {
+			return
+		}
+		b.tick()
+	}
+	var hostErr, text string
+	_ = b.eval(false, `window.host ? window.host.error : "no host"`, &hostErr)
+	_ = b.eval(true, `document.body.innerText`, &text)
+	t.Fatalf("timed out waiting for %s (last error %v; host error %q; view says %q)", cond, last, hostErr, text)
+}

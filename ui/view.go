@@ -1,0 +1,146 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Config wires the view tool.
+type Config struct {
+	Service *generation.Service
+	Blobs   blob.Store
+	// Owner names the caller (the authenticated principal).
+	Owner func(ctx context.Context, req *mcp.CallToolRequest) string
+	// PollInterval raises a generation's base poll interval for the
+	// caller, as for its task (server.PollInterval); nil keeps the base.
+	PollInterval func(ctx context.Context, owner string, base time.Duration) time.Duration
+	// MaxBytes caps an output the view receives inline (default 32 MiB);
+	// above it the view offers the signed link.
+	MaxBytes int64
+}
+
+// DefaultMaxBytes caps an output returned to the view.
+const DefaultMaxBytes = 32 << 20
+
+type viewer struct{ cfg Config }
+
+type viewArgs struct {
+	GenerationID string `json:"generationId"`
+	// Output, when set, asks for that output's bytes as well.
+	Output *int `json:"output,omitempty"`
+}
+
+// viewState is what the view renders besides the generation itself.
+type viewState struct {
+	*compat.GenerationView
+	Prompt         string `json:"prompt"`
+	PollIntervalMs int64  `json:"pollIntervalMs"`
+}
+
+func viewToolDef() *mcp.Tool {
+	return &mcp.Tool{
+		Name:        ViewTool,
+		Title:       "View generation",
+		Description: "For the darkroom viewer only: a generation as the viewer shows it (status, progress, prompt, outputs, poll interval), and with output the bytes of that output.",
+		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["generationId"],"properties":{` +
+			`"generationId":{"type":"string","maxLength":128},"output":{"type":"integer","minimum":0,"maximum":63}}}`),
+		Annotations: &mcp.ToolAnnotations{Title: "View generation", ReadOnlyHint: true, IdempotentHint: true, DestructiveHint: new(bool), OpenWorldHint: new(bool)},
+		Meta:        mcp.Meta{"ui": map[string]any{"resourceUri": ResourceURI, "visibility": []any{"app"}}},
+	}
+}
+
+func errResult(format string, a ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}}}
+}
+
+func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a viewArgs
+	if req.Params == nil || len(req.Params.Arguments) == 0 || json.Unmarshal(req.Params.Arguments, &a) != nil {
+		return errResult("arguments must be an object with generationId"), nil
+	}
+	if a.GenerationID == "" || len(a.GenerationID) > 128 {
+		return errResult("generationId is required (at most 128 characters)"), nil
+	}
+	owner := v.cfg.Owner(ctx, req)
+	g, err := v.cfg.Service.Get(ctx, owner, a.GenerationID)
+	if errors.Is(err, generation.ErrNotFound) {
+		// A foreign id reads exactly as an unknown one.
+		return errResult("no generation with id %q", a.GenerationID), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	gv, err := compat.View(ctx, v.cfg.Service, g)
+	if err != nil {
+		return nil, err
+	}
+	// The generation's poll interval, as its task would carry it.
+	poll := time.Second
+	if m, ok := v.cfg.Service.Model(g.ModelID); ok {
+		poll = gentask.BasePoll(m)
+	}
+	if v.cfg.PollInterval != nil {
+		poll = v.cfg.PollInterval(ctx, owner, poll)
+	}
+	st := viewState{GenerationView: gv, Prompt: g.Prompt, PollIntervalMs: poll.Milliseconds()}
+	js, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.CallToolResult{
+		StructuredContent: json.RawMessage(js),
+		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Generation %s: %s", g.ID, g.Status)}},
+	}
+	if a.Output == nil {
+		return res, nil
+	}
+	n := *a.Output
+	if g.Status != generation.StatusCompleted || g.OutputsExpired || n < 0 || n >= len(g.Outputs) {
+		return errResult("generation %s has no output %d", g.ID, n), nil
+	}
+	c, bad, err := v.bytes(ctx, g, n)
+	if err != nil || bad != nil {
+		return bad, err
+	}
+	res.Content = append(res.Content, c)
+	return res, nil
+}
+
+// bytes reads output n, within the cap, as an embedded resource.
+func (v *viewer) bytes(ctx context.Context, g *generation.Generation, n int) (mcp.Content, *mcp.CallToolResult, error) {
+	o := g.Outputs[n]
+	limit := v.cfg.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxBytes
+	}
+	if o.Bytes > limit {
+		return nil, errResult("output %d is %d bytes, above the viewer's %d-byte limit: open its signed link instead", n, o.Bytes, limit), nil
+	}
+	rc, _, err := v.cfg.Blobs.Open(ctx, o.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open output: %w", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read output: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, errResult("output %d is above the viewer's %d-byte limit: open its signed link instead", n, limit), nil
+	}
+	return &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{
+		URI:      fmt.Sprintf("darkroom://generations/%s/outputs/%d", g.ID, n),
+		MIMEType: o.MimeType,
+		Blob:     b,
+	}}, nil, nil
+}

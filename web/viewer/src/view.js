@@ -1,0 +1,271 @@
+// darkroom's generation view (MCP Apps). Everything it does goes through
+// the host (App → postMessage → host → darkroom, under the caller's own
+// authentication); it holds no credential and loads nothing from any
+// origin: media arrive as bytes and are shown from data: URLs.
+import { App, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextprotocol/ext-apps";
+
+const VIEW_TOOL = "view_generation";
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  media: $("media"), status: $("status-text"), bar: $("bar"), fill: $("bar-fill"),
+  prompt: $("prompt"), facts: $("facts"), error: $("error"), note: $("note"),
+  cancel: $("cancel"), download: $("download"),
+};
+
+const state = {
+  gen: null, // the generation as darkroom's tools return it
+  prompt: "", model: "",
+  pollMs: 0, timer: 0, // 0: the first poll soon, then the generation's own interval
+  shown: "", // key of the media on screen
+  preview: "", // data: URL of the inline preview from the tool result
+  linkUri: "", // darkroom:// URI of output 0, when the result names one
+};
+
+const app = new App({ name: "darkroom-viewer", version: "1" }, {}, { autoResize: true });
+
+// --- rendering -----------------------------------------------------------
+
+function show(el, on) { el.hidden = !on; }
+
+// A note is either an outcome (of Cancel, Download) or a refusal by the
+// host; a successful refresh clears only the latter.
+function setNote(text, kind = "outcome") {
+  ui.note.textContent = text || "";
+  ui.note.dataset.kind = kind;
+  show(ui.note, !!text);
+}
+
+function bytesText(n) {
+  if (!n) return "";
+  if (n < 1024) return `${n} B`;
+  if (n < 1 << 20) return `${Math.round(n / 1024)} KB`;
+  return `${(n / (1 << 20)).toFixed(1)} MB`;
+}
+
+function typeText(mime) { return (mime || "").split("/")[1]?.toUpperCase() || ""; }
+
+function statusText(g) {
+  switch (g.status) {
+    case "reserved": return g.uploadRequired ? "Waiting for the input image" : "Waiting for approval";
+    case "queued": return g.cancelRequested ? "Queued, cancel requested" : "Queued";
+    case "running": return `Generating… ${Math.round((g.progress || 0) * 100)}%` + (g.cancelRequested ? " (cancel requested)" : "");
+    case "completed": return g.outputsExpired ? "Completed; the files have been deleted" : "Done";
+    case "failed": return "Failed";
+    case "cancelled": return "Cancelled; the credits were refunded";
+  }
+  return g.status || "";
+}
+
+function failureText(err) {
+  if (!err) return "The generation failed.";
+  const msg = (err.message || "").trim();
+  if (err.kind === "provider") return `The provider could not make this: ${msg || "no reason given"}.`.replace(/\.\.$/, ".");
+  return `darkroom could not finish this generation: ${msg || "internal error"}.`.replace(/\.\.$/, ".");
+}
+
+function renderFacts(g) {
+  const rows = [];
+  if (state.model || g.modelId) rows.push(["Model", state.model || g.modelId]);
+  if (g.credits != null) rows.push(["Cost", `${g.credits} credit${g.credits === 1 ? "" : "s"}` + (g.status === "cancelled" ? " (refunded)" : "")]);
+  const o = g.outputs?.[0];
+  if (o) {
+    const dims = o.width && o.height ? `${o.width}×${o.height}` : "";
+    rows.push(["Size", [dims, typeText(o.mimeType), bytesText(o.bytes)].filter(Boolean).join(" · ")]);
+    if (o.durationSeconds) rows.push(["Duration", `${+o.durationSeconds.toFixed(1)} s`]);
+  }
+  ui.facts.replaceChildren(...rows.flatMap(([k, v]) => {
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd"); dd.textContent = v;
+    return [dt, dd];
+  }));
+  show(ui.facts, rows.length > 0);
+}
+
+function render() {
+  const g = state.gen;
+  document.body.dataset.status = g?.status || "";
+  if (!g) return;
+  ui.status.textContent = statusText(g);
+  show(ui.status.parentElement, g.status !== "completed" || !!g.outputsExpired); // the picture says it
+  const live = !TERMINAL.has(g.status);
+  show(ui.bar, live);
+  ui.fill.style.width = `${Math.round((g.progress || 0) * 100)}%`;
+  ui.prompt.textContent = state.prompt;
+  show(ui.prompt, !!state.prompt);
+  renderFacts(g);
+  if (g.status === "failed") {
+    ui.error.textContent = failureText(g.error);
+    show(ui.error, true);
+  }
+  show(ui.cancel, live && !g.cancelRequested);
+  show(ui.download, g.status === "completed" && (g.outputs?.length || 0) > 0);
+  if (g.status === "completed" && !state.shown && state.preview) showMedia(state.preview, "image/jpeg", "preview");
+}
+
+function showMedia(src, mime, key) {
+  if (state.shown === key) return;
+  const isVideo = mime.startsWith("video/");
+  const el = document.createElement(isVideo ? "video" : "img");
+  if (isVideo) Object.assign(el, { controls: true, autoplay: true, muted: true, loop: true, playsInline: true });
+  else el.alt = state.prompt || "generated image";
+  el.src = src;
+  el.dataset.kind = key;
+  ui.media.replaceChildren(el);
+  show(ui.media, true);
+  state.shown = key;
+}
+
+function b64ToDataURL(b64, mime) { return `data:${mime};base64,${b64}`; }
+
+// --- talking to darkroom through the host --------------------------------
+
+async function call(name, args) {
+  const res = await app.callServerTool({ name, arguments: args });
+  if (res.isError && !res.structuredContent) {
+    const text = (res.content || []).filter((c) => c.type === "text").map((c) => c.text).join(" ");
+    const err = new Error(text || `${name} failed`);
+    err.fromDarkroom = true; // darkroom answered; the host did not refuse
+    throw err;
+  }
+  return res;
+}
+
+function refused(what, err) {
+  setNote(`The host did not let the viewer ${what} (${err?.message || err}). ` +
+    (state.gen && !TERMINAL.has(state.gen.status) ? "The status shown may be out of date." : ""), "refused");
+}
+
+function adopt(sc) {
+  if (!sc || !sc.generationId) return;
+  state.gen = sc;
+  if (sc.prompt) state.prompt = sc.prompt;
+  if (sc.pollIntervalMs > 0) state.pollMs = sc.pollIntervalMs;
+  if (TERMINAL.has(sc.status)) clearTimeout(state.timer);
+  render();
+}
+
+function schedule() {
+  clearTimeout(state.timer);
+  if (!state.gen || TERMINAL.has(state.gen.status)) return;
+  state.timer = setTimeout(poll, Math.max(state.pollMs, 250));
+}
+
+async function poll() {
+  try {
+    const res = await call(VIEW_TOOL, { generationId: state.gen.generationId });
+    adopt(res.structuredContent);
+    if (ui.note.dataset.kind === "refused") setNote("");
+  } catch (err) {
+    refused("refresh the status", err);
+    return; // stop: the host said no
+  }
+  if (TERMINAL.has(state.gen.status)) loadMedia();
+  else schedule();
+}
+
+// loadMedia shows output 0 at full size: by resources/read of its
+// darkroom:// URI when the result named one, else through the view tool.
+async function loadMedia() {
+  const g = state.gen;
+  if (g.status !== "completed" || !g.outputs?.length || state.shown === "full") return;
+  const o = g.outputs[0];
+  if (state.linkUri && app.getHostCapabilities()?.serverResources) {
+    try {
+      const r = await app.readServerResource({ uri: state.linkUri });
+      const c = r.contents?.[0];
+      if (c?.blob) { showMedia(b64ToDataURL(c.blob, c.mimeType || o.mimeType), c.mimeType || o.mimeType, "full"); return; }
+    } catch { /* fall back to the view tool */ }
+  }
+  try {
+    const res = await call(VIEW_TOOL, { generationId: g.generationId, output: 0 });
+    const blk = (res.content || []).find((c) => c.type === "resource" && c.resource?.blob);
+    if (res.isError || !blk) throw new Error((res.content || []).map((c) => c.text || "").join(" ") || "no bytes");
+    adopt(res.structuredContent);
+    showMedia(b64ToDataURL(blk.resource.blob, blk.resource.mimeType || o.mimeType), blk.resource.mimeType || o.mimeType, "full");
+  } catch (err) {
+    refused("fetch the full-size file", err);
+    if (!state.shown && state.preview) showMedia(state.preview, "image/jpeg", "preview");
+  }
+}
+
+// --- host events ---------------------------------------------------------
+
+app.ontoolinput = ({ arguments: args }) => {
+  if (typeof args?.prompt === "string") state.prompt = args.prompt;
+  if (typeof args?.modelId === "string") state.model = args.modelId;
+  render();
+};
+
+app.ontoolresult = (result) => {
+  const sc = result.structuredContent;
+  for (const c of result.content || []) {
+    if (c.type === "image" && c.data && !state.preview) state.preview = b64ToDataURL(c.data, c.mimeType || "image/jpeg");
+    if (c.type === "resource_link" && typeof c.uri === "string" && c.uri.startsWith("darkroom://") && !state.linkUri) state.linkUri = c.uri;
+  }
+  if (!sc?.generationId) {
+    const text = (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join(" ");
+    ui.status.textContent = result.isError ? "The request was refused" : "Nothing to show";
+    ui.error.textContent = text || "darkroom returned no generation.";
+    show(ui.error, true);
+    return;
+  }
+  adopt(sc);
+  if (TERMINAL.has(sc.status)) {
+    loadMedia();
+    if (!state.prompt) poll(); // get_generation results carry no prompt
+  } else schedule();
+};
+
+app.ontoolcancelled = ({ reason }) => {
+  ui.status.textContent = `The tool call was cancelled${reason ? ` (${reason})` : ""}.`;
+};
+
+function applyContext(ctx) {
+  if (!ctx) return;
+  if (ctx.theme) applyDocumentTheme(ctx.theme);
+  if (ctx.styles?.variables) applyHostStyleVariables(ctx.styles.variables);
+}
+app.onhostcontextchanged = applyContext;
+app.onteardown = async () => { clearTimeout(state.timer); return {}; };
+
+ui.cancel.addEventListener("click", async () => {
+  const g = state.gen;
+  if (!g) return;
+  ui.cancel.disabled = true;
+  try {
+    const res = await call("cancel_generation", { generationId: g.generationId });
+    adopt(res.structuredContent);
+    const now = state.gen;
+    if (now.status === "cancelled") setNote("Cancelled. The credits were refunded.");
+    else if (now.cancelRequested) { setNote("Cancel requested; the provider may still finish first."); schedule(); }
+    else setNote(`Too late to cancel: the generation is ${now.status}.`);
+    if (now.status === "completed") loadMedia();
+  } catch (err) {
+    if (err.fromDarkroom) setNote(`Could not cancel: ${err.message}`);
+    else refused("cancel", err);
+  } finally {
+    ui.cancel.disabled = false;
+  }
+});
+
+ui.download.addEventListener("click", async () => {
+  let o = state.gen?.outputs?.[0];
+  if (!o) return;
+  if (Date.parse(o.expiresAt) - Date.now() < 30_000) {
+    // The link is stale: ask for a fresh one.
+    try { adopt((await call(VIEW_TOOL, { generationId: state.gen.generationId })).structuredContent); o = state.gen.outputs[0]; } catch { /* try the old one */ }
+  }
+  try {
+    const r = await app.openLink({ url: o.url });
+    if (r?.isError) setNote("The host would not open the download link.");
+  } catch (err) {
+    refused("open the download link", err);
+  }
+});
+
+app.connect().then(() => applyContext(app.getHostContext()), (err) => {
+  ui.status.textContent = "This viewer needs a host that renders MCP Apps.";
+  setNote(String(err?.message || err));
+});
