@@ -1,0 +1,61 @@
+// The MCP Inspector CLI (@modelcontextprotocol/inspector --cli): one
+// process per method, as a person or an agent runs it from a shell, in
+// the era --protocol-era names. Over stdio each call starts its own
+// `darkroom stdio` on the same data folder, so a later call (resources/read)
+// reads what an earlier one made after that server has exited.
+import { execFile } from "node:child_process";
+import { checkOutputs, Report, settings } from "./common.mjs";
+
+const s = settings();
+const r = new Report("inspector");
+
+// cli runs one Inspector CLI call and returns its JSON result.
+function cli(...args) {
+  const target = s.transport === "stdio"
+    ? [...Object.entries(s.env ?? {}).flatMap(([k, v]) => ["-e", `${k}=${v}`]), "--", s.command, ...s.args]
+    : [s.url];
+  const argv = [s.inspector, "--cli", "--protocol-era", s.era, "--format", "json", "-q", ...args, ...target];
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, argv, { maxBuffer: 64 << 20, timeout: 120000 }, (err, stdout, stderr) => {
+      let out;
+      try {
+        out = JSON.parse(stdout || stderr);
+      } catch {
+        return reject(new Error(`inspector ${args.join(" ")}: ${err ?? ""} stdout=${stdout.slice(0, 300)} stderr=${stderr.slice(0, 600)}`));
+      }
+      if (out.error || err) return reject(new Error(`inspector ${args.join(" ")}: ${JSON.stringify(out.error ?? out).slice(0, 600)}`));
+      resolve(out.result);
+    });
+  });
+}
+const tool = (name, args) => cli("--method", "tools/call", "--tool-name", name, "--tool-args-json", JSON.stringify(args));
+
+await r.step("tools", async () => {
+  const { tools } = await cli("--method", "tools/list");
+  const names = tools.map((t) => t.name);
+  r.check("tools", names.includes("generate") && names.includes("wait_generation") && tools.length >= 9, names.join(","));
+});
+await r.step("generate-wait", async () => {
+  const t0 = Date.now();
+  const res = await tool("generate", { modelId: "local-sketch", prompt: `a lighthouse, inspector ${s.era}`, wait: true, waitSeconds: 30 });
+  r.check("generate-wait", res.structuredContent?.status === "completed", JSON.stringify(res.structuredContent ?? res).slice(0, 300), { ms: Date.now() - t0 });
+  // Over stdio the link's files listener ended with that call's server:
+  // the bytes are checked through resources/read (a new server) only.
+  await checkOutputs(r, "", res, (uri) => cli("--method", "resources/read", "--uri", uri), { link: s.transport !== "stdio" });
+});
+if (s.era === "legacy") {
+  // The Inspector declares the Tasks extension at initialize: still no task.
+  await r.step("no-task", async () => {
+    const res = await tool("generate", { modelId: "local-sketch", prompt: "no task here" });
+    r.check("no-task", res.resultType !== "task" && typeof res.structuredContent?.generationId === "string", JSON.stringify(res).slice(0, 300));
+  });
+} else {
+  // On the 2026 wire the Inspector is a Tasks client (ext-tasks): a plain
+  // generate comes back as a task it polls to the end, so the answer it
+  // prints is the completed one (a plain reply would still be queued).
+  await r.step("task-settled", async () => {
+    const res = await tool("generate", { modelId: "local-sketch", prompt: "a task the Inspector settles" });
+    r.check("task-settled", res.structuredContent?.status === "completed", JSON.stringify(res.structuredContent ?? res).slice(0, 300));
+  });
+}
+r.print();
