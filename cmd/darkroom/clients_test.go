@@ -8,9 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -94,45 +94,40 @@ func TestRealClients(t *testing.T) {
 		clientRun{script: "sdk-v2", transport: "http", era: "modern", cases: []string{"quiet"}, slow: true, want: []string{"era", "quiet-wait"}},
 	)
 
-	// Every run starts at once, the slow ones first; the quick ones two at a
-	// time (the slow ones mostly wait), so the matrix takes about as long
-	// as its longest wait.
+	// Each subtest starts its client before it pauses in t.Parallel, so
+	// every selected run (-run works as usual) is under way at once, the
+	// slow ones (listed first) included; the quick ones run two at a time
+	// (the slow ones mostly wait), so the matrix takes about as long as its
+	// longest wait.
 	type outcome struct {
 		report clientReport
 		err    error
 		stderr string
 		took   time.Duration
 	}
-	results := make([]chan outcome, len(runs))
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].slow && !runs[j].slow })
 	quick := make(chan struct{}, 2)
-	var wg sync.WaitGroup
-	for i, c := range runs {
-		results[i] = make(chan outcome, 1)
-		url := fast.url + "/mcp"
-		latency := "0"
-		if c.slow {
-			url, latency = slow.url+"/mcp", slowLatency
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if !c.slow {
-				quick <- struct{}{}
-				defer func() { <-quick }()
+	for _, c := range runs {
+		t.Run(c.name(), func(t *testing.T) {
+			url, latency := fast.url+"/mcp", "0"
+			if c.slow {
+				url, latency = slow.url+"/mcp", slowLatency
 			}
 			s := map[string]any{"transport": c.transport, "era": c.era, "cases": c.cases, "url": url,
 				"command": binary, "args": []string{"stdio", "--data", t.TempDir()}, "env": map[string]string{"DARKROOM_LOCAL_LATENCY": latency},
-				"node": node, "inspector": filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")}
-			start := time.Now()
-			rep, stderr, err := runNodeClient(node, dir, c.script, s)
-			results[i] <- outcome{rep, err, stderr, time.Since(start)}
-		}()
-	}
-	t.Cleanup(wg.Wait)
-
-	for i, c := range runs {
-		t.Run(c.name(), func(t *testing.T) {
-			o := <-results[i]
+				"inspector": filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")}
+			done := make(chan outcome, 1)
+			go func() {
+				if !c.slow {
+					quick <- struct{}{}
+					defer func() { <-quick }()
+				}
+				start := time.Now()
+				rep, stderr, err := runNodeClient(node, dir, c.script, s)
+				done <- outcome{rep, err, stderr, time.Since(start)}
+			}()
+			t.Parallel()
+			o := <-done
 			if o.err != nil {
 				t.Fatalf("%s: %v\nstderr:\n%s", c.script, o.err, o.stderr)
 			}
@@ -160,7 +155,7 @@ func TestRealClients(t *testing.T) {
 			for _, name := range names {
 				var ch clientCheck
 				_ = json.Unmarshal(o.report.Checks[name], &ch)
-				if !ch.OK && !contains(c.want, name) {
+				if !ch.OK && !slices.Contains(c.want, name) {
 					t.Errorf("extra check %q failed: %s", name, ch.Detail)
 					failed = true
 				}
@@ -174,15 +169,6 @@ func TestRealClients(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // figuresOf prints a check's measured figures (everything but ok and detail).
