@@ -208,11 +208,7 @@ func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			models[i].AspectRatios = []string{}
 		}
 	}
-	var names []string
-	for _, m := range models {
-		names = append(names, fmt.Sprintf("%s (%s, %d credits)", m.ID, m.Kind, m.Credits))
-	}
-	return structured(fmt.Sprintf("%d models: %s.", len(models), strings.Join(names, ", ")), map[string]any{"models": models}), nil
+	return structured(modelsLine(models), map[string]any{"models": models}), nil
 }
 
 func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -223,11 +219,11 @@ func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	limit := t.cfg.Budget(ctx, owner)
 	out := map[string]any{"currency": "credits", "spent": spent, "limit": nil, "balance": nil}
-	text := fmt.Sprintf("Spent %d credits today; no daily limit.", spent)
+	text := fmt.Sprintf("Spent %d credits today, with no daily limit", spent)
 	if limit != nil {
 		bal := max(*limit-spent, 0)
 		out["limit"], out["balance"] = *limit, bal
-		text = fmt.Sprintf("Balance %d credits (spent %d of %d today).", bal, spent, *limit)
+		text = fmt.Sprintf("Balance: %d credits (spent %d of %d today)", bal, spent, *limit)
 	}
 	return structured(text, out), nil
 }
@@ -431,7 +427,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 		return nil, err
 	}
 	o := v.Outputs[i]
-	res := structured(fmt.Sprintf("Output %d of %s: %s, %d bytes, link expires %s.", i, g.ID, o.MimeType, o.Bytes, o.ExpiresAt), o)
+	res := structured(outputLine(i, string(g.Kind), o, time.Now()), o)
 	size := o.Bytes
 	res.Content = append(res.Content, &mcp.ResourceLink{URI: o.URL, Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
 	return res, nil
@@ -501,10 +497,10 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 		views = append(views, v)
 	}
 	out := map[string]any{"generations": views}
-	text := fmt.Sprintf("%d generation(s).", len(views))
+	text := generationsLine(views)
 	if next != "" {
 		out["nextCursor"] = next
-		text += " More: pass nextCursor as cursor."
+		text += "; more on the next page (pass nextCursor as cursor)"
 	}
 	return structured(text, out), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
@@ -28,6 +27,8 @@ type GenerationView struct {
 	UploadRequired  bool         `json:"uploadRequired,omitempty"`
 	CancelRequested bool         `json:"cancelRequested,omitempty"`
 	TimedOut        *bool        `json:"timedOut,omitempty"`
+	// provider names where it runs, in the text line only.
+	provider string
 }
 
 // OutputView is one stored output with a freshly minted link.
@@ -70,6 +71,7 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 		Credits:         g.Credits,
 		UploadRequired:  g.UploadRequired(),
 		CancelRequested: g.CancelRequested && !g.Status.Terminal(),
+		provider:        g.Provider,
 	}
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
@@ -92,33 +94,10 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 	return v, nil
 }
 
-// summary is the one-line text a model reads first.
-func (v *GenerationView) summary() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Generation %s (%s, %s): %s", v.GenerationID, v.ModelID, v.Kind, v.Status)
-	if v.StatusMessage != "" && v.StatusMessage != v.Status {
-		fmt.Fprintf(&b, " — %s", v.StatusMessage)
-	}
-	switch v.Status {
-	case "queued", "running":
-		fmt.Fprintf(&b, ". Progress %.0f%%.", v.Progress*100)
-		if v.TimedOut != nil && *v.TimedOut {
-			b.WriteString(" Still working: call wait_generation again with the same generationId; do not call generate again.")
-		}
-	case "reserved":
-		if v.UploadRequired {
-			b.WriteString(". Call upload_input with this generationId to supply the input image.")
-		}
-	case "completed":
-		fmt.Fprintf(&b, ". %d output(s); links expire, call download_output for a fresh one.", len(v.Outputs))
-	case "failed":
-		b.WriteString(".")
-	}
-	return b.String()
-}
-
 // Result builds the tool result for a generation: structured content, a
-// short text summary with the JSON, and a resource link per output. A
+// one-line text for a person, the JSON as a second text block (the spec:
+// a tool with an outputSchema SHOULD also serialize it as text), and a
+// resource link per output. A
 // generation that failed because of the provider is a tool error
 // (isError), so the model can change its request.
 func (t *Tools) Result(ctx context.Context, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
@@ -140,7 +119,7 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 	js, _ := json.Marshal(v)
 	res := &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(js),
-		Content:           []mcp.Content{&mcp.TextContent{Text: v.summary() + "\n" + string(js)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: v.summary(time.Now())}, &mcp.TextContent{Text: string(js)}},
 		IsError:           v.Status == "failed",
 	}
 	for i, o := range v.Outputs {
@@ -156,12 +135,13 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 	return res
 }
 
-// structured builds a non-generation result from any JSON object.
+// structured builds a non-generation result from any JSON object: the
+// line, then the JSON, each its own text block.
 func structured(text string, v any) *mcp.CallToolResult {
 	js, _ := json.Marshal(v)
 	return &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(js),
-		Content:           []mcp.Content{&mcp.TextContent{Text: text + "\n" + string(js)}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: oneLine(text)}, &mcp.TextContent{Text: string(js)}},
 	}
 }
 

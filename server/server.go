@@ -129,20 +129,22 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {
-		// Fail closed: authentication applies even if the metadata URL
-		// cannot be derived (the challenge then names no metadata).
-		prm, _ := auth.MetadataURL(cfg.ResourceURL)
-		opts := auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger}
-		if cfg.Limits != nil {
-			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle
-		}
-		h = auth.Middleware(cfg.Auth, opts)(h)
+		// The challenge names the metadata only where it is served (with
+		// authorization servers to name); fail closed: authentication
+		// applies even if the metadata URL cannot be derived.
+		var prm string
 		if paths, err := auth.PRMPaths(cfg.ResourceURL); err == nil && len(cfg.AuthServers) > 0 {
+			prm, _ = auth.MetadataURL(cfg.ResourceURL)
 			ph := auth.PRMHandler(cfg.ResourceURL, cfg.AuthServers, cfg.Auth.RequiredScopes())
 			for _, p := range paths {
 				mux.Handle(p, ph)
 			}
 		}
+		opts := auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger}
+		if cfg.Limits != nil {
+			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle
+		}
+		h = auth.Middleware(cfg.Auth, opts)(h)
 	}
 	mux.Handle("/mcp", checkOrigin(cfg.AllowedOrigins, h))
 	if cfg.Files != nil {

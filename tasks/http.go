@@ -165,7 +165,11 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 
 // listen runs one subscription: acknowledgement first (listing only the
 // caller's own live tasks), then the current state and every change of
-// each agreed task, then the closing response once all have ended.
+// each agreed task, then the closing response once all have ended. The
+// taskIds are all it honours: darkroom's lists never change, so it
+// declares no listChanged and sends no list or resource notifications;
+// other filter keys (toolsListChanged, ...) are left out of the
+// acknowledgement and keep no stream open.
 func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessage, want []string, send func([]byte) error, keepAlive func() error) {
 	agreed := []string{}
 	for _, tid := range want {

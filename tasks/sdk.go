@@ -120,12 +120,17 @@ type createTaskResult struct {
 func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 
 // SDKMiddleware turns a created task into the flat CreateTaskResult and an
-// *RPCError into a JSON-RPC error, for tools/call.
+// *RPCError into a JSON-RPC error, for tools/call; for a pre-2026 client it
+// drops the 2026-only cache fields of list and read results.
 func SDKMiddleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		other := sdkResults(next)
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/call" {
+				return other(ctx, method, req)
+			}
 			res, err := next(ctx, method, req)
-			if err == nil || method != "tools/call" {
+			if err == nil {
 				return res, err
 			}
 			var c *created

@@ -391,7 +391,9 @@ func (a *app) serverConfig() server.Config {
 }
 
 func capabilities() *mcp.ServerCapabilities {
-	c := &mcp.ServerCapabilities{}
+	// The tool list is fixed at start, so no tools/list_changed is ever
+	// sent: no listChanged (go-sdk's default would claim it).
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	c.AddExtension(tasks.ExtensionID, nil)
 	return c
 }

@@ -12,7 +12,9 @@ import (
 type MiddlewareOptions struct {
 	// ResourceMetadataURL is the absolute URL of the Protected Resource
 	// Metadata (see MetadataURL), advertised as resource_metadata in every
-	// WWW-Authenticate challenge.
+	// WWW-Authenticate challenge. Leave it empty unless that URL is served:
+	// a client that finds it follows OAuth discovery, and a 404 there sends
+	// it into an interactive flow instead of asking for a key.
 	ResourceMetadataURL string
 	// Scopes are advertised as scope="..." in challenges. Default: the
 	// authenticator's required OAuth scopes.
@@ -34,7 +36,9 @@ type MiddlewareOptions struct {
 //
 //   - Local mode: every request is Local; the Authorization header is ignored.
 //   - No usable "Authorization: Bearer" header: 401,
-//     WWW-Authenticate: Bearer resource_metadata="..."[, scope="..."].
+//     WWW-Authenticate: Bearer resource_metadata="..."[, scope="..."]
+//     (just "Bearer" without a metadata URL). Without OAuth the body says
+//     an API key is expected and how to send it.
 //   - Token given but unknown/invalid/expired: 401,
 //     WWW-Authenticate: Bearer error="invalid_token", resource_metadata="..."[, scope="..."].
 //     When opts.Throttle refuses the guess, its answer instead (429).
@@ -58,6 +62,7 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 	}
 	scope := strings.Join(scopes, " ")
 	prm := opts.ResourceMetadataURL
+	missing, invalid := keyHelp(a.OAuthEnabled(), a.keys.Len() > 0)
 
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +88,7 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 
 			token, given := bearerToken(r)
 			if !given {
-				reject(http.StatusUnauthorized, "", "missing bearer token", errors.New("no bearer token"))
+				reject(http.StatusUnauthorized, "", missing, errors.New("no bearer token"))
 				return
 			}
 			p, err := a.Authenticate(r.Context(), token)
@@ -98,9 +103,25 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 						"method", r.Method, "path", r.URL.Path)
 					return
 				}
-				reject(http.StatusUnauthorized, "invalid_token", "the token is invalid or expired", err)
+				reject(http.StatusUnauthorized, "invalid_token", invalid, err)
 			}
 		})
+	}
+}
+
+// keyHelp returns the 401 descriptions for a missing and an invalid token,
+// naming what this server accepts, so a person (or a client showing the
+// body) learns that a key is expected rather than an OAuth login.
+func keyHelp(oauth, keys bool) (missing, invalid string) {
+	switch {
+	case !oauth:
+		return "an API key is required: send it as the header \"Authorization: Bearer <key>\"",
+			"the API key is not valid: send a key this server knows as \"Authorization: Bearer <key>\""
+	case keys:
+		return "a bearer token is required: an API key or an OAuth access token, as \"Authorization: Bearer <token>\"",
+			"the token is invalid or expired"
+	default:
+		return "missing bearer token", "the token is invalid or expired"
 	}
 }
 

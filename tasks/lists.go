@@ -1,0 +1,63 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// requestVersion is the protocol revision a request is served under, as
+// Version for tools/call: the one an initialize negotiated when the
+// connection had one, else the request's own _meta protocolVersion.
+func requestVersion(req mcp.Request) string {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion
+		}
+	}
+	if p := req.GetParams(); p != nil {
+		v, _ := p.GetMeta()[metaProtocolVersion].(string)
+		return v
+	}
+	return ""
+}
+
+// legacyResult hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
+// list or read result sent to a pre-2026 client: go-sdk fills them on
+// every era, and they are no part of the older schemas.
+type legacyResult struct{ mcp.Result }
+
+func (r legacyResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Result)
+	if err != nil || !bytes.HasPrefix(b, []byte("{")) {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "ttlMs")
+	delete(m, "cacheScope")
+	return json.Marshal(m)
+}
+
+// shapeLegacy returns res as the request's era expects it.
+func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {
+	if _, ok := res.(mcp.CacheableResult); !ok || requestVersion(req) >= TasksVersion {
+		return res
+	}
+	return legacyResult{res}
+}
+
+// sdkResults is SDKMiddleware's part for methods other than tools/call.
+func sdkResults(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || res == nil {
+			return res, err
+		}
+		return shapeLegacy(req, res), nil
+	}
+}
