@@ -44,6 +44,9 @@ type Config struct {
 	// whatever timeoutSeconds or waitSeconds says (default 55 s): clients
 	// cut a request that shows no progress (the TypeScript SDK at 60 s).
 	QuietWaitCap time.Duration
+	// MaxReadBytes caps an output read with resources/read (default
+	// 32 MiB); a larger one points to its signed link.
+	MaxReadBytes int64
 }
 
 // Wait bounds (see Config).
@@ -79,6 +82,9 @@ func New(cfg Config) *Tools {
 	}
 	if cfg.QuietWaitCap <= 0 {
 		cfg.QuietWaitCap = DefaultQuietWaitCap
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = DefaultMaxResourceBytes
 	}
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
@@ -124,7 +130,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
 		waitNote("timeoutSeconds"),
 		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
-	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes.",
+	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
 		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
 	add("cancel_generation", "", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
 		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
@@ -429,7 +435,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	o := v.Outputs[i]
 	res := structured(outputLine(i, string(g.Kind), o, time.Now()), o)
 	size := o.Bytes
-	res.Content = append(res.Content, &mcp.ResourceLink{URI: o.URL, Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
+	res.Content = append(res.Content, &mcp.ResourceLink{URI: OutputURI(g.ID, i), Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
 	return res, nil
 }
 

@@ -125,7 +125,7 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 	for i, o := range v.Outputs {
 		size := o.Bytes
 		res.Content = append(res.Content, &mcp.ResourceLink{
-			URI:      o.URL,
+			URI:      OutputURI(v.GenerationID, i), // resources/read; the signed link is o.URL
 			Name:     fmt.Sprintf("%s-%d", v.GenerationID, i),
 			Title:    fmt.Sprintf("Output %d of generation %s", i, v.GenerationID),
 			MIMEType: o.MimeType,

@@ -15,7 +15,7 @@ import (
 // draws what its definition says (compat.RateClass).
 func class(method, name string, toolClass func(string) string) string {
 	switch method {
-	case "tasks/get":
+	case "tasks/get", "resources/read": // resources/read reads a blob, as download_output links one
 		return compat.ClassPoll
 	case "tools/call":
 		return toolClass(name)

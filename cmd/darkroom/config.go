@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -84,6 +85,10 @@ type config struct {
 	// Drain is how long the runner's steps may take to finish at shutdown
 	// (serve and stdio set it from ShutdownGrace; tests leave it 0).
 	Drain time.Duration
+
+	// Outputs as resources and their inline previews.
+	MaxResourceBytes int64 // largest output resources/read returns inline
+	InlinePreview    bool  // make a preview per output and show it next to its resource_link
 }
 
 // setting is one setting of T: a flag, its environment variables and its
@@ -265,6 +270,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
 			help: "input image cap",
 			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
+		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(compat.DefaultMaxResourceBytes),
+			help: "largest output resources/read returns inline (larger: use the signed link)",
+			set:  func(c *config, v string) (err error) { c.MaxResourceBytes, err = byteCount(v, 1); return err }},
 		{flag: "read-header-timeout", env: envs("DARKROOM_READ_HEADER_TIMEOUT"), def: server.DefaultReadHeaderTimeout.String(),
 			help: "time allowed for a request's line and headers",
 			set: func(c *config, v string) (err error) {

@@ -153,6 +153,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		MaxInputBytes:  a.cfg.MaxInputBytes,
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
+		MaxReadBytes:   a.cfg.MaxResourceBytes,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
@@ -386,7 +387,10 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
-		Configure:      func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) },
+		Configure: func(s *mcp.Server) {
+			s.AddReceivingMiddleware(tasks.SDKMiddleware())
+			a.tools.RegisterResources(s)
+		},
 	}
 }
 
@@ -395,6 +399,9 @@ func capabilities() *mcp.ServerCapabilities {
 	// sent: no listChanged (go-sdk's default would claim it).
 	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	c.AddExtension(tasks.ExtensionID, nil)
+	// Outputs are resources (compat.RegisterResources); the list never
+	// changes and nothing is subscribable.
+	c.Resources = &mcp.ResourceCapabilities{}
 	return c
 }
 

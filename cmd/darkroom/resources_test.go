@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// outputLink returns the resource_link of output 0 in res.
+func outputLink(t *testing.T, res *mcp.CallToolResult) *mcp.ResourceLink {
+	t.Helper()
+	for _, c := range res.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			return l
+		}
+	}
+	t.Fatalf("no resource_link in %s", text(res))
+	return nil
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// checkOutputResource generates on cs and reads the output back as a
+// resource: the resource_link names it, resources/read returns the bytes
+// of the signed link, and the template and the capability are declared.
+func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
+	t.Helper()
+	ctx := context.Background()
+	if cs.InitializeResult() != nil && cs.InitializeResult().Capabilities.Resources == nil {
+		t.Fatalf("resources capability not declared: %+v", cs.InitializeResult().Capabilities)
+	}
+	var g genView
+	res := call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "a resource", "wait": true, "waitSeconds": 30}, &g)
+	if g.Status != "completed" || len(g.Outputs) != 1 {
+		t.Fatalf("generate: %s", text(res))
+	}
+	link := outputLink(t, res)
+	if want := "darkroom://generations/" + g.GenerationID + "/outputs/0"; link.URI != want {
+		t.Fatalf("resource_link URI %q, want %q", link.URI, want)
+	}
+	if !strings.HasPrefix(g.Outputs[0].URL, "http") {
+		t.Fatalf("structuredContent url is not the signed link: %q", g.Outputs[0].URL)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: link.URI})
+	if err != nil {
+		t.Fatalf("resources/read: %v", err)
+	}
+	if len(rr.Contents) != 1 || rr.Contents[0].MIMEType != g.Outputs[0].MimeType || rr.Contents[0].URI != link.URI {
+		t.Fatalf("contents: %+v", rr.Contents)
+	}
+	code, body := httpGet(t, g.Outputs[0].URL)
+	if code != 200 {
+		t.Fatalf("GET signed link: %d", code)
+	}
+	if got := sha(rr.Contents[0].Blob); got != g.Outputs[0].SHA256 || got != sha(body) {
+		t.Fatalf("read sha256 %s, record %s, link %s", got, g.Outputs[0].SHA256, sha(body))
+	}
+	dl := call(t, cs, "download_output", map[string]any{"generationId": g.GenerationID}, nil)
+	if l := outputLink(t, dl); l.URI != link.URI {
+		t.Fatalf("download_output resource_link %q, want %q", l.URI, link.URI)
+	}
+
+	tl, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(tl.ResourceTemplates) != 1 || tl.ResourceTemplates[0].URITemplate != compat.OutputURITemplate {
+		t.Fatalf("resources/templates/list: %+v, %v", tl, err)
+	}
+	rl, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatalf("resources/list: %v", err)
+	}
+	for _, r := range rl.Resources {
+		if strings.HasPrefix(r.URI, "darkroom://generations/") {
+			t.Fatalf("resources/list lists an output: %+v", r)
+		}
+	}
+
+	want := int64(jsonrpc.CodeInvalidParams)
+	if legacy {
+		want = -32002
+	}
+	for _, uri := range []string{
+		"darkroom://generations/" + generation.NewID() + "/outputs/0", // unknown
+		"darkroom://generations/" + g.GenerationID + "/outputs/01",    // not canonical
+		"file:///etc/passwd", // no template
+	} {
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) || je.Code != want || !strings.HasPrefix(je.Message, "Resource not found") {
+			t.Fatalf("read %s: %v, want code %d", uri, err, want)
+		}
+	}
+	// Out of range on one's own generation: not found, and it says why.
+	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "darkroom://generations/" + g.GenerationID + "/outputs/1"})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != want || !strings.Contains(je.Message, "1 output(s)") {
+		t.Fatalf("index out of range: %v", err)
+	}
+}
+
+// TestOutputResources: on HTTP in each era and on stdio, every output is
+// a resource its owner reads with the link's exact bytes.
+func TestOutputResources(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.PollRate, c.PollBurst = 1000, 1000 }) // one local caller for all
+	for _, v := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
+		t.Run("HTTP "+v, func(t *testing.T) { checkOutputResource(t, connect(t, s.url, v), v < "2026") })
+	}
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run("stdio "+v, func(t *testing.T) { checkOutputResource(t, stdioVersion(t, s.app, v), v < "2026") })
+	}
+}
+
+// stdioVersion is stdioSession on a chosen protocol version.
+func stdioVersion(t *testing.T, a *app, version string) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	limited := server.LimitTransport(st, a.limits, a.tools.RateClass, server.LocalPrincipal)
+	ss, err := a.mcp.Connect(context.Background(), a.tasks.Transport(limited, server.LocalPrincipal), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil).
+		Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close(); _ = ss.Wait() })
+	return cs
+}
+
+// TestOutputResourcesOnS3: the same read from a bucket (versitygw).
+func TestOutputResourcesOnS3(t *testing.T) {
+	s3cfg := s3Config(t, "res-"+generation.NewID()[:12])
+	s := startServer(t, 0, func(c *config) { c.S3 = s3cfg; c.CreateBucket = true })
+	checkOutputResource(t, connect(t, s.url, "2026-07-28"), false)
+}
+
+// rawRead posts resources/read as version does and returns the status and
+// the error member exactly as sent.
+func rawRead(t *testing.T, url, token, version, uri string) (int, json.RawMessage) {
+	t.Helper()
+	params := map[string]any{"uri": uri}
+	if version >= "2026" {
+		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": params})
+	code, raw, err := postRaw(http.DefaultClient, url+"/mcp", body, map[string]string{
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "Authorization": "Bearer " + token,
+		"MCP-Protocol-Version": version, "Mcp-Method": "resources/read", "Mcp-Name": uri})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(lastData(raw), &m); err != nil {
+		t.Fatalf("reply %s: %v", raw, err)
+	}
+	return code, m.Error
+}
+
+// TestForeignOutputLooksUnknown: another caller's output URI answers
+// exactly as an unknown one (status and error bytes, the URI aside), in
+// both eras; the owner reads it.
+func TestForeignOutputLooksUnknown(t *testing.T) {
+	keys, err := auth.ParseKeyList("alice=secret-alice-1234,bob=secret-bob-5678", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, 0, func(c *config) { c.Auth = auth.Config{Keys: keys} })
+	alice := &rpcClient{t: t, url: s.url, token: "secret-alice-1234", caps: map[string]any{}}
+	gen := alice.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "mine", "wait": true})
+	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
+	mine := compat.OutputURI(gid, 0)
+	unknown := compat.OutputURI(generation.NewID(), 0)
+	if r := alice.call("resources/read", map[string]any{"uri": mine}, "Mcp-Name", mine); r.Error != nil {
+		t.Fatalf("owner's read: %+v", r.Error)
+	}
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		fc, foreign := rawRead(t, s.url, "secret-bob-5678", v, mine)
+		uc, unk := rawRead(t, s.url, "secret-bob-5678", v, unknown)
+		same := bytes.ReplaceAll(unk, []byte(unknown), []byte(mine))
+		if fc != uc || !bytes.Equal(foreign, same) || len(foreign) == 0 {
+			t.Fatalf("%s: foreign %d %s\nunknown %d %s", v, fc, foreign, uc, unk)
+		}
+		// And alice's own unknown URI reads the same as bob's.
+		_, aliceUnk := rawRead(t, s.url, "secret-alice-1234", v, unknown)
+		if !bytes.Equal(aliceUnk, unk) {
+			t.Fatalf("%s: unknown differs by caller: %s vs %s", v, aliceUnk, unk)
+		}
+	}
+}
+
+// TestResourceSizeCap: an output above DARKROOM_MAX_RESOURCE_BYTES is
+// refused with an error naming the signed link, which still works.
+func TestResourceSizeCap(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.MaxResourceBytes = 100 })
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	gen := c.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "big", "wait": true})
+	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
+	uri := compat.OutputURI(gid, 0)
+	r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
+	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(r.Error.Message, "signed link") ||
+		!strings.Contains(r.Error.Message, "download_output") {
+		t.Fatalf("over the cap: %+v", r.Error)
+	}
+	url, _ := r.Error.Data["url"].(string)
+	if code, _ := httpGet(t, url); code != 200 {
+		t.Fatalf("the error's link %q: %d", url, code)
+	}
+}
+
+// TestResourceAfterRetention: an expired output reads as gone, saying so.
+func TestResourceAfterRetention(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.Retention = time.Millisecond })
+	cs := connect(t, s.url, "2025-11-25")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "short-lived", "wait": true, "waitSeconds": 30}, &g)
+	time.Sleep(2 * time.Millisecond) // past the 1 ms retention
+	if n, err := s.app.svc.ExpireOutputs(context.Background()); err != nil || n != 1 {
+		t.Fatalf("ExpireOutputs = %d, %v", n, err)
+	}
+	_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: compat.OutputURI(g.GenerationID, 0)})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != -32002 || !strings.Contains(je.Message, "retention") {
+		t.Fatalf("read after retention: %v", err)
+	}
+}
+
+// TestResourceReadIsCharged: resources/read draws from the poll bucket.
+func TestResourceReadIsCharged(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-6, 1 })
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	uri := compat.OutputURI(generation.NewID(), 0)
+	if r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri); r.Error == nil || r.Error.Code == -31429 {
+		t.Fatalf("first read: %+v", r.Error)
+	}
+	if r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri); r.Error == nil || r.Error.Code != -31429 {
+		t.Fatalf("second read over the burst: %+v", r.Error)
+	}
+}

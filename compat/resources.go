@@ -1,0 +1,215 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Outputs as MCP resources: output n of generation G is
+// darkroom://generations/G/outputs/n (n from 0), readable by its owner.
+const (
+	OutputURITemplate = "darkroom://generations/{generationId}/outputs/{index}"
+	outputURIPrefix   = "darkroom://generations/"
+	// DefaultMaxResourceBytes caps what resources/read returns inline
+	// (base64 makes it a third larger on the wire).
+	DefaultMaxResourceBytes = 32 << 20
+	// resourceTTLMs is how long a client may cache a read: an output's
+	// bytes never change while it exists.
+	resourceTTLMs = 3600_000
+	// tasksWire is the first revision where "resource not found" is
+	// -32602; earlier ones say -32002.
+	tasksWire = "2026-07-28"
+)
+
+// OutputURI names output index of generation id.
+func OutputURI(id string, index int) string {
+	return outputURIPrefix + id + "/outputs/" + strconv.Itoa(index)
+}
+
+// parseOutputURI is OutputURI's inverse; ok is false for anything else
+// (extra parts, a query, a non-canonical index).
+func parseOutputURI(uri string) (id string, index int, ok bool) {
+	rest, found := strings.CutPrefix(uri, outputURIPrefix)
+	if !found {
+		return "", 0, false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[1] != "outputs" || !validID(parts[0]) {
+		return "", 0, false
+	}
+	n := parts[2]
+	if n == "" || len(n) > 4 || (len(n) > 1 && n[0] == '0') || strings.Trim(n, "0123456789") != "" {
+		return "", 0, false
+	}
+	index, _ = strconv.Atoi(n)
+	return parts[0], index, true
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDChars {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceError is a resources/read refusal; its code depends on the
+// protocol revision of the request (see rpc).
+type resourceError struct {
+	notFound bool // else: too large
+	msg      string
+	data     map[string]any
+}
+
+func (e *resourceError) Error() string { return e.msg }
+
+// rpc is the error on the wire: "not found" is -32602 from 2026-07-28 on
+// and -32002 before it, as each revision says; too large is -32602.
+func (e *resourceError) rpc(legacy bool) *jsonrpc.Error {
+	code := int64(jsonrpc.CodeInvalidParams)
+	if e.notFound && legacy {
+		code = -32002
+	}
+	data, _ := json.Marshal(e.data)
+	return &jsonrpc.Error{Code: code, Message: e.msg, Data: data}
+}
+
+// notFound is the one answer for a URI that is malformed, names no
+// generation, or names another caller's: it depends on the URI only.
+func notFound(uri string) *resourceError {
+	return &resourceError{notFound: true, msg: "Resource not found: " + uri +
+		" (use the darkroom://generations/{generationId}/outputs/{index} URI of a resource_link from your own generation)",
+		data: map[string]any{"uri": uri}}
+}
+
+// legacyRequest reports whether req is on a revision before 2026-07-28,
+// as tasks.Version decides it: a session's negotiated version, else the
+// request's own _meta protocolVersion.
+func legacyRequest(req mcp.Request) bool {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
+			return ip.ProtocolVersion < tasksWire
+		}
+	}
+	if p := req.GetParams(); p != nil {
+		v, _ := p.GetMeta()["io.modelcontextprotocol/protocolVersion"].(string)
+		return v < tasksWire
+	}
+	return true
+}
+
+// RegisterResources adds the output resource template to s, and the
+// middleware that gives resources/read its per-revision error codes.
+// The server must declare the resources capability.
+func (t *Tools) RegisterResources(s *mcp.Server) {
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: OutputURITemplate,
+		Name:        "generation-output",
+		Title:       "Generation output",
+		Description: "One output file of your completed generation, by generationId and index (from 0), as each output's resource_link names it. " +
+			fmt.Sprintf("Readable by its owner while it is kept; above %d bytes use the signed link (download_output) instead.", t.cfg.MaxReadBytes),
+	}, t.readResource)
+	s.AddReceivingMiddleware(resourceErrors)
+}
+
+// resourceErrors turns resources/read refusals into JSON-RPC errors, go-sdk's
+// own "not found" for a URI no template matches included, so every URI
+// that is not the caller's reads alike.
+func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "resources/read" || err == nil {
+			return res, err
+		}
+		var re *resourceError
+		var je *jsonrpc.Error
+		switch {
+		case errors.As(err, &re):
+		case errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams && je.Message == "Resource not found":
+			uri := ""
+			if p, ok := req.GetParams().(*mcp.ReadResourceParams); ok && p != nil {
+				uri = p.URI
+			}
+			re = notFound(uri)
+		default:
+			return res, err
+		}
+		return nil, re.rpc(legacyRequest(req))
+	}
+}
+
+func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	id, i, ok := parseOutputURI(uri)
+	if !ok {
+		return nil, notFound(uri)
+	}
+	g, err := t.svc.Get(ctx, t.cfg.Owner(ctx, nil), id)
+	if errors.Is(err, generation.ErrNotFound) {
+		return nil, notFound(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// From here the caller owns the generation: the messages may say more.
+	gone := &resourceError{notFound: true, data: map[string]any{"uri": uri},
+		msg: fmt.Sprintf("Resource gone: the outputs of generation %s were deleted after the %s retention period; generate again if you need them", id, t.svc.Retention())}
+	switch {
+	case g.Status != generation.StatusCompleted:
+		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
+			msg: fmt.Sprintf("Resource not found: generation %s is %s, and only a completed generation has outputs (use wait_generation)", id, g.Status)}
+	case g.OutputsExpired:
+		return nil, gone
+	case i >= len(g.Outputs):
+		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "outputs": len(g.Outputs)},
+			msg: fmt.Sprintf("Resource not found: generation %s has %d output(s), numbered from 0", id, len(g.Outputs))}
+	}
+	o := g.Outputs[i]
+	if o.Bytes > t.cfg.MaxReadBytes {
+		data := map[string]any{"uri": uri, "bytes": o.Bytes, "maxBytes": t.cfg.MaxReadBytes}
+		if url, exp, err := t.svc.Link(ctx, o.StoredBlob); err == nil {
+			data["url"], data["expiresAt"] = url, isoTime(exp)
+		}
+		return nil, &resourceError{data: data, msg: fmt.Sprintf(
+			"Resource too large to read inline: output %d of generation %s is %d bytes, above this server's %d-byte resources/read limit; "+
+				"fetch it from its signed link instead (error data url, structuredContent.outputs[%d].url, or download_output)",
+			i, id, o.Bytes, t.cfg.MaxReadBytes, i)}
+	}
+	rc, err := t.svc.OpenOutput(ctx, o.StoredBlob)
+	if errors.Is(err, generation.ErrOutputGone) {
+		return nil, gone
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(o.Bytes))
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(&buf, h), io.LimitReader(rc, t.cfg.MaxReadBytes+1)); err != nil {
+		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.SHA256 || int64(buf.Len()) != o.Bytes {
+		return nil, fmt.Errorf("output %d of %s: stored file does not match its record (sha256 %s, want %s)", i, id, sum, o.SHA256)
+	}
+	return &mcp.ReadResourceResult{
+		Cacheable: mcp.Cacheable{TTLMs: resourceTTLMs, CacheScope: "private"},
+		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: o.MimeType, Blob: buf.Bytes()}},
+	}, nil
+}
