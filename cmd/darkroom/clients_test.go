@@ -35,6 +35,7 @@ type clientRun struct {
 	era       string // legacy or modern
 	cases     []string
 	slow      bool // the server (or stdio child) runs at slowLatency
+	keyed     bool // the server requires an API key
 	want      []string
 }
 
@@ -57,6 +58,8 @@ func TestRealClients(t *testing.T) {
 	node, dir := realClients(t)
 	fast := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY=0")
 	slow := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY="+slowLatency)
+	const apiKey = "clients-test-key-0123456789abcdef"
+	keyed := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY=0", "DARKROOM_API_KEYS=ci="+apiKey)
 
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
 	tasksChecks := []string{"tasks-created", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
@@ -88,6 +91,7 @@ func TestRealClients(t *testing.T) {
 	}
 	// The long cases, once per client that can wait past its own timeout.
 	runs = append(runs,
+		clientRun{script: "inspector", transport: "http", era: "legacy", cases: []string{"auth"}, keyed: true, want: []string{"auth-missing", "auth-key"}},
 		clientRun{script: "sdk-v1", transport: "http", era: "legacy", cases: []string{"long"}, slow: true, want: []string{"long-wait"}},
 		clientRun{script: "sdk-v1", transport: "stdio", era: "legacy", cases: []string{"quiet"}, slow: true, want: []string{"quiet-wait"}},
 		clientRun{script: "sdk-v2", transport: "stdio", era: "modern", cases: []string{"long"}, slow: true, want: []string{"era", "long-wait"}},
@@ -110,10 +114,13 @@ func TestRealClients(t *testing.T) {
 	for _, c := range runs {
 		t.Run(c.name(), func(t *testing.T) {
 			url, latency := fast.url+"/mcp", "0"
-			if c.slow {
+			switch {
+			case c.slow:
 				url, latency = slow.url+"/mcp", slowLatency
+			case c.keyed:
+				url = keyed.url + "/mcp"
 			}
-			s := map[string]any{"transport": c.transport, "era": c.era, "cases": c.cases, "url": url,
+			s := map[string]any{"transport": c.transport, "era": c.era, "cases": c.cases, "url": url, "token": apiKey,
 				"command": binary, "args": []string{"stdio", "--data", t.TempDir()}, "env": map[string]string{"DARKROOM_LOCAL_LATENCY": latency},
 				"inspector": filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")}
 			done := make(chan outcome, 1)

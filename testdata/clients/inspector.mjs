@@ -9,11 +9,12 @@ import { checkOutputs, Report, settings } from "./common.mjs";
 const s = settings();
 const r = new Report("inspector");
 
-// cli runs one Inspector CLI call and returns its JSON result.
+// cli runs one Inspector CLI call and returns its JSON result (rejecting
+// with its error envelope, as err.envelope).
 function cli(...args) {
   const target = s.transport === "stdio"
     ? [...Object.entries(s.env ?? {}).flatMap(([k, v]) => ["-e", `${k}=${v}`]), "--", s.command, ...s.args]
-    : [s.url];
+    : ["--server-url", s.url]; // an option: --header is variadic and would take a positional URL
   const argv = [s.inspector, "--cli", "--protocol-era", s.era, "--format", "json", "-q", ...args, ...target];
   return new Promise((resolve, reject) => {
     execFile(process.execPath, argv, { maxBuffer: 64 << 20, timeout: 120000 }, (err, stdout, stderr) => {
@@ -23,12 +24,38 @@ function cli(...args) {
       } catch {
         return reject(new Error(`inspector ${args.join(" ")}: ${err ?? ""} stdout=${stdout.slice(0, 300)} stderr=${stderr.slice(0, 600)}`));
       }
-      if (out.error || err) return reject(new Error(`inspector ${args.join(" ")}: ${JSON.stringify(out.error ?? out).slice(0, 600)}`));
+      if (out.error || err) {
+        const e = new Error(`inspector ${args.join(" ")}: ${JSON.stringify(out.error ?? out).slice(0, 600)}`);
+        e.envelope = out.error;
+        return reject(e);
+      }
       resolve(out.result);
     });
   });
 }
 const tool = (name, args) => cli("--method", "tools/call", "--tool-name", name, "--tool-args-json", JSON.stringify(args));
+
+if ((s.cases ?? []).includes("auth")) {
+  // darkroom with API keys: a call without one must say a bearer key is
+  // expected (not send the Inspector into OAuth discovery); with the key
+  // it works. --stored-auth-only keeps the Inspector from starting an
+  // interactive login, as in any non-interactive run.
+  await r.step("auth-missing", async () => {
+    try {
+      await cli("--method", "tools/list", "--stored-auth-only");
+      r.check("auth-missing", false, "tools/list without a key succeeded");
+    } catch (e) {
+      const msg = e.envelope?.message ?? String(e);
+      r.check("auth-missing", e.envelope?.code === "auth_required" && /API key/.test(msg) && /Bearer/.test(msg), msg);
+    }
+  });
+  await r.step("auth-key", async () => {
+    const { tools } = await cli("--method", "tools/list", "--header", `Authorization: Bearer ${s.token}`);
+    r.check("auth-key", tools.length >= 9, `${tools.length} tools`);
+  });
+  r.print();
+  process.exit(0);
+}
 
 await r.step("tools", async () => {
   const { tools } = await cli("--method", "tools/list");
