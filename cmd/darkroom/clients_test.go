@@ -27,7 +27,7 @@ import (
 const slowLatency = "4"
 
 // basicChecks are what every SDK-shaped client's "basic" case reports.
-var basicChecks = []string{"tools", "generate-wait", "completed", "text", "outputs", "resource-link", "preview", "link-sha256", "resources-read", "no-task"}
+var basicChecks = []string{"tools", "tools-list-changed", "generate-wait", "completed", "text", "outputs", "resource-link", "preview", "link-sha256", "resources-read", "no-task"}
 
 type clientRun struct {
 	script    string // testdata/clients/<script>.mjs
@@ -62,7 +62,7 @@ func TestRealClients(t *testing.T) {
 	keyed := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY=0", "DARKROOM_API_KEYS=ci="+apiKey)
 
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
-	tasksChecks := []string{"tasks-created", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
+	tasksChecks := []string{"tasks-created", "listen-acknowledged", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
 	// The Inspector runs one process per call: over stdio the link's
 	// listener has exited with its call, so bytes are checked by
 	// resources/read (a new process on the same data) alone.
@@ -79,8 +79,8 @@ func TestRealClients(t *testing.T) {
 	var runs []clientRun
 	for _, tr := range []string{"http", "stdio"} {
 		runs = append(runs,
-			clientRun{script: "sdk-v1", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "declared-tasks")},
-			clientRun{script: "sdk-v2", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "era", "declared-tasks")},
+			clientRun{script: "sdk-v1", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "declared-tasks", "legacy-list-fields")},
+			clientRun{script: "sdk-v2", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "era", "declared-tasks", "legacy-list-fields")},
 			clientRun{script: "sdk-v2", transport: tr, era: "modern", cases: []string{"basic"}, want: with(basicChecks, "era")},
 			// Slow, so that a task is seen working and a video can be cancelled.
 			clientRun{script: "ext-tasks", transport: tr, era: "modern", cases: []string{"tasks"}, slow: true, want: with(tasksChecks, "era")},

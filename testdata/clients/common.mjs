@@ -108,7 +108,8 @@ export async function checkOutputs(r, prefix, res, readResource, opts = { link: 
 }
 
 // scenarios runs the cases for an SDK-shaped client. a = {listTools(),
-// callTool(name, args, {onprogress}), readResource(uri), seen}.
+// callTool(name, args, {onprogress}), readResource(uri),
+// serverCapabilities(), seen}.
 export async function scenarios(r, a, s) {
   const cases = new Set(s.cases ?? ["basic"]);
   if (cases.has("basic")) {
@@ -116,6 +117,16 @@ export async function scenarios(r, a, s) {
       const { tools } = await a.listTools();
       const names = tools.map((t) => t.name);
       r.check("tools", names.includes("generate") && names.includes("wait_generation") && tools.length >= 9, names.join(","));
+      // The tool list never changes, so no listChanged is promised; a legacy
+      // list carries none of the 2026-only cache fields.
+      const caps = a.serverCapabilities();
+      r.check("tools-list-changed", caps?.tools && caps.tools.listChanged !== true, JSON.stringify(caps?.tools));
+      if (s.era !== "modern") {
+        const req = a.seen.find((m) => m.dir === "out" && m.msg.method === "tools/list");
+        const res = a.seen.find((m) => m.dir === "in" && req && m.msg.id === req.msg.id && m.msg.result);
+        const extra = res ? ["ttlMs", "cacheScope"].filter((k) => k in res.msg.result) : ["no response"];
+        r.check("legacy-list-fields", extra.length === 0, extra.join(",") || "none");
+      }
     });
     await r.step("generate-wait", async () => {
       const t0 = Date.now();

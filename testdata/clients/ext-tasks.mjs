@@ -82,7 +82,14 @@ async function tasks() {
   if (!r.check("tasks-created", exec?.kind === "task", `execution kind ${exec?.kind}`)) return;
   const id = exec.handle.taskId;
   // Listen for this task's notifications while it runs.
-  const sub = await r.step("tasks-notified", () => client.listen({ taskIds: [id] }));
+  // toolsListChanged rides along: the acknowledgement names exactly what is
+  // honoured (no tool-list notifications where listChanged is not declared).
+  // Read from the wire: the SDK's honoredFilter drops extension keys (taskIds).
+  const sub = await r.step("tasks-notified", () => client.listen({ taskIds: [id], toolsListChanged: true }));
+  const ack = seen.find((m) => m.dir === "in" && m.msg.method === "notifications/subscriptions/acknowledged")?.msg.params.notifications ?? {};
+  const listChanged = client.getServerCapabilities()?.tools?.listChanged === true;
+  r.check("listen-acknowledged", ack.taskIds?.includes(id) && (ack.toolsListChanged === true) === listChanged,
+    `acknowledged ${JSON.stringify(ack)}, tools.listChanged ${listChanged}`);
   const t0 = Date.now();
   const events = [];
   const settled = await r.step("tasks-settled", () => exec.settle({ onEvent: (e) => events.push(e.type === "task" ? e.task.status : e.outcome.status) }));

@@ -26,6 +26,7 @@ try {
     // The default 60 s timeout stays; progress resets it, as assistants configure.
     callTool: (name, args, o = {}) => client.callTool({ name, arguments: args }, undefined, o.onprogress ? { onprogress: o.onprogress, resetTimeoutOnProgress: true } : {}),
     readResource: (uri) => client.readResource({ uri }),
+    serverCapabilities: () => client.getServerCapabilities(),
   }, s);
 } catch (e) {
   r.check("connect", false, e?.stack ?? e);
