@@ -80,6 +80,11 @@ type Options struct {
 	// MaxInputRounds bounds input_required rounds on one tools/call
 	// (default DefaultMaxInputRounds).
 	MaxInputRounds int
+	// OnProgress, when set, is told each state of a followed task that
+	// differs from the last one told (status or statusMessage), the
+	// CreateTaskResult first. It runs on the waiting goroutine: keep it
+	// short.
+	OnProgress func(t *DetailedTask)
 }
 
 // Client calls tools on one MCP endpoint and follows the tasks they create.

@@ -264,6 +264,7 @@ type follower struct {
 	interval time.Duration
 	deadline time.Time // zero: none
 	answered map[string]bool
+	told     string // the status and message last given to OnProgress
 }
 
 func (c *Client) follower(ctx context.Context, taskID string) (*follower, error) {
@@ -294,6 +295,10 @@ func (f *follower) see(ctx context.Context, t *DetailedTask) {
 	f.deadline = t.ExpiresAt()
 	if err := f.c.state.observe(ctx, f.c.endpoint, t); err != nil {
 		f.c.log.Warn("client: state", "task", t.TaskID, "err", err)
+	}
+	if key := string(t.Status) + "\x00" + t.StatusMessage; f.c.opts.OnProgress != nil && key != f.told {
+		f.told = key
+		f.c.opts.OnProgress(t)
 	}
 }
 

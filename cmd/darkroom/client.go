@@ -8,13 +8,19 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/client"
 )
 
 const clientUsage = `Usage:
   darkroom client [flags] call TOOL [JSON-ARGS]   call a tool as a Tasks client, wait, print the result
-  darkroom client [flags] resume                  finish the tasks an earlier run left pending
+  darkroom client [flags] resume [TASK-ID]        finish the tasks an earlier run left pending (or one)
+
+While it waits it prints each change of the task to stderr, and the
+result as JSON to stdout. Ctrl-C stops waiting (the task goes on) and
+prints the command that resumes it.
 
 `
 
@@ -39,8 +45,10 @@ func clientSettings() []setting[clientConfig] {
 }
 
 // runClient is `darkroom client`: the Tasks flow from a shell, with task
-// ids kept in a local file so an interrupted wait can be resumed.
-func runClient(ctx context.Context, args []string, out io.Writer) error {
+// ids kept in a local file so an interrupted wait can be resumed. Results
+// go to out as JSON; progress, the result's line and how to resume go to
+// errw.
+func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 	var cfg clientConfig
 	rest, err := parseSettings("client", clientSettings(), args, true, &cfg)
 	if err != nil {
@@ -52,7 +60,9 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.State), 0o700); err != nil {
 		return err
 	}
-	c, err := client.New(client.Options{Endpoint: cfg.Endpoint, Token: cfg.Token, StatePath: cfg.State, ClientName: "darkroom-cli", ClientVersion: buildVersion()})
+	p := &progress{w: errw, start: time.Now()}
+	c, err := client.New(client.Options{Endpoint: cfg.Endpoint, Token: cfg.Token, StatePath: cfg.State,
+		ClientName: "darkroom-cli", ClientVersion: buildVersion(), OnProgress: p.show})
 	if err != nil {
 		return err
 	}
@@ -73,19 +83,31 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 		}
 		o, err := c.CallTool(ctx, rest[1], toolArgs)
 		if err != nil {
-			return err
+			return p.interrupted(ctx, err, cfg)
 		}
-		if err := enc.Encode(o.Result); err != nil {
-			return err
-		}
-		if o.IsError() {
-			return errors.New("the tool reported an error")
-		}
-		return nil
+		return printOutcome(enc, errw, o)
 	case "resume":
+		if len(rest) > 2 {
+			return usageError{errors.New("client resume: want at most one TASK-ID")}
+		}
+		if len(rest) == 2 {
+			p.taskID = rest[1]
+			o, err := c.Wait(ctx, rest[1])
+			if err != nil && o == nil {
+				return p.interrupted(ctx, err, cfg)
+			}
+			if err != nil && o.Result == nil {
+				return err
+			}
+			return printOutcome(enc, errw, o)
+		}
+		p.all = true
 		done, err := c.Resume(ctx)
 		if err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return p.interrupted(ctx, ctx.Err(), cfg)
 		}
 		for _, r := range done {
 			if r.Err != nil {
@@ -99,4 +121,94 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	return usageError{fmt.Errorf("client: unknown subcommand %q", rest[0])}
+}
+
+// printOutcome writes the result as JSON, and its first line (written for
+// a person) to errw.
+func printOutcome(enc *json.Encoder, errw io.Writer, o *client.Outcome) error {
+	if err := enc.Encode(o.Result); err != nil {
+		return err
+	}
+	var res struct {
+		Content []struct{ Type, Text string } `json:"content"`
+	}
+	if json.Unmarshal(o.Result, &res) == nil && len(res.Content) > 0 && res.Content[0].Type == "text" {
+		fmt.Fprintln(errw, res.Content[0].Text)
+	}
+	if o.IsError() {
+		return errors.New("the tool reported an error")
+	}
+	return nil
+}
+
+// progress prints one line per change of the task being waited for.
+type progress struct {
+	w      io.Writer
+	start  time.Time
+	taskID string // the task last heard of
+	all    bool   // waiting for every pending task (resume without an id)
+}
+
+func (p *progress) show(t *client.DetailedTask) {
+	if p.taskID == "" {
+		fmt.Fprintf(p.w, "task %s (Ctrl-C stops waiting; the task goes on)\n", t.TaskID)
+	}
+	p.taskID = t.TaskID
+	line := string(t.Status)
+	if m := t.StatusMessage; strings.HasPrefix(m, line) {
+		line = m // "completed: 1 output(s)" says the status already
+	} else if m != "" {
+		line += ": " + m
+	}
+	fmt.Fprintf(p.w, "%5.0fs %s\n", time.Since(p.start).Seconds(), line)
+}
+
+// interrupted turns a wait ended by Ctrl-C into the command that resumes
+// it; any other error is returned as is. It never wraps context.Canceled,
+// so the command exits non-zero.
+func (p *progress) interrupted(ctx context.Context, err error, cfg clientConfig) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if p.taskID == "" && !p.all {
+		return errors.New("interrupted before the server created a task: nothing to resume (to retry safely, call again with the same idempotencyKey)")
+	}
+	cmd := []string{"darkroom", "client", "--endpoint", cfg.Endpoint}
+	if def := clientDefault("state"); cfg.State != def {
+		cmd = append(cmd, "--state", cfg.State)
+	}
+	cmd = append(cmd, "resume")
+	what := "task " + p.taskID + " is"
+	if p.all {
+		what = "the pending tasks are"
+	} else {
+		cmd = append(cmd, p.taskID)
+	}
+	for i, a := range cmd {
+		cmd[i] = shellQuote(a)
+	}
+	how := "  " + strings.Join(cmd, " ")
+	if cfg.Token != "" {
+		how += "   (with the same DARKROOM_TOKEN)"
+	}
+	fmt.Fprintf(p.w, "Stopped waiting; %s still running on the server. To wait again:\n%s\n", what, how)
+	return errors.New("interrupted: " + what + " still running; resume as shown above")
+}
+
+// clientDefault is the default of a client setting.
+func clientDefault(flag string) string {
+	for _, s := range clientSettings() {
+		if s.flag == flag {
+			return s.def
+		}
+	}
+	return ""
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@%+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

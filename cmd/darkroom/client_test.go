@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -13,7 +19,7 @@ func TestClientCommand(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "client.db")
 	var out bytes.Buffer
 	err := runClient(context.Background(), []string{"--endpoint", s.url + "/mcp", "--state", state,
-		"call", "generate", `{"modelId":"local-sketch","prompt":"from the shell"}`}, &out)
+		"call", "generate", `{"modelId":"local-sketch","prompt":"from the shell"}`}, &out, io.Discard)
 	if err != nil {
 		t.Fatalf("client call: %v\n%s", err, out.String())
 	}
@@ -27,10 +33,96 @@ func TestClientCommand(t *testing.T) {
 		t.Fatalf("client call printed %s (%v)", out.String(), err)
 	}
 	out.Reset()
-	if err := runClient(context.Background(), []string{"--endpoint", s.url + "/mcp", "--state", state, "call", "generate", `{"prompt":"x","modelId":"local-sketch","aspectRatio":"7:3"}`}, &out); err == nil {
+	if err := runClient(context.Background(), []string{"--endpoint", s.url + "/mcp", "--state", state, "call", "generate", `{"prompt":"x","modelId":"local-sketch","aspectRatio":"7:3"}`}, &out, io.Discard); err == nil {
 		t.Fatalf("a tool error should fail the command: %s", out.String())
 	}
-	if err := runClient(context.Background(), []string{"--endpoint", s.url + "/mcp", "--state", state, "call", "generate", `{not json`}, &out); err == nil {
+	if err := runClient(context.Background(), []string{"--endpoint", s.url + "/mcp", "--state", state, "call", "generate", `{not json`}, &out, io.Discard); err == nil {
 		t.Fatal("bad JSON arguments accepted")
+	}
+}
+
+// TestClientProgressAndInterrupt runs `darkroom client call` as a real
+// process: it prints each change of the task to stderr, and on SIGINT
+// stops, exits non-zero and prints the exact command that resumes the
+// task; that command then finishes it.
+func TestClientProgressAndInterrupt(t *testing.T) {
+	s := startServer(t, 0.2) // a 2 s video takes a few seconds
+	state := filepath.Join(t.TempDir(), "client.db")
+	cmd := exec.Command(binary, "client", "--endpoint", s.url+"/mcp", "--state", state,
+		"call", "generate", `{"modelId":"local-motion","prompt":"interrupted","durationSeconds":2}`)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), "working") {
+			break // the task exists and is being waited for
+		}
+	}
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "task ") {
+		t.Fatalf("no progress before the interrupt: %q", lines)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("interrupted client exited %v, want non-zero; stderr %q", err, lines)
+	}
+	t.Logf("stderr of the interrupted client:\n%s", strings.Join(lines, "\n"))
+	taskID := strings.Fields(lines[0])[1]
+	want := "darkroom client --endpoint " + s.url + "/mcp --state " + state + " resume " + taskID
+	var resume string
+	for _, l := range lines {
+		if strings.TrimSpace(l) == want {
+			resume = strings.TrimSpace(l)
+		}
+	}
+	if resume == "" {
+		t.Fatalf("stderr does not give %q:\n%s", want, strings.Join(lines, "\n"))
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout after the interrupt: %s", stdout.String())
+	}
+
+	// The printed command, run as is, waits the task out.
+	args := strings.Fields(resume)[1:]
+	rc := exec.Command(binary, args...)
+	var rerr bytes.Buffer
+	rc.Stderr = &rerr
+	out, err := rc.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", resume, err, rerr.String())
+	}
+	t.Logf("stderr of the resume:\n%s", rerr.String())
+	if !strings.Contains(rerr.String(), " completed") || !strings.Contains(rerr.String(), "Done: 1 video (") {
+		t.Errorf("resume's stderr lacks the end and the result's line:\n%s", rerr.String())
+	}
+	var res struct {
+		StructuredContent struct {
+			Status string `json:"status"`
+		} `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.StructuredContent.Status != "completed" {
+		t.Fatalf("resume printed %s (%v)", out, err)
+	}
+	// One line per change: no line repeats the one before it.
+	for i := 2; i < len(lines); i++ {
+		if a, b := strings.Fields(lines[i-1]), strings.Fields(lines[i]); len(a) > 1 && len(b) > 1 && strings.Join(a[1:], " ") == strings.Join(b[1:], " ") {
+			t.Errorf("repeated progress line %q", lines[i])
+		}
 	}
 }

@@ -234,14 +234,14 @@ func (c *config) authEnv(name string) string {
 func serverSettings(cmd string) []setting[config] {
 	addr, metricsAddr := "127.0.0.1:8080", defaultMetricsAddr
 	if cmd == "stdio" {
-		addr, metricsAddr = "127.0.0.1:0", "off"
+		addr, metricsAddr = stdioFilesAddr, "off"
 	}
 	text := func(p func(*config) *string) func(*config, string) error {
 		return func(c *config, v string) error { *p(c) = v; return nil }
 	}
 	return []setting[config]{
-		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `127.0.0.1:0`",
-			help: "HTTP listen address (stdio serves only /files on it)",
+		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `" + stdioFilesAddr + "`",
+			help: "HTTP listen address (stdio serves only /files on it, and takes a free port when this one is taken)",
 			set:  text(func(c *config) *string { return &c.Addr })},
 		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
 			help: "data directory: database and local files",

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "stdio":
 		err = stdio(ctx, args)
 	case "client":
-		err = runClient(ctx, args, stdout)
+		err = runClient(ctx, args, stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, args, stdout)
 	case "version", "--version", "-v":

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server"
@@ -12,9 +16,17 @@ import (
 const stdioUsage = `Usage: darkroom stdio [flags]
 
 Serves MCP over stdin/stdout as the single local principal, and output
-files over loopback HTTP.
+files over loopback HTTP on ` + stdioFilesAddr + ` (--addr), a fixed port so
+that links stay valid when the assistant restarts darkroom. When that
+port is taken, a free one is used instead (a log line says which): links
+made then end with the process, and get_generation gives fresh ones.
 
 `
+
+// stdioFilesAddr is the stdio files listener's default: a fixed port, so
+// a link handed out before a restart still answers after it (the signing
+// key lives in the data directory).
+const stdioFilesAddr = "127.0.0.1:7412"
 
 // stdio is `darkroom stdio`.
 func stdio(ctx context.Context, args []string) error {
@@ -24,8 +36,8 @@ func stdio(ctx context.Context, args []string) error {
 	}
 	log := newLogger(cfg.LogLevel)
 	// Output links point at /files, so stdio still serves files (only
-	// files) over loopback HTTP: on a free port unless --addr says.
-	ln, err := listen(cfg)
+	// files) over loopback HTTP.
+	ln, err := listenFiles(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -70,4 +82,28 @@ func stdio(ctx context.Context, args []string) error {
 	cancel()
 	<-bgDone
 	return err
+}
+
+// listenFiles opens the stdio files listener on cfg.Addr. When that port
+// is taken (another darkroom stdio, say) and no --public-url pins the
+// links, it takes a free port on the same host rather than failing the
+// assistant's whole server, and says so.
+func listenFiles(cfg *config, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && cfg.PublicURL == "" {
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		var err2 error
+		if ln, err2 = net.Listen("tcp", net.JoinHostPort(host, "0")); err2 == nil {
+			log.Warn("darkroom stdio: the files port is taken; serving links on a free port instead, so links made now end with this process",
+				"wanted", cfg.Addr, "addr", ln.Addr().String())
+			err = nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	return ln, nil
 }

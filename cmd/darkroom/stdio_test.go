@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// syncBuffer collects a child's stderr while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// stdioClient runs `darkroom stdio` with args and connects go-sdk's
+// client to it; closing the session ends the process.
+func stdioClient(t *testing.T, stderr *syncBuffer, args ...string) *mcp.ClientSession {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"stdio"}, args...)...)
+	cmd.Env = append(os.Environ(), "DARKROOM_LOCAL_LATENCY=0")
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "restart-test", Version: "1"}, nil).
+		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func fetchSHA(t *testing.T, link string) (int, string) {
+	t.Helper()
+	code, body := httpGet(t, link)
+	sum := sha256.Sum256(body)
+	return code, hex.EncodeToString(sum[:])
+}
+
+// TestStdioLinksOutliveRestart: the files listener keeps its port, so a
+// link handed out before the assistant restarts darkroom still answers
+// after it, and get_generation on the same data dir finds the
+// generation with a working fresh link.
+func TestStdioLinksOutliveRestart(t *testing.T) {
+	data, addr := t.TempDir(), freePort(t)
+	cs := stdioClient(t, nil, "--data", data, "--addr", addr)
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "before a restart", "wait": true}, &g)
+	if g.Status != "completed" || len(g.Outputs) != 1 {
+		t.Fatalf("generate: %+v", g)
+	}
+	link := g.Outputs[0].URL
+	if u, _ := url.Parse(link); u.Host != addr {
+		t.Fatalf("link %s is not on %s", link, addr)
+	}
+	if code, sum := fetchSHA(t, link); code != 200 || sum != g.Outputs[0].SHA256 {
+		t.Fatalf("before the restart: %d, sha256 %s", code, sum)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cs = stdioClient(t, nil, "--data", data, "--addr", addr)
+	if code, sum := fetchSHA(t, link); code != 200 || sum != g.Outputs[0].SHA256 {
+		t.Fatalf("the old link after the restart: %d, sha256 %s", code, sum)
+	}
+	var again genView
+	res := call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &again)
+	if again.Status != "completed" || len(again.Outputs) != 1 {
+		t.Fatalf("get_generation after the restart: %s", text(res))
+	}
+	if code, sum := fetchSHA(t, again.Outputs[0].URL); code != 200 || sum != g.Outputs[0].SHA256 {
+		t.Fatalf("a fresh link after the restart: %d, sha256 %s", code, sum)
+	}
+}
+
+// TestStdioFilesPortTaken: when the files port is taken, stdio still
+// starts, on a free port, says so on stderr, and its links work.
+func TestStdioFilesPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var stderr syncBuffer
+	cs := stdioClient(t, &stderr, "--data", t.TempDir(), "--addr", taken.Addr().String())
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "port taken", "wait": true}, &g)
+	if g.Status != "completed" {
+		t.Fatalf("generate: %+v", g)
+	}
+	u, _ := url.Parse(g.Outputs[0].URL)
+	if u.Host == taken.Addr().String() {
+		t.Fatalf("link %s on the taken port", u)
+	}
+	if code, sum := fetchSHA(t, g.Outputs[0].URL); code != 200 || sum != g.Outputs[0].SHA256 {
+		t.Fatalf("link on the fallback port: %d %s", code, sum)
+	}
+	if log := stderr.String(); !strings.Contains(log, "files port is taken") || !strings.Contains(log, u.Host) {
+		t.Errorf("no log line naming the fallback port %s:\n%s", u.Host, log)
+	}
+}
+
+// TestStdioHelpNamesThePort: stdio's default files address has a fixed
+// port, and -h says which, and what happens when it is taken.
+func TestStdioHelpNamesThePort(t *testing.T) {
+	t.Setenv("DARKROOM_ADDR", "")
+	cfg, err := parseConfig("stdio", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.Addr); cfg.Addr != stdioFilesAddr || port == "0" {
+		t.Errorf("stdio's default files address %q, want a fixed port", cfg.Addr)
+	}
+	out, _ := exec.Command(binary, "stdio", "-h").CombinedOutput()
+	for _, want := range []string{stdioFilesAddr, "a free one is used instead", "restarts"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("stdio -h lacks %q:\n%s", want, out)
+		}
+	}
+}
