@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -41,6 +42,9 @@ type OutputView struct {
 	Width           int     `json:"width,omitempty"`
 	Height          int     `json:"height,omitempty"`
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+	// preview is the inline preview's JPEG, shown after the resource_link
+	// (nil: none, or previews are off); never in the JSON.
+	preview []byte
 }
 
 // ErrorView explains a failed generation.
@@ -112,6 +116,17 @@ func Result(ctx context.Context, svc *generation.Service, g *generation.Generati
 		return nil, err
 	}
 	v.TimedOut = timedOut
+	if svc.InlinePreviews() && !g.OutputsExpired {
+		for i, o := range g.Outputs {
+			if o.Preview == nil {
+				continue
+			}
+			// A preview that cannot be read is left out: it only decorates.
+			if b, err := svc.Preview(ctx, o.Preview); err == nil {
+				v.Outputs[i].preview = b
+			}
+		}
+	}
 	return viewResult(v), nil
 }
 
@@ -131,6 +146,9 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 			MIMEType: o.MimeType,
 			Size:     &size,
 		})
+		if o.preview != nil {
+			res.Content = append(res.Content, &mcp.ImageContent{Data: o.preview, MIMEType: preview.MimeType})
+		}
 	}
 	return res
 }

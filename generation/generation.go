@@ -74,6 +74,18 @@ type Output struct {
 	Width           int     `json:"width,omitempty"`
 	Height          int     `json:"height,omitempty"`
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+	// Preview is the inline preview stored beside the file (nil: none),
+	// recorded so rendering knows without asking the blob store.
+	Preview *Preview `json:"preview,omitempty"`
+}
+
+// Preview describes an output's inline preview (see package preview).
+type Preview struct {
+	Key      string `json:"key"`
+	MimeType string `json:"mimeType"`
+	Bytes    int64  `json:"bytes"`
+	Width    int    `json:"width"`
+	Height   int    `json:"height"`
 }
 
 // Generation is the durable record, decoded.

@@ -993,6 +993,7 @@ func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation
 		return Output{}, &storageError{err}
 	}
 	out.StoredBlob = StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}
+	out.Preview = r.s.makePreview(ctx, g, i, out.StoredBlob)
 	return out, nil
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/metrics"
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 	_ "golang.org/x/image/webp"
@@ -79,6 +80,9 @@ type Config struct {
 	// Logger gets one info line per lifecycle event; Metrics counts them.
 	Logger  *slog.Logger
 	Metrics *metrics.Set
+	// InlinePreview makes a preview of each image output as it is stored
+	// (see package preview), recorded in Output.Preview.
+	InlinePreview bool
 }
 
 // Service is the API over generations used by the tool handlers.
@@ -89,6 +93,7 @@ type Service struct {
 	models    []provider.Model
 	modelByID map[string]provider.Model
 	providers map[string]provider.Provider
+	previews  *preview.Cache // inline previews' bytes by key (immutable)
 }
 
 // NewService builds the service and its model catalog.
@@ -115,6 +120,7 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
+	s.previews = preview.NewCache(previewCacheBytes)
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
 		for _, m := range p.Models() {
@@ -815,8 +821,8 @@ func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
 				return total, err
 			}
 			for _, o := range outs {
-				if err := s.cfg.Blobs.Delete(ctx, o.Key); err != nil {
-					return total, fmt.Errorf("delete expired output %s: %w", o.Key, err)
+				if err := s.deleteOutput(ctx, o); err != nil {
+					return total, err
 				}
 			}
 			if _, err := s.change(ctx, r.ID, func(ctx context.Context, tx Tx, _ time.Time) (bool, error) {

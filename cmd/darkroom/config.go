@@ -273,6 +273,19 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(compat.DefaultMaxResourceBytes),
 			help: "largest output resources/read returns inline (larger: use the signed link)",
 			set:  func(c *config, v string) (err error) { c.MaxResourceBytes, err = byteCount(v, 1); return err }},
+		{flag: "inline-preview", env: envs("DARKROOM_INLINE_PREVIEW"), def: "on",
+			help: "on: a small JPEG preview of each output, made once when stored, follows its resource_link; off: none",
+			set: func(c *config, v string) error {
+				switch strings.ToLower(v) {
+				case "on", "true", "1":
+					c.InlinePreview = true
+				case "off", "false", "0":
+					c.InlinePreview = false
+				default:
+					return fmt.Errorf("want on or off, not %q", v)
+				}
+				return nil
+			}},
 		{flag: "read-header-timeout", env: envs("DARKROOM_READ_HEADER_TIMEOUT"), def: server.DefaultReadHeaderTimeout.String(),
 			help: "time allowed for a request's line and headers",
 			set: func(c *config, v string) (err error) {

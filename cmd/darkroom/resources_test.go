@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"image/jpeg"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,6 +59,7 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	if !strings.HasPrefix(g.Outputs[0].URL, "http") {
 		t.Fatalf("structuredContent url is not the signed link: %q", g.Outputs[0].URL)
 	}
+	checkPreviewAfterLink(t, res)
 	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: link.URI})
 	if err != nil {
 		t.Fatalf("resources/read: %v", err)
@@ -254,4 +256,58 @@ func TestResourceReadIsCharged(t *testing.T) {
 	if r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri); r.Error == nil || r.Error.Code != -31429 {
 		t.Fatalf("second read over the burst: %+v", r.Error)
 	}
+}
+
+// checkPreviewAfterLink: right after each resource_link comes the inline
+// preview, a JPEG within 512 px and 64 KB.
+func checkPreviewAfterLink(t *testing.T, res *mcp.CallToolResult) {
+	t.Helper()
+	for i, c := range res.Content {
+		if _, ok := c.(*mcp.ResourceLink); !ok {
+			continue
+		}
+		var img *mcp.ImageContent
+		if i+1 < len(res.Content) {
+			img, _ = res.Content[i+1].(*mcp.ImageContent)
+		}
+		if img == nil || img.MIMEType != "image/jpeg" || len(img.Data) == 0 || len(img.Data) > 64<<10 {
+			t.Fatalf("no preview after the resource_link: %+v", res.Content)
+		}
+		cfg, err := jpeg.DecodeConfig(bytes.NewReader(img.Data))
+		if err != nil || max(cfg.Width, cfg.Height) > 512 {
+			t.Fatalf("preview %+v, %v", cfg, err)
+		}
+	}
+}
+
+// TestInlinePreviewSetting: on by default in results, the task result
+// included; DARKROOM_INLINE_PREVIEW=off shows none.
+func TestInlinePreviewSetting(t *testing.T) {
+	t.Run("on, task result", func(t *testing.T) {
+		s := startServer(t, 0)
+		c := &rpcClient{t: t, url: s.url, caps: withTasks()}
+		task := c.tool("generate", map[string]any{"modelId": "local-motion", "prompt": "a preview"})
+		id, _ := task.Result["taskId"].(string)
+		if id == "" {
+			t.Fatalf("no task: %+v", task)
+		}
+		done := c.waitTask(id)
+		b, _ := json.Marshal(done["result"])
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("task result %s: %v", b, err)
+		}
+		outputLink(t, &res)
+		checkPreviewAfterLink(t, &res)
+	})
+	t.Run("off", func(t *testing.T) {
+		s := startServer(t, 0, func(c *config) { c.InlinePreview = false })
+		res := call(t, connect(t, s.url, "2025-11-25"), "generate", map[string]any{"modelId": "local-sketch", "prompt": "no preview", "wait": true}, nil)
+		outputLink(t, res)
+		for _, c := range res.Content {
+			if _, ok := c.(*mcp.ImageContent); ok {
+				t.Fatalf("a preview with previews off: %+v", res.Content)
+			}
+		}
+	})
 }

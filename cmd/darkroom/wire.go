@@ -131,6 +131,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Observer:      mirror,
 		Budget:        a.budget,
 		Exclusive:     a.exclusive(),
+		InlinePreview: a.cfg.InlinePreview,
 	})
 	if err != nil {
 		return nil, err

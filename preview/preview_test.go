@@ -1,0 +1,209 @@
+package preview
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+func encodePNG(t *testing.T, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func gradient(w, h int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			copy(img.Pix[img.PixOffset(x, y):], []uint8{uint8(x * 255 / w), uint8(y * 255 / h), 128, 255})
+		}
+	}
+	return img
+}
+
+// noise is the worst case for JPEG: every pixel independent.
+func noise(w, h int) image.Image {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(r.Uint32())
+	}
+	return img
+}
+
+// twoFrameGIF is a red first frame, then a blue one.
+func twoFrameGIF(t *testing.T, w, h int) []byte {
+	t.Helper()
+	pal := color.Palette{color.RGBA{255, 0, 0, 255}, color.RGBA{0, 0, 255, 255}}
+	a := &gif.GIF{}
+	for _, idx := range []uint8{0, 1} {
+		f := image.NewPaletted(image.Rect(0, 0, w, h), pal)
+		for i := range f.Pix {
+			f.Pix[i] = idx
+		}
+		a.Image, a.Delay = append(a.Image, f), append(a.Delay, 10)
+	}
+	var b bytes.Buffer
+	if err := gif.EncodeAll(&b, a); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func jpegBytes(t *testing.T, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 95}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestMakeWithinBounds(t *testing.T) {
+	for _, c := range []struct {
+		name, mime string
+		data       []byte
+		w, h       int
+	}{
+		{"landscape", "image/png", encodePNG(t, gradient(1024, 576)), 512, 288},
+		{"portrait", "image/png", encodePNG(t, gradient(576, 1024)), 288, 512},
+		{"square jpeg", "image/jpeg", jpegBytes(t, gradient(1200, 1200)), 512, 512},
+		{"tiny, not scaled up", "image/png", encodePNG(t, gradient(8, 5)), 8, 5},
+		{"one pixel wide", "image/png", encodePNG(t, gradient(1, 3000)), 1, 512},
+		{"gif video, first frame", "image/gif", twoFrameGIF(t, 640, 360), 512, 288},
+		// Noise is JPEG's worst case: it fits only at the lowest quality
+		// (and below that the size would give way; the bound holds).
+		{"noisy worst case", "image/png", encodePNG(t, noise(1024, 1024)), 0, 0},
+		{"noise at full size", "image/png", encodePNG(t, noise(512, 512)), 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Make(bytes.NewReader(c.data), c.mime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Data) > MaxBytes || len(p.Data) == 0 {
+				t.Fatalf("%d bytes, cap %d", len(p.Data), MaxBytes)
+			}
+			img, err := jpeg.Decode(bytes.NewReader(p.Data))
+			if err != nil {
+				t.Fatalf("not a JPEG: %v", err)
+			}
+			b := img.Bounds()
+			if b.Dx() != p.Width || b.Dy() != p.Height || max(b.Dx(), b.Dy()) > MaxSide {
+				t.Fatalf("%v, reported %dx%d", b, p.Width, p.Height)
+			}
+			if c.w != 0 && (p.Width != c.w || p.Height != c.h) {
+				t.Fatalf("%dx%d, want %dx%d", p.Width, p.Height, c.w, c.h)
+			}
+			t.Logf("%s: %dx%d, %d bytes", c.name, p.Width, p.Height, len(p.Data))
+			if c.mime == "image/gif" {
+				r, g, bl, _ := img.At(p.Width/2, p.Height/2).RGBA()
+				if r>>8 < 200 || g>>8 > 60 || bl>>8 > 60 {
+					t.Fatalf("not the red first frame: %d %d %d", r>>8, g>>8, bl>>8)
+				}
+			}
+		})
+	}
+}
+
+// pngHeader is a PNG that ends after its header: enough for DecodeConfig.
+func pngHeader(w, h uint32) []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+		start := len(b)
+		b = append(append(b, typ...), data...)
+		b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b[start:]))
+	}
+	ihdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, w), h)
+	chunk("IHDR", append(ihdr, 8, 6, 0, 0, 0))
+	chunk("IEND", nil)
+	return b
+}
+
+// TestHugeImageNotDecoded: dimensions above the pixel budget are refused
+// from the header, without allocating the pixels.
+func TestHugeImageNotDecoded(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Make(bytes.NewReader(pngHeader(60000, 60000)), "image/png")
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooManyPixels) {
+		t.Fatalf("err = %v, want ErrTooManyPixels", err)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Fatalf("allocated %d bytes for a refused image", d)
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	for _, m := range []string{"video/mp4", "video/webm", "text/plain"} {
+		if _, err := Make(bytes.NewReader([]byte("\x00\x00\x00\x18ftypmp42")), m); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+	if _, err := Make(bytes.NewReader([]byte("not a png")), "image/png"); err == nil {
+		t.Error("garbage decoded")
+	}
+}
+
+// TestTransparentOnWhite: JPEG has no alpha; transparency becomes white.
+func TestTransparentOnWhite(t *testing.T) {
+	p, err := Make(bytes.NewReader(encodePNG(t, image.NewNRGBA(image.Rect(0, 0, 64, 64)))), "image/png")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _ := jpeg.Decode(bytes.NewReader(p.Data))
+	if r, g, b, _ := img.At(32, 32).RGBA(); r>>8 < 250 || g>>8 < 250 || b>>8 < 250 {
+		t.Fatalf("transparent pixel is %d %d %d, want white", r>>8, g>>8, b>>8)
+	}
+}
+
+func TestCacheBoundedByBytes(t *testing.T) {
+	c := NewCache(10)
+	c.Put("a", make([]byte, 4))
+	c.Put("b", make([]byte, 4))
+	c.Get("a") // b is now the least recently used
+	c.Put("c", make([]byte, 4))
+	if _, ok := c.Get("b"); ok {
+		t.Fatal("b should have been evicted")
+	}
+	for _, k := range []string{"a", "c"} {
+		if _, ok := c.Get(k); !ok {
+			t.Fatalf("%s evicted", k)
+		}
+	}
+	c.Put("huge", make([]byte, 11))
+	if _, ok := c.Get("huge"); ok || c.Len() != 2 {
+		t.Fatalf("an entry above the cap was kept (len %d)", c.Len())
+	}
+}
+
+// TestShrinksWhenQualityIsNotEnough: when no quality step fits, the
+// preview gets fewer pixels rather than break the byte bound.
+func TestShrinksWhenQualityIsNotEnough(t *testing.T) {
+	saved := qualities
+	qualities = []int{100}
+	t.Cleanup(func() { qualities = saved })
+	p, err := FromImage(noise(512, 512))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Data) > MaxBytes || p.Width >= 512 {
+		t.Fatalf("%dx%d, %d bytes", p.Width, p.Height, len(p.Data))
+	}
+	t.Logf("noise at quality 100: %dx%d, %d bytes", p.Width, p.Height, len(p.Data))
+}
