@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,11 +66,14 @@ func TestRealClients(t *testing.T) {
 	tasksChecks := []string{"tasks-created", "listen-acknowledged", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
 	// The Inspector runs one process per call: over stdio the link's
 	// listener has exited with its call, so bytes are checked by
-	// resources/read (a new process on the same data) alone.
+	// resources/read (a new process on the same data), and the link once a
+	// new `darkroom stdio` holds the same files port again.
 	inspectorChecks := func(transport, era string) []string {
 		c := []string{"tools", "generate-wait", "completed", "text", "outputs", "resource-link", "preview", "resources-read"}
 		if transport == "http" {
 			c = append(c, "link-sha256")
+		} else {
+			c = append(c, "link-after-restart")
 		}
 		if era == "legacy" {
 			return append(c, "no-task")
@@ -120,8 +124,15 @@ func TestRealClients(t *testing.T) {
 			case c.keyed:
 				url = keyed.url + "/mcp"
 			}
+			// A stdio child's files port: a free one, never the fixed default
+			// (a developer's own darkroom may hold it); the Inspector's
+			// processes share one port, as restarts of one assistant would.
+			addr := "127.0.0.1:0"
+			if c.script == "inspector" && c.transport == "stdio" {
+				addr = freeAddr(t)
+			}
 			s := map[string]any{"transport": c.transport, "era": c.era, "cases": c.cases, "url": url, "token": apiKey,
-				"command": binary, "args": []string{"stdio", "--data", t.TempDir()}, "env": map[string]string{"DARKROOM_LOCAL_LATENCY": latency},
+				"command": binary, "args": []string{"stdio", "--data", t.TempDir(), "--addr", addr}, "env": map[string]string{"DARKROOM_LOCAL_LATENCY": latency},
 				"inspector": filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")}
 			done := make(chan outcome, 1)
 			go func() {
@@ -207,6 +218,17 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // runNodeClient runs one script with its settings and decodes its report (the

@@ -3,8 +3,8 @@
 // the era --protocol-era names. Over stdio each call starts its own
 // `darkroom stdio` on the same data folder, so a later call (resources/read)
 // reads what an earlier one made after that server has exited.
-import { execFile } from "node:child_process";
-import { checkOutputs, Report, settings } from "./common.mjs";
+import { execFile, spawn } from "node:child_process";
+import { checkOutputs, Report, settings, sha256 } from "./common.mjs";
 
 const s = settings();
 const r = new Report("inspector");
@@ -67,8 +67,10 @@ await r.step("generate-wait", async () => {
   const res = await tool("generate", { modelId: "local-sketch", prompt: `a lighthouse, inspector ${s.era}`, wait: true, waitSeconds: 30 });
   r.check("generate-wait", res.structuredContent?.status === "completed", JSON.stringify(res.structuredContent ?? res).slice(0, 300), { ms: Date.now() - t0 });
   // Over stdio the link's files listener ended with that call's server:
-  // the bytes are checked through resources/read (a new server) only.
+  // the bytes are checked through resources/read (a new server), and the
+  // link once a new `darkroom stdio` listens on the same fixed port.
   await checkOutputs(r, "", res, (uri) => cli("--method", "resources/read", "--uri", uri), { link: s.transport !== "stdio" });
+  if (s.transport === "stdio") await r.step("link-after-restart", () => linkAfterRestart(res.structuredContent.outputs[0]));
 });
 if (s.era === "legacy") {
   // The Inspector declares the Tasks extension at initialize: still no task.
@@ -86,3 +88,30 @@ if (s.era === "legacy") {
   });
 }
 r.print();
+
+// linkAfterRestart starts `darkroom stdio` again, as an assistant would
+// after a restart, and fetches a link the earlier process signed: the
+// files listener's fixed port makes it still valid.
+async function linkAfterRestart(o) {
+  const child = spawn(s.command, s.args, { env: { ...process.env, ...s.env }, stdio: ["pipe", "ignore", "pipe"] });
+  try {
+    let log = "";
+    await new Promise((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error(`darkroom stdio did not start: ${log.slice(-600)}`)), 30000);
+      child.stderr.on("data", (b) => {
+        log += b;
+        if (log.includes("darkroom on stdio")) {
+          clearTimeout(timer);
+          ok();
+        }
+      });
+      child.on("exit", (code) => fail(new Error(`darkroom stdio exited ${code}: ${log.slice(-600)}`)));
+    });
+    const got = await fetch(o.url);
+    const body = Buffer.from(await got.arrayBuffer());
+    r.check("link-after-restart", got.status === 200 && sha256(body) === o.sha256, `GET ${got.status}, ${body.length} bytes from a new process`);
+  } finally {
+    child.stdin.end(); // stdio ends at EOF
+    await new Promise((ok) => (child.exitCode !== null ? ok() : child.on("exit", ok)));
+  }
+}
