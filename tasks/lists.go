@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,7 +26,7 @@ func requestVersion(req mcp.Request) string {
 }
 
 // legacyResult hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
-// list or read result sent to a pre-2026 client: go-sdk fills them on
+// list result sent to a pre-2026 client: go-sdk fills them on
 // every era, and they are no part of the older schemas.
 type legacyResult struct{ mcp.Result }
 
@@ -43,9 +44,15 @@ func (r legacyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// shapeLegacy returns res as the request's era expects it.
-func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {
-	if _, ok := res.(mcp.CacheableResult); !ok || requestVersion(req) >= TasksVersion {
+// shapeLegacy returns the result of a list method as the request's era
+// expects it. Only list results are wrapped: go-sdk looks inside a
+// resources/read result (multi round-trip for old clients), which the
+// wrapper would hide.
+func shapeLegacy(method string, req mcp.Request, res mcp.Result) mcp.Result {
+	if !strings.HasSuffix(method, "/list") || requestVersion(req) >= TasksVersion {
+		return res
+	}
+	if _, ok := res.(mcp.CacheableResult); !ok {
 		return res
 	}
 	return legacyResult{res}
@@ -58,6 +65,6 @@ func sdkResults(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		return shapeLegacy(req, res), nil
+		return shapeLegacy(method, req, res), nil
 	}
 }

@@ -121,7 +121,7 @@ func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 
 // SDKMiddleware turns a created task into the flat CreateTaskResult and an
 // *RPCError into a JSON-RPC error, for tools/call; for a pre-2026 client it
-// drops the 2026-only cache fields of list and read results.
+// drops the 2026-only cache fields of list results.
 func SDKMiddleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		other := sdkResults(next)

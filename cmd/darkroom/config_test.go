@@ -79,7 +79,7 @@ func TestParseConfig(t *testing.T) {
 			check: func(c *config) bool { return slices.Equal(c.AuthServers, []string{"https://as.example"}) }},
 		{name: "authorization servers", env: map[string]string{"DARKROOM_OAUTH_ISSUER": "https://as.example", "DARKROOM_OAUTH_AUTHORIZATION_SERVERS": "https://a, https://b"},
 			check: func(c *config) bool { return slices.Equal(c.AuthServers, []string{"https://a", "https://b"}) }},
-		{name: "stdio: a free port", cmd: "stdio", check: func(c *config) bool { return c.Addr == "127.0.0.1:0" }},
+		{name: "stdio: the fixed files port", cmd: "stdio", check: func(c *config) bool { return c.Addr == stdioFilesAddr }},
 		{name: "stdio: the variable's port", cmd: "stdio", env: map[string]string{"DARKROOM_ADDR": "127.0.0.1:9000"},
 			check: func(c *config) bool { return c.Addr == "127.0.0.1:9000" }},
 		{name: "stdio: the flag's port", cmd: "stdio", args: []string{"--addr", "127.0.0.1:9001"},

@@ -227,3 +227,35 @@ func TestListenFilterTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestListenNotOnLegacy: subscriptions/listen is a 2026-07-28 method; a
+// 2025 session gets an error or (go-sdk's answer without taskIds) an
+// acknowledgement of nothing and the end at once: never an agreed filter
+// nor an open stream.
+func TestListenNotOnLegacy(t *testing.T) {
+	s := startServer(t, 0)
+	peers := map[string]func() wirePeer{
+		"http":  func() wirePeer { return &httpPeer{t: t, url: s.url, version: legacyVersion} },
+		"stdio": func() wirePeer { return startStdio(t, legacyVersion) },
+	}
+	for name, mk := range peers {
+		for label, filter := range map[string]map[string]any{
+			"toolsListChanged": {"toolsListChanged": true}, "taskIds and toolsListChanged": {"taskIds": []string{"x"}, "toolsListChanged": true}} {
+			t.Run(name+" "+label, func(t *testing.T) {
+				p := mk()
+				hello(t, p, legacyVersion)
+				msgs := p.exchange("subscriptions/listen", map[string]any{"notifications": filter})
+				last := msgs[len(msgs)-1]
+				switch {
+				case len(msgs) == 1 && last["error"] != nil:
+				case len(msgs) == 2 && last["result"] != nil && msgs[0]["method"] == "notifications/subscriptions/acknowledged":
+					if agreed := msgs[0]["params"].(map[string]any)["notifications"]; !reflect.DeepEqual(agreed, map[string]any{}) {
+						t.Errorf("legacy listen %v agreed to %v", filter, agreed)
+					}
+				default:
+					t.Fatalf("legacy listen %v: %v", filter, msgs)
+				}
+			})
+		}
+	}
+}

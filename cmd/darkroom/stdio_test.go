@@ -34,12 +34,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// stdioClient runs `darkroom stdio` with args and connects go-sdk's
-// client to it; closing the session ends the process.
-func stdioClient(t *testing.T, stderr *syncBuffer, args ...string) *mcp.ClientSession {
+// stdioClient runs `darkroom stdio` on data with args and connects
+// go-sdk's client to it; closing the session ends the process.
+func stdioClient(t *testing.T, stderr *syncBuffer, data string, args ...string) *mcp.ClientSession {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"stdio"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"stdio", "--data", data}, args...)...)
 	cmd.Env = append(os.Environ(), "DARKROOM_LOCAL_LATENCY=0")
+	if u := databaseURL(t, data); u != "" {
+		cmd.Env = append(cmd.Env, "DARKROOM_DATABASE_URL="+u)
+	}
 	if stderr != nil {
 		cmd.Stderr = stderr
 	}
@@ -75,7 +78,7 @@ func fetchSHA(t *testing.T, link string) (int, string) {
 // generation with a working fresh link.
 func TestStdioLinksOutliveRestart(t *testing.T) {
 	data, addr := t.TempDir(), freePort(t)
-	cs := stdioClient(t, nil, "--data", data, "--addr", addr)
+	cs := stdioClient(t, nil, data, "--addr", addr)
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "before a restart", "wait": true}, &g)
 	if g.Status != "completed" || len(g.Outputs) != 1 {
@@ -92,7 +95,7 @@ func TestStdioLinksOutliveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cs = stdioClient(t, nil, "--data", data, "--addr", addr)
+	cs = stdioClient(t, nil, data, "--addr", addr)
 	if code, sum := fetchSHA(t, link); code != 200 || sum != g.Outputs[0].SHA256 {
 		t.Fatalf("the old link after the restart: %d, sha256 %s", code, sum)
 	}
@@ -115,7 +118,7 @@ func TestStdioFilesPortTaken(t *testing.T) {
 	}
 	defer taken.Close()
 	var stderr syncBuffer
-	cs := stdioClient(t, &stderr, "--data", t.TempDir(), "--addr", taken.Addr().String())
+	cs := stdioClient(t, &stderr, t.TempDir(), "--addr", taken.Addr().String())
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "port taken", "wait": true}, &g)
 	if g.Status != "completed" {
