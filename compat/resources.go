@@ -25,6 +25,10 @@ const (
 	// DefaultMaxResourceBytes caps what resources/read returns inline
 	// (base64 makes it a third larger on the wire).
 	DefaultMaxResourceBytes = 32 << 20
+	// readsInFlight bounds the memory of resources/read: at most this many
+	// times the cap in bytes are read from the store at once; more wait
+	// their turn (or their request's end).
+	readsInFlight = 2
 	// resourceTTLMs is how long a client may cache a read: an output's
 	// bytes never change while it exists.
 	resourceTTLMs = 3600_000
@@ -191,6 +195,10 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 				"fetch it from its signed link instead (error data url, structuredContent.outputs[%d].url, or download_output)",
 			i, id, o.Bytes, t.cfg.MaxReadBytes, i)}
 	}
+	if err := t.reads.Acquire(ctx, o.Bytes); err != nil {
+		return nil, err
+	}
+	defer t.reads.Release(o.Bytes)
 	rc, err := t.svc.OpenOutput(ctx, o.StoredBlob)
 	if errors.Is(err, generation.ErrOutputGone) {
 		return nil, gone

@@ -17,6 +17,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/semaphore"
 )
 
 // Config wires the tools.
@@ -66,6 +67,7 @@ type Tools struct {
 	cfg     Config
 	svc     *generation.Service
 	classes map[string]string
+	reads   *semaphore.Weighted // bytes of resources/read in flight (resources.go)
 }
 
 // RateClass names the bucket a call of the named tool draws from ("" for
@@ -89,7 +91,7 @@ func New(cfg Config) *Tools {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}}
+	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}, reads: semaphore.NewWeighted(readsInFlight * cfg.MaxReadBytes)}
 }
 
 func ptr[T any](v T) *T { return &v }
