@@ -27,8 +27,18 @@ import (
 // SDK's 60 s request timeout and past the 55 s quiet-wait cap.
 const slowLatency = "4"
 
-// basicChecks are what every SDK-shaped client's "basic" case reports.
-var basicChecks = []string{"tools", "tools-list-changed", "generate-wait", "completed", "text", "outputs", "resource-link", "preview", "link-sha256", "resources-read", "no-task"}
+// basicChecks are what every SDK-shaped client's "basic" case reports
+// besides its output checks.
+var basicChecks = []string{"tools", "tools-list-changed", "generate-wait", "no-task"}
+
+// outputChecks are common.mjs checkOutputs' checks of a completed result.
+func outputChecks(prefix string) []string {
+	var c []string
+	for _, n := range []string{"completed", "text", "outputs", "resource-link", "preview", "link-sha256", "resources-read"} {
+		c = append(c, prefix+n)
+	}
+	return c
+}
 
 type clientRun struct {
 	script    string // testdata/clients/<script>.mjs
@@ -63,6 +73,8 @@ func TestRealClients(t *testing.T) {
 	keyed := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY=0", "DARKROOM_API_KEYS=ci="+apiKey)
 
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
+	basic := with(basicChecks, outputChecks("")...)
+	long := with([]string{"long-wait"}, outputChecks("video-")...)
 	tasksChecks := []string{"tasks-created", "listen-acknowledged", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
 	// The Inspector runs one process per call: over stdio the link's
 	// listener has exited with its call, so bytes are checked by
@@ -83,11 +95,11 @@ func TestRealClients(t *testing.T) {
 	var runs []clientRun
 	for _, tr := range []string{"http", "stdio"} {
 		runs = append(runs,
-			clientRun{script: "sdk-v1", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "declared-tasks", "legacy-list-fields")},
-			clientRun{script: "sdk-v2", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basicChecks, "era", "declared-tasks", "legacy-list-fields")},
-			clientRun{script: "sdk-v2", transport: tr, era: "modern", cases: []string{"basic"}, want: with(basicChecks, "era")},
+			clientRun{script: "sdk-v1", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basic, "declared-tasks", "legacy-list-fields")},
+			clientRun{script: "sdk-v2", transport: tr, era: "legacy", cases: []string{"basic"}, want: with(basic, "era", "declared-tasks", "legacy-list-fields")},
+			clientRun{script: "sdk-v2", transport: tr, era: "modern", cases: []string{"basic"}, want: with(basic, "era")},
 			// Slow, so that a task is seen working and a video can be cancelled.
-			clientRun{script: "ext-tasks", transport: tr, era: "modern", cases: []string{"tasks"}, slow: true, want: with(tasksChecks, "era")},
+			clientRun{script: "ext-tasks", transport: tr, era: "modern", cases: []string{"tasks"}, slow: true, want: with(with(tasksChecks, outputChecks("task-")...), "era")},
 			clientRun{script: "ext-tasks", transport: tr, era: "legacy", cases: []string{"legacy-tasks"}, slow: true, want: []string{"era", "no-task", "settled-inline"}},
 			clientRun{script: "inspector", transport: tr, era: "legacy", cases: []string{"basic"}, want: inspectorChecks(tr, "legacy")},
 			clientRun{script: "inspector", transport: tr, era: "modern", cases: []string{"basic"}, want: inspectorChecks(tr, "modern")},
@@ -96,9 +108,9 @@ func TestRealClients(t *testing.T) {
 	// The long cases, once per client that can wait past its own timeout.
 	runs = append(runs,
 		clientRun{script: "inspector", transport: "http", era: "legacy", cases: []string{"auth"}, keyed: true, want: []string{"auth-missing", "auth-key"}},
-		clientRun{script: "sdk-v1", transport: "http", era: "legacy", cases: []string{"long"}, slow: true, want: []string{"long-wait"}},
+		clientRun{script: "sdk-v1", transport: "http", era: "legacy", cases: []string{"long"}, slow: true, want: long},
 		clientRun{script: "sdk-v1", transport: "stdio", era: "legacy", cases: []string{"quiet"}, slow: true, want: []string{"quiet-wait"}},
-		clientRun{script: "sdk-v2", transport: "stdio", era: "modern", cases: []string{"long"}, slow: true, want: []string{"era", "long-wait"}},
+		clientRun{script: "sdk-v2", transport: "stdio", era: "modern", cases: []string{"long"}, slow: true, want: with(long, "era")},
 		clientRun{script: "sdk-v2", transport: "http", era: "modern", cases: []string{"quiet"}, slow: true, want: []string{"era", "quiet-wait"}},
 	)
 
@@ -179,6 +191,11 @@ func TestRealClients(t *testing.T) {
 				}
 				if figures := figuresOf(o.report.Checks[name]); figures != "" {
 					t.Logf("%s: %s", name, figures)
+				}
+				if strings.HasSuffix(name, "text") {
+					var tx struct{ Text string }
+					_ = json.Unmarshal(o.report.Checks[name], &tx)
+					t.Logf("%s: %q", name, tx.Text)
 				}
 			}
 			t.Logf("%s took %v", c.name(), o.took.Round(100*time.Millisecond))

@@ -163,6 +163,8 @@ export async function scenarios(r, a, s) {
       r.check("long-wait", res.structuredContent?.status === "completed" && ms > 60000 && notes.length > 0 && gap <= 12500 && typed,
         `${res.structuredContent?.status} after ${ms} ms, ${notes.length} progress notes, largest gap ${gap} ms, typed=${typed}`,
         { ms, progressNotes: notes.length, maxGapMs: gap });
+      // A video's result: its preview is the first frame.
+      await checkOutputs(r, "video-", res, a.readResource, { link: true });
     });
   }
   if (cases.has("quiet")) {

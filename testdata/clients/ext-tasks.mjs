@@ -7,7 +7,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { createTaskSessionFromClient } from "@modelcontextprotocol/ext-tasks/client";
-import { anyTask, Report, settings, sha256, tap, TASKS_EXT } from "./common.mjs";
+import { anyTask, checkOutputs, Report, settings, sha256, tap, TASKS_EXT } from "./common.mjs";
 
 const s = settings();
 const r = new Report("ext-tasks");
@@ -97,6 +97,8 @@ async function tasks() {
   const res = settled?.outcome.result;
   const o = res?.structuredContent?.outputs?.[0];
   r.check("tasks-result", res?.structuredContent?.status === "completed" && o?.url, JSON.stringify(res?.structuredContent ?? res).slice(0, 300));
+  // A task's result is shown as a plain one would be: text, link, preview.
+  if (res) await checkOutputs(r, "task-", res, (uri) => client.readResource({ uri }));
   if (o) {
     const got = await fetch(o.url);
     const body = Buffer.from(await got.arrayBuffer());
