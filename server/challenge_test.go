@@ -98,6 +98,9 @@ func TestChallengeTellsTheTruth(t *testing.T) {
 				if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 					t.Fatalf("body %q: %v", rec.Body, err)
 				}
+				if token == "" && !strings.Contains(rec.Body.String(), "<") && strings.Contains(tc.wantBody, "<") {
+					t.Errorf("body %s escapes the angle brackets a person reads", rec.Body)
+				}
 				if token == "" && !strings.Contains(body["error_description"], tc.wantBody) {
 					t.Errorf("no token: body %q, want it to say %q", body["error_description"], tc.wantBody)
 				}

@@ -83,7 +83,9 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 				if errCode == "" {
 					body["error"] = "unauthorized"
 				}
-				_ = json.NewEncoder(w).Encode(body)
+				enc := json.NewEncoder(w)
+				enc.SetEscapeHTML(false) // "<key>" reads as such in a raw body
+				_ = enc.Encode(body)
 			}
 
 			token, given := bearerToken(r)
