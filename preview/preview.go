@@ -31,6 +31,10 @@ const (
 	MimeType  = "image/jpeg"
 )
 
+// decoding bounds the previews decoded at once in this process (each may
+// hold up to MaxPixels of pixels), whatever the runner's concurrency.
+var decoding = make(chan struct{}, 2)
+
 // ErrUnsupported is returned for media this package does not preview.
 var ErrUnsupported = errors.New("preview: unsupported media type")
 
@@ -69,6 +73,8 @@ func Make(r io.Reader, mime string) (Image, error) {
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
 		return Image{}, fmt.Errorf("%w: %d×%d", ErrTooManyPixels, cfg.Width, cfg.Height)
 	}
+	decoding <- struct{}{}
+	defer func() { <-decoding }()
 	src, _, err := image.Decode(io.MultiReader(&head, r))
 	if err != nil {
 		return Image{}, fmt.Errorf("preview: decode: %w", err)

@@ -116,6 +116,14 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 		for _, o := range g.Outputs {
 			bytesPut += o.Bytes
 		}
+		// Each output's inline preview is stored beside it.
+		if rec, err := s.app.svc.Get(context.Background(), "local", g.GenerationID); err == nil {
+			for _, o := range rec.Outputs {
+				if o.Preview != nil {
+					bytesPut += o.Preview.Bytes
+				}
+			}
+		}
 	}
 
 	// Completed at Replicate, its end told by webhook.

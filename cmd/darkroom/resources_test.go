@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"image/jpeg"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -310,4 +311,69 @@ func TestInlinePreviewSetting(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkResourceRead: resources/read of one stored output over HTTP
+// (2026-07-28), against the signed link's GET of the same bytes.
+func BenchmarkResourceRead(b *testing.B) {
+	s := startBenchServer(b, 0, true, nil, func(c *config) { c.PollRate, c.PollBurst = 1e9, 1e9 })
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: s.url + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	for _, model := range []string{"local-sketch", "local-motion"} {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate", Arguments: map[string]any{"modelId": model, "prompt": "bench", "wait": true}})
+		if err != nil || res.IsError {
+			b.Fatalf("generate: %v", err)
+		}
+		var g genView
+		js, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(js, &g)
+		uri := compat.OutputURI(g.GenerationID, 0)
+		// Raw POSTs: go-sdk's client would answer from its cache (ttlMs).
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": uri,
+			"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
+		headers := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": uri}
+		b.Run(model+"/resources-read", func(b *testing.B) {
+			b.SetBytes(g.Outputs[0].Bytes)
+			for range b.N {
+				code, raw, err := postRaw(http.DefaultClient, s.url+"/mcp", body, headers)
+				var m struct {
+					Result mcp.ReadResourceResult `json:"result"`
+				}
+				if err != nil || code != 200 || json.Unmarshal(lastData(raw), &m) != nil || int64(len(m.Result.Contents[0].Blob)) != g.Outputs[0].Bytes {
+					b.Fatalf("read: %d %v", code, err)
+				}
+			}
+		})
+		b.Run(model+"/signed-link", func(b *testing.B) {
+			b.SetBytes(g.Outputs[0].Bytes)
+			for range b.N {
+				resp, err := http.Get(g.Outputs[0].URL)
+				if err != nil || resp.StatusCode != 200 {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestResourceOfUnfinishedGeneration: the owner reading an output of a
+// generation still running is told to wait, with the not-found code.
+func TestResourceOfUnfinishedGeneration(t *testing.T) {
+	s := startServer(t, 1) // a local video takes seconds
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	gen := c.tool("generate", map[string]any{"modelId": "local-motion", "prompt": "slow"})
+	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
+	uri := compat.OutputURI(gid, 0)
+	r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
+	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(r.Error.Message, "wait_generation") {
+		t.Fatalf("read while running: %+v", r.Error)
+	}
+	c.tool("cancel_generation", map[string]any{"generationId": gid})
 }
