@@ -19,10 +19,13 @@ source "$pg_env"
 export DARKROOM_TEST_REQUIRE_PG=1 # the PostgreSQL engine's tests must run, not skip
 # The viewer's browser test needs Chromium: installed here, then it must run, not skip.
 scripts/viewer.sh chromium >/dev/null && export DARKROOM_TEST_REQUIRE_BROWSER=1
+export DARKROOM_TEST_REQUIRE_CLIENTS=1 # so must the real-client matrix (TestRealClients)
+scripts/clients.sh >/dev/null # installs Node 22 and the pinned clients, cached
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
-# The end-to-end suite again on the PostgreSQL engine.
-DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m ./cmd/darkroom/
+# The end-to-end suite again on the PostgreSQL engine (the client matrix
+# tests the wire, not the engine: it ran above).
+DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/
 scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/conformance.sh
