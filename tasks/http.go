@@ -90,7 +90,8 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			if !ok {
 				return
 			}
-			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env) {
+			if env.Method == methodToolsCall && (d.tools[env.Name] != nil && d.serveTool(w, r, env) ||
+				d.reads[env.Name] != nil && d.serveRead(w, r, env)) {
 				return
 			}
 			// A tasks/* notification (no id) is go-sdk's to refuse: only

@@ -154,7 +154,13 @@ func plainID(id json.RawMessage) bool {
 // handler lets the POST through to a tools/call in a version served here:
 // the checks it makes before reading the message.
 func sdkWouldAccept(r *http.Request, version string, versions []string) bool {
-	if !slices.Contains(versions, version) || r.Header.Get("Last-Event-ID") != "" {
+	return slices.Contains(versions, version) && sdkWouldAcceptHTTP(r)
+}
+
+// sdkWouldAcceptHTTP is sdkWouldAccept without the version: the headers
+// and Host go-sdk checks on any POST.
+func sdkWouldAcceptHTTP(r *http.Request) bool {
+	if r.Header.Get("Last-Event-ID") != "" {
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
