@@ -105,8 +105,8 @@ type Dispatcher struct {
 	// opening of a read result carrying it (ServeRead).
 	readInfo *mcp.Implementation
 	readMeta []byte
-	metas metaCache
-	ack   json.RawMessage
+	metas    metaCache
+	ack      json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
 }
