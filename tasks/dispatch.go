@@ -167,7 +167,11 @@ type Request struct {
 }
 
 type clientCaps struct {
-	Extensions map[string]json.RawMessage `json:"extensions"`
+	// Extensions is read for one key only: a struct, not a map, so that
+	// decoding it allocates nothing (the last duplicate still wins).
+	Extensions struct {
+		Tasks json.RawMessage `json:"io.modelcontextprotocol/tasks"`
+	} `json:"extensions"`
 }
 
 type params struct {
@@ -196,8 +200,8 @@ func Handles(method string, rawParams json.RawMessage) bool {
 }
 
 func (c *clientCaps) hasExtension() bool {
-	v, ok := c.Extensions[ExtensionID]
-	return ok && len(v) > 0 && v[0] == '{'
+	v := c.Extensions.Tasks
+	return len(v) > 0 && v[0] == '{'
 }
 
 // parse decodes and checks params in the spec's order: _meta, then

@@ -38,15 +38,6 @@ func (d *Dispatcher) ServeRead(name string, h mcp.ToolHandler, serverInfo *mcp.I
 // (2025-03-26).
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// readCall is a tools/call body as the read path needs it: params as raw
-// keys, so that any key go-sdk might act on sends the call there.
-type readCall struct {
-	JSONRPC string                     `json:"jsonrpc"`
-	ID      json.RawMessage            `json:"id"`
-	Method  string                     `json:"method"`
-	Params  map[string]json.RawMessage `json:"params"`
-}
-
 // serveRead answers a tools/call for a tool registered with ServeRead, and
 // reports false (the body untouched) when go-sdk must serve it instead.
 func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope) bool {
@@ -61,20 +52,16 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	if modern && (r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name) {
 		return false
 	}
-	var call readCall
-	if unmarshalStrict(env.Body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !sameID(call.ID) {
+	// The body as Admit parsed it, once: go-sdk's decoder reads the same
+	// fields (case-sensitive keys, the last duplicate wins).
+	p := env.params
+	if env.jsonrpc != "2.0" || env.Method != methodToolsCall || !sameID(env.ID) || p == nil ||
+		p.InputResponses != nil || p.RequestState != nil { // MRTR retries are go-sdk's
 		return false
 	}
-	var pname string
-	args, rawMeta := call.Params["arguments"], call.Params["_meta"]
-	if call.Params == nil || unmarshalStrict(call.Params["name"], &pname) != nil || pname != name ||
-		(len(args) > 0 && args[0] != '{' && string(args) != "null") {
+	args, rawMeta := p.Arguments, p.Meta
+	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
 		return false
-	}
-	for k := range call.Params {
-		if k != "name" && k != "arguments" && k != "_meta" {
-			return false // inputResponses, requestState, task, ...: go-sdk's
-		}
 	}
 	var meta map[string]any
 	if modern {
@@ -96,7 +83,7 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	if !ok {
 		return false
 	}
-	writeFramed(w, http.StatusOK, call.ID, "result", b)
+	writeFramed(w, http.StatusOK, env.ID, "result", b)
 	return true
 }
 

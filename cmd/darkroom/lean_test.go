@@ -126,7 +126,8 @@ func TestLeanReadsAnswerAsGoSDK(t *testing.T) {
 		{"legacy string id", leanPost{version: "2025-06-18", id: "a-1"}, true},
 		// go-sdk's, all of them:
 		{"legacy progressToken", leanPost{version: "2025-11-25", meta: map[string]any{"progressToken": 3}}, false},
-		{"legacy task param", leanPost{version: "2025-11-25", params: map[string]any{"task": map[string]any{"ttl": 1000}}}, false},
+		{"legacy task param (go-sdk ignores it)", leanPost{version: "2025-11-25", params: map[string]any{"task": map[string]any{"ttl": 1000}}}, true},
+		{"legacy inputResponses", leanPost{version: "2025-11-25", params: map[string]any{"inputResponses": map[string]any{}}}, false},
 		{"2026-07-28 requestState", leanPost{version: "2026-07-28", meta: modern(map[string]any{}), params: map[string]any{"requestState": "x"}}, false},
 		{"2026-07-28 bad clientInfo", leanPost{version: "2026-07-28", meta: merged(modern(map[string]any{}), "io.modelcontextprotocol/clientInfo", "me")}, false},
 		{"2026-07-28 base64 Mcp-Name", leanPost{version: "2026-07-28", meta: modern(map[string]any{}), headers: map[string]string{"Mcp-Name": "=?base64?Z2V0X2NyZWRpdHM=?="}}, false},
