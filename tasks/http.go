@@ -30,7 +30,25 @@ func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate ||
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
+	if len(id) > 0 && string(id) != "null" {
+		tell(w, e.Code, false)
+	}
 	writeFramed(w, e.HTTPStatus, id, "error", b)
+}
+
+// Outcome is implemented by a ResponseWriter that records what each
+// response was (server's metrics recorder): the dispatcher tells it,
+// before writing, instead of it parsing the body again.
+type Outcome interface {
+	// RPCOutcome reports a JSON-RPC error's code (0 for a result) and,
+	// for a tools/call result, its isError.
+	RPCOutcome(code int64, isError bool)
+}
+
+func tell(w http.ResponseWriter, code int64, isError bool) {
+	if o, ok := w.(Outcome); ok {
+		o.RPCOutcome(code, isError)
+	}
 }
 
 // Shared header values: set without canonicalising or allocating.
@@ -109,6 +127,7 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				WriteError(w, env.Req.ID, e)
 				return
 			}
+			tell(w, 0, false)
 			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}

@@ -83,6 +83,7 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	if !ok {
 		return false
 	}
+	tell(w, 0, res.IsError)
 	writeFramed(w, http.StatusOK, env.ID, "result", b)
 	return true
 }

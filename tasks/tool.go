@@ -80,6 +80,7 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Enve
 	var re *RPCError
 	switch {
 	case errors.As(herr, &c):
+		tell(w, 0, false)
 		writeFramed(w, http.StatusOK, call.ID, "result", c.body)
 	case errors.As(herr, &re):
 		WriteError(w, call.ID, re)
