@@ -98,6 +98,20 @@ func unmarshalStrict(b []byte, v any) error {
 	return nil
 }
 
+// unmarshalBody is unmarshalStrict for a POST body and the slices of it:
+// the body is read once, kept whole and never modified, so what is
+// decoded from it may alias it instead of being copied.
+func unmarshalBody(b []byte, v any) error {
+	rest, err := segjson.Parse(b, v, strictFlags|segjson.ZeroCopy)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("invalid character %q after top-level value", rest[0])
+	}
+	return nil
+}
+
 // wireMessage is one message as go-sdk's jsonrpc decoder reads it.
 type wireMessage struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -159,7 +173,7 @@ func ParseBody(b []byte) (*Envelope, error) {
 	e := &Envelope{Body: b}
 	if first == '[' {
 		var raw []json.RawMessage
-		if err := unmarshalStrict(b, &raw); err != nil {
+		if err := unmarshalBody(b, &raw); err != nil {
 			return nil, parseError(b, err)
 		}
 		e.IsBatch = true
@@ -215,7 +229,7 @@ func routeName(method string, p *wireParams) string {
 
 func parseMessage(b []byte) (*Message, error) {
 	var w wireMessage
-	if err := unmarshalStrict(b, &w); err != nil {
+	if err := unmarshalBody(b, &w); err != nil {
 		return nil, parseError(b, err)
 	}
 	m := &Message{ID: w.ID, Call: len(w.ID) > 0 && string(w.ID) != "null", jsonrpc: w.JSONRPC}
@@ -225,13 +239,13 @@ func parseMessage(b []byte) (*Message, error) {
 	m.Method = *w.Method
 	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
 	p := new(wireParams)
-	if len(w.Params) == 0 || unmarshalStrict(w.Params, p) != nil {
+	if len(w.Params) == 0 || unmarshalBody(w.Params, p) != nil {
 		return m, nil
 	}
 	m.params = p
 	m.Name = routeName(m.Method, p)
 	var meta wireMeta
-	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalStrict(p.Meta, &meta) == nil)
+	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalBody(p.Meta, &meta) == nil)
 	if metaOK {
 		if len(meta.ProtocolVersion) > 0 {
 			m.Version, _ = rawString(meta.ProtocolVersion)
@@ -268,13 +282,13 @@ func typedParams(p *wireParams, meta *wireMeta) *params {
 		}
 		if c := meta.ClientCapabilities; len(c) > 0 && string(c) != "null" {
 			tp.Meta.ClientCapabilities = new(clientCaps)
-			if unmarshalStrict(c, tp.Meta.ClientCapabilities) != nil {
+			if unmarshalBody(c, tp.Meta.ClientCapabilities) != nil {
 				return nil
 			}
 		}
 	}
 	if r := p.InputResponses; len(r) > 0 && string(r) != "null" {
-		if unmarshalStrict(r, &tp.InputResponses) != nil {
+		if unmarshalBody(r, &tp.InputResponses) != nil {
 			return nil
 		}
 	}

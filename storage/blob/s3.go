@@ -60,8 +60,9 @@ type S3Config struct {
 	// the Host header through unchanged). Other requests use Endpoint.
 	PublicEndpoint string
 	// PartSize (default 8 MiB, at least 5 MiB) and Concurrency (default 4)
-	// bound the memory one Put holds: about (Concurrency+3) × PartSize of
-	// live heap (56 MiB with the defaults), whatever the body size.
+	// bound the memory one Put holds: about (Concurrency+1) × PartSize of
+	// heap (40 MiB with the defaults), whatever the body size; the part
+	// buffers are reused across Puts.
 	PartSize    int64
 	Concurrency int
 	// Credentials; nil means the SDK's default chain.
