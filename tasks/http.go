@@ -55,17 +55,27 @@ func tell(w http.ResponseWriter, code int64, isError bool) {
 var jsonContentType = []string{"application/json"}
 
 // writeFramed answers a JSON-RPC response over HTTP.
+// The frame is written in pieces (the server buffers them): no copy of
+// the body.
 func writeFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	b := frame(id, field, body)
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	var open [64]byte
+	head := append(append(append(append(append(open[:0], framePrefix...), id...), `,"`...), field...), `":`...)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	h["Content-Length"] = []string{strconv.Itoa(len(head) + len(body) + 1)}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(head)
+	_, _ = w.Write(body)
+	_, _ = w.Write(closeBrace)
 }
+
+var closeBrace = []byte{'}'}
 
 const framePrefix = `{"jsonrpc":"2.0","id":`
 
