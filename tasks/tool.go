@@ -164,11 +164,19 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 	if r.Header.Get("Last-Event-ID") != "" {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // the usual value, without a parse
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
 	}
-	jsonOK, streamOK := false, false
-	for _, v := range r.Header.Values("Accept") {
+	accept := r.Header.Values("Accept")
+	// The usual value is accepted without splitting it.
+	usual := len(accept) == 1 && accept[0] == "application/json, text/event-stream"
+	jsonOK, streamOK := usual, usual
+	for _, v := range accept {
+		if usual {
+			break
+		}
 		for tok := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(tok, ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
