@@ -107,8 +107,9 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, b
 		}
 	}
 	// go-sdk marshals the result with its MarshalJSON (encoding/json, HTML
-	// escaped) and re-compacts it without escaping: the same bytes.
-	b, err := json.Marshal(res)
+	// escaped) and re-compacts it without escaping: the same bytes, which
+	// are already compact, so MarshalJSON's output is used as it is.
+	b, err := res.MarshalJSON()
 	if err != nil || len(b) < 2 || b[0] != '{' {
 		return nil, false
 	}
