@@ -27,6 +27,8 @@ type Envelope struct {
 	Body []byte
 	// admitted is set once Admit accepted the request.
 	admitted bool
+	// one is Messages() of a single message, set by ParseBody.
+	one [1]Message
 }
 
 // Message is one JSON-RPC message of a body.
@@ -191,6 +193,7 @@ func ParseBody(b []byte) (*Envelope, error) {
 		return nil, err
 	}
 	e.Message = *m
+	e.one[0] = *m
 	return e, nil
 }
 
@@ -300,7 +303,7 @@ func (e *Envelope) Messages() []Message {
 	if e.IsBatch {
 		return e.Batch
 	}
-	return []Message{e.Message}
+	return e.one[:]
 }
 
 // Peek reads and parses the whole body of a POST to the MCP endpoint
