@@ -194,3 +194,32 @@ func merged(m map[string]any, k string, v any) map[string]any {
 	m[k] = v
 	return m
 }
+
+// TestLeanReadsMetrics: a poll answered below go-sdk is counted with its
+// true outcome (the dispatcher tells the metrics recorder, which does not
+// parse the reply): a result, a tool error, and the same over go-sdk.
+func TestLeanReadsMetrics(t *testing.T) {
+	s := startServer(t, 1)
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	id := c.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "counted"}).Result["structuredContent"].(map[string]any)["generationId"].(string)
+	modern := leanPost{version: "2026-07-28", meta: map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}
+	for _, p := range []struct {
+		post leanPost
+		args map[string]any
+		lean bool
+	}{
+		{modern, map[string]any{"generationId": id}, true},
+		{modern, map[string]any{"generationId": "nope"}, true},
+		{leanPost{version: "2025-06-18"}, map[string]any{"generationId": "nope"}, true},
+		{leanPost{version: "2025-06-18", meta: map[string]any{"progressToken": 1}}, map[string]any{"generationId": "nope"}, false},
+	} {
+		if _, served := p.post.post(t, s.url, "get_generation", p.args); served != p.lean {
+			t.Fatalf("%+v: served below go-sdk %v, want %v", p, served, p.lean)
+		}
+	}
+	fams := scrape(t, s.app.metricsHandler(), "")
+	checkSeries(t, fams, []series{
+		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "ok"), 1},
+		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "tool_error"), 3},
+	})
+}
