@@ -305,6 +305,20 @@ func (r *respRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
+// RPCOutcome is tasks.Outcome: the dispatcher says what it answers, so
+// the body is not parsed again.
+func (r *respRecorder) RPCOutcome(code int64, isError bool) {
+	r.decided, r.noID, r.buf = true, false, nil
+	switch {
+	case code != 0:
+		r.verdict = ErrorClass(code)
+	case isError:
+		r.verdict = "tool_error"
+	default:
+		r.verdict = "ok"
+	}
+}
+
 func (r *respRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

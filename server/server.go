@@ -69,13 +69,21 @@ func New(cfg Config) *mcp.Server {
 	if caps == nil {
 		caps = &mcp.ServerCapabilities{}
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: Name, Title: "darkroom media generation", Version: cfg.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: Name, Title: "darkroom media generation", Version: cfg.Version}
+	s := mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: "darkroom generates images and videos. Call list_models, then generate. Generation takes seconds to minutes: " +
 			"poll with wait_generation (or tasks/get when you use the Tasks extension); never call generate twice for one request.",
 		Logger:       cfg.Logger,
 		Capabilities: caps,
 	})
 	cfg.Tools.Register(s)
+	if cfg.Tasks != nil {
+		// The poll tools, below go-sdk where its answer can be matched
+		// (serverInfo is this server's, as go-sdk adds it).
+		for name, h := range cfg.Tools.Reads() {
+			cfg.Tasks.ServeRead(name, h, impl)
+		}
+	}
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,8 +101,14 @@ type Dispatcher struct {
 	store *Store
 	kinds map[string]Kind
 	tools map[string]mcp.ToolHandler // see ServeTool
-	metas metaCache
-	ack   json.RawMessage
+	reads map[string]mcp.ToolHandler // see ServeRead
+	// readInfo and readMeta are the MCP server's serverInfo, and the
+	// opening of a read result carrying it (ServeRead).
+	readInfo *mcp.Implementation
+	readMeta []byte
+	metas    metaCache
+	details  detailCache
+	ack      json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
 }
@@ -162,7 +169,11 @@ type Request struct {
 }
 
 type clientCaps struct {
-	Extensions map[string]json.RawMessage `json:"extensions"`
+	// Extensions is read for one key only: a struct, not a map, so that
+	// decoding it allocates nothing (the last duplicate still wins).
+	Extensions struct {
+		Tasks json.RawMessage `json:"io.modelcontextprotocol/tasks"`
+	} `json:"extensions"`
 }
 
 type params struct {
@@ -191,8 +202,8 @@ func Handles(method string, rawParams json.RawMessage) bool {
 }
 
 func (c *clientCaps) hasExtension() bool {
-	v, ok := c.Extensions[ExtensionID]
-	return ok && len(v) > 0 && v[0] == '{'
+	v := c.Extensions.Tasks
+	return len(v) > 0 && v[0] == '{'
 }
 
 // parse decodes and checks params in the spec's order: _meta, then
@@ -245,8 +256,7 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 	if method == methodListen {
 		return nil
 	}
-	var id string
-	_ = json.Unmarshal(rawTaskID, &id)
+	id, _ := rawString(rawTaskID)
 	if n := decodeHeader(h.Get("Mcp-Name")); n != id {
 		return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match params.taskId", n))
 	}
@@ -254,8 +264,8 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 }
 
 func taskID(p *params) (string, *RPCError) {
-	var id string
-	if len(p.TaskID) == 0 || json.Unmarshal(p.TaskID, &id) != nil || id == "" {
+	id, ok := rawString(p.TaskID)
+	if !ok || id == "" {
 		return "", invalidParams("params.taskId must be a non-empty string")
 	}
 	return id, nil
@@ -305,6 +315,14 @@ func (d *Dispatcher) lookup(ctx context.Context, owner, id string) (*Task, *RPCE
 // nil), or, with a subscription's encoded meta, as notifications/tasks
 // params (which are not a result, so carry no resultType).
 func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta json.RawMessage) (json.RawMessage, error) {
+	if d.opts.PollInterval != nil {
+		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
+	}
+	return d.render(ctx, t, meta)
+}
+
+// render is Detailed with t's poll interval already the caller's.
+func (d *Dispatcher) render(ctx context.Context, t *Task, meta json.RawMessage) (json.RawMessage, error) {
 	var result json.RawMessage
 	if t.Status == StatusCompleted {
 		result = t.Result
@@ -317,9 +335,6 @@ func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta j
 				return nil, err
 			}
 		}
-	}
-	if d.opts.PollInterval != nil {
-		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
 	}
 	w := t.detailed(result)
 	w.Meta = d.resultMeta
@@ -334,11 +349,67 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	if e != nil {
 		return nil, e
 	}
-	b, err := d.Detailed(ctx, owner, t, nil)
+	if d.opts.PollInterval != nil {
+		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
+	}
+	// A completed task whose result is rendered per read (fresh links)
+	// is rendered each time; any other state encodes to the same bytes
+	// until it changes, so a poll reuses them.
+	perRead := t.Status == StatusCompleted && len(t.Result) == 0
+	key := detailKey{state: keyOf(t), poll: t.PollInterval}
+	if !perRead {
+		if b, ok := d.details.get(id, key); ok {
+			return b, nil
+		}
+	}
+	b, err := d.render(ctx, t, nil)
 	if err != nil {
 		return nil, internal(err)
 	}
+	if !perRead {
+		d.details.put(id, key, b)
+	}
 	return b, nil
+}
+
+// detailKey is what a task's encoded tasks/get result depends on besides
+// its immutable fields: its state (terminal results and errors never
+// change after the status that carries them) and the caller's poll
+// interval.
+type detailKey struct {
+	state stateKey
+	poll  time.Duration
+}
+
+// detailCache holds the last encoded tasks/get result per task id, at
+// most detailCacheMax, reset when full; only read after the owner's own
+// lookup found the task.
+type detailCache struct {
+	mu sync.Mutex
+	m  map[string]detailEntry
+}
+
+type detailEntry struct {
+	key detailKey
+	b   json.RawMessage
+}
+
+const detailCacheMax = 4096
+
+func (c *detailCache) get(id string, key detailKey) (json.RawMessage, bool) {
+	c.mu.Lock()
+	e, ok := c.m[id]
+	c.mu.Unlock()
+	return e.b, ok && e.key == key
+}
+
+func (c *detailCache) put(id string, key detailKey, b json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= detailCacheMax {
+		c.m = map[string]detailEntry{}
+	}
+	c.m[id] = detailEntry{key, b}
 }
 
 func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (json.RawMessage, *RPCError) {

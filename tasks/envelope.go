@@ -27,6 +27,8 @@ type Envelope struct {
 	Body []byte
 	// admitted is set once Admit accepted the request.
 	admitted bool
+	// one is Messages() of a single message, set by ParseBody.
+	one [1]Message
 }
 
 // Message is one JSON-RPC message of a body.
@@ -46,6 +48,9 @@ type Message struct {
 	HasCaps bool
 	// Req is the message as the dispatcher needs it.
 	Req *Request
+	// jsonrpc and params are the raw fields the lean tool paths read.
+	jsonrpc string
+	params  *wireParams
 }
 
 type envelopeKey struct{}
@@ -95,6 +100,20 @@ func unmarshalStrict(b []byte, v any) error {
 	return nil
 }
 
+// unmarshalBody is unmarshalStrict for a POST body and the slices of it:
+// the body is read once, kept whole and never modified, so what is
+// decoded from it may alias it instead of being copied.
+func unmarshalBody(b []byte, v any) error {
+	rest, err := segjson.Parse(b, v, strictFlags|segjson.ZeroCopy)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("invalid character %q after top-level value", rest[0])
+	}
+	return nil
+}
+
 // wireMessage is one message as go-sdk's jsonrpc decoder reads it.
 type wireMessage struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -103,18 +122,44 @@ type wireMessage struct {
 	Params  json.RawMessage `json:"params"`
 }
 
-// wireParams are the params fields routing needs, raw so that a value of
-// an unexpected type never hides the others.
+// wireParams are the params fields any layer reads, raw so that a value
+// of an unexpected type never hides the others; one pass over params.
 type wireParams struct {
-	Name   json.RawMessage `json:"name"`
-	URI    json.RawMessage `json:"uri"`
-	TaskID json.RawMessage `json:"taskId"`
-	Meta   json.RawMessage `json:"_meta"`
+	Name           json.RawMessage `json:"name"`
+	URI            json.RawMessage `json:"uri"`
+	TaskID         json.RawMessage `json:"taskId"`
+	Meta           json.RawMessage `json:"_meta"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+	Notifications  json.RawMessage `json:"notifications"`
 }
 
 type wireMeta struct {
 	ProtocolVersion    json.RawMessage `json:"io.modelcontextprotocol/protocolVersion"`
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+}
+
+// rawString decodes a JSON string as go-sdk would; plain printable ASCII,
+// the usual case, is sliced out without a decoder.
+func rawString(raw json.RawMessage) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		plain := true
+		for _, c := range raw[1 : len(raw)-1] {
+			if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(raw[1 : len(raw)-1]), true
+		}
+	}
+	var s string
+	if len(raw) == 0 || unmarshalStrict(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // ParseBody parses a POST body: exactly one JSON value, a message or a
@@ -130,7 +175,7 @@ func ParseBody(b []byte) (*Envelope, error) {
 	e := &Envelope{Body: b}
 	if first == '[' {
 		var raw []json.RawMessage
-		if err := unmarshalStrict(b, &raw); err != nil {
+		if err := unmarshalBody(b, &raw); err != nil {
 			return nil, parseError(b, err)
 		}
 		e.IsBatch = true
@@ -148,6 +193,7 @@ func ParseBody(b []byte) (*Envelope, error) {
 		return nil, err
 	}
 	e.Message = *m
+	e.one[0] = *m
 	return e, nil
 }
 
@@ -180,44 +226,76 @@ func routeName(method string, p *wireParams) string {
 	default:
 		return ""
 	}
-	var s string
-	if len(raw) == 0 || unmarshalStrict(raw, &s) != nil {
-		return ""
-	}
+	s, _ := rawString(raw)
 	return s
 }
 
 func parseMessage(b []byte) (*Message, error) {
 	var w wireMessage
-	if err := unmarshalStrict(b, &w); err != nil {
+	if err := unmarshalBody(b, &w); err != nil {
 		return nil, parseError(b, err)
 	}
-	m := &Message{ID: w.ID, Call: len(w.ID) > 0 && string(w.ID) != "null"}
+	m := &Message{ID: w.ID, Call: len(w.ID) > 0 && string(w.ID) != "null", jsonrpc: w.JSONRPC}
 	if w.Method == nil {
 		return m, nil // a response (or invalid): nothing is executed for it
 	}
 	m.Method = *w.Method
 	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
-	var p wireParams
-	if len(w.Params) == 0 || unmarshalStrict(w.Params, &p) != nil {
+	p := new(wireParams)
+	if len(w.Params) == 0 || unmarshalBody(w.Params, p) != nil {
 		return m, nil
 	}
-	m.Name = routeName(m.Method, &p)
+	m.params = p
+	m.Name = routeName(m.Method, p)
 	var meta wireMeta
-	if len(p.Meta) > 0 && unmarshalStrict(p.Meta, &meta) == nil {
+	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalBody(p.Meta, &meta) == nil)
+	if metaOK {
 		if len(meta.ProtocolVersion) > 0 {
-			_ = unmarshalStrict(meta.ProtocolVersion, &m.Version)
+			m.Version, _ = rawString(meta.ProtocolVersion)
 		}
 		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
 	}
-	if isTaskMethod(m.Method) {
-		// tasks/*: the dispatcher's typed params, decoded once here.
-		var tp params
-		if unmarshalStrict(w.Params, &tp) == nil {
-			m.Req.typed = &tp
-		}
+	if isTaskMethod(m.Method) && metaOK {
+		// tasks/*: the dispatcher's typed params, built from the same
+		// pass. Anything that would not decode as the dispatcher's own
+		// parse does is left to that parse (and its error).
+		m.Req.typed = typedParams(p, &meta)
 	}
 	return m, nil
+}
+
+// typedParams is unmarshalStrict(params, &params{}) from the fields one
+// pass read, or nil when that decode could fail or read more.
+func typedParams(p *wireParams, meta *wireMeta) *params {
+	if p.Notifications != nil {
+		return nil
+	}
+	tp := &params{TaskID: p.TaskID}
+	if len(p.Meta) > 0 && string(p.Meta) != "null" {
+		tp.Meta = &struct {
+			ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
+			ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
+		}{}
+		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {
+			s, ok := rawString(v)
+			if !ok {
+				return nil
+			}
+			tp.Meta.ProtocolVersion = &s
+		}
+		if c := meta.ClientCapabilities; len(c) > 0 && string(c) != "null" {
+			tp.Meta.ClientCapabilities = new(clientCaps)
+			if unmarshalBody(c, tp.Meta.ClientCapabilities) != nil {
+				return nil
+			}
+		}
+	}
+	if r := p.InputResponses; len(r) > 0 && string(r) != "null" {
+		if unmarshalBody(r, &tp.InputResponses) != nil {
+			return nil
+		}
+	}
+	return tp
 }
 
 // Messages returns the body's messages: the batch's, or the one.
@@ -225,7 +303,7 @@ func (e *Envelope) Messages() []Message {
 	if e.IsBatch {
 		return e.Batch
 	}
-	return []Message{e.Message}
+	return e.one[:]
 }
 
 // Peek reads and parses the whole body of a POST to the MCP endpoint

@@ -30,24 +30,52 @@ func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate ||
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
+	if len(id) > 0 && string(id) != "null" {
+		tell(w, e.Code, false)
+	}
 	writeFramed(w, e.HTTPStatus, id, "error", b)
+}
+
+// Outcome is implemented by a ResponseWriter that records what each
+// response was (server's metrics recorder): the dispatcher tells it,
+// before writing, instead of it parsing the body again.
+type Outcome interface {
+	// RPCOutcome reports a JSON-RPC error's code (0 for a result) and,
+	// for a tools/call result, its isError.
+	RPCOutcome(code int64, isError bool)
+}
+
+func tell(w http.ResponseWriter, code int64, isError bool) {
+	if o, ok := w.(Outcome); ok {
+		o.RPCOutcome(code, isError)
+	}
 }
 
 // Shared header values: set without canonicalising or allocating.
 var jsonContentType = []string{"application/json"}
 
 // writeFramed answers a JSON-RPC response over HTTP.
+// The frame is written in pieces (the server buffers them): no copy of
+// the body.
 func writeFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	b := frame(id, field, body)
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	var open [64]byte
+	head := append(append(append(append(append(open[:0], framePrefix...), id...), `,"`...), field...), `":`...)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	h["Content-Length"] = []string{strconv.Itoa(len(head) + len(body) + 1)}
 	if status == 0 {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(head)
+	_, _ = w.Write(body)
+	_, _ = w.Write(closeBrace)
 }
+
+var closeBrace = []byte{'}'}
 
 const framePrefix = `{"jsonrpc":"2.0","id":`
 
@@ -90,7 +118,8 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			if !ok {
 				return
 			}
-			if env.Method == methodToolsCall && d.tools[env.Name] != nil && d.serveTool(w, r, env) {
+			if env.Method == methodToolsCall && (d.tools[env.Name] != nil && d.serveTool(w, r, env) ||
+				d.reads[env.Name] != nil && d.serveRead(w, r, env)) {
 				return
 			}
 			// A tasks/* notification (no id) is go-sdk's to refuse: only
@@ -108,6 +137,7 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				WriteError(w, env.Req.ID, e)
 				return
 			}
+			tell(w, 0, false)
 			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}

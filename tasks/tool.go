@@ -80,6 +80,7 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Enve
 	var re *RPCError
 	switch {
 	case errors.As(herr, &c):
+		tell(w, 0, false)
 		writeFramed(w, http.StatusOK, call.ID, "result", c.body)
 	case errors.As(herr, &re):
 		WriteError(w, call.ID, re)
@@ -154,14 +155,28 @@ func plainID(id json.RawMessage) bool {
 // handler lets the POST through to a tools/call in a version served here:
 // the checks it makes before reading the message.
 func sdkWouldAccept(r *http.Request, version string, versions []string) bool {
-	if !slices.Contains(versions, version) || r.Header.Get("Last-Event-ID") != "" {
+	return slices.Contains(versions, version) && sdkWouldAcceptHTTP(r)
+}
+
+// sdkWouldAcceptHTTP is sdkWouldAccept without the version: the headers
+// and Host go-sdk checks on any POST.
+func sdkWouldAcceptHTTP(r *http.Request) bool {
+	if r.Header.Get("Last-Event-ID") != "" {
 		return false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // the usual value, without a parse
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
 	}
-	jsonOK, streamOK := false, false
-	for _, v := range r.Header.Values("Accept") {
+	accept := r.Header.Values("Accept")
+	// The usual value is accepted without splitting it.
+	usual := len(accept) == 1 && accept[0] == "application/json, text/event-stream"
+	jsonOK, streamOK := usual, usual
+	for _, v := range accept {
+		if usual {
+			break
+		}
 		for tok := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(tok, ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {

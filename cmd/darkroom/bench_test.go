@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -547,92 +546,7 @@ func BenchmarkMemory10k(b *testing.B) {
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "creates/s")
 }
 
-// ---- 3. tasks/get against a constant net/http handler ----
-
-// BenchmarkTasksGet: tasks/get through the full chain (API-key auth, poll
-// limits, header checks, dispatcher, SQLite read) vs a plain handler that
-// returns a constant body of the same size. 8 concurrent clients in a
-// child process, 2 s per run, runs interleaved darkroom/plain/plain/
-// darkroom. server_cpu_us/req is this process's CPU (servers only: the
-// clients are in the child) divided by the requests served.
-func BenchmarkTasksGet(b *testing.B) {
-	const conc = 8
-	keys, err := auth.ParseKeyList("bench=secret-bench-0123456789", "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := startBenchServer(b, 1, false, nil, func(c *config) { c.Auth = auth.Config{Keys: keys} })
-	token := "secret-bench-0123456789"
-	hc := benchClient(1)
-	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
-	code, resp, err := postRaw(hc, s.url+"/mcp", rpcBody(1, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}, caps),
-		rpcHeaders("tools/call", "generate", token))
-	if err != nil || code != 200 {
-		b.Fatalf("create task: %d %v %s", code, err, resp)
-	}
-	var created struct {
-		Result struct {
-			TaskID string `json:"taskId"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(lastData(resp), &created)
-	if created.Result.TaskID == "" {
-		b.Fatalf("no taskId in %s", resp)
-	}
-	id := created.Result.TaskID
-	getBody := rpcBody(2, "tasks/get", map[string]any{"taskId": id}, caps)
-	getHeaders := rpcHeaders("tasks/get", id, token)
-	code, sample, err := postRaw(hc, s.url+"/mcp", getBody, getHeaders)
-	if err != nil || code != 200 || !bytes.Contains(sample, []byte(`"status":"working"`)) {
-		b.Fatalf("tasks/get: %d %v %s", code, err, sample)
-	}
-	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Content-Length", strconv.Itoa(len(sample)))
-		_, _ = w.Write(sample)
-	}))
-	defer plain.Close()
-
-	type side struct {
-		url         string
-		reqs, total int
-		secs        float64
-		cpu         time.Duration
-		errs        int
-		p50s, p99s  []float64
-		errSample   string
-	}
-	dark, base := &side{url: s.url + "/mcp"}, &side{url: plain.URL + "/mcp"}
-	hideNsPerOp(b)
-	for range b.N {
-		for _, sd := range []*side{dark, base, base, dark} {
-			r, cpu := loadFromChild(b, loadSpec{URL: sd.url, Concurrency: conc, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
-				Headers: getHeaders, Body: getBody, Expect: `"status":"working"`})
-			sd.reqs += r.Measured
-			sd.total += r.Total
-			sd.secs += r.Elapsed.Seconds()
-			sd.cpu += cpu
-			sd.errs += r.Errors
-			sd.p50s = append(sd.p50s, r.P50)
-			sd.p99s = append(sd.p99s, r.P99)
-			if sd.errSample == "" {
-				sd.errSample = r.ErrSample
-			}
-		}
-	}
-	if dark.errs+base.errs > 0 {
-		b.Errorf("errors: darkroom %d (%s), plain %d (%s)", dark.errs, dark.errSample, base.errs, base.errSample)
-	}
-	dr, pr := float64(dark.reqs)/dark.secs, float64(base.reqs)/base.secs
-	b.ReportMetric(dr, "darkroom_req/s")
-	b.ReportMetric(pr, "plain_req/s")
-	b.ReportMetric(dr/pr, "ratio")
-	b.ReportMetric(float64(dark.cpu.Microseconds())/float64(dark.total), "darkroom_server_cpu_us/req")
-	b.ReportMetric(float64(base.cpu.Microseconds())/float64(base.total), "plain_server_cpu_us/req")
-	b.ReportMetric(slices.Max(dark.p99s), "darkroom_p99_ms")
-	b.ReportMetric(float64(len(sample)), "body_bytes")
-}
+// ---- 3. tasks/get against a constant net/http handler: see BenchmarkPollPaths (bench_poll_test.go) ----
 
 // ---- 4. durable creation vs a bare SQLite insert loop ----
 

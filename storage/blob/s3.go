@@ -2,6 +2,7 @@ package blob
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,15 +10,16 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -58,8 +60,9 @@ type S3Config struct {
 	// the Host header through unchanged). Other requests use Endpoint.
 	PublicEndpoint string
 	// PartSize (default 8 MiB, at least 5 MiB) and Concurrency (default 4)
-	// bound the memory one Put holds: about (Concurrency+3) × PartSize of
-	// live heap (56 MiB with the defaults), whatever the body size.
+	// bound the memory one Put holds: about (Concurrency+1) × PartSize of
+	// heap (40 MiB with the defaults), whatever the body size; the part
+	// buffers are reused across Puts.
 	PartSize    int64
 	Concurrency int
 	// Credentials; nil means the SDK's default chain.
@@ -86,9 +89,10 @@ type S3 struct {
 	prefix   string
 	client   *s3.Client
 	presign  *s3.PresignClient
-	tm       *transfermanager.Client
 	partSize int64
-	now      func() time.Time
+	// parts are part buffers kept between uploads (at most Concurrency).
+	parts chan []byte
+	now   func() time.Time
 
 	// Server-side copy limits, lowered in tests.
 	maxCopyObject, copyPartSize int64
@@ -165,20 +169,13 @@ func NewS3(ctx context.Context, c S3Config) (*S3, error) {
 	if c.PublicEndpoint != "" {
 		presignClient = clientFor(c.PublicEndpoint)
 	}
-	tm := transfermanager.New(client, func(o *transfermanager.Options) {
-		o.PartSizeBytes = c.PartSize
-		o.MultipartUploadThreshold = c.PartSize
-		o.Concurrency = c.Concurrency
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.FailTimeout = cleanupTimeout // abort the upload even when ctx is done
-	})
 	return &S3{
 		cfg:           c,
 		prefix:        prefix,
 		client:        client,
 		presign:       s3.NewPresignClient(presignClient),
-		tm:            tm,
 		partSize:      c.PartSize,
+		parts:         make(chan []byte, c.Concurrency),
 		now:           time.Now,
 		maxCopyObject: maxCopyObject,
 		copyPartSize:  copyPartSize,
@@ -250,12 +247,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, contentType strin
 	}
 
 	staging := s.prefix + stagingDir + randomHex()
-	_, err = s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket:      &s.cfg.Bucket,
-		Key:         &staging,
-		Body:        io.MultiReader(first.reader(), hr),
-		ContentType: &contentType,
-	})
+	err = s.upload(ctx, staging, contentType, first, hr)
 	if hr.err != nil { // the body failed (or was too large): report that, not its echo
 		return Object{}, fmt.Errorf("blob: put %s: %w", key, hr.err)
 	}
@@ -275,6 +267,98 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, contentType strin
 		return Object{}, fmt.Errorf("blob: put %s into %s: %w", key, s.where(), err)
 	}
 	return obj, nil
+}
+
+// upload streams a body larger than one part to key as a multipart
+// upload: first (already read) is part 1, then parts of partSize read
+// from r. A part is held from the moment it is read into until it is
+// sent, and at most Concurrency are held at once; part buffers come from
+// s.parts and go back to it, so a Put holds at most Concurrency parts and
+// the process reuses them across Puts. On failure the upload is aborted.
+func (s *S3) upload(ctx context.Context, key, contentType string, first *chunks, r io.Reader) error {
+	mpu, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: &s.cfg.Bucket, Key: &key, ContentType: &contentType,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu    sync.Mutex
+		parts []types.CompletedPart
+		wg    sync.WaitGroup
+	)
+	slots := make(chan struct{}, s.cfg.Concurrency)
+	// send uploads a part in a slot already taken.
+	send := func(n int32, body io.ReadSeeker, size int64, done func()) {
+		wg.Go(func() {
+			defer func() { <-slots; done() }()
+			out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
+				Bucket: &s.cfg.Bucket, Key: &key, UploadId: mpu.UploadId,
+				PartNumber: aws.Int32(n), Body: body, ContentLength: aws.Int64(size),
+			})
+			if err != nil {
+				cancel(err)
+				return
+			}
+			mu.Lock()
+			parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.ETag})
+			mu.Unlock()
+		})
+	}
+	slots <- struct{}{}
+	send(1, first.reader(), first.size, func() {})
+	for n := int32(2); ctx.Err() == nil; n++ {
+		// A part is read only into a free slot: at most Concurrency
+		// parts are held, whether sending or filling.
+		slots <- struct{}{}
+		buf := s.partBuf()
+		k, rerr := io.ReadFull(r, buf)
+		if k > 0 {
+			send(n, bytes.NewReader(buf[:k]), int64(k), func() { s.putPartBuf(buf) })
+		} else {
+			s.putPartBuf(buf)
+			<-slots
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			cancel(rerr)
+		}
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		cctx, ccancel := cleanupCtx(ctx)
+		defer ccancel()
+		s.client.AbortMultipartUpload(cctx, &s3.AbortMultipartUploadInput{Bucket: &s.cfg.Bucket, Key: &key, UploadId: mpu.UploadId})
+		return err
+	}
+	slices.SortFunc(parts, func(a, b types.CompletedPart) int { return cmp.Compare(*a.PartNumber, *b.PartNumber) })
+	_, err = s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: &s.cfg.Bucket, Key: &key, UploadId: mpu.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	})
+	return err
+}
+
+// partBuf takes a part buffer from the pool, or makes one.
+func (s *S3) partBuf() []byte {
+	select {
+	case b := <-s.parts:
+		return b
+	default:
+		return make([]byte, s.partSize)
+	}
+}
+
+// putPartBuf returns a part buffer to the pool (dropped when it is full).
+func (s *S3) putPartBuf(b []byte) {
+	select {
+	case s.parts <- b:
+	default:
+	}
 }
 
 // copyInto copies src to dst server side, replacing the metadata.

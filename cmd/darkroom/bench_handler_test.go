@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/tasks"
+)
+
+// BenchmarkPollHandler: one poll through darkroom's whole handler chain
+// in process (no network), for profiling the hot path with -cpuprofile
+// or callgrind: tasks/get and a get_generation without the extension.
+// make bench's single iteration would say nothing: it is skipped there
+// (the figures are BenchmarkPollPaths').
+func BenchmarkPollHandler(b *testing.B) {
+	if f := flag.Lookup("test.benchtime"); f != nil && f.Value.String() == "1x" {
+		b.Skip("for profiling: go test -run '^$' -bench BenchmarkPollHandler -benchtime 3s -cpuprofile cpu.out")
+	}
+	keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := startBenchServer(b, 1, false, nil, func(c *config) { c.Auth = auth.Config{Keys: keys} })
+	h := s.app.handler()
+	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
+	serve := func(body []byte, headers map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+		r.RemoteAddr = "10.1.2.3:4567"
+		for k, v := range headers {
+			r.Header.Set(k, v)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	args := map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}
+	w := serve(rpcBody(1, "tools/call", args, caps), rpcHeaders("tools/call", "generate", benchToken))
+	var created struct {
+		Result struct {
+			TaskID string `json:"taskId"`
+			Status string `json:"statusMessage"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(lastData(w.Body.Bytes()), &created)
+	tid := created.Result.TaskID
+	w = serve(rpcBody(1, "tools/call", args, map[string]any{}), rpcHeaders("tools/call", "generate", benchToken))
+	var gen struct {
+		Result struct {
+			StructuredContent struct {
+				GenerationID string `json:"generationId"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(lastData(w.Body.Bytes()), &gen)
+	if tid == "" || gen.Result.StructuredContent.GenerationID == "" {
+		b.Fatalf("setup: %q %q", tid, w.Body.String())
+	}
+	for _, c := range []struct {
+		name    string
+		body    []byte
+		headers map[string]string
+	}{
+		{"tasks_get", rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps), rpcHeaders("tasks/get", tid, benchToken)},
+		{"get_generation", rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gen.Result.StructuredContent.GenerationID}}, map[string]any{}),
+			rpcHeaders("tools/call", "get_generation", benchToken)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if w := serve(c.body, c.headers); w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
+				b.Fatalf("%d %s", w.Code, w.Body)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(c.body, c.headers)
+			}
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/server"
+)
+
+// leanPost is one raw tools/call as a client of some era sends it.
+type leanPost struct {
+	version string            // Mcp-Protocol-Version ("" none)
+	meta    map[string]any    // params._meta (nil: none)
+	params  map[string]any    // extra params
+	headers map[string]string // extra headers
+	id      any
+}
+
+// post sends p for tool with args to url and returns the JSON-RPC message
+// of the answer and whether it came as plain JSON (the lean path) rather
+// than go-sdk's SSE.
+func (p leanPost) post(t *testing.T, url, tool string, args any) (string, bool) {
+	t.Helper()
+	params := map[string]any{"name": tool}
+	if args != nil {
+		params["arguments"] = args
+	}
+	if p.meta != nil {
+		params["_meta"] = p.meta
+	}
+	for k, v := range p.params {
+		params[k] = v
+	}
+	id := p.id
+	if id == nil {
+		id = 41
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+	req, _ := http.NewRequest("POST", url+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if p.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", p.version)
+	}
+	if p.version >= "2026-07-28" {
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", tool)
+	}
+	for k, v := range p.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// go-sdk answers a call with SSE; JSON with 200 is the lean path's.
+		return fmt.Sprintf("%d %s", resp.StatusCode, raw), resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == "application/json"
+	}
+	var last string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			last = d
+		}
+	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, last), false
+}
+
+// TestLeanReadsAnswerAsGoSDK: get_generation, list_generations,
+// download_output and get_credits are answered below go-sdk on the
+// 2026-07-28 wire and the legacy stateless eras with exactly the bytes
+// go-sdk sends for the same request (the same app served without the
+// dispatcher), and every request the lean path cannot match reaches
+// go-sdk.
+func TestLeanReadsAnswerAsGoSDK(t *testing.T) {
+	s := startServer(t, 1, func(c *config) {
+		c.PollRate, c.PollBurst = 1e6, 1_000_000
+		c.CreateRate, c.CreateBurst = 1e6, 1_000_000
+		b := int64(1000)
+		c.DailyBudget = &b
+	})
+	cfg := s.app.serverConfig()
+	cfg.Tasks = nil
+	sdk := httptest.NewServer(s.app.observeHTTP(server.Handler(cfg, s.app.mcp)))
+	t.Cleanup(sdk.Close)
+
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	gen := func(model, prompt string) string {
+		r := c.tool("generate", map[string]any{"modelId": model, "prompt": prompt})
+		return r.Result["structuredContent"].(map[string]any)["generationId"].(string)
+	}
+	done, failed, running := gen("local-sketch", "done"), gen("local-sketch", "no [fail]"), gen("local-motion", "long [slow]")
+	for _, id := range []string{done, failed} {
+		c.tool("wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30})
+	}
+
+	modern := func(caps map[string]any) map[string]any {
+		return map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": caps}
+	}
+	withTasksCaps := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	eras := []struct {
+		name string
+		leanPost
+		lean bool
+	}{
+		{"2026-07-28", leanPost{version: "2026-07-28", meta: modern(map[string]any{})}, true},
+		{"2026-07-28 Tasks client", leanPost{version: "2026-07-28", meta: modern(withTasksCaps)}, true},
+		{"2026-07-28 clientInfo", leanPost{version: "2026-07-28", meta: merged(modern(map[string]any{}), "io.modelcontextprotocol/clientInfo", map[string]any{"name": "x", "version": "1"})}, true},
+		{"2026-07-28 string id", leanPost{version: "2026-07-28", meta: modern(map[string]any{}), id: "req-1"}, true},
+		{"2025-11-25", leanPost{version: "2025-11-25"}, true},
+		{"2025-06-18", leanPost{version: "2025-06-18"}, true},
+		{"2025-03-26", leanPost{version: "2025-03-26"}, true},
+		{"2024-11-05", leanPost{version: "2024-11-05"}, true},
+		{"no version header", leanPost{}, true},
+		{"legacy string id", leanPost{version: "2025-06-18", id: "a-1"}, true},
+		// go-sdk's, all of them:
+		{"legacy progressToken", leanPost{version: "2025-11-25", meta: map[string]any{"progressToken": 3}}, false},
+		{"legacy task param (go-sdk ignores it)", leanPost{version: "2025-11-25", params: map[string]any{"task": map[string]any{"ttl": 1000}}}, true},
+		{"legacy inputResponses", leanPost{version: "2025-11-25", params: map[string]any{"inputResponses": map[string]any{}}}, false},
+		{"2026-07-28 requestState", leanPost{version: "2026-07-28", meta: modern(map[string]any{}), params: map[string]any{"requestState": "x"}}, false},
+		{"2026-07-28 bad clientInfo", leanPost{version: "2026-07-28", meta: merged(modern(map[string]any{}), "io.modelcontextprotocol/clientInfo", "me")}, false},
+		{"2026-07-28 base64 Mcp-Name", leanPost{version: "2026-07-28", meta: modern(map[string]any{}), headers: map[string]string{"Mcp-Name": "=?base64?Z2V0X2NyZWRpdHM=?="}}, false},
+		{"unknown version", leanPost{version: "2099-01-01"}, false},
+		{"float id", leanPost{version: "2025-06-18", id: 4.5}, false},
+		{"escaped string id", leanPost{version: "2025-06-18", id: "é"}, false},
+		{"Last-Event-ID", leanPost{version: "2025-06-18", headers: map[string]string{"Last-Event-ID": "1"}}, false},
+	}
+	calls := []struct {
+		tool string
+		args any
+	}{
+		{"get_generation", map[string]any{"generationId": running}},
+		{"get_generation", map[string]any{"generationId": done}},
+		{"get_generation", map[string]any{"generationId": failed}},
+		{"get_generation", map[string]any{"generationId": "nope"}},
+		{"get_generation", map[string]any{"generationId": 5}},
+		{"get_generation", map[string]any{}},
+		{"get_generation", map[string]any{"generationId": strings.Repeat("x", 500)}},
+		{"get_generation", nil},
+		{"get_generation", "not an object"},
+		{"list_generations", map[string]any{}},
+		{"list_generations", map[string]any{"limit": 1}},
+		{"list_generations", map[string]any{"limit": 0}},
+		{"list_generations", map[string]any{"status": "completed"}},
+		{"list_generations", map[string]any{"cursor": "garbage"}},
+		{"download_output", map[string]any{"generationId": done}},
+		{"download_output", map[string]any{"generationId": done, "index": 3}},
+		{"download_output", map[string]any{"generationId": running}},
+		{"download_output", map[string]any{"generationId": failed}},
+		{"get_credits", map[string]any{}},
+		{"get_credits", nil},
+	}
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			for _, call := range calls {
+				// Links and progress move with the clock: equal once in
+				// a few tries is equal.
+				var l, g string
+				var served bool
+				for range 5 {
+					l, served = era.post(t, s.url, call.tool, call.args)
+					var bypassed bool
+					g, bypassed = era.post(t, sdk.URL, call.tool, call.args)
+					if bypassed {
+						t.Fatalf("the go-sdk server answered below go-sdk: %s", g)
+					}
+					if l == g {
+						break
+					}
+				}
+				if want := era.lean && call.args != "not an object"; served != want {
+					t.Errorf("%s %v: served below go-sdk %v, want %v: %s", call.tool, call.args, served, want, l)
+				}
+				if l != g {
+					t.Errorf("%s %v: answers differ:\n lean:   %s\n go-sdk: %s", call.tool, call.args, l, g)
+				}
+			}
+		})
+	}
+}
+
+func merged(m map[string]any, k string, v any) map[string]any {
+	m[k] = v
+	return m
+}
+
+// TestLeanReadsMetrics: a poll answered below go-sdk is counted with its
+// true outcome (the dispatcher tells the metrics recorder, which does not
+// parse the reply): a result, a tool error, and the same over go-sdk.
+func TestLeanReadsMetrics(t *testing.T) {
+	s := startServer(t, 1)
+	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	id := c.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "counted"}).Result["structuredContent"].(map[string]any)["generationId"].(string)
+	modern := leanPost{version: "2026-07-28", meta: map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}
+	for _, p := range []struct {
+		post leanPost
+		args map[string]any
+		lean bool
+	}{
+		{modern, map[string]any{"generationId": id}, true},
+		{modern, map[string]any{"generationId": "nope"}, true},
+		{leanPost{version: "2025-06-18"}, map[string]any{"generationId": "nope"}, true},
+		{leanPost{version: "2025-06-18", meta: map[string]any{"progressToken": 1}}, map[string]any{"generationId": "nope"}, false},
+	} {
+		if _, served := p.post.post(t, s.url, "get_generation", p.args); served != p.lean {
+			t.Fatalf("%+v: served below go-sdk %v, want %v", p, served, p.lean)
+		}
+	}
+	fams := scrape(t, s.app.metricsHandler(), "")
+	checkSeries(t, fams, []series{
+		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "ok"), 1},
+		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "tool_error"), 3},
+	})
+}

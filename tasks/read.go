@@ -1,0 +1,162 @@
+package tasks
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServeRead lets the dispatcher answer a tools/call of a read-only tool
+// itself, below go-sdk, for every client (with or without the Tasks
+// extension), on the 2026-07-28 wire and on the legacy stateless eras:
+// the legacy poll path (get_generation and its kin) costs, through go-sdk's
+// generic tools/call, about twelve times a tasks/get.
+//
+// The answer is byte for byte the JSON-RPC message go-sdk would send (it
+// frames it as JSON, go-sdk as one SSE event): the handler's own result,
+// with go-sdk's additions per era (Content never null; on 2026-07-28
+// resultType "complete" and serverInfo, the MCP server's Implementation,
+// in _meta). Only a result is kept: a handler error, or any request this
+// path cannot prove go-sdk would take and treat the same way, goes to
+// go-sdk untouched, which runs the handler again. So h must change
+// nothing: it is a read. Its request has no Session, and its Params.Meta
+// is shared between requests and must not be modified.
+func (d *Dispatcher) ServeRead(name string, h mcp.ToolHandler, serverInfo *mcp.Implementation) {
+	if d.reads == nil {
+		d.reads = map[string]mcp.ToolHandler{}
+	}
+	d.reads[name] = h
+	info, _ := json.Marshal(serverInfo)
+	d.readInfo = serverInfo
+	d.readMeta = append(append([]byte(`{"_meta":{"`+metaServerInfo+`":`), info...), "},"...)
+}
+
+// legacyVersions are the protocol versions before 2026-07-28 that go-sdk's
+// stateless handler serves with a stand-in session; "" is its default
+// (2025-03-26).
+var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// serveRead answers a tools/call for a tool registered with ServeRead, and
+// reports false (the body untouched) when go-sdk must serve it instead.
+func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope) bool {
+	name := env.Name
+	h := d.reads[name]
+	version := r.Header.Get("Mcp-Protocol-Version")
+	modern := slices.Contains(d.opts.Versions, version)
+	if h == nil || env.IsBatch || !(modern || slices.Contains(legacyVersions, version)) ||
+		!sdkWouldAcceptHTTP(r) {
+		return false
+	}
+	if modern && (r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name) {
+		return false
+	}
+	// The body as Admit parsed it, once: go-sdk's decoder reads the same
+	// fields (case-sensitive keys, the last duplicate wins).
+	p := env.params
+	if env.jsonrpc != "2.0" || env.Method != methodToolsCall || !sameID(env.ID) || p == nil ||
+		p.InputResponses != nil || p.RequestState != nil { // MRTR retries are go-sdk's
+		return false
+	}
+	args, rawMeta := p.Arguments, p.Meta
+	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
+		return false
+	}
+	var meta map[string]any
+	if modern {
+		if meta = d.metas.get(rawMeta); meta == nil {
+			return false
+		}
+		if v, _ := meta[metaProtocolVersion].(string); v != version {
+			return false
+		}
+	} else if rawMeta != nil {
+		return false // a legacy _meta (progressToken, ...): go-sdk's
+	}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: args}}
+	res, err := h(r.Context(), req)
+	if err != nil || res == nil {
+		return false
+	}
+	b, ok := d.readResult(res, modern)
+	if !ok {
+		return false
+	}
+	tell(w, 0, res.IsError)
+	writeFramed(w, http.StatusOK, env.ID, "result", b)
+	return true
+}
+
+// readResult encodes res as go-sdk's callTool and, on 2026-07-28, its
+// per-request annotations leave it; false for a result it would treat
+// otherwise (input requests).
+func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, bool) {
+	if res.InputRequests != nil || res.RequestState != "" {
+		return nil, false
+	}
+	if res.Content == nil {
+		res2 := *res
+		res2.Content = []mcp.Content{}
+		res = &res2
+	}
+	spliceMeta := modern && res.Meta == nil
+	if modern && !spliceMeta {
+		if _, ok := res.Meta[metaServerInfo]; !ok {
+			res.Meta[metaServerInfo] = d.readInfo
+		}
+	}
+	// go-sdk marshals the result with its MarshalJSON (encoding/json, HTML
+	// escaped) and re-compacts it without escaping: the same bytes, which
+	// are already compact, so MarshalJSON's output is used as it is.
+	b, err := res.MarshalJSON()
+	if err != nil || len(b) < 2 || b[0] != '{' {
+		return nil, false
+	}
+	if !modern {
+		return b, true
+	}
+	// resultType is the last field go-sdk's wire form adds (after
+	// requestState; inputRequests is empty here), and _meta the first.
+	out := make([]byte, 0, len(b)+len(d.readMeta)+32)
+	if spliceMeta {
+		out = append(out, d.readMeta...)
+	} else {
+		out = append(out, '{')
+	}
+	out = append(out, b[1:len(b)-1]...)
+	return append(out, `,"resultType":"complete"}`...), true
+}
+
+// sameID reports an id go-sdk re-encodes to the same bytes: an integer of
+// at most 15 digits (it decodes numbers as float64 and sends int64), or a
+// string of printable ASCII without escapes.
+func sameID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		if len(id) < 2 || id[len(id)-1] != '"' {
+			return false
+		}
+		for _, c := range id[1 : len(id)-1] {
+			if c < 0x20 || c > 0x7e || c == '\\' || c == '"' {
+				return false
+			}
+		}
+		return true
+	}
+	digits := id
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(id) > 1) {
+		return false // "-0" and leading zeros re-encode otherwise
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

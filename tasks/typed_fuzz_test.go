@@ -1,0 +1,37 @@
+package tasks
+
+import (
+	"reflect"
+	"testing"
+)
+
+// FuzzTypedParams: the typed params one pass over a tasks/* body builds
+// are exactly what the dispatcher's own strict decode of params gives,
+// or absent (the dispatcher then decodes them itself).
+func FuzzTypedParams(f *testing.F) {
+	for _, s := range []string{
+		`{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,
+		`{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":5}}}`,
+		`{"taskId":"t","inputResponses":{"a":{"action":"accept"}},"_meta":null}`,
+		`{"taskId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"\u0032026","io.modelcontextprotocol/clientCapabilities":null}}`,
+		`{"taskId":"t","notifications":{"taskIds":["a"]}}`,
+		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":[],"io.modelcontextprotocol/tasks":{}}}}}`,
+		`{"inputResponses":[]}`, `{"_meta":"x"}`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		body := append(append([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":`), raw...), '}')
+		e, err := ParseBody(body)
+		if err != nil || e.Req == nil || e.Req.typed == nil {
+			return
+		}
+		var want params
+		if err := unmarshalStrict(e.Req.Params, &want); err != nil {
+			t.Fatalf("typed params built for params the strict decode refuses (%v): %s", err, raw)
+		}
+		if !reflect.DeepEqual(e.Req.typed, &want) {
+			t.Fatalf("typed params differ for %s:\n one pass: %#v\n strict:   %#v", raw, e.Req.typed, &want)
+		}
+	})
+}
