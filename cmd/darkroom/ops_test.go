@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	dto "github.com/prometheus/client_model/go"
@@ -92,6 +93,25 @@ func checkSeries(t *testing.T, fams map[string]*dto.MetricFamily, want []series)
 		if got := value(fams, s.name, s.labels); got != s.want {
 			t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
 		}
+	}
+}
+
+// scrapeSettled scrapes until every series in want has its value, or for
+// at most 5 s: a request is counted when its handler returns, which can be
+// just after the client has read the reply.
+func scrapeSettled(t *testing.T, h http.Handler, want []series) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		fams := scrape(t, h, "")
+		settled := true
+		for _, s := range want {
+			settled = settled && value(fams, s.name, s.labels) == s.want
+		}
+		if settled || time.Now().After(deadline) {
+			return fams
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -193,11 +213,10 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 		t.Fatalf("fifth generate: %d", r.Status)
 	}
 
-	fams := scrape(t, s.app.metricsHandler(), "")
 	call2 := func(tool, outcome string) map[string]string {
 		return l("transport", "http", "method", "tools/call", "tool", tool, "outcome", outcome)
 	}
-	checkSeries(t, fams, []series{
+	want := []series{
 		{"darkroom_requests_total", call2("generate", "ok"), 3}, // replicate, task, reserved
 		{"darkroom_requests_total", call2("generate", "tool_error"), 1},
 		{"darkroom_requests_total", call2("generate", "http_429"), 1},
@@ -235,7 +254,9 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 		{"darkroom_waiters", nil, 0},
 		{"darkroom_runner_queue_depth", nil, 0},
 		{"darkroom_store_scrape_ok", nil, 1},
-	})
+	}
+	fams := scrapeSettled(t, s.app.metricsHandler(), want)
+	checkSeries(t, fams, want)
 	// Accepted or (had the safety poll ended it first) ignored: every
 	// delivery the emulator made, each once.
 	if a := value(fams, "darkroom_webhook_deliveries_total", l("verdict", "accepted")); a < 1 {
