@@ -341,6 +341,23 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 	return i, err
 }
 
+const getCreateBucket = `-- name: GetCreateBucket :one
+SELECT tokens, updated_at FROM create_buckets WHERE owner = $1
+`
+
+type GetCreateBucketRow struct {
+	Tokens    float64
+	UpdatedAt int64
+}
+
+// Read after LockOwner: the owner's creating transactions are serialized.
+func (q *Queries) GetCreateBucket(ctx context.Context, owner string) (GetCreateBucketRow, error) {
+	row := q.db.QueryRow(ctx, getCreateBucket, owner)
+	var i GetCreateBucketRow
+	err := row.Scan(&i.Tokens, &i.UpdatedAt)
+	return i, err
+}
+
 const getGeneration = `-- name: GetGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = $1
 `
@@ -767,6 +784,22 @@ func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const putCreateBucket = `-- name: PutCreateBucket :exec
+INSERT INTO create_buckets (owner, tokens, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at
+`
+
+type PutCreateBucketParams struct {
+	Owner     string
+	Tokens    float64
+	UpdatedAt int64
+}
+
+func (q *Queries) PutCreateBucket(ctx context.Context, arg PutCreateBucketParams) error {
+	_, err := q.db.Exec(ctx, putCreateBucket, arg.Owner, arg.Tokens, arg.UpdatedAt)
+	return err
 }
 
 const releaseRunnerLeases = `-- name: ReleaseRunnerLeases :exec
