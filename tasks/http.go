@@ -30,6 +30,9 @@ func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate ||
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
+	if e.RetryAfter != "" {
+		w.Header().Set("Retry-After", e.RetryAfter)
+	}
 	writeFramed(w, e.HTTPStatus, id, "error", b)
 }
 
