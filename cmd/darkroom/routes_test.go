@@ -64,7 +64,9 @@ func modernHeaders(method, name string) map[string]string {
 // go-sdk, lying headers, batches, key-case tricks, bodies that hide a second
 // request) either is charged as a creation or is refused before anything
 // runs and costs nothing. Each route is its own caller (API key), so its
-// bucket starts full.
+// bucket starts full. The creating transaction decides the rate (a second
+// generate: 429 on the lean path, refusedInTx where go-sdk answers); the
+// door's flood guard (4x the burst) refuses a batch beyond it whole.
 func TestGenerateMeetsTheCreateLimitOnEveryRoute(t *testing.T) {
 	pad := strings.Repeat(" ", testMaxBody) // whitespace JSON allows before a value
 	routes := []struct {
