@@ -115,19 +115,23 @@ func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
 }
 
-// TakeCreateToken reads the owner's bucket, takes a token by
-// generation.Rate.Take and writes it back; a refusal writes nothing.
+// TakeCreateToken takes a token in one statement (the query does
+// generation.Rate.Take's arithmetic); only a refusal reads the bucket, to
+// compute the wait with Rate.Take itself.
 func (t *Tx) TakeCreateToken(ctx context.Context, owner string, r generation.Rate, now time.Time) (time.Duration, error) {
-	b, err := t.q.GetCreateBucket(ctx, owner)
-	found := err == nil
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	ms := now.UnixMilli()
+	_, err := t.q.TakeCreateToken(ctx, pgdb.TakeCreateTokenParams{Owner: owner, Burst: float64(max(r.Burst, 1)), Now: ms, Rate: max(r.PerSecond, 0)})
+	if !errors.Is(err, pgx.ErrNoRows) {
 		return 0, err
 	}
-	left, at, wait := r.Take(b.Tokens, time.UnixMilli(b.UpdatedAt), found, now)
-	if wait > 0 {
-		return wait, nil
+	b, err := t.q.GetCreateBucket(ctx, owner)
+	if err != nil {
+		return 0, err
 	}
-	return 0, t.q.PutCreateBucket(ctx, pgdb.PutCreateBucketParams{Owner: owner, Tokens: left, UpdatedAt: at.UnixMilli()})
+	_, _, wait := r.Take(b.Tokens, time.UnixMilli(b.UpdatedAt), true, time.UnixMilli(ms))
+	// The statement refused: never report a token that was not taken,
+	// whatever the last bit of floating point says.
+	return max(wait, time.Millisecond), nil
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {

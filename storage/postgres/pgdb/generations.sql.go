@@ -949,6 +949,39 @@ func (q *Queries) SpentSince(ctx context.Context, arg SpentSinceParams) (int64, 
 	return spent, err
 }
 
+const takeCreateToken = `-- name: TakeCreateToken :one
+INSERT INTO create_buckets AS b (owner, tokens, updated_at)
+VALUES ($1, $2::float8 - 1, $3::bigint)
+ON CONFLICT (owner) DO UPDATE
+SET tokens = LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) - 1,
+    updated_at = GREATEST($3::bigint, b.updated_at)
+WHERE LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) >= 1
+RETURNING tokens
+`
+
+type TakeCreateTokenParams struct {
+	Owner string
+	Burst float64
+	Now   int64
+	Rate  float64
+}
+
+// One round trip for a taken token: generation.Rate.Take's refill (ms
+// elapsed × rate, capped at burst; a clock behind the stored time refills
+// nothing and never moves it back) and take, only when a whole token is
+// there; no row returned: refused, nothing changed.
+func (q *Queries) TakeCreateToken(ctx context.Context, arg TakeCreateTokenParams) (float64, error) {
+	row := q.db.QueryRow(ctx, takeCreateToken,
+		arg.Owner,
+		arg.Burst,
+		arg.Now,
+		arg.Rate,
+	)
+	var tokens float64
+	err := row.Scan(&tokens)
+	return tokens, err
+}
+
 const updateProgress = `-- name: UpdateProgress :execrows
 UPDATE generations
 SET status = $1, status_message = $2, progress = $3, updated_at = $4
