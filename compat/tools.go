@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/semaphore"
 )
@@ -200,12 +201,17 @@ func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string {
 }
 
 // fail turns a service error into a result: input errors and not-found are
-// tool errors; anything else is an internal error.
+// tool errors; a create-rate refusal is the JSON-RPC error the admission's
+// bucket sends (-31429, data.retryAfterMs); anything else is an internal
+// error.
 func fail(err error, id string) (*mcp.CallToolResult, error) {
 	var ie *generation.InputError
+	var re *generation.RateError
 	switch {
 	case errors.As(err, &ie):
 		return toolError("%s", ie.Msg), nil
+	case errors.As(err, &re):
+		return nil, limit.RPCError(re.RetryAfter)
 	case errors.Is(err, generation.ErrNotFound):
 		return toolError("no generation with id %q: check the generationId returned by generate, or call list_generations", id), nil
 	}

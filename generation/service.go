@@ -13,6 +13,7 @@ import (
 	_ "image/jpeg" // input images: DecodeConfig
 	_ "image/png"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,9 @@ type Config struct {
 	// Budget is the caller's daily credit limit (nil result: unlimited),
 	// decided inside the creating transaction.
 	Budget func(ctx context.Context, owner string) *int64
+	// CreateRate is the caller's create rate (nil result: unlimited),
+	// decided inside the creating transaction after the budget.
+	CreateRate func(ctx context.Context, owner string) *Rate
 	// Kick, when set, is told of every write that makes work due (the
 	// runner is woken in any case).
 	Kick func()
@@ -118,6 +122,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
+	}
+	if cfg.CreateRate == nil {
+		cfg.CreateRate = func(context.Context, string) *Rate { return nil }
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
 	s.previews = preview.NewCache(previewCacheBytes)
@@ -299,7 +306,8 @@ func SniffImage(b []byte) string {
 // an owner's repeat of an idempotency key with the same arguments returns
 // the earlier generation (existing=true, nothing charged), with other
 // arguments it is an InputError; the daily budget is checked against what
-// is already spent; the task (InTx) is created alongside.
+// is already spent; then a token is taken from the caller's create rate
+// (none left: a *RateError); the task (InTx) is created alongside.
 func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (g *Generation, existing bool, err error) {
 	m, err := s.Validate(&req)
 	if err != nil {
@@ -316,6 +324,10 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 	}
 	limit := s.cfg.Budget(ctx, owner)
+	rate := s.cfg.CreateRate(ctx, owner)
+	if rate != nil && math.IsInf(rate.PerSecond, 1) {
+		rate = nil
+	}
 	id := NewID()
 	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds}
 	if req.InputImage != nil {
@@ -359,7 +371,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	var refused error
 	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 		earlier, refused = nil, nil
-		if req.IdempotencyKey != "" || limit != nil {
+		if req.IdempotencyKey != "" || limit != nil || rate != nil {
 			if err := tx.LockOwner(ctx, owner); err != nil {
 				return err
 			}
@@ -381,6 +393,17 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 			}
 			if m.Credits > *limit-spent {
 				refused = budgetError(m, *limit, spent)
+				return nil
+			}
+		}
+		if rate != nil {
+			// Last of the checks: a repeat or a refusal above costs no token.
+			wait, err := tx.TakeCreateToken(ctx, owner, *rate, s.cfg.Now())
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				refused = &RateError{RetryAfter: wait}
 				return nil
 			}
 		}

@@ -49,6 +49,10 @@ type Tx interface {
 	SpentSince(ctx context.Context, owner string, since time.Time) (int64, error)
 	// CountInFlight counts the owner's generations at the provider.
 	CountInFlight(ctx context.Context, owner string) (int64, error)
+	// TakeCreateToken takes one token from the owner's create-rate bucket
+	// (Rate.Take at now, after LockOwner): 0 when taken, else the wait
+	// until one is there, and then nothing changed.
+	TakeCreateToken(ctx context.Context, owner string, r Rate, now time.Time) (time.Duration, error)
 
 	// InsertGeneration inserts a new row; ErrDuplicateKey when the owner
 	// already used its idempotency key.

@@ -6,13 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -167,7 +170,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 	task.ID = tasks.NewID()
 	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), owner, *cr)
 	if err != nil {
-		return nil, err
+		return nil, rateRefusal(err)
 	}
 	if !existing {
 		g.ids.put(gen.ID, task.ID)
@@ -207,4 +210,18 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 func argsDigest(req *mcp.CallToolRequest) string {
 	sum := sha256.Sum256(req.Params.Arguments)
 	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// rateRefusal answers a creation over the caller's create rate as the
+// admission's bucket does (limit.WriteHTTP): HTTP 429 with Retry-After and
+// JSON-RPC error -31429 with data.retryAfterMs. Other errors pass as they
+// are.
+func rateRefusal(err error) error {
+	var re *generation.RateError
+	if !errors.As(err, &re) {
+		return err
+	}
+	d := re.RetryAfter
+	return &tasks.RPCError{Code: limit.CodeRateLimited, Message: limit.Message(d), Data: limit.ErrorData{RetryAfterMs: limit.RetryAfterMs(d)},
+		HTTPStatus: http.StatusTooManyRequests, RetryAfter: limit.RetryAfterHeader(d)}
 }

@@ -58,6 +58,7 @@ type RPCError struct {
 	Message    string `json:"message"`
 	Data       any    `json:"data,omitempty"`
 	HTTPStatus int    `json:"-"`
+	RetryAfter string `json:"-"` // the Retry-After header, if any
 }
 
 func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }

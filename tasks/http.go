@@ -33,6 +33,9 @@ func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	if len(id) > 0 && string(id) != "null" {
 		tell(w, e.Code, false)
 	}
+	if e.RetryAfter != "" {
+		w.Header().Set("Retry-After", e.RetryAfter)
+	}
 	writeFramed(w, e.HTTPStatus, id, "error", b)
 }
 

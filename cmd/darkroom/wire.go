@@ -111,10 +111,14 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	// The create rate is decided in the creating transaction (exact across
+	// replicas); the admission's create bucket is only a per-replica flood
+	// guard in front of it (README: Limits).
+	a.limits.Create.Scale = createFloodScale
 	if _, ok := a.fleet(); ok {
-		// Replicas share each caller's rates (README: More than one machine).
+		// Replicas share each caller's poll rate (README: More than one machine).
 		a.replicaSplit = &limit.Split{}
-		a.limits.Poll.Split, a.limits.Create.Split = a.replicaSplit, a.replicaSplit
+		a.limits.Poll.Split = a.replicaSplit
 	}
 	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
@@ -139,6 +143,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		LinkTTL:       a.cfg.LinkTTL,
 		Observer:      mirror,
 		Budget:        a.budget,
+		CreateRate:    a.createRate,
 		Exclusive:     a.exclusive(),
 		InlinePreview: a.cfg.InlinePreview,
 	})
@@ -331,6 +336,19 @@ func (a *app) budget(ctx context.Context, _ string) *int64 {
 		return o.BudgetPerDay
 	}
 	return a.cfg.DailyBudget
+}
+
+// createFloodScale is how much looser than the caller's create rate and
+// burst the admission's per-replica create bucket is: it only sheds a
+// flood before it costs transactions; the creating transaction decides.
+const createFloodScale = 4
+
+// createRate is the caller's create rate, taken in the creating
+// transaction: per-key overrides over the configured defaults.
+func (a *app) createRate(ctx context.Context, _ string) *generation.Rate {
+	o := a.overrides(ctx)
+	r, b := a.limits.Create.Effective(o.CreateRate, o.CreateBurst)
+	return &generation.Rate{PerSecond: r, Burst: b}
 }
 
 func (a *app) maxInFlight(owner string) int {

@@ -27,6 +27,11 @@ type Class struct {
 	// (not Effective's: that stays the caller's fleet-wide rate) among
 	// the live replicas.
 	Split *Split
+	// Scale, when above 1, multiplies the rate and burst the buckets
+	// enforce (not Effective's): a loose per-replica flood guard in front
+	// of a limit decided exactly elsewhere (the create rate, in the
+	// creating transaction).
+	Scale float64
 }
 
 // Split is the number of live replicas sharing a fleet-wide rate: each
@@ -77,6 +82,9 @@ func (c Class) AllowFor(key string, rateOverride *float64, burstOverride *int) (
 // AllowForN is AllowFor for n calls at once (all or none).
 func (c Class) AllowForN(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
 	r, b := c.Split.Of(c.Effective(rateOverride, burstOverride))
+	if c.Scale > 1 {
+		r, b = r*c.Scale, int(math.Ceil(float64(b)*c.Scale))
+	}
 	return c.AllowNAt(c.now(), key, r, b, n)
 }
 

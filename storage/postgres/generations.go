@@ -115,6 +115,25 @@ func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
 }
 
+// TakeCreateToken takes a token in one statement (the query does
+// generation.Rate.Take's arithmetic); only a refusal reads the bucket, to
+// compute the wait with Rate.Take itself.
+func (t *Tx) TakeCreateToken(ctx context.Context, owner string, r generation.Rate, now time.Time) (time.Duration, error) {
+	ms := now.UnixMilli()
+	_, err := t.q.TakeCreateToken(ctx, pgdb.TakeCreateTokenParams{Owner: owner, Burst: float64(max(r.Burst, 1)), Now: ms, Rate: max(r.PerSecond, 0)})
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, err
+	}
+	b, err := t.q.GetCreateBucket(ctx, owner)
+	if err != nil {
+		return 0, err
+	}
+	_, _, wait := r.Take(b.Tokens, time.UnixMilli(b.UpdatedAt), true, time.UnixMilli(ms))
+	// The statement refused: never report a token that was not taken,
+	// whatever the last bit of floating point says.
+	return max(wait, time.Millisecond), nil
+}
+
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
 	err := t.q.InsertGeneration(ctx, pgdb.InsertGenerationParams{
 		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,

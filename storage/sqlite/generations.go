@@ -113,6 +113,21 @@ func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
 }
 
+// TakeCreateToken reads the owner's bucket, takes a token by
+// generation.Rate.Take and writes it back; a refusal writes nothing.
+func (t *Tx) TakeCreateToken(ctx context.Context, owner string, r generation.Rate, now time.Time) (time.Duration, error) {
+	b, err := t.q.GetCreateBucket(ctx, owner)
+	found := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, err
+	}
+	left, at, wait := r.Take(b.Tokens, time.UnixMilli(b.UpdatedAt), found, now)
+	if wait > 0 {
+		return wait, nil
+	}
+	return 0, t.q.PutCreateBucket(ctx, sqlitedb.PutCreateBucketParams{Owner: owner, Tokens: left, UpdatedAt: at.UnixMilli()})
+}
+
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
 	err := t.q.InsertGeneration(ctx, sqlitedb.InsertGenerationParams{
 		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,

@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"FailedUpdateLeavesNothing", testFailedUpdate},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"LockOwnerSerializes", testLockOwner},
+		{"CreateBucket", testCreateBucket},
+		{"CreateBucketRace", testCreateBucketRace},
 		{"RunnerQueue", testRunnerQueue},
 		{"LeaseRenewal", testLeaseRenewal},
 		{"WakeOwnerQueued", testWakeOwnerQueued},
@@ -913,6 +915,111 @@ func testLockOwner(t *testing.T, e Engine) {
 	}
 	if spent, err := s.SpentSince(ctx, "alice", at(0)); err != nil || spent != limit {
 		t.Errorf("SpentSince after %d racing budgeted inserts = %d, %v; want exactly %d", tries, spent, err, limit)
+	}
+}
+
+// take takes one create token for owner at now in its own transaction.
+func take(t *testing.T, s generation.Store, owner string, r generation.Rate, now time.Time) time.Duration {
+	t.Helper()
+	var wait time.Duration
+	update(t, s, func(ctx context.Context, tx generation.Tx) (err error) {
+		if err := tx.LockOwner(ctx, owner); err != nil {
+			return err
+		}
+		wait, err = tx.TakeCreateToken(ctx, owner, r, now)
+		return err
+	})
+	return wait
+}
+
+// testCreateBucket: a new bucket is full (burst), refills at the rate up
+// to burst, a refusal says how long to wait and changes nothing, a clock
+// going back refills nothing, and owners do not share buckets.
+func testCreateBucket(t *testing.T, e Engine) {
+	s := e.Generations
+	r := generation.Rate{PerSecond: 2, Burst: 3} // a token every 500 ms
+	steps := []struct {
+		name  string
+		owner string
+		ms    int64
+		want  time.Duration
+	}{
+		{"full 1", "alice", 0, 0},
+		{"full 2", "alice", 0, 0},
+		{"full 3", "alice", 0, 0},
+		{"empty", "alice", 0, 500 * time.Millisecond},
+		{"refused changed nothing", "alice", 100, 400 * time.Millisecond},
+		{"another owner's bucket is its own", "bob", 100, 0},
+		{"refilled one", "alice", 500, 0},
+		{"half a token", "alice", 750, 250 * time.Millisecond},
+		{"clock went back: no refill", "alice", 400, 500 * time.Millisecond},
+		{"long idle: capped at burst 1", "alice", 60_000, 0},
+		{"capped 2", "alice", 60_000, 0},
+		{"capped 3", "alice", 60_000, 0},
+		{"capped: no fourth", "alice", 60_000, 500 * time.Millisecond},
+	}
+	for _, st := range steps {
+		if got := take(t, s, st.owner, r, at(st.ms)); got != st.want {
+			t.Errorf("%s: TakeCreateToken(%s, at %d ms) wait = %v, want %v", st.name, st.owner, st.ms, got, st.want)
+		}
+	}
+	// A lower burst takes effect at once: the stored tokens are capped.
+	if got := take(t, s, "bob", generation.Rate{PerSecond: 2, Burst: 1}, at(120_000)); got != 0 {
+		t.Errorf("burst 1 after idle: wait %v, want a token", got)
+	}
+	if got := take(t, s, "bob", generation.Rate{PerSecond: 2, Burst: 1}, at(120_000)); got != 500*time.Millisecond {
+		t.Errorf("burst 1, second take: wait %v, want 500ms", got)
+	}
+	// A failed transaction keeps no token taken.
+	err := s.Update(t.Context(), func(ctx context.Context, tx generation.Tx) error {
+		if _, err := tx.TakeCreateToken(ctx, "carol", generation.Rate{PerSecond: 1, Burst: 1}, at(0)); err != nil {
+			return err
+		}
+		return errBoom
+	})
+	if !errors.Is(err, errBoom) {
+		t.Fatalf("Update = %v, want fn's error", err)
+	}
+	if got := take(t, s, "carol", generation.Rate{PerSecond: 1, Burst: 1}, at(0)); got != 0 {
+		t.Errorf("after a failed transaction the token is still taken (wait %v)", got)
+	}
+}
+
+// testCreateBucketRace: racing transactions after LockOwner take exactly
+// burst tokens from a bucket that does not refill meanwhile.
+func testCreateBucketRace(t *testing.T, e Engine) {
+	s, ctx := e.Generations, t.Context()
+	const tries, burst = 30, 5
+	r := generation.Rate{PerSecond: 0.001, Burst: burst}
+	waits := make([]time.Duration, tries)
+	errs := make([]error, tries)
+	var wg sync.WaitGroup
+	start := make(chan struct{}) // all at once: the best chance to interleave
+	for i := range tries {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Update(ctx, func(ctx context.Context, tx generation.Tx) (err error) {
+				if err := tx.LockOwner(ctx, "alice"); err != nil {
+					return err
+				}
+				waits[i], err = tx.TakeCreateToken(ctx, "alice", r, at(0))
+				return err
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	taken := 0
+	for i := range tries {
+		if errs[i] != nil {
+			t.Errorf("Update %d: %v", i, errs[i])
+		}
+		if waits[i] == 0 {
+			taken++
+		}
+	}
+	if taken != burst {
+		t.Errorf("%d racing takes got %d tokens, want exactly %d", tries, taken, burst)
 	}
 }
 

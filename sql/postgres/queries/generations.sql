@@ -204,3 +204,24 @@ WHERE generation_id = @generation_id AND consumed_at IS NULL;
 -- restart or another replica.
 UPDATE generations SET lease_owner = '', lease_until = 0
 WHERE lease_owner = @lease_owner AND lease_until > 0;
+
+-- name: GetCreateBucket :one
+-- Read after LockOwner: the owner's creating transactions are serialized.
+SELECT tokens, updated_at FROM create_buckets WHERE owner = @owner;
+
+-- name: PutCreateBucket :exec
+INSERT INTO create_buckets (owner, tokens, updated_at) VALUES (@owner, @tokens, @updated_at)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at;
+
+-- name: TakeCreateToken :one
+-- One round trip for a taken token: generation.Rate.Take's refill (ms
+-- elapsed × rate, capped at burst; a clock behind the stored time refills
+-- nothing and never moves it back) and take, only when a whole token is
+-- there; no row returned: refused, nothing changed.
+INSERT INTO create_buckets AS b (owner, tokens, updated_at)
+VALUES (sqlc.arg(owner), sqlc.arg(burst)::float8 - 1, sqlc.arg(now)::bigint)
+ON CONFLICT (owner) DO UPDATE
+SET tokens = LEAST(sqlc.arg(burst)::float8, b.tokens + GREATEST(sqlc.arg(now)::bigint - b.updated_at, 0) * sqlc.arg(rate)::float8 / 1000.0) - 1,
+    updated_at = GREATEST(sqlc.arg(now)::bigint, b.updated_at)
+WHERE LEAST(sqlc.arg(burst)::float8, b.tokens + GREATEST(sqlc.arg(now)::bigint - b.updated_at, 0) * sqlc.arg(rate)::float8 / 1000.0) >= 1
+RETURNING tokens;

@@ -200,3 +200,10 @@ WHERE generation_id = @generation_id AND consumed_at IS NULL;
 -- restart or another replica.
 UPDATE generations SET lease_owner = '', lease_until = 0
 WHERE lease_owner = @lease_owner AND lease_until > 0;
+
+-- name: GetCreateBucket :one
+SELECT tokens, updated_at FROM create_buckets WHERE owner = @owner;
+
+-- name: PutCreateBucket :exec
+INSERT INTO create_buckets (owner, tokens, updated_at) VALUES (@owner, @tokens, @updated_at)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at;

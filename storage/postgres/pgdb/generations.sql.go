@@ -341,6 +341,23 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 	return i, err
 }
 
+const getCreateBucket = `-- name: GetCreateBucket :one
+SELECT tokens, updated_at FROM create_buckets WHERE owner = $1
+`
+
+type GetCreateBucketRow struct {
+	Tokens    float64
+	UpdatedAt int64
+}
+
+// Read after LockOwner: the owner's creating transactions are serialized.
+func (q *Queries) GetCreateBucket(ctx context.Context, owner string) (GetCreateBucketRow, error) {
+	row := q.db.QueryRow(ctx, getCreateBucket, owner)
+	var i GetCreateBucketRow
+	err := row.Scan(&i.Tokens, &i.UpdatedAt)
+	return i, err
+}
+
 const getGeneration = `-- name: GetGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = $1
 `
@@ -769,6 +786,22 @@ func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([
 	return items, nil
 }
 
+const putCreateBucket = `-- name: PutCreateBucket :exec
+INSERT INTO create_buckets (owner, tokens, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at
+`
+
+type PutCreateBucketParams struct {
+	Owner     string
+	Tokens    float64
+	UpdatedAt int64
+}
+
+func (q *Queries) PutCreateBucket(ctx context.Context, arg PutCreateBucketParams) error {
+	_, err := q.db.Exec(ctx, putCreateBucket, arg.Owner, arg.Tokens, arg.UpdatedAt)
+	return err
+}
+
 const releaseRunnerLeases = `-- name: ReleaseRunnerLeases :exec
 UPDATE generations SET lease_owner = '', lease_until = 0
 WHERE lease_owner = $1 AND lease_until > 0
@@ -914,6 +947,39 @@ func (q *Queries) SpentSince(ctx context.Context, arg SpentSinceParams) (int64, 
 	var spent int64
 	err := row.Scan(&spent)
 	return spent, err
+}
+
+const takeCreateToken = `-- name: TakeCreateToken :one
+INSERT INTO create_buckets AS b (owner, tokens, updated_at)
+VALUES ($1, $2::float8 - 1, $3::bigint)
+ON CONFLICT (owner) DO UPDATE
+SET tokens = LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) - 1,
+    updated_at = GREATEST($3::bigint, b.updated_at)
+WHERE LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) >= 1
+RETURNING tokens
+`
+
+type TakeCreateTokenParams struct {
+	Owner string
+	Burst float64
+	Now   int64
+	Rate  float64
+}
+
+// One round trip for a taken token: generation.Rate.Take's refill (ms
+// elapsed × rate, capped at burst; a clock behind the stored time refills
+// nothing and never moves it back) and take, only when a whole token is
+// there; no row returned: refused, nothing changed.
+func (q *Queries) TakeCreateToken(ctx context.Context, arg TakeCreateTokenParams) (float64, error) {
+	row := q.db.QueryRow(ctx, takeCreateToken,
+		arg.Owner,
+		arg.Burst,
+		arg.Now,
+		arg.Rate,
+	)
+	var tokens float64
+	err := row.Scan(&tokens)
+	return tokens, err
 }
 
 const updateProgress = `-- name: UpdateProgress :execrows

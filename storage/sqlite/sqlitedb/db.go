@@ -60,6 +60,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.getByProviderJobStmt, err = db.PrepareContext(ctx, getByProviderJob); err != nil {
 		return nil, fmt.Errorf("error preparing query GetByProviderJob: %w", err)
 	}
+	if q.getCreateBucketStmt, err = db.PrepareContext(ctx, getCreateBucket); err != nil {
+		return nil, fmt.Errorf("error preparing query GetCreateBucket: %w", err)
+	}
 	if q.getGenerationStmt, err = db.PrepareContext(ctx, getGeneration); err != nil {
 		return nil, fmt.Errorf("error preparing query GetGeneration: %w", err)
 	}
@@ -113,6 +116,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.purgeTasksStmt, err = db.PrepareContext(ctx, purgeTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query PurgeTasks: %w", err)
+	}
+	if q.putCreateBucketStmt, err = db.PrepareContext(ctx, putCreateBucket); err != nil {
+		return nil, fmt.Errorf("error preparing query PutCreateBucket: %w", err)
 	}
 	if q.releaseLeasesStmt, err = db.PrepareContext(ctx, releaseLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLeases: %w", err)
@@ -218,6 +224,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing getByProviderJobStmt: %w", cerr)
 		}
 	}
+	if q.getCreateBucketStmt != nil {
+		if cerr := q.getCreateBucketStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing getCreateBucketStmt: %w", cerr)
+		}
+	}
 	if q.getGenerationStmt != nil {
 		if cerr := q.getGenerationStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing getGenerationStmt: %w", cerr)
@@ -306,6 +317,11 @@ func (q *Queries) Close() error {
 	if q.purgeTasksStmt != nil {
 		if cerr := q.purgeTasksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing purgeTasksStmt: %w", cerr)
+		}
+	}
+	if q.putCreateBucketStmt != nil {
+		if cerr := q.putCreateBucketStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing putCreateBucketStmt: %w", cerr)
 		}
 	}
 	if q.releaseLeasesStmt != nil {
@@ -424,6 +440,7 @@ type Queries struct {
 	finishTaskStmt          *sql.Stmt
 	getByIdempotencyKeyStmt *sql.Stmt
 	getByProviderJobStmt    *sql.Stmt
+	getCreateBucketStmt     *sql.Stmt
 	getGenerationStmt       *sql.Stmt
 	getOwnedGenerationStmt  *sql.Stmt
 	getOwnedTaskStmt        *sql.Stmt
@@ -442,6 +459,7 @@ type Queries struct {
 	outputsToExpireStmt     *sql.Stmt
 	pendingDeliveriesStmt   *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
+	putCreateBucketStmt     *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
 	releaseRunnerLeasesStmt *sql.Stmt
 	renewLeaseStmt          *sql.Stmt
@@ -473,6 +491,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		finishTaskStmt:          q.finishTaskStmt,
 		getByIdempotencyKeyStmt: q.getByIdempotencyKeyStmt,
 		getByProviderJobStmt:    q.getByProviderJobStmt,
+		getCreateBucketStmt:     q.getCreateBucketStmt,
 		getGenerationStmt:       q.getGenerationStmt,
 		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
 		getOwnedTaskStmt:        q.getOwnedTaskStmt,
@@ -491,6 +510,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		outputsToExpireStmt:     q.outputsToExpireStmt,
 		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
+		putCreateBucketStmt:     q.putCreateBucketStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,
 		releaseRunnerLeasesStmt: q.releaseRunnerLeasesStmt,
 		renewLeaseStmt:          q.renewLeaseStmt,

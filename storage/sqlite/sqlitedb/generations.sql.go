@@ -338,6 +338,22 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 	return i, err
 }
 
+const getCreateBucket = `-- name: GetCreateBucket :one
+SELECT tokens, updated_at FROM create_buckets WHERE owner = ?1
+`
+
+type GetCreateBucketRow struct {
+	Tokens    float64
+	UpdatedAt int64
+}
+
+func (q *Queries) GetCreateBucket(ctx context.Context, owner string) (GetCreateBucketRow, error) {
+	row := q.queryRow(ctx, q.getCreateBucketStmt, getCreateBucket, owner)
+	var i GetCreateBucketRow
+	err := row.Scan(&i.Tokens, &i.UpdatedAt)
+	return i, err
+}
+
 const getGeneration = `-- name: GetGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE id = ?1
 `
@@ -760,6 +776,22 @@ func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const putCreateBucket = `-- name: PutCreateBucket :exec
+INSERT INTO create_buckets (owner, tokens, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at
+`
+
+type PutCreateBucketParams struct {
+	Owner     string
+	Tokens    float64
+	UpdatedAt int64
+}
+
+func (q *Queries) PutCreateBucket(ctx context.Context, arg PutCreateBucketParams) error {
+	_, err := q.exec(ctx, q.putCreateBucketStmt, putCreateBucket, arg.Owner, arg.Tokens, arg.UpdatedAt)
+	return err
 }
 
 const releaseLeases = `-- name: ReleaseLeases :exec

@@ -8,6 +8,12 @@ import (
 	"database/sql"
 )
 
+type CreateBucket struct {
+	Owner     string
+	Tokens    float64
+	UpdatedAt int64
+}
+
 type Generation struct {
 	ID              string
 	Owner           string
