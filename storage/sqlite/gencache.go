@@ -198,7 +198,7 @@ func newHookedConnector(dsn string, c *genCache) *hookedConnector {
 var errNoHook = errors.New("sqlite driver offers no pre-update hook")
 
 func (h *hookedConnector) Connect(context.Context) (driver.Conn, error) { return h.drv.Open(h.dsn) }
-func (h *hookedConnector) Driver() driver.Driver                         { return h.drv }
+func (h *hookedConnector) Driver() driver.Driver                        { return h.drv }
 
 // cachedGeneration is the store's read of one generation by id: from the
 // cache, or from the read pool (then cached).
