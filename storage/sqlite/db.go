@@ -40,6 +40,9 @@ type DB struct {
 	Queries *sqlitedb.Queries
 	// writeQ holds the same statements prepared on the writer.
 	writeQ *sqlitedb.Queries
+	// cache holds generation rows read by id (gencache.go); the writer's
+	// pre-update hook invalidates them.
+	cache *genCache
 
 	reqs     chan *writeReq
 	done     chan struct{}
@@ -77,10 +80,8 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	// synchronous=FULL: every commit that precedes a reply carrying a new id
 	// is on disk; with group commit that costs one fsync per batch.
 	base := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)"
-	w, err := sql.Open("sqlite", base+"&_pragma=synchronous(FULL)&_txlock=immediate")
-	if err != nil {
-		return nil, err
-	}
+	cache := newGenCache()
+	w := sql.OpenDB(newHookedConnector(base+"&_pragma=synchronous(FULL)&_txlock=immediate", cache))
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -117,6 +118,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		Read:     r,
 		Queries:  rq,
 		writeQ:   wq,
+		cache:    cache,
 		reqs:     make(chan *writeReq, maxBatch),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
@@ -237,10 +239,14 @@ func (d *DB) commit(batch []*writeReq) {
 // in errs, the transaction rolled back), or -1 once committed; err is a
 // failure of the transaction itself.
 func (d *DB) run(batch []*writeReq, live []int, errs []error) (failed int, err error) {
+	d.cache.begin()
 	tx, err := d.write.BeginTx(context.Background(), nil)
 	if err != nil {
 		return -1, fmt.Errorf("begin: %w", err)
 	}
+	// Whatever the outcome, the rows the transaction wrote leave the cache
+	// once it has ended, before any of its writers hears back.
+	defer d.cache.ended()
 	t := &Tx{q: d.writeQ.WithTx(tx), tx: tx}
 	for k, i := range live {
 		// Once started, a write runs to the end: a statement interrupted

@@ -424,16 +424,18 @@ var (
 // reports that its statement is executing and blocks until proceed.
 func registerGate(t *testing.T) {
 	registerOnce.Do(func() {
-		err := sqlite.RegisterScalarFunction("test_gate", 0, func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+		fn := func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
 			if g := stmtGate.Swap(nil); g != nil {
 				close(g.running)
 				<-g.proceed
 			}
 			return int64(1), nil
-		})
-		if err != nil {
+		}
+		if err := sqlite.RegisterScalarFunction("test_gate", 0, fn); err != nil {
 			t.Fatal(err)
 		}
+		// The writer's connections come from a driver of their own.
+		testDriver = func(drv *sqlite.Driver) { drv.MustRegisterScalarFunction("test_gate", 0, fn) }
 	})
 }
 

@@ -24,11 +24,29 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 }
 
 func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(s.d.Queries.GetGeneration(ctx, id))
+	return s.d.cachedGeneration(ctx, id)
 }
 
+// OwnedGeneration answers a cached row only to its owner. Anyone else's
+// id costs a query, as an unknown one does, and answers the same
+// ErrNotFound: a foreign id looks exactly like an unknown one.
 func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (generation.Row, error) {
-	return scanGen(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+	r, ok, epoch := s.d.cache.lookup(id)
+	if ok {
+		if r.Owner == owner {
+			return r, nil
+		}
+		return scanGen(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+	}
+	r, err := scanGen(s.d.Queries.GetGeneration(ctx, id))
+	if err != nil {
+		return r, err
+	}
+	s.d.cache.put(r, epoch)
+	if r.Owner != owner {
+		return generation.Row{}, generation.ErrNotFound
+	}
+	return r, nil
 }
 
 func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {

@@ -1,0 +1,216 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"hash/maphash"
+	"sync"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// The generation read cache. SQLite is single-process and every write goes
+// through the one writer connection, so this engine sees every change to
+// a generations row: SQLite's pre-update hook on the writer reports the id
+// of each row any statement inserts, updates or deletes (sqlc queries,
+// Tx.Exec, migrations alike), so no write method can forget to
+// invalidate. The ids collected during a transaction are dropped from the
+// cache once it has ended (committed or rolled back), before any of its
+// writers hears back, so a caller's read after its own write never sees
+// the old row.
+//
+// A read that misses snapshots its id's invalidation counter before the
+// query and stores the row only if the counter has not moved: a read that
+// raced a write (read the old row, then the commit invalidated it) does
+// not put the old row back.
+const (
+	cacheMaxEntries = 4096
+	cacheMaxBytes   = 16 << 20
+	cacheStripes    = 256
+	// rowOverhead approximates a cached Row's fixed size (fields, map slot).
+	rowOverhead = 320
+)
+
+type genCache struct {
+	seed       maphash.Seed
+	maxEntries int
+	maxBytes   int
+
+	mu    sync.Mutex
+	rows  map[string]generation.Row
+	bytes int
+	// epochs[stripe(id)] counts the invalidations of the ids in a stripe.
+	epochs [cacheStripes]uint64
+
+	// pending collects, on the writer connection's goroutine only, the ids
+	// the current transaction wrote; all is set when one could not be read.
+	pending []string
+	all     bool
+
+	// afterRead, in tests, runs between a missing read's query and its
+	// store, to make the race with a write deterministic.
+	afterRead func(id string)
+}
+
+func newGenCache() *genCache {
+	return &genCache{
+		seed: maphash.MakeSeed(), maxEntries: cacheMaxEntries, maxBytes: cacheMaxBytes,
+		rows: make(map[string]generation.Row),
+	}
+}
+
+func (c *genCache) stripe(id string) int {
+	return int(maphash.String(c.seed, id) % cacheStripes)
+}
+
+// lookup returns the cached row of id, or (on a miss) the epoch to pass to
+// put.
+func (c *genCache) lookup(id string) (generation.Row, bool, uint64) {
+	s := c.stripe(id)
+	c.mu.Lock()
+	r, ok := c.rows[id]
+	e := c.epochs[s]
+	c.mu.Unlock()
+	return r, ok, e
+}
+
+func rowSize(r *generation.Row) int {
+	return rowOverhead + len(r.ID) + len(r.Owner) + len(r.ModelID) + len(r.Provider) + len(r.Kind) +
+		len(r.Prompt) + len(r.Params) + len(r.ArgsHash) + len(r.StatusMessage) + len(r.SubmitState) +
+		len(r.ProviderJob) + len(r.ProviderJobID) + len(r.Outputs) + len(r.ErrorMessage) +
+		len(r.IdempotencyKey) + len(r.LeaseOwner) + len(r.ErrorKind) + len(r.Status)
+}
+
+// put stores r (read from the database after lookup returned epoch) unless
+// its id was invalidated since.
+func (c *genCache) put(r generation.Row, epoch uint64) {
+	if c.afterRead != nil {
+		c.afterRead(r.ID)
+	}
+	size, s := rowSize(&r), c.stripe(r.ID)
+	if size > c.maxBytes/64 {
+		return // one huge row would evict many small ones
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.epochs[s] != epoch {
+		return
+	}
+	if old, ok := c.rows[r.ID]; ok {
+		c.bytes -= rowSize(&old)
+		delete(c.rows, r.ID)
+	}
+	// Evict arbitrary entries (map order) until r fits: the cache holds
+	// what is being polled, and a polled row returns at once.
+	for id, old := range c.rows {
+		if len(c.rows) < c.maxEntries && c.bytes+size <= c.maxBytes {
+			break
+		}
+		c.bytes -= rowSize(&old)
+		delete(c.rows, id)
+	}
+	c.rows[r.ID] = r
+	c.bytes += size
+}
+
+// written is the writer connection's pre-update hook.
+func (c *genCache) written(d sqlite.SQLitePreUpdateData) {
+	if d.TableName != "generations" {
+		return
+	}
+	// id is the table's first column (TestCacheIDColumn); UPDATE could
+	// change it, so both of its images are read.
+	var v [1]any
+	if d.Op != sqlite3.SQLITE_INSERT {
+		c.note(d.Old(v[:]...), v[0])
+	}
+	if d.Op != sqlite3.SQLITE_DELETE {
+		c.note(d.New(v[:]...), v[0])
+	}
+}
+
+func (c *genCache) note(err error, v any) {
+	id, ok := v.(string)
+	if err != nil || !ok {
+		c.all = true
+		return
+	}
+	c.pending = append(c.pending, id)
+}
+
+// begin forgets what an earlier transaction (or a migration) left pending.
+func (c *genCache) begin() { c.pending, c.all = c.pending[:0], false }
+
+// ended drops the rows the transaction that just ended wrote.
+func (c *genCache) ended() {
+	if len(c.pending) == 0 && !c.all {
+		return
+	}
+	c.mu.Lock()
+	if c.all || len(c.pending) > c.maxEntries {
+		clear(c.rows)
+		c.bytes = 0
+		for i := range c.epochs {
+			c.epochs[i]++
+		}
+	} else {
+		for _, id := range c.pending {
+			if old, ok := c.rows[id]; ok {
+				c.bytes -= rowSize(&old)
+				delete(c.rows, id)
+			}
+			c.epochs[c.stripe(id)]++
+		}
+	}
+	c.mu.Unlock()
+	c.begin()
+}
+
+// testDriver, in tests, registers their SQL functions on a writer's driver.
+var testDriver func(*sqlite.Driver)
+
+// hookedConnector opens the writer's connections with the cache's
+// pre-update hook installed, on a driver of its own so no other
+// connection in the process carries it.
+type hookedConnector struct {
+	drv *sqlite.Driver
+	dsn string
+}
+
+func newHookedConnector(dsn string, c *genCache) *hookedConnector {
+	drv := &sqlite.Driver{}
+	if testDriver != nil {
+		testDriver(drv)
+	}
+	drv.RegisterConnectionHook(func(conn sqlite.ExecQuerierContext, _ string) error {
+		if h, ok := conn.(sqlite.HookRegisterer); ok {
+			h.RegisterPreUpdateHook(c.written)
+			return nil
+		}
+		return errNoHook
+	})
+	return &hookedConnector{drv: drv, dsn: dsn}
+}
+
+var errNoHook = errors.New("sqlite driver offers no pre-update hook")
+
+func (h *hookedConnector) Connect(context.Context) (driver.Conn, error) { return h.drv.Open(h.dsn) }
+func (h *hookedConnector) Driver() driver.Driver                        { return h.drv }
+
+// cachedGeneration is the store's read of one generation by id: from the
+// cache, or from the read pool (then cached).
+func (d *DB) cachedGeneration(ctx context.Context, id string) (generation.Row, error) {
+	r, ok, epoch := d.cache.lookup(id)
+	if ok {
+		return r, nil
+	}
+	r, err := scanGen(d.Queries.GetGeneration(ctx, id))
+	if err != nil {
+		return r, err
+	}
+	d.cache.put(r, epoch)
+	return r, nil
+}
