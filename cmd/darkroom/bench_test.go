@@ -641,19 +641,25 @@ func schemaBaseline(tb testing.TB, path string, d time.Duration) float64 {
 
 // serviceCreates creates generations with their task rows in-process
 // (the tool handler's transaction, without HTTP and go-sdk) from conc
-// goroutines for d, and returns creations per second.
+// goroutines of one caller for d, and returns creations per second.
 func serviceCreates(tb testing.TB, a *app, conc int, d time.Duration) float64 {
+	return createLoop(tb, a, conc, d, func(int) string { return "local" })
+}
+
+// createLoop is serviceCreates with goroutine w's caller owner(w).
+func createLoop(tb testing.TB, a *app, conc int, d time.Duration, owner func(w int) string) float64 {
 	tb.Helper()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	for range conc {
+	for w := range conc {
+		owner := owner(w)
 		wg.Go(func() {
 			for time.Since(t0) < d {
-				_, _, err := a.svc.Create(context.Background(), "local", generation.CreateRequest{
+				_, _, err := a.svc.Create(context.Background(), owner, generation.CreateRequest{
 					ModelID: "local-sketch", Prompt: "durable in-process",
 					InTx: func(ctx context.Context, tx generation.Tx, g *generation.Generation) error {
-						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), &tasks.Task{Owner: "local", Ref: "generation:" + g.ID, TTL: time.Hour})
+						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), &tasks.Task{Owner: owner, Ref: "generation:" + g.ID, TTL: time.Hour})
 					},
 				})
 				if err != nil {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,30 +358,7 @@ func pgInsertBaseline(tb testing.TB, url string, d time.Duration) float64 {
 
 // ownersCreates is serviceCreates with each goroutine its own caller.
 func ownersCreates(tb testing.TB, a *app, conc int, d time.Duration) float64 {
-	tb.Helper()
-	var n atomic.Int64
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for w := range conc {
-		owner := "bench-" + strconv.Itoa(w)
-		wg.Go(func() {
-			for time.Since(t0) < d {
-				_, _, err := a.svc.Create(context.Background(), owner, generation.CreateRequest{
-					ModelID: "local-sketch", Prompt: "durable in-process",
-					InTx: func(ctx context.Context, tx generation.Tx, g *generation.Generation) error {
-						return a.tasks.Store().Create(ctx, tx.(tasks.Tx), &tasks.Task{Owner: owner, Ref: "generation:" + g.ID, TTL: time.Hour})
-					},
-				})
-				if err != nil {
-					tb.Error(err)
-					return
-				}
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return float64(n.Load()) / time.Since(t0).Seconds()
+	return createLoop(tb, a, conc, d, func(w int) string { return "bench-" + strconv.Itoa(w) })
 }
 
 // BenchmarkPostgresDurableCreate: tools/call generate answered with a
