@@ -55,16 +55,6 @@ func stdioClient(t *testing.T, stderr *syncBuffer, data string, args ...string) 
 	return cs
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func fetchSHA(t *testing.T, link string) (int, string) {
 	t.Helper()
 	code, body := httpGet(t, link)
@@ -77,7 +67,7 @@ func fetchSHA(t *testing.T, link string) (int, string) {
 // after it, and get_generation on the same data dir finds the
 // generation with a working fresh link.
 func TestStdioLinksOutliveRestart(t *testing.T) {
-	data, addr := t.TempDir(), freePort(t)
+	data, addr := t.TempDir(), freeAddr(t)
 	cs := stdioClient(t, nil, data, "--addr", addr)
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "before a restart", "wait": true}, &g)
