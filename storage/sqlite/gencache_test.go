@@ -116,6 +116,13 @@ func writeCases() map[string]writeCase {
 		"ReleaseLeases": {"lease_owner = 'r', lease_until = 9000", func(ctx context.Context, tx *Tx, _, _ string) error {
 			return tx.ReleaseLeases(ctx)
 		}},
+		"RenewLease": {"lease_owner = 'r', lease_until = 9000, attempts = 3", func(ctx context.Context, tx *Tx, id, _ string) error {
+			ok, err := tx.RenewLease(ctx, id, "r", 3, time.UnixMilli(12000))
+			if err == nil && !ok {
+				err = errors.New("nothing renewed")
+			}
+			return err
+		}},
 		"ReleaseRunnerLeases": {"lease_owner = 'r', lease_until = 9000", func(ctx context.Context, tx *Tx, _, _ string) error {
 			return tx.ReleaseRunnerLeases(ctx, "r")
 		}},
@@ -144,7 +151,7 @@ func writeCases() map[string]writeCase {
 // readsOrOtherTables are the Tx methods that change no generation row.
 var readsOrOtherTables = []string{
 	"Generation", "GenerationByKey", "SpentSince", "CountInFlight", "LockOwner",
-	"InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries",
+	"TakeCreateToken", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries",
 	"Task", "TaskByRef", "InsertTask", "FinishTask", "SetTaskActive", "SetTaskAnswers", "PurgeTasks",
 }
 
