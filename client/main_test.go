@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
 )
 
 // darkroomBin is darkroom, built once for every test in TestMain.
@@ -85,6 +87,25 @@ func (w *logWriter) String() string {
 	return w.buf.String()
 }
 
+// The acceptance tests run on the embedded engine, or on PostgreSQL when
+// DARKROOM_TEST_ENGINE=postgres (CI runs both): each data directory then
+// gets a fresh database of its own, found again when darkroom restarts on
+// that directory.
+var databases sync.Map
+
+func databaseURL(t *testing.T, dataDir string) string {
+	t.Helper()
+	if os.Getenv("DARKROOM_TEST_ENGINE") != "postgres" {
+		return ""
+	}
+	if u, ok := databases.Load(dataDir); ok {
+		return u.(string)
+	}
+	u := pgtest.URL(t)
+	databases.Store(dataDir, u)
+	return u
+}
+
 // startDarkroom runs darkroom serve on a free loopback port over dataDir,
 // with DARKROOM_LOCAL_LATENCY=0.1 (a 2 s video takes about 2 s) unless env
 // says otherwise.
@@ -92,6 +113,11 @@ func startDarkroom(t *testing.T, dataDir string, env ...string) *darkroom {
 	t.Helper()
 	cmd := exec.Command(darkroomBin, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Env = append(append(os.Environ(), "DARKROOM_LOCAL_LATENCY=0.1"), env...)
+	if u := databaseURL(t, dataDir); u != "" {
+		// A killed process's generations are taken over when its lease
+		// expires (on SQLite, at restart): a short lease for TestAcceptanceKill9.
+		cmd.Env = append(cmd.Env, "DARKROOM_DATABASE_URL="+u, "DARKROOM_RUNNER_LEASE=3s")
+	}
 	lw := &logWriter{addr: make(chan string, 1)}
 	cmd.Stderr = lw
 	cmd.WaitDelay = 5 * time.Second

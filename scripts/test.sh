@@ -23,9 +23,10 @@ export DARKROOM_TEST_REQUIRE_CLIENTS=1 # so must the real-client matrix (TestRea
 scripts/clients.sh >/dev/null # installs Node 22 and the pinned clients, cached
 
 go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
-# The end-to-end suite again on the PostgreSQL engine (the client matrix
+# The end-to-end suite and the client acceptance tests again on the
+# PostgreSQL engine (the client matrix
 # tests the wire, not the engine: it ran above).
-DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/
+DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/ ./client/
 scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/conformance.sh

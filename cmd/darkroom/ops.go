@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -150,6 +151,10 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 		}
 	}
 	db, _ := filepath.Abs(filepath.Join(cfg.DataDir, "darkroom.db"))
+	store := "sqlite " + db
+	if cfg.DatabaseURL != "" {
+		store = "postgres " + redactURL(cfg.DatabaseURL)
+	}
 	blobs := "local folder " + absPath(filepath.Join(cfg.DataDir, "files")) + " (signed links at " + cfg.PublicURL + "/files/)"
 	if cfg.S3.Bucket != "" {
 		ep := cfg.S3.Endpoint
@@ -178,7 +183,7 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 	return []any{
 		"version", buildVersion(), "addr", mcpURL, "publicURL", cfg.PublicURL,
 		"auth", auth, "keys", keyHow,
-		"store", "sqlite " + db, "blobs", blobs, "providers", strings.Join(provs, ", "),
+		"store", store, "blobs", blobs, "providers", strings.Join(provs, ", "),
 		slog.Group("limits", "pollRate", cfg.PollRate, "pollBurst", cfg.PollBurst, "createRate", cfg.CreateRate,
 			"createBurst", cfg.CreateBurst, "dailyBudget", credits(cfg.DailyBudget), "approvalAboveCredits", credits(cfg.ApprovalAbove),
 			"maxInFlight", cfg.MaxInFlight, "maxBodyBytes", cfg.MaxBodyBytes, "maxInputBytes", cfg.MaxInputBytes),
@@ -222,4 +227,13 @@ func (a *app) drain(srv *http.Server, served <-chan error, bgDone <-chan struct{
 		left = append(left, "reserved", g.Active["reserved"], "queued", g.Active["queued"], "running", g.Active["running"], "leased", g.Leased)
 	}
 	a.log.Info("stopped; live generations resume at the next start", left...)
+}
+
+// redactURL is a database URL without its password, for the log.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

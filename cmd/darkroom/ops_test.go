@@ -537,3 +537,17 @@ func TestHealthcheckCommand(t *testing.T) {
 		t.Fatalf("readiness while draining: exit %d, stderr %q", code, errOut.String())
 	}
 }
+
+// TestBannerRedactsDatabasePassword: the start-up line names the
+// PostgreSQL database without its password.
+func TestBannerRedactsDatabasePassword(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://darkroom:hunter2@db:5432/darkroom?sslmode=disable", "postgres://darkroom:xxxxx@db:5432/darkroom?sslmode=disable"},
+		{"postgres://db/darkroom", "postgres://db/darkroom"},
+		{"postgres://%zz", "(unparsable URL)"},
+	} {
+		if got := redactURL(tc.in); got != tc.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
