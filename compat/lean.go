@@ -1,16 +1,125 @@
 package compat
 
-import "github.com/modelcontextprotocol/go-sdk/mcp"
+import (
+	"context"
+	"sync"
 
-// Reads returns the handlers of the read-only poll tools by name, the
-// same ones Register gives go-sdk, for a path that serves them below it
-// (tasks.Dispatcher.ServeRead): they change nothing, so running one and
-// then letting go-sdk run it again is harmless.
-func (t *Tools) Reads() map[string]mcp.ToolHandler {
-	return map[string]mcp.ToolHandler{
-		"get_generation":   t.getGeneration,
-		"list_generations": t.listGenerations,
-		"download_output":  t.downloadOutput,
-		"get_credits":      t.getCredits,
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ReadHandler is a read-only poll tool's handler for a path that serves it
+// below go-sdk (tasks.Dispatcher.ServeRead). shared reports a result the
+// handler returns again, as the same pointer, for as long as what it
+// shows is unchanged: it is never modified, so its encoding may be kept.
+type ReadHandler = func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error)
+
+// Reads returns the read-only poll tools' handlers by name, answering as
+// the ones Register gives go-sdk do: they change nothing, so running one
+// and then letting go-sdk run it again is harmless. get_generation's
+// answer for an unchanged generation is shared (see resultMemo).
+func (t *Tools) Reads() map[string]ReadHandler {
+	fresh := func(h mcp.ToolHandler) ReadHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+			res, err := h(ctx, req)
+			return res, false, err
+		}
 	}
+	return map[string]ReadHandler{
+		"get_generation":   t.readGeneration,
+		"list_generations": fresh(t.listGenerations),
+		"download_output":  fresh(t.downloadOutput),
+		"get_credits":      fresh(t.getCredits),
+	}
+}
+
+// readGeneration is getGeneration, with the result of a generation whose
+// answer depends on its view alone kept in t.memo.
+func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+	g, _, res, err := t.generationOf(ctx, req)
+	if g == nil {
+		return res, false, err
+	}
+	if len(g.Outputs) > 0 && !g.OutputsExpired {
+		// Fresh links (and their validity in the text) per read.
+		res, err := t.Result(ctx, g, nil)
+		return res, false, err
+	}
+	// Without outputs there is nothing to sign and no preview: the result
+	// is viewResult of the view, which Result would build as well.
+	v, err := t.View(ctx, g)
+	if err != nil {
+		return nil, false, err
+	}
+	k := keyOf(v)
+	if res := t.memo.get(g.ID, k); res != nil {
+		return res, true, nil
+	}
+	res = viewResult(v)
+	t.memo.put(g.ID, k, res)
+	return res, true, nil
+}
+
+// viewKey is everything of a view without outputs that its result shows
+// (TestViewKeyCoversTheView keeps it complete).
+type viewKey struct {
+	id, model, kind, status, message, created, updated, provider string
+	progress                                                     float64
+	credits                                                      int64
+	hasError                                                     bool
+	err                                                          ErrorView
+	expired, upload, cancel                                      bool
+	timedOut                                                     int8 // 0 nil, 1 false, 2 true
+}
+
+func keyOf(v *GenerationView) viewKey {
+	k := viewKey{
+		id: v.GenerationID, model: v.ModelID, kind: v.Kind, status: v.Status, message: v.StatusMessage,
+		created: v.CreatedAt, updated: v.UpdatedAt, provider: v.provider,
+		progress: v.Progress, credits: v.Credits,
+		expired: v.OutputsExpired, upload: v.UploadRequired, cancel: v.CancelRequested,
+	}
+	if v.Error != nil {
+		k.hasError, k.err = true, *v.Error
+	}
+	if v.TimedOut != nil {
+		k.timedOut = 1
+		if *v.TimedOut {
+			k.timedOut = 2
+		}
+	}
+	return k
+}
+
+// resultMemo holds the last shared result per generation id, at most
+// memoMax, reset when full. It is read only after the caller's own Get
+// found the generation, so it never answers for another owner.
+type resultMemo struct {
+	mu sync.Mutex
+	m  map[string]memoEntry
+}
+
+type memoEntry struct {
+	key viewKey
+	res *mcp.CallToolResult
+}
+
+const memoMax = 4096
+
+func (c *resultMemo) get(id string, k viewKey) *mcp.CallToolResult {
+	c.mu.Lock()
+	e, ok := c.m[id]
+	c.mu.Unlock()
+	if !ok || e.key != k {
+		return nil
+	}
+	return e.res
+}
+
+func (c *resultMemo) put(id string, k viewKey, res *mcp.CallToolResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= memoMax {
+		c.m = map[string]memoEntry{}
+	}
+	c.m[id] = memoEntry{k, res}
 }

@@ -69,6 +69,7 @@ type Tools struct {
 	svc     *generation.Service
 	classes map[string]string
 	reads   *semaphore.Weighted // bytes of resources/read in flight (resources.go)
+	memo    resultMemo          // get_generation's shared results (lean.go)
 }
 
 // RateClass names the bucket a call of the named tool draws from ("" for
@@ -389,14 +390,25 @@ func (t *Tools) idArgs(req *mcp.CallToolRequest) (idArgs, *mcp.CallToolResult) {
 	return a, nil
 }
 
-func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, bad := t.idArgs(req)
-	if bad != nil {
-		return bad, nil
+// generationOf reads the caller's generation named by the arguments; or,
+// when g is nil, answers with res and err.
+func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest) (g *generation.Generation, a idArgs, res *mcp.CallToolResult, err error) {
+	a, res = t.idArgs(req)
+	if res != nil {
+		return nil, a, res, nil
 	}
-	g, err := t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
+	g, err = t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
 	if err != nil {
-		return fail(err, a.GenerationID)
+		res, err = fail(err, a.GenerationID)
+		return nil, a, res, err
+	}
+	return g, a, nil, nil
+}
+
+func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	g, _, res, err := t.generationOf(ctx, req)
+	if g == nil {
+		return res, err
 	}
 	return t.Result(ctx, g, nil)
 }
@@ -418,13 +430,9 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 }
 
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, bad := t.idArgs(req)
-	if bad != nil {
-		return bad, nil
-	}
-	g, err := t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
-	if err != nil {
-		return fail(err, a.GenerationID)
+	g, a, res, err := t.generationOf(ctx, req)
+	if g == nil {
+		return res, err
 	}
 	if g.Status != generation.StatusCompleted {
 		return toolError("generation %s is %s, not completed: there is nothing to download yet (use wait_generation)", g.ID, g.Status), nil
@@ -444,7 +452,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 		return nil, err
 	}
 	o := v.Outputs[i]
-	res := structured(outputLine(i, string(g.Kind), o, time.Now()), o)
+	res = structured(outputLine(i, string(g.Kind), o, time.Now()), o)
 	size := o.Bytes
 	res.Content = append(res.Content, &mcp.ResourceLink{URI: OutputURI(g.ID, i), Name: fmt.Sprintf("%s-%d", g.ID, i), MIMEType: o.MimeType, Size: &size})
 	return res, nil

@@ -102,14 +102,16 @@ type Dispatcher struct {
 	store *Store
 	kinds map[string]Kind
 	tools map[string]mcp.ToolHandler // see ServeTool
-	reads map[string]mcp.ToolHandler // see ServeRead
+	reads map[string]ReadHandler     // see ServeRead
 	// readInfo and readMeta are the MCP server's serverInfo, and the
 	// opening of a read result carrying it (ServeRead).
 	readInfo *mcp.Implementation
 	readMeta []byte
 	metas    metaCache
 	details  detailCache
-	ack      json.RawMessage
+	// encodings are the shared read results' (ServeRead).
+	encodings encodingCache
+	ack       json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
 }

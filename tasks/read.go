@@ -1,12 +1,21 @@
 package tasks
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// ReadHandler is a read-only tool's handler for ServeRead. shared reports
+// a result the handler returns again, as the same pointer, for as long as
+// what it shows is unchanged: it is never modified, so its encoding is
+// kept and a poll of unchanged state is not encoded again.
+type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error)
 
 // ServeRead lets the dispatcher answer a tools/call of a read-only tool
 // itself, below go-sdk, for every client (with or without the Tasks
@@ -20,12 +29,12 @@ import (
 // resultType "complete" and serverInfo, the MCP server's Implementation,
 // in _meta). Only a result is kept: a handler error, or any request this
 // path cannot prove go-sdk would take and treat the same way, goes to
-// go-sdk untouched, which runs the handler again. So h must change
+// go-sdk untouched, which runs its own handler. So h must change
 // nothing: it is a read. Its request has no Session, and its Params.Meta
 // is shared between requests and must not be modified.
-func (d *Dispatcher) ServeRead(name string, h mcp.ToolHandler, serverInfo *mcp.Implementation) {
+func (d *Dispatcher) ServeRead(name string, h ReadHandler, serverInfo *mcp.Implementation) {
 	if d.reads == nil {
-		d.reads = map[string]mcp.ToolHandler{}
+		d.reads = map[string]ReadHandler{}
 	}
 	d.reads[name] = h
 	info, _ := json.Marshal(serverInfo)
@@ -75,13 +84,18 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 		return false // a legacy _meta (progressToken, ...): go-sdk's
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: args}}
-	res, err := h(r.Context(), req)
+	res, shared, err := h(r.Context(), req)
 	if err != nil || res == nil {
 		return false
 	}
-	b, ok := d.readResult(res, modern)
+	b, ok := d.encodings.get(res, modern)
 	if !ok {
-		return false
+		if b, ok = d.readResult(res, modern); !ok {
+			return false
+		}
+		if shared {
+			d.encodings.put(res, modern, b)
+		}
 	}
 	tell(w, 0, res.IsError)
 	writeFramed(w, http.StatusOK, env.ID, "result", b)
@@ -103,7 +117,10 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, b
 	spliceMeta := modern && res.Meta == nil
 	if modern && !spliceMeta {
 		if _, ok := res.Meta[metaServerInfo]; !ok {
-			res.Meta[metaServerInfo] = d.readInfo
+			res2 := *res // the handler's result is not modified
+			res2.Meta = maps.Clone(res.Meta)
+			res2.Meta[metaServerInfo] = d.readInfo
+			res = &res2
 		}
 	}
 	// go-sdk marshals the result with its MarshalJSON (encoding/json, HTML
@@ -159,4 +176,36 @@ func sameID(id json.RawMessage) bool {
 		}
 	}
 	return true
+}
+
+// encodingCache keeps the encodings of shared read results (see
+// ReadHandler), per result and era, at most encodingCacheMax, reset when
+// full. The key is the result itself: a handler returns a new one when
+// what it shows changes.
+type encodingCache struct {
+	mu sync.Mutex
+	m  map[encodingKey][]byte
+}
+
+type encodingKey struct {
+	res    *mcp.CallToolResult
+	modern bool
+}
+
+const encodingCacheMax = 4096
+
+func (c *encodingCache) get(res *mcp.CallToolResult, modern bool) ([]byte, bool) {
+	c.mu.Lock()
+	b, ok := c.m[encodingKey{res, modern}]
+	c.mu.Unlock()
+	return b, ok
+}
+
+func (c *encodingCache) put(res *mcp.CallToolResult, modern bool, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= encodingCacheMax {
+		c.m = map[encodingKey][]byte{}
+	}
+	c.m[encodingKey{res, modern}] = b
 }
