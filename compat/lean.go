@@ -91,8 +91,8 @@ func keyOf(v *GenerationView) viewKey {
 }
 
 // resultMemo holds the last shared result per generation id, at most
-// memoMax, reset when full. It is read only after the caller's own Get
-// found the generation, so it never answers for another owner.
+// memoMax (then a random one leaves). It is read only after the caller's
+// own Get found the generation, so it never answers for another owner.
 type resultMemo struct {
 	mu sync.Mutex
 	m  map[string]memoEntry
@@ -118,8 +118,14 @@ func (c *resultMemo) get(id string, k viewKey) *mcp.CallToolResult {
 func (c *resultMemo) put(id string, k viewKey, res *mcp.CallToolResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= memoMax {
+	if c.m == nil {
 		c.m = map[string]memoEntry{}
+	}
+	if _, ok := c.m[id]; !ok && len(c.m) >= memoMax {
+		for old := range c.m { // a random entry leaves
+			delete(c.m, old)
+			break
+		}
 	}
 	c.m[id] = memoEntry{k, res}
 }

@@ -179,9 +179,9 @@ func sameID(id json.RawMessage) bool {
 }
 
 // encodingCache keeps the encodings of shared read results (see
-// ReadHandler), per result and era, at most encodingCacheMax, reset when
-// full. The key is the result itself: a handler returns a new one when
-// what it shows changes.
+// ReadHandler), per result and era, at most encodingCacheMax (then a
+// random one leaves). The key is the result itself: a handler returns a
+// new one when what it shows changes.
 type encodingCache struct {
 	mu sync.Mutex
 	m  map[encodingKey][]byte
@@ -204,8 +204,14 @@ func (c *encodingCache) get(res *mcp.CallToolResult, modern bool) ([]byte, bool)
 func (c *encodingCache) put(res *mcp.CallToolResult, modern bool, b []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= encodingCacheMax {
+	if c.m == nil {
 		c.m = map[encodingKey][]byte{}
+	}
+	if len(c.m) >= encodingCacheMax {
+		for old := range c.m { // a random entry leaves
+			delete(c.m, old)
+			break
+		}
 	}
 	c.m[encodingKey{res, modern}] = b
 }
