@@ -163,8 +163,20 @@ func rawString(raw json.RawMessage) (string, bool) {
 }
 
 // ParseBody parses a POST body: exactly one JSON value, a message or a
-// batch of them. Its error is a *BodyError.
+// batch of them. Its error is a *BodyError. The one-pass scanner
+// (scan.go) answers the common bodies; everything else, every error
+// included, is parseBodyReference's.
 func ParseBody(b []byte) (*Envelope, error) {
+	if e, ok := parseBodyOnePass(b); ok {
+		return e, nil
+	}
+	return parseBodyReference(b)
+}
+
+// parseBodyReference is ParseBody by decoding (segmentio/encoding, as
+// go-sdk does), one level at a time: the definition the one-pass parse is
+// held to.
+func parseBodyReference(b []byte) (*Envelope, error) {
 	var first byte
 	for _, c := range b {
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
