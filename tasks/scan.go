@@ -34,47 +34,38 @@ type onePass struct {
 	env    Envelope
 	req    Request
 	params wireParams
-	meta   wireMeta
 	typed  params
 	tmeta  struct {
 		ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
 		ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
 	}
-	caps clientCaps
-	// What the scanner saw of the message and of the last
-	// clientCapabilities value.
-	jsonrpc, method []byte
-	hasMethod       bool
-	id, rawParams   json.RawMessage
-	capsTasks       json.RawMessage
-	capsBad         bool // an extensions value the clientCaps decode refuses
+	caps    clientCaps
+	version string
 }
 
 // parseBodyOnePass is ParseBody's fast path; ok false means "not mine".
 func parseBodyOnePass(b []byte) (*Envelope, bool) {
-	op := new(onePass)
 	s := scanner{b: b}
 	s.ws()
-	if s.i >= len(b) || b[s.i] != '{' || !s.message(op) {
+	if s.i >= len(b) || b[s.i] != '{' || !s.message() {
 		return nil, false
 	}
 	if s.ws(); s.i != len(b) {
 		return nil, false
 	}
+	op := &onePass{params: s.params}
 	e := &op.env
 	e.Body = b
 	m := &e.Message
-	m.ID = op.id
-	m.Call = len(op.id) > 0 && string(op.id) != "null"
-	m.jsonrpc = aliasString(op.jsonrpc)
-	if op.hasMethod {
-		m.Method = aliasString(op.method)
-		op.req = Request{ID: op.id, Method: m.Method, Params: op.rawParams}
+	m.ID = s.id
+	m.Call = len(s.id) > 0 && string(s.id) != "null"
+	m.jsonrpc = aliasString(s.jsonrpc)
+	if s.hasMethod {
+		m.Method = aliasString(s.method)
+		op.req = Request{ID: s.id, Method: m.Method, Params: s.rawParams}
 		m.Req = &op.req
-		if p := op.rawParams; len(p) > 0 && (p[0] == '{' || string(p) == "null") {
-			if !op.finishParams(m) {
-				return nil, false
-			}
+		if p := s.rawParams; len(p) > 0 && (p[0] == '{' || string(p) == "null") {
+			op.finishParams(m, &s)
 		}
 	}
 	e.one[0] = *m
@@ -82,16 +73,16 @@ func parseBodyOnePass(b []byte) (*Envelope, bool) {
 }
 
 // finishParams is parseMessage's work after its params decode, from the
-// spans the scan recorded; false sends the body to the reference.
-func (op *onePass) finishParams(m *Message) bool {
+// spans the scan recorded.
+func (op *onePass) finishParams(m *Message, s *scanner) {
 	p := &op.params
 	m.params = p
 	name, _ := routeRaw(m.Method, p)
 	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || p.Meta[0] == '{'
 	var version json.RawMessage
 	if metaOK {
-		version = op.meta.ProtocolVersion
-		m.HasCaps = len(op.meta.ClientCapabilities) > 0 && op.meta.ClientCapabilities[0] == '{'
+		version = s.meta.ProtocolVersion
+		m.HasCaps = len(s.meta.ClientCapabilities) > 0 && s.meta.ClientCapabilities[0] == '{'
 	}
 	// Name and Version are copied (as rawString does), in one allocation.
 	n, nok := plainContent(name)
@@ -109,15 +100,14 @@ func (op *onePass) finishParams(m *Message) bool {
 		m.Version, versionOK = rawString(version)
 	}
 	if isTaskMethod(m.Method) && metaOK {
-		m.Req.typed = op.typedParams(m.Version, versionOK)
+		m.Req.typed = op.typedParams(s, versionOK)
 	}
-	return true
 }
 
-// typedParams is typedParams(p, meta) from the scan: version is
-// rawString of the protocolVersion span (as the reference computes it).
-func (op *onePass) typedParams(version string, versionOK bool) *params {
-	p, meta := &op.params, &op.meta
+// typedParams is typedParams(p, meta) from the scan; m.Version is
+// rawString of the protocolVersion span (ok is its second result).
+func (op *onePass) typedParams(s *scanner, versionOK bool) *params {
+	p, meta := &op.params, &s.meta
 	if p.Notifications != nil {
 		return nil
 	}
@@ -129,14 +119,14 @@ func (op *onePass) typedParams(version string, versionOK bool) *params {
 			if v[0] != '"' || !versionOK {
 				return nil // rawString fails
 			}
-			s := version
-			tp.Meta.ProtocolVersion = &s
+			op.version = op.env.Version
+			tp.Meta.ProtocolVersion = &op.version
 		}
 		if c := meta.ClientCapabilities; len(c) > 0 && string(c) != "null" {
-			if c[0] != '{' || op.capsBad {
+			if c[0] != '{' || s.capsBad {
 				return nil // the struct decode refuses it
 			}
-			op.caps.Extensions.Tasks = op.capsTasks
+			op.caps.Extensions.Tasks = s.capsTasks
 			tp.Meta.ClientCapabilities = &op.caps
 		}
 	}
@@ -189,9 +179,19 @@ func aliasString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
+// scanner walks one body; what it records of the fields is the last
+// occurrence's (the last duplicate wins).
 type scanner struct {
 	b []byte
 	i int
+
+	jsonrpc, method []byte
+	hasMethod       bool
+	id, rawParams   json.RawMessage
+	params          wireParams // of the last params object
+	meta            wireMeta   // of the last _meta object
+	capsTasks       json.RawMessage
+	capsBad         bool // an extensions value the clientCaps decode refuses
 }
 
 func (s *scanner) ws() {
@@ -205,171 +205,218 @@ func (s *scanner) ws() {
 	}
 }
 
-// message walks the message object at s.i.
-func (s *scanner) message(op *onePass) bool {
-	return s.object(1, func(k []byte, start int) bool {
+// The walkers below read one object level each, as
+//
+//	more, ok := s.enter(depth)
+//	for ; more; more, ok = s.next() {
+//		k, start, ok := s.key() // s.i is at the value, at start
+//		... consume the value ...
+//	}
+//	return ok
+
+// message walks the message object.
+func (s *scanner) message() bool {
+	more, ok := s.enter(1)
+	for ; more; more, ok = s.next() {
+		k, start, kok := s.key()
+		if !kok {
+			return false
+		}
+		var vok bool
 		switch string(k) {
 		case "jsonrpc":
-			c, ok := s.plainString()
-			op.jsonrpc = c
-			return ok
+			s.jsonrpc, vok = s.plainString()
 		case "method":
-			c, ok := s.plainString()
-			op.method, op.hasMethod = c, true
-			return ok
+			s.method, vok = s.plainString()
+			s.hasMethod = true
 		case "id":
-			if !s.value(1) {
-				return false
-			}
-			op.id = s.b[start:s.i]
+			vok = s.value(1)
+			s.id = s.b[start:s.i]
 		case "params":
 			// Only the last params value is decoded: each starts afresh.
-			op.params, op.meta = wireParams{}, wireMeta{}
-			op.capsTasks, op.capsBad = nil, false
-			if !s.sub(2, op.paramsField) {
+			s.params, s.meta, s.capsTasks, s.capsBad = wireParams{}, wireMeta{}, nil, false
+			if s.b[s.i] == '{' {
+				vok = s.paramsObject()
+			} else {
+				vok = s.value(1)
+			}
+			s.rawParams = s.b[start:s.i]
+		default:
+			vok = s.value(1)
+		}
+		if !vok {
+			return false
+		}
+	}
+	return ok
+}
+
+func (s *scanner) paramsObject() bool {
+	p := &s.params
+	more, ok := s.enter(2)
+	for ; more; more, ok = s.next() {
+		k, start, kok := s.key()
+		if !kok {
+			return false
+		}
+		var dst *json.RawMessage
+		switch string(k) {
+		case "name":
+			dst = &p.Name
+		case "uri":
+			dst = &p.URI
+		case "taskId":
+			dst = &p.TaskID
+		case "arguments":
+			dst = &p.Arguments
+		case "inputResponses":
+			dst = &p.InputResponses
+		case "requestState":
+			dst = &p.RequestState
+		case "notifications":
+			dst = &p.Notifications
+		case "_meta":
+			dst = &p.Meta
+			s.meta, s.capsTasks, s.capsBad = wireMeta{}, nil, false
+			if s.b[s.i] == '{' {
+				if !s.metaObject() {
+					return false
+				}
+				*dst = s.b[start:s.i]
+				continue
+			}
+		}
+		if !s.value(2) {
+			return false
+		}
+		if dst != nil {
+			*dst = s.b[start:s.i]
+		}
+	}
+	return ok
+}
+
+func (s *scanner) metaObject() bool {
+	more, ok := s.enter(3)
+	for ; more; more, ok = s.next() {
+		k, start, kok := s.key()
+		if !kok {
+			return false
+		}
+		switch string(k) {
+		case keyProtocolVersion:
+			if !s.value(3) {
 				return false
 			}
-			op.rawParams = s.b[start:s.i]
+			s.meta.ProtocolVersion = s.b[start:s.i]
+		case keyClientCapabilities:
+			s.capsTasks, s.capsBad = nil, false
+			var vok bool
+			if s.b[s.i] == '{' {
+				vok = s.capsObject()
+			} else {
+				vok = s.value(3)
+			}
+			if !vok {
+				return false
+			}
+			s.meta.ClientCapabilities = s.b[start:s.i]
 		default:
-			return s.value(1)
+			if !s.value(3) {
+				return false
+			}
 		}
-		return true
-	})
+	}
+	return ok
 }
 
-func (op *onePass) paramsField(s *scanner, k []byte, start int) bool {
-	p := &op.params
-	var dst *json.RawMessage
-	switch string(k) {
-	case "name":
-		dst = &p.Name
-	case "uri":
-		dst = &p.URI
-	case "taskId":
-		dst = &p.TaskID
-	case "arguments":
-		dst = &p.Arguments
-	case "inputResponses":
-		dst = &p.InputResponses
-	case "requestState":
-		dst = &p.RequestState
-	case "notifications":
-		dst = &p.Notifications
-	case "_meta":
-		op.meta = wireMeta{}
-		op.capsTasks, op.capsBad = nil, false
-		if !s.sub(3, op.metaField) {
-			return false
-		}
-		p.Meta = s.b[start:s.i]
-		return true
-	default:
-		return s.value(2)
-	}
-	if !s.value(2) {
-		return false
-	}
-	*dst = s.b[start:s.i]
-	return true
-}
-
-func (op *onePass) metaField(s *scanner, k []byte, start int) bool {
-	switch string(k) {
-	case keyProtocolVersion:
-		if !s.value(3) {
-			return false
-		}
-		op.meta.ProtocolVersion = s.b[start:s.i]
-	case keyClientCapabilities:
-		op.capsTasks, op.capsBad = nil, false
-		if !s.sub(4, op.capsField) {
-			return false
-		}
-		op.meta.ClientCapabilities = s.b[start:s.i]
-	default:
-		return s.value(3)
-	}
-	return true
-}
-
-// capsField reads clientCapabilities as the clientCaps decode does: every
+// capsObject reads clientCapabilities as the clientCaps decode does: every
 // extensions object is merged into the same struct, null leaves it, any
 // other value is a decode error.
-func (op *onePass) capsField(s *scanner, k []byte, start int) bool {
-	if string(k) != "extensions" {
-		return s.value(4)
+func (s *scanner) capsObject() bool {
+	more, ok := s.enter(4)
+	for ; more; more, ok = s.next() {
+		k, _, kok := s.key()
+		if !kok {
+			return false
+		}
+		var vok bool
+		switch {
+		case string(k) != "extensions" || s.b[s.i] == 'n':
+			vok = s.value(4)
+		case s.b[s.i] == '{':
+			vok = s.extensionsObject()
+		default:
+			s.capsBad = true
+			vok = s.value(4)
+		}
+		if !vok {
+			return false
+		}
 	}
-	switch s.b[s.i] {
-	case '{':
-		return s.object(5, func(k []byte, start int) bool {
-			if !s.value(5) {
-				return false
-			}
-			if string(k) == keyTasksExtension {
-				op.capsTasks = s.b[start:s.i]
-			}
-			return true
-		})
-	case 'n':
-		return s.value(4)
-	}
-	op.capsBad = true
-	return s.value(4)
+	return ok
 }
 
-// sub walks the value at s.i with field when it is an object (at depth),
-// or skips it.
-func (s *scanner) sub(depth int, field func(s *scanner, k []byte, start int) bool) bool {
-	if s.b[s.i] != '{' {
-		return s.value(depth - 1)
+func (s *scanner) extensionsObject() bool {
+	more, ok := s.enter(5)
+	for ; more; more, ok = s.next() {
+		k, start, kok := s.key()
+		if !kok || !s.value(5) {
+			return false
+		}
+		if string(k) == keyTasksExtension {
+			s.capsTasks = s.b[start:s.i]
+		}
 	}
-	return s.object(depth, func(k []byte, start int) bool { return field(s, k, start) })
+	return ok
 }
 
-// object walks the object at s.i ('{'), at depth, calling field with each
-// key and the value's offset (s.i is there too); field consumes the value.
-func (s *scanner) object(depth int, field func(k []byte, start int) bool) bool {
+// enter consumes the '{' at s.i of an object at depth; more reports a
+// member to read, ok false an invalid (or too deep) object.
+func (s *scanner) enter(depth int) (more, ok bool) {
 	if depth > maxScanDepth {
-		return false
+		return false, false
 	}
 	s.i++
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
 		s.i++
-		return true
+		return false, true
 	}
-	for {
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return false
-		}
-		k, ok := s.plainString()
-		if !ok {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		s.ws()
-		if s.i >= len(s.b) || !field(k, s.i) {
-			return false
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
+	return true, true
+}
+
+// key reads a member's key (without escapes) and its colon; s.i is then
+// at the value, at start.
+func (s *scanner) key() (k []byte, start int, ok bool) {
+	if k, ok = s.plainString(); !ok {
+		return nil, 0, false
+	}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != ':' {
+		return nil, 0, false
+	}
+	s.i++
+	s.ws()
+	return k, s.i, s.i < len(s.b)
+}
+
+// next reads what follows a member's value: more after a ',', done after
+// the closing '}'.
+func (s *scanner) next() (more, ok bool) {
+	s.ws()
+	if s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ',':
 			s.i++
 			s.ws()
+			return true, true
 		case '}':
 			s.i++
-			return true
-		default:
-			return false
+			return false, true
 		}
 	}
+	return false, false
 }
 
 // value skips one valid value at s.i inside a container at depth.
@@ -382,7 +429,13 @@ func (s *scanner) value(depth int) bool {
 		_, ok := s.str()
 		return ok
 	case '{':
-		return s.object(depth+1, func([]byte, int) bool { return s.value(depth + 1) })
+		more, ok := s.enter(depth + 1)
+		for ; more; more, ok = s.next() {
+			if _, _, kok := s.key(); !kok || !s.value(depth+1) {
+				return false
+			}
+		}
+		return ok
 	case '[':
 		return s.array(depth + 1)
 	case 't':
@@ -496,11 +549,17 @@ func (s *scanner) plainString() ([]byte, bool) {
 func (s *scanner) str() (esc, ok bool) {
 	b := s.b
 	for i := s.i + 1; i < len(b); {
-		switch c := b[i]; {
-		case c == '"':
+		for i < len(b) && plainByte[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
+		switch b[i] {
+		case '"':
 			s.i = i + 1
 			return esc, true
-		case c == '\\':
+		case '\\':
 			esc = true
 			if i+1 >= len(b) {
 				return false, false
@@ -516,14 +575,21 @@ func (s *scanner) str() (esc, ok bool) {
 			default:
 				return false, false
 			}
-		case c < 0x20 || c >= 0x7f:
+		default: // a control byte, DEL or a byte of UTF-8
 			return false, false
-		default:
-			i++
 		}
 	}
 	return false, false
 }
+
+// plainByte is printable ASCII but '"' and '\\': a string's bytes that
+// need no look.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool {
 	return isDigit(c) || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
