@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unsafe"
 
 	segjson "github.com/segmentio/encoding/json"
 )
@@ -27,8 +28,6 @@ type Envelope struct {
 	Body []byte
 	// admitted is set once Admit accepted the request.
 	admitted bool
-	// one is Messages() of a single message, set by ParseBody.
-	one [1]Message
 }
 
 // Message is one JSON-RPC message of a body.
@@ -205,7 +204,6 @@ func parseBodyReference(b []byte) (*Envelope, error) {
 		return nil, err
 	}
 	e.Message = *m
-	e.one[0] = *m
 	return e, nil
 }
 
@@ -315,7 +313,7 @@ func (e *Envelope) Messages() []Message {
 	if e.IsBatch {
 		return e.Batch
 	}
-	return e.one[:]
+	return unsafe.Slice(&e.Message, 1) // no copy: the one message is e.Message
 }
 
 // Peek reads and parses the whole body of a POST to the MCP endpoint

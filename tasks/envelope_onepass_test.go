@@ -49,6 +49,9 @@ func TestEnvelopeOnePass(t *testing.T) {
 	deep := func(n int) string {
 		return `{"method":"tools/call","params":{"name":"x","arguments":` + strings.Repeat(`[`, n) + strings.Repeat(`]`, n) + `}}`
 	}
+	deepObjects := func(n int) string {
+		return `{"method":"tools/call","params":{"name":"x","arguments":` + strings.Repeat(`{"a":`, n) + `1` + strings.Repeat(`}`, n) + `}}`
+	}
 	for _, c := range []struct {
 		name, body string
 		fast       bool
@@ -79,6 +82,8 @@ func TestEnvelopeOnePass(t *testing.T) {
 		{"duplicate name", `{"id":1,"method":"tools/call","params":{"name":"a","name":"b","NAME":"c"}}`, true},
 		{"duplicate _meta", `{"id":1,` + get + `,"params":{` + meta(`"v"`, `{}`) + `,"_meta":null}}`, true},
 		{"duplicate caps", `{"id":1,` + get + `,"params":{` + meta(`"v"`, `{"extensions":5}`) + `,"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}}`, true},
+		{"Go field names", `{"ID":1,"Method":"a","method":"tasks/get","Params":{},"params":{"TaskID":"x","Meta":{},"_meta":{"ProtocolVersion":"v","ClientCapabilities":{}}}}`, true},
+		{"Go field names in caps", `{"method":"tasks/get","params":{` + meta(`"v"`, `{"Extensions":{"Tasks":{}},"extensions":{"tasks":1,"IO.modelcontextprotocol/tasks":2}}`) + `}}`, true},
 		{"duplicate id", `{"id":1,"id":null,"method":"tools/list"}`, true},
 		{"null id", `{"id":null,"method":"tools/list"}`, true},
 		{"object id", `{"id":{"a":[]},"method":"tools/list"}`, true},
@@ -92,6 +97,8 @@ func TestEnvelopeOnePass(t *testing.T) {
 		{"escaped name", `{"method":"tools/call","params":{"name":"gen\u0065rate"}}`, true},
 
 		{"nested beyond bound", deep(maxScanDepth - 1), false},
+		{"nested objects within bound", deepObjects(maxScanDepth - 2), true},
+		{"nested objects beyond bound", deepObjects(maxScanDepth - 1), false},
 		{"batch", `[{"jsonrpc":"2.0","method":"notifications/initialized"}]`, false},
 		{"non-ASCII", `{"method":"tools/call","params":{"name":"café"}}`, false},
 		{"DEL", "{\"method\":\"a\",\"x\":\"\x7f\"}", false},
@@ -154,8 +161,8 @@ func checkOnePass(t *testing.T, body []byte) {
 
 func describe(e *Envelope) string {
 	m := e.Message
-	s := fmt.Sprintf("method=%q name=%q id=%q call=%v version=%q caps=%v jsonrpc=%q batch=%v one=%v",
-		m.Method, m.Name, m.ID, m.Call, m.Version, m.HasCaps, m.jsonrpc, e.IsBatch, reflect.DeepEqual(e.one[0], m))
+	s := fmt.Sprintf("method=%q name=%q id=%q call=%v version=%q caps=%v jsonrpc=%q batch=%v",
+		m.Method, m.Name, m.ID, m.Call, m.Version, m.HasCaps, m.jsonrpc, e.IsBatch)
 	if m.params != nil {
 		s += fmt.Sprintf(" params=%+q", *m.params)
 	}

@@ -68,7 +68,6 @@ func parseBodyOnePass(b []byte) (*Envelope, bool) {
 			op.finishParams(m, &s)
 		}
 	}
-	e.one[0] = *m
 	return e, true
 }
 
@@ -116,8 +115,8 @@ func (op *onePass) typedParams(s *scanner, versionOK bool) *params {
 	if len(p.Meta) > 0 && string(p.Meta) != "null" {
 		tp.Meta = &op.tmeta
 		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {
-			if v[0] != '"' || !versionOK {
-				return nil // rawString fails
+			if !versionOK {
+				return nil // rawString fails (not a string)
 			}
 			op.version = op.env.Version
 			tp.Meta.ProtocolVersion = &op.version
