@@ -41,6 +41,25 @@ var onePassSeeds = []string{
 // one-pass scanner, or the reference for what the scanner leaves), and
 // whatever the scanner answers is exactly the reference's envelope.
 func TestEnvelopeOnePass(t *testing.T) {
+	for _, c := range onePassCases() {
+		t.Run(c.name, func(t *testing.T) {
+			_, fast := parseBodyOnePass([]byte(c.body))
+			if fast != c.fast {
+				t.Fatalf("one pass answered %v, want %v, for %s", fast, c.fast, c.body)
+			}
+			checkOnePass(t, []byte(c.body))
+		})
+	}
+}
+
+type onePassCase struct {
+	name, body string
+	fast       bool // the one-pass parse answers (else the reference)
+}
+
+// onePassCases are hand-picked bodies of every kind the scanner must take
+// or leave.
+func onePassCases() []onePassCase {
 	const get = `"method":"tasks/get"`
 	meta := func(pv, caps string) string {
 		return `"_meta":{"io.modelcontextprotocol/protocolVersion":` + pv + `,"io.modelcontextprotocol/clientCapabilities":` + caps + `}`
@@ -52,10 +71,7 @@ func TestEnvelopeOnePass(t *testing.T) {
 	deepObjects := func(n int) string {
 		return `{"method":"tools/call","params":{"name":"x","arguments":` + strings.Repeat(`{"a":`, n) + `1` + strings.Repeat(`}`, n) + `}}`
 	}
-	for _, c := range []struct {
-		name, body string
-		fast       bool
-	}{
+	return []onePassCase{
 		{"tasks/get", benchTasksGet, true},
 		{"get_generation", benchGetGeneration, true},
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
@@ -126,14 +142,6 @@ func TestEnvelopeOnePass(t *testing.T) {
 		{"short unicode escape", `{"method":"a","x":"\u12"}`, false},
 		{"array trailing comma", `{"method":"a","x":[1,]}`, false},
 		{"unterminated string", `{"method":"a","x":"abc`, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			_, fast := parseBodyOnePass([]byte(c.body))
-			if fast != c.fast {
-				t.Fatalf("one pass answered %v, want %v, for %s", fast, c.fast, c.body)
-			}
-			checkOnePass(t, []byte(c.body))
-		})
 	}
 }
 
@@ -185,13 +193,17 @@ func describe(e *Envelope) string {
 }
 
 // FuzzParseBodyOnePass: the differential oracle. On every input, as a
-// whole body and set in as params, _meta and clientCapabilities of a
+// whole body and set in as the params, _meta and clientCapabilities of a
 // tasks/get (so that the inner levels are fuzzed as hard as the outer),
-// the one-pass parse either declines or gives exactly the reference's
+// each after a full earlier duplicate (which must not leak into it), the
+// one-pass parse either declines or gives exactly the reference's
 // Envelope.
 func FuzzParseBodyOnePass(f *testing.F) {
 	for _, s := range onePassSeeds {
 		f.Add([]byte(s))
+	}
+	for _, c := range onePassCases() {
+		f.Add([]byte(c.body))
 	}
 	for _, s := range []string{
 		`{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}`,
@@ -201,14 +213,20 @@ func FuzzParseBodyOnePass(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	const head = `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":`
-	const metaHead = `{"taskId":"t","_meta":`
-	const capsHead = `{"io.modelcontextprotocol/protocolVersion":"v","io.modelcontextprotocol/clientCapabilities":`
+	const (
+		caps     = `{"extensions":{"io.modelcontextprotocol/tasks":{"a":1}}}`
+		metaHead = `{"io.modelcontextprotocol/protocolVersion":"v","io.modelcontextprotocol/clientCapabilities":` + caps
+		meta     = metaHead + `}`
+		// params (the last, then fuzzed below) has no notifications: they
+		// would leave the typed params (and so the caps) unbuilt.
+		params = `{"taskId":"a","name":"n","uri":"u","arguments":{},"inputResponses":{},"requestState":"s","_meta":` + meta
+		head   = `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":` + params + `,"notifications":{}},"params":`
+	)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkOnePass(t, b)
 		checkOnePass(t, []byte(head+string(b)+`}`))
-		checkOnePass(t, []byte(head+metaHead+string(b)+`}}`))
-		checkOnePass(t, []byte(head+metaHead+capsHead+string(b)+`}}}`))
+		checkOnePass(t, []byte(head+params+`,"_meta":`+string(b)+`}}`))
+		checkOnePass(t, []byte(head+params+`,"_meta":`+metaHead+`,"io.modelcontextprotocol/clientCapabilities":`+string(b)+`}}}`))
 	})
 }
 
