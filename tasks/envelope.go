@@ -225,19 +225,22 @@ func RouteName(method string, params json.RawMessage) string {
 }
 
 func routeName(method string, p *wireParams) string {
-	var raw json.RawMessage
+	s, _ := rawString(routeRaw(method, p))
+	return s
+}
+
+// routeRaw is the params field routeName reads for method (nil for
+// other methods: rawString(nil) is "").
+func routeRaw(method string, p *wireParams) json.RawMessage {
 	switch method {
 	case methodToolsCall, "prompts/get":
-		raw = p.Name
+		return p.Name
 	case "resources/read":
-		raw = p.URI
+		return p.URI
 	case methodGet, methodUpdate, methodCancel:
-		raw = p.TaskID
-	default:
-		return ""
+		return p.TaskID
 	}
-	s, _ := rawString(raw)
-	return s
+	return nil
 }
 
 func parseMessage(b []byte) (*Message, error) {

@@ -76,7 +76,7 @@ func parseBodyOnePass(b []byte) (*Envelope, bool) {
 func (op *onePass) finishParams(m *Message, s *scanner) {
 	p := &op.params
 	m.params = p
-	name, _ := routeRaw(m.Method, p)
+	name := routeRaw(m.Method, p)
 	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || p.Meta[0] == '{'
 	var version json.RawMessage
 	if metaOK {
@@ -135,19 +135,6 @@ func (op *onePass) typedParams(s *scanner, versionOK bool) *params {
 		}
 	}
 	return tp
-}
-
-// routeRaw is the params field routeName reads for method.
-func routeRaw(method string, p *wireParams) (json.RawMessage, bool) {
-	switch method {
-	case methodToolsCall, "prompts/get":
-		return p.Name, true
-	case "resources/read":
-		return p.URI, true
-	case methodGet, methodUpdate, methodCancel:
-		return p.TaskID, true
-	}
-	return nil, false
 }
 
 // plainContent is the content of a JSON string without escapes (what
