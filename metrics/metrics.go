@@ -7,6 +7,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,8 +31,12 @@ type Set struct {
 
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
-	rateLimited     *prometheus.CounterVec
-	listenStreams   *prometheus.GaugeVec
+	// series holds each request label set's two children (requestKey →
+	// *requestSeries): every answered request is counted, and looking a
+	// child up by its labels costs more than the count itself.
+	series        sync.Map
+	rateLimited   *prometheus.CounterVec
+	listenStreams *prometheus.GaugeVec
 
 	created         *prometheus.CounterVec
 	finished        *prometheus.CounterVec
@@ -128,8 +133,26 @@ func (s *Set) Request(transport, method, tool, outcome string, d time.Duration) 
 	if s == nil {
 		return
 	}
-	s.requests.WithLabelValues(transport, method, tool, outcome).Inc()
-	s.requestDuration.WithLabelValues(transport, method, tool, outcome).Observe(d.Seconds())
+	k := requestKey{transport, method, tool, outcome}
+	v, ok := s.series.Load(k)
+	if !ok {
+		v, _ = s.series.LoadOrStore(k, &requestSeries{
+			count:    s.requests.WithLabelValues(transport, method, tool, outcome),
+			duration: s.requestDuration.WithLabelValues(transport, method, tool, outcome),
+		})
+	}
+	rs := v.(*requestSeries)
+	rs.count.Inc()
+	rs.duration.Observe(d.Seconds())
+}
+
+// requestKey is a request's labels (bounded by the callers: known
+// methods and tools, outcome classes).
+type requestKey struct{ transport, method, tool, outcome string }
+
+type requestSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // RateLimited counts a 429 of class.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"unsafe"
 
@@ -328,7 +329,7 @@ func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *ht
 	if e, ok := EnvelopeFrom(r.Context()); ok {
 		return e, r, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r, maxBody)
 	_ = r.Body.Close()
 	r.Body = http.NoBody
 	if err != nil {
@@ -340,6 +341,25 @@ func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *ht
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
+}
+
+// readBody reads the whole body, at most maxBody bytes. A small declared
+// length (a poll's) is read into a buffer of that size: net/http ends the
+// body there, and reports a shorter one as an error. Any other body is
+// read, and refused over the cap, by the MaxBytesReader, growing as bytes
+// arrive: a large declared length alone never makes darkroom allocate.
+// exactReadMax bounds what readBody allocates before the bytes arrive.
+const exactReadMax = 16 << 10
+
+func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= min(maxBody, exactReadMax) {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 }
 
 // Admit is the door of the MCP endpoint below any caller-specific work:
@@ -376,8 +396,13 @@ func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *h
 // HostAllowed is go-sdk's DNS-rebinding guard: on a loopback listener the
 // Host must be loopback too.
 func HostAllowed(r *http.Request) bool {
-	la, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string })
-	return !ok || la == nil || !loopback(la.String()) || loopback(r.Host)
+	switch la := r.Context().Value(http.LocalAddrContextKey).(type) {
+	case *net.TCPAddr: // the usual listener, read without formatting it
+		return la == nil || !la.IP.IsLoopback() || loopback(r.Host)
+	case interface{ String() string }:
+		return la == nil || !loopback(la.String()) || loopback(r.Host)
+	}
+	return true
 }
 
 // modernVersion is the first protocol version whose HTTP requests must

@@ -25,7 +25,10 @@ import (
 
 const (
 	benchServerEnv = "DARKROOM_BENCH_SERVER"
-	benchToken     = "secret-bench-0123456789"
+	// benchProfileEnv names a directory for the server children's CPU
+	// profiles (go tool pprof), when set.
+	benchProfileEnv = "DARKROOM_BENCH_PROFILE_DIR"
+	benchToken      = "secret-bench-0123456789"
 )
 
 // serverSpec tells a server child what to serve: "plain" answers Body to
@@ -104,7 +107,17 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 	tb.Helper()
 	s.AddrFile = filepath.Join(tb.TempDir(), "addr")
 	spec, _ := json.Marshal(s)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServerChild$", "-test.bench=^$", "-test.count=1")
+	args := []string{"-test.run=^TestBenchServerChild$", "-test.bench=^$", "-test.count=1"}
+	if dir := os.Getenv(benchProfileEnv); dir != "" {
+		// Profiling a server under load: one CPU profile per child.
+		f, err := os.CreateTemp(dir, s.Kind+"-*.cpu")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_ = f.Close()
+		args = append(args, "-test.cpuprofile="+f.Name())
+	}
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+string(spec))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
