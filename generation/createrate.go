@@ -49,6 +49,22 @@ func (r Rate) Take(tokens float64, updated time.Time, found bool, now time.Time)
 	return tokens, updated, max(time.Duration(math.Ceil(secs*1e9)), time.Millisecond)
 }
 
+// FullAt is when a bucket holding tokens at at is full again, stored with
+// it: a full bucket's row says no more than no row, so rows past their
+// FullAt are deleted (Tx.PruneCreateBuckets) without knowing whose rate
+// made them. A bucket that never refills is never full again.
+func (r Rate) FullAt(tokens float64, at time.Time) time.Time {
+	if !(r.PerSecond > 0) {
+		return time.UnixMilli(math.MaxInt64)
+	}
+	ms := math.Ceil((float64(max(r.Burst, 1)) - tokens) * 1000 / r.PerSecond)
+	return at.Add(time.Duration(min(ms, maxFullIn)) * time.Millisecond)
+}
+
+// maxFullIn caps FullAt's distance (ms, about 285 years), as the engines'
+// queries do, so that it stays a time.Duration.
+const maxFullIn = 9e12
+
 // RateError refuses a creation over the caller's create rate: nothing
 // was created or charged. RetryAfter is when a token will be there.
 type RateError struct{ RetryAfter time.Duration }

@@ -121,3 +121,27 @@ func TestCreateRateSparesRepeatsAndBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPruneCreateBuckets: a caller's bucket is forgotten once it is full
+// again, never before, and the caller then has a full burst, as a new
+// caller would.
+func TestPruneCreateBuckets(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, withClock(clock), withCreateRate(Rate{PerSecond: 1, Burst: 2}))
+	ctx := context.Background()
+	e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "one"})
+	e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "two"}) // empty: full in 2 s
+	clock.add(2*time.Second - time.Millisecond)
+	if n, err := e.svc.PruneCreateBuckets(ctx); err != nil || n != 0 {
+		t.Fatalf("pruned %d (%v) before the bucket was full", n, err)
+	}
+	clock.add(time.Millisecond)
+	if n, err := e.svc.PruneCreateBuckets(ctx); err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v) once full, want 1", n, err)
+	}
+	e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "three"})
+	e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "four"})
+	if _, _, err := e.svc.Create(ctx, "alice", CreateRequest{ModelID: "local-sketch", Prompt: "five"}); err == nil {
+		t.Fatal("a third create within the burst after the prune was accepted")
+	}
+}

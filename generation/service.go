@@ -861,13 +861,25 @@ func (s *Service) ExpireOutputs(ctx context.Context) (int, error) {
 	}
 }
 
-// RunRetention expires outputs every interval until ctx ends.
+// PruneCreateBuckets forgets the create-rate buckets that are full again
+// (no row says the same), so the table holds only recent creators.
+func (s *Service) PruneCreateBuckets(ctx context.Context) (n int64, err error) {
+	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) (err error) {
+		n, err = tx.PruneCreateBuckets(ctx, s.cfg.Now())
+		return err
+	})
+	return n, err
+}
+
+// RunRetention expires outputs, and prunes full create-rate buckets, every
+// interval until ctx ends.
 func (s *Service) RunRetention(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	expire := func(ctx context.Context) error {
 		_, err := s.ExpireOutputs(ctx)
-		return err
+		_, perr := s.PruneCreateBuckets(ctx)
+		return errors.Join(err, perr)
 	}
 	for {
 		var err error

@@ -53,6 +53,9 @@ type Tx interface {
 	// (Rate.Take at now, after LockOwner): 0 when taken, else the wait
 	// until one is there, and then nothing changed.
 	TakeCreateToken(ctx context.Context, owner string, r Rate, now time.Time) (time.Duration, error)
+	// PruneCreateBuckets deletes the buckets full again by now (see
+	// Rate.FullAt) and reports how many.
+	PruneCreateBuckets(ctx context.Context, now time.Time) (int64, error)
 
 	// InsertGeneration inserts a new row; ErrDuplicateKey when the owner
 	// already used its idempotency key.

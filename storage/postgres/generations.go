@@ -134,6 +134,10 @@ func (t *Tx) TakeCreateToken(ctx context.Context, owner string, r generation.Rat
 	return max(wait, time.Millisecond), nil
 }
 
+func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, error) {
+	return t.q.PruneCreateBuckets(ctx, now.UnixMilli())
+}
+
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
 	err := t.q.InsertGeneration(ctx, pgdb.InsertGenerationParams{
 		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,

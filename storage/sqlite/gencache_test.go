@@ -151,7 +151,7 @@ func writeCases() map[string]writeCase {
 // readsOrOtherTables are the Tx methods that change no generation row.
 var readsOrOtherTables = []string{
 	"Generation", "GenerationByKey", "SpentSince", "CountInFlight", "LockOwner",
-	"TakeCreateToken", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries",
+	"TakeCreateToken", "PruneCreateBuckets", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries",
 	"Task", "TaskByRef", "InsertTask", "FinishTask", "SetTaskActive", "SetTaskAnswers", "PurgeTasks",
 }
 

@@ -143,7 +143,13 @@ func (t *Tx) TakeCreateToken(ctx context.Context, owner string, r generation.Rat
 	if wait > 0 {
 		return wait, nil
 	}
-	return 0, t.q.PutCreateBucket(ctx, sqlitedb.PutCreateBucketParams{Owner: owner, Tokens: left, UpdatedAt: at.UnixMilli()})
+	return 0, t.q.PutCreateBucket(ctx, sqlitedb.PutCreateBucketParams{
+		Owner: owner, Tokens: left, UpdatedAt: at.UnixMilli(), FullAt: r.FullAt(left, at).UnixMilli(),
+	})
+}
+
+func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, error) {
+	return t.q.PruneCreateBuckets(ctx, now.UnixMilli())
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {

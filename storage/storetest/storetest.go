@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"LockOwnerSerializes", testLockOwner},
 		{"CreateBucket", testCreateBucket},
 		{"CreateBucketRace", testCreateBucketRace},
+		{"CreateBucketPrune", testCreateBucketPrune},
 		{"RunnerQueue", testRunnerQueue},
 		{"LeaseRenewal", testLeaseRenewal},
 		{"WakeOwnerQueued", testWakeOwnerQueued},
@@ -982,6 +983,54 @@ func testCreateBucket(t *testing.T, e Engine) {
 	}
 	if got := take(t, s, "carol", generation.Rate{PerSecond: 1, Burst: 1}, at(0)); got != 0 {
 		t.Errorf("after a failed transaction the token is still taken (wait %v)", got)
+	}
+}
+
+// testCreateBucketPrune: a bucket's row is deleted once it is full again
+// (by its FullAt, whatever the rate), not a millisecond before; a deleted
+// bucket answers as a full one; a bucket that never refills is kept; a
+// refusal moves nothing.
+func testCreateBucketPrune(t *testing.T, e Engine) {
+	s := e.Generations
+	prune := func(ms int64) int64 {
+		t.Helper()
+		var n int64
+		update(t, s, func(ctx context.Context, tx generation.Tx) (err error) {
+			n, err = tx.PruneCreateBuckets(ctx, at(ms))
+			return err
+		})
+		return n
+	}
+	r := generation.Rate{PerSecond: 2, Burst: 3}        // a token every 500 ms
+	take(t, s, "alice", r, at(0))                       // 2 left: full at 500
+	take(t, s, "alice", r, at(0))                       // 1 left: full at 1000
+	if got := take(t, s, "alice", r, at(0)); got != 0 { // 0 left: full at 1500
+		t.Fatalf("third token refused (%v)", got)
+	}
+	if got := take(t, s, "alice", r, at(100)); got != 400*time.Millisecond { // refused: still full at 1500
+		t.Fatalf("fourth take: wait %v, want 400ms", got)
+	}
+	never := generation.Rate{PerSecond: 0, Burst: 1}
+	take(t, s, "bob", never, at(0))
+	if n := prune(1499); n != 0 {
+		t.Fatalf("pruned %d buckets at 1499 ms, want none (alice's is full at 1500)", n)
+	}
+	if n := prune(1500); n != 1 {
+		t.Fatalf("pruned %d buckets at 1500 ms, want alice's", n)
+	}
+	if n := prune(1 << 50); n != 0 {
+		t.Fatalf("pruned %d buckets far ahead, want none (bob's never refills)", n)
+	}
+	for i := range r.Burst {
+		if got := take(t, s, "alice", r, at(1500)); got != 0 {
+			t.Fatalf("take %d after the prune: wait %v, want a full bucket", i, got)
+		}
+	}
+	if got := take(t, s, "alice", r, at(1500)); got != 500*time.Millisecond {
+		t.Fatalf("take past the burst after the prune: wait %v, want 500ms", got)
+	}
+	if got := take(t, s, "bob", never, at(1<<50)); got == 0 {
+		t.Fatal("bob's bucket, which never refills, gave a second token")
 	}
 }
 

@@ -217,11 +217,24 @@ ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = exclude
 -- One round trip for a taken token: generation.Rate.Take's refill (ms
 -- elapsed × rate, capped at burst; a clock behind the stored time refills
 -- nothing and never moves it back) and take, only when a whole token is
--- there; no row returned: refused, nothing changed.
-INSERT INTO create_buckets AS b (owner, tokens, updated_at)
-VALUES (sqlc.arg(owner), sqlc.arg(burst)::float8 - 1, sqlc.arg(now)::bigint)
+-- there; no row returned: refused, nothing changed. full_at is
+-- Rate.FullAt of what is written (full_in: ms from the new updated_at).
+INSERT INTO create_buckets AS b (owner, tokens, updated_at, full_at)
+VALUES (sqlc.arg(owner), sqlc.arg(burst)::float8 - 1, sqlc.arg(now)::bigint,
+    CASE WHEN sqlc.arg(rate)::float8 > 0
+        THEN sqlc.arg(now)::bigint + LEAST(CEIL(1000.0 / sqlc.arg(rate)::float8), 9e12)::bigint
+        ELSE 9223372036854775807 END)
 ON CONFLICT (owner) DO UPDATE
 SET tokens = LEAST(sqlc.arg(burst)::float8, b.tokens + GREATEST(sqlc.arg(now)::bigint - b.updated_at, 0) * sqlc.arg(rate)::float8 / 1000.0) - 1,
-    updated_at = GREATEST(sqlc.arg(now)::bigint, b.updated_at)
+    updated_at = GREATEST(sqlc.arg(now)::bigint, b.updated_at),
+    full_at = CASE WHEN sqlc.arg(rate)::float8 > 0
+        THEN GREATEST(sqlc.arg(now)::bigint, b.updated_at) + LEAST(CEIL((sqlc.arg(burst)::float8
+            - (LEAST(sqlc.arg(burst)::float8, b.tokens + GREATEST(sqlc.arg(now)::bigint - b.updated_at, 0) * sqlc.arg(rate)::float8 / 1000.0) - 1))
+            * 1000.0 / sqlc.arg(rate)::float8), 9e12)::bigint
+        ELSE 9223372036854775807 END
 WHERE LEAST(sqlc.arg(burst)::float8, b.tokens + GREATEST(sqlc.arg(now)::bigint - b.updated_at, 0) * sqlc.arg(rate)::float8 / 1000.0) >= 1
 RETURNING tokens;
+
+-- name: PruneCreateBuckets :execrows
+-- Buckets full again by now: no row says the same.
+DELETE FROM create_buckets WHERE full_at <= @now;

@@ -205,5 +205,9 @@ WHERE lease_owner = @lease_owner AND lease_until > 0;
 SELECT tokens, updated_at FROM create_buckets WHERE owner = @owner;
 
 -- name: PutCreateBucket :exec
-INSERT INTO create_buckets (owner, tokens, updated_at) VALUES (@owner, @tokens, @updated_at)
-ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at;
+INSERT INTO create_buckets (owner, tokens, updated_at, full_at) VALUES (@owner, @tokens, @updated_at, @full_at)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at, full_at = excluded.full_at;
+
+-- name: PruneCreateBuckets :execrows
+-- Buckets full again by now: no row says the same.
+DELETE FROM create_buckets WHERE full_at <= @now;

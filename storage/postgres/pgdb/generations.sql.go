@@ -786,6 +786,19 @@ func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([
 	return items, nil
 }
 
+const pruneCreateBuckets = `-- name: PruneCreateBuckets :execrows
+DELETE FROM create_buckets WHERE full_at <= $1
+`
+
+// Buckets full again by now: no row says the same.
+func (q *Queries) PruneCreateBuckets(ctx context.Context, now int64) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneCreateBuckets, now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const putCreateBucket = `-- name: PutCreateBucket :exec
 INSERT INTO create_buckets (owner, tokens, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at
@@ -950,11 +963,19 @@ func (q *Queries) SpentSince(ctx context.Context, arg SpentSinceParams) (int64, 
 }
 
 const takeCreateToken = `-- name: TakeCreateToken :one
-INSERT INTO create_buckets AS b (owner, tokens, updated_at)
-VALUES ($1, $2::float8 - 1, $3::bigint)
+INSERT INTO create_buckets AS b (owner, tokens, updated_at, full_at)
+VALUES ($1, $2::float8 - 1, $3::bigint,
+    CASE WHEN $4::float8 > 0
+        THEN $3::bigint + LEAST(CEIL(1000.0 / $4::float8), 9e12)::bigint
+        ELSE 9223372036854775807 END)
 ON CONFLICT (owner) DO UPDATE
 SET tokens = LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) - 1,
-    updated_at = GREATEST($3::bigint, b.updated_at)
+    updated_at = GREATEST($3::bigint, b.updated_at),
+    full_at = CASE WHEN $4::float8 > 0
+        THEN GREATEST($3::bigint, b.updated_at) + LEAST(CEIL(($2::float8
+            - (LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) - 1))
+            * 1000.0 / $4::float8), 9e12)::bigint
+        ELSE 9223372036854775807 END
 WHERE LEAST($2::float8, b.tokens + GREATEST($3::bigint - b.updated_at, 0) * $4::float8 / 1000.0) >= 1
 RETURNING tokens
 `
@@ -969,7 +990,8 @@ type TakeCreateTokenParams struct {
 // One round trip for a taken token: generation.Rate.Take's refill (ms
 // elapsed × rate, capped at burst; a clock behind the stored time refills
 // nothing and never moves it back) and take, only when a whole token is
-// there; no row returned: refused, nothing changed.
+// there; no row returned: refused, nothing changed. full_at is
+// Rate.FullAt of what is written (full_in: ms from the new updated_at).
 func (q *Queries) TakeCreateToken(ctx context.Context, arg TakeCreateTokenParams) (float64, error) {
 	row := q.db.QueryRow(ctx, takeCreateToken,
 		arg.Owner,

@@ -114,6 +114,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.pendingDeliveriesStmt, err = db.PrepareContext(ctx, pendingDeliveries); err != nil {
 		return nil, fmt.Errorf("error preparing query PendingDeliveries: %w", err)
 	}
+	if q.pruneCreateBucketsStmt, err = db.PrepareContext(ctx, pruneCreateBuckets); err != nil {
+		return nil, fmt.Errorf("error preparing query PruneCreateBuckets: %w", err)
+	}
 	if q.purgeTasksStmt, err = db.PrepareContext(ctx, purgeTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query PurgeTasks: %w", err)
 	}
@@ -314,6 +317,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing pendingDeliveriesStmt: %w", cerr)
 		}
 	}
+	if q.pruneCreateBucketsStmt != nil {
+		if cerr := q.pruneCreateBucketsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pruneCreateBucketsStmt: %w", cerr)
+		}
+	}
 	if q.purgeTasksStmt != nil {
 		if cerr := q.purgeTasksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing purgeTasksStmt: %w", cerr)
@@ -458,6 +466,7 @@ type Queries struct {
 	nextDueAtStmt           *sql.Stmt
 	outputsToExpireStmt     *sql.Stmt
 	pendingDeliveriesStmt   *sql.Stmt
+	pruneCreateBucketsStmt  *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
 	putCreateBucketStmt     *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
@@ -509,6 +518,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		nextDueAtStmt:           q.nextDueAtStmt,
 		outputsToExpireStmt:     q.outputsToExpireStmt,
 		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
+		pruneCreateBucketsStmt:  q.pruneCreateBucketsStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
 		putCreateBucketStmt:     q.putCreateBucketStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,

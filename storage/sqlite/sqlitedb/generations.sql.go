@@ -778,19 +778,38 @@ func (q *Queries) PendingDeliveries(ctx context.Context, generationID string) ([
 	return items, nil
 }
 
+const pruneCreateBuckets = `-- name: PruneCreateBuckets :execrows
+DELETE FROM create_buckets WHERE full_at <= ?1
+`
+
+// Buckets full again by now: no row says the same.
+func (q *Queries) PruneCreateBuckets(ctx context.Context, now int64) (int64, error) {
+	result, err := q.exec(ctx, q.pruneCreateBucketsStmt, pruneCreateBuckets, now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const putCreateBucket = `-- name: PutCreateBucket :exec
-INSERT INTO create_buckets (owner, tokens, updated_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at
+INSERT INTO create_buckets (owner, tokens, updated_at, full_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at, full_at = excluded.full_at
 `
 
 type PutCreateBucketParams struct {
 	Owner     string
 	Tokens    float64
 	UpdatedAt int64
+	FullAt    int64
 }
 
 func (q *Queries) PutCreateBucket(ctx context.Context, arg PutCreateBucketParams) error {
-	_, err := q.exec(ctx, q.putCreateBucketStmt, putCreateBucket, arg.Owner, arg.Tokens, arg.UpdatedAt)
+	_, err := q.exec(ctx, q.putCreateBucketStmt, putCreateBucket,
+		arg.Owner,
+		arg.Tokens,
+		arg.UpdatedAt,
+		arg.FullAt,
+	)
 	return err
 }
 

@@ -12,6 +12,7 @@ type CreateBucket struct {
 	Owner     string
 	Tokens    float64
 	UpdatedAt int64
+	FullAt    int64
 }
 
 type Generation struct {
