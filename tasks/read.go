@@ -88,7 +88,11 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	if err != nil || res == nil {
 		return false
 	}
-	b, ok := d.encodings.get(res, modern)
+	var b []byte
+	ok := false
+	if shared { // only a shared result can have a kept encoding
+		b, ok = d.encodings.get(res, modern)
+	}
 	if !ok {
 		if b, ok = d.readResult(res, modern); !ok {
 			return false

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"net/http"
 	"net/http/httptest"
@@ -38,26 +37,11 @@ func BenchmarkPollHandler(b *testing.B) {
 		h.ServeHTTP(w, r)
 		return w
 	}
-	args := map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}
-	w := serve(rpcBody(1, "tools/call", args, caps), rpcHeaders("tools/call", "generate", benchToken))
-	var created struct {
-		Result struct {
-			TaskID string `json:"taskId"`
-			Status string `json:"statusMessage"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(lastData(w.Body.Bytes()), &created)
-	tid := created.Result.TaskID
-	w = serve(rpcBody(1, "tools/call", args, map[string]any{}), rpcHeaders("tools/call", "generate", benchToken))
-	var gen struct {
-		Result struct {
-			StructuredContent struct {
-				GenerationID string `json:"generationId"`
-			} `json:"structuredContent"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(lastData(w.Body.Bytes()), &gen)
-	if tid == "" || gen.Result.StructuredContent.GenerationID == "" {
+	w := serve(rpcBody(1, "tools/call", polledGenerate, caps), rpcHeaders("tools/call", "generate", benchToken))
+	tid := createdID(w.Body.Bytes())
+	w = serve(rpcBody(1, "tools/call", polledGenerate, map[string]any{}), rpcHeaders("tools/call", "generate", benchToken))
+	gid := createdID(w.Body.Bytes())
+	if tid == "" || gid == "" {
 		b.Fatalf("setup: %q %q", tid, w.Body.String())
 	}
 	for _, c := range []struct {
@@ -66,7 +50,7 @@ func BenchmarkPollHandler(b *testing.B) {
 		headers map[string]string
 	}{
 		{"tasks_get", rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps), rpcHeaders("tasks/get", tid, benchToken)},
-		{"get_generation", rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gen.Result.StructuredContent.GenerationID}}, map[string]any{}),
+		{"get_generation", rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gid}}, map[string]any{}),
 			rpcHeaders("tools/call", "get_generation", benchToken)},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -185,35 +185,12 @@ func BenchmarkPollPaths(b *testing.B) {
 	tg, gg := dark(), dark()
 	hc := benchClient(1)
 	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
-	genArgs := map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}
-	code, resp, err := postRaw(hc, tg.url, rpcBody(1, "tools/call", genArgs, caps), rpcHeaders("tools/call", "generate", benchToken))
-	var created struct {
-		Result struct {
-			TaskID string `json:"taskId"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(lastData(resp), &created)
-	if err != nil || code != 200 || created.Result.TaskID == "" {
-		b.Fatalf("create task: %d %v %s", code, err, resp)
-	}
-	tid := created.Result.TaskID
-	genArgs = map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}
-	code, resp, err = postRaw(hc, gg.url, rpcBody(1, "tools/call", genArgs, map[string]any{}), rpcHeaders("tools/call", "generate", benchToken))
-	var gen struct {
-		Result struct {
-			StructuredContent struct {
-				GenerationID string `json:"generationId"`
-			} `json:"structuredContent"`
-		} `json:"result"`
-	}
-	_ = json.Unmarshal(lastData(resp), &gen)
-	if err != nil || code != 200 || gen.Result.StructuredContent.GenerationID == "" {
-		b.Fatalf("create generation: %d %v %s", code, err, resp)
-	}
+	tid := createPolled(b, hc, tg.url, caps, benchToken)
+	gid := createPolled(b, hc, gg.url, map[string]any{}, benchToken)
 	taskGet := &pollTarget{name: "tasks_get", srv: tg, body: rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps),
 		headers: rpcHeaders("tasks/get", tid, benchToken), expect: `"status":"working"`}
 	getGen := &pollTarget{name: "get_generation", srv: gg,
-		body:    rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gen.Result.StructuredContent.GenerationID}}, map[string]any{}),
+		body:    rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gid}}, map[string]any{}),
 		headers: rpcHeaders("tools/call", "get_generation", benchToken), expect: `"status":"queued"`}
 	code, sample, err := postRaw(hc, taskGet.srv.url, taskGet.body, taskGet.headers)
 	if err != nil || code != 200 || !bytes.Contains(sample, []byte(taskGet.expect)) {

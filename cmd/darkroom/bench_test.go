@@ -166,6 +166,40 @@ func postRaw(c *http.Client, url string, body []byte, headers map[string]string)
 	return resp.StatusCode, b, err
 }
 
+// polledGenerate is the generate call the poll benchmarks poll the result
+// of: a long local-motion generation, which stays in flight.
+var polledGenerate = map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}
+
+// createdID is the id a generate answer names: its task's for a Tasks
+// client (a CreateTaskResult), else its generation's; "" for neither.
+func createdID(resp []byte) string {
+	var r struct {
+		Result struct {
+			TaskID            string `json:"taskId"`
+			StructuredContent struct {
+				GenerationID string `json:"generationId"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(lastData(resp), &r)
+	if r.Result.TaskID != "" {
+		return r.Result.TaskID
+	}
+	return r.Result.StructuredContent.GenerationID
+}
+
+// createPolled sends polledGenerate to url as a client declaring caps,
+// and returns createdID of the answer.
+func createPolled(tb testing.TB, hc *http.Client, url string, caps map[string]any, token string) string {
+	tb.Helper()
+	code, resp, err := postRaw(hc, url, rpcBody(1, "tools/call", polledGenerate, caps), rpcHeaders("tools/call", "generate", token))
+	id := createdID(resp)
+	if err != nil || code != 200 || id == "" {
+		tb.Fatalf("generate: %d %v %s", code, err, resp)
+	}
+	return id
+}
+
 // lastData returns the JSON of an SSE body's last data line, or the body.
 func lastData(b []byte) []byte {
 	if !bytes.Contains(b, []byte("data: ")) {

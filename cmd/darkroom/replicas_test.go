@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -511,18 +510,7 @@ func BenchmarkEngineOps(b *testing.B) {
 	run := func(b *testing.B, opts ...func(*config)) result {
 		s := startBenchServer(b, 1, false, nil, opts...)
 		hc := benchClient(1)
-		code, resp, err := postRaw(hc, s.url+"/mcp", rpcBody(1, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-motion", "prompt": "polled"}}, caps),
-			rpcHeaders("tools/call", "generate", ""))
-		var created struct {
-			Result struct {
-				TaskID string `json:"taskId"`
-			} `json:"result"`
-		}
-		_ = json.Unmarshal(lastData(resp), &created)
-		if err != nil || code != 200 || created.Result.TaskID == "" {
-			b.Fatalf("create task: %d %v %s", code, err, resp)
-		}
-		id := created.Result.TaskID
+		id := createPolled(b, hc, s.url+"/mcp", caps, "")
 		var r result
 		for _, op := range []struct {
 			spec             loadSpec

@@ -28,23 +28,10 @@ func TestScale(t *testing.T) {
 			if tt.override {
 				ro, bo = new(1.0), new(3)
 			}
-			burst := 0
-			for {
-				if ok, _ := c.AllowFor("k", ro, bo); !ok {
-					break
-				}
-				burst++
-			}
-			if burst != tt.wantBurst {
+			if burst := drain(c, ro, bo); burst != tt.wantBurst {
 				t.Errorf("burst = %d, want %d", burst, tt.wantBurst)
 			}
-			got := 0
-			for range secs * 100 {
-				clk.Advance(10 * time.Millisecond)
-				if ok, _ := c.AllowFor("k", ro, bo); ok {
-					got++
-				}
-			}
+			got := admitted(clk, c, ro, bo, secs*time.Second, 10*time.Millisecond)
 			if want := tt.wantRate * secs; math.Abs(float64(got)-want) > 1 {
 				t.Errorf("%d admitted in %d s, want %.0f", got, secs, want)
 			}
