@@ -91,19 +91,12 @@ func (w *logWriter) String() string {
 // DARKROOM_TEST_ENGINE=postgres (CI runs both): each data directory then
 // gets a fresh database of its own, found again when darkroom restarts on
 // that directory.
-var databases sync.Map
-
 func databaseURL(t *testing.T, dataDir string) string {
 	t.Helper()
 	if os.Getenv("DARKROOM_TEST_ENGINE") != "postgres" {
 		return ""
 	}
-	if u, ok := databases.Load(dataDir); ok {
-		return u.(string)
-	}
-	u := pgtest.URL(t)
-	databases.Store(dataDir, u)
-	return u
+	return pgtest.URLFor(t, dataDir)
 }
 
 // startDarkroom runs darkroom serve on a free loopback port over dataDir,

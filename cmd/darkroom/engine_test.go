@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
@@ -16,22 +15,14 @@ import (
 // starts then gets a fresh database of its own.
 func onPostgres() bool { return os.Getenv("DARKROOM_TEST_ENGINE") == "postgres" }
 
-// databases maps a data directory to its database, so that a process
-// restarted on the same directory finds its database again.
-var databases sync.Map
-
-// databaseURL is the database for a server on dataDir ("" on SQLite).
+// databaseURL is the database for a server on dataDir ("" on SQLite): a
+// process restarted on the same directory finds its database again.
 func databaseURL(t *testing.T, dataDir string) string {
 	t.Helper()
 	if !onPostgres() {
 		return ""
 	}
-	if u, ok := databases.Load(dataDir); ok {
-		return u.(string)
-	}
-	u := pgtest.URL(t)
-	databases.Store(dataDir, u)
-	return u
+	return pgtest.URLFor(t, dataDir)
 }
 
 // queryInt reads one integer from the server's database, whichever

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -51,4 +52,20 @@ func URL(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// byKey maps URLFor's keys to their databases.
+var byKey sync.Map
+
+// URLFor is URL once per key in the test process: a server restarted on
+// the same data directory (the key) finds its database again. It is
+// dropped when the test that created it ends.
+func URLFor(t testing.TB, key string) string {
+	t.Helper()
+	if u, ok := byKey.Load(key); ok {
+		return u.(string)
+	}
+	u := URL(t)
+	byKey.Store(key, u)
+	return u
 }
