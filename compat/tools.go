@@ -57,9 +57,10 @@ const (
 	DefaultQuietWaitCap  = 55 * time.Second
 )
 
-// Rate classes: the per-caller bucket a tool call draws from.
+// Rate classes: the per-caller bucket a tool call draws from. Every tool
+// names one (server.Methods charges a tool that names none as create).
 const (
-	ClassPoll   = "poll"   // reads state: shares the bucket with tasks/get
+	ClassPoll   = "poll"   // every other call: shares the bucket with tasks/get
 	ClassCreate = "create" // starts a generation (spends credits)
 )
 
@@ -72,8 +73,8 @@ type Tools struct {
 	memo    resultMemo          // get_generation's shared results (lean.go)
 }
 
-// RateClass names the bucket a call of the named tool draws from ("" for
-// none), as its definition in Register says.
+// RateClass names the bucket a call of the named tool draws from, as its
+// definition in Register says ("" for a tool it does not know).
 func (t *Tools) RateClass(tool string) string { return t.classes[tool] }
 
 // SetRateClass gives a tool registered elsewhere (the viewer's) its bucket.
@@ -114,9 +115,9 @@ func (t *Tools) Register(s *mcp.Server) {
 		}
 		s.AddTool(tool, h)
 	}
-	add("list_models", "", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
+	add("list_models", ClassPoll, "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
 		emptyInput, listModelsOut, readOnly("List models"), t.listModels)
-	add("get_credits", "", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
+	add("get_credits", ClassPoll, "Your credit balance, what you spent today and your daily limit (null when unlimited).",
 		emptyInput, creditsOut, readOnly("Get credits"), t.getCredits)
 	t.classes["generate"] = ClassCreate
 	s.AddTool(&mcp.Tool{
@@ -129,7 +130,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		OutputSchema: raw(generationSchema),
 		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
 	}, t.Generate)
-	add("upload_input", "", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
+	add("upload_input", ClassPoll, "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
 		uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}, t.uploadInput)
 	add("get_generation", ClassPoll, "Get a generation's current status, progress and, when completed, short-lived signed output links.",
 		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
@@ -139,7 +140,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
 	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
 		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
-	add("cancel_generation", "", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
+	add("cancel_generation", ClassPoll, "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
 		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
 	add("list_generations", ClassPoll, "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
 		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)

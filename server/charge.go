@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
@@ -10,27 +12,100 @@ import (
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
-// class names the bucket a message draws from ("" for none), from its
-// method and name as parsed from the body: tasks/get polls; a tool call
-// draws what its definition says (compat.RateClass).
-func class(method, name string, toolClass func(string) string) string {
-	switch method {
-	case "tasks/get", "resources/read": // resources/read reads a blob, as download_output links one
-		return compat.ClassPoll
-	case "tools/call":
-		return toolClass(name)
-	}
-	return ""
+// Method rate classes beside the tools' own (compat.ClassPoll,
+// compat.ClassCreate).
+const (
+	// classTool is tools/call's: the called tool's class (compat's
+	// Tools.RateClass), create for a tool that names none.
+	classTool = "tool"
+	// classListen is subscriptions/listen's: poll tokens by its number
+	// of task ids (listenTokens).
+	classListen = "listen"
+)
+
+// Method is one row of the charging table: a JSON-RPC method darkroom or
+// go-sdk answers (requests and notifications alike) and its rate class.
+type Method struct {
+	Name  string
+	Class string
 }
+
+// Methods is every JSON-RPC method that darkroom (the tasks dispatcher)
+// or go-sdk v1.8.0 (its serverMethodInfos) answers, with its rate class:
+// the only place a method's charge is decided, on HTTP (admit) and stdio
+// (LimitTransport) alike. A method not listed here costs what
+// unlistedClass says, never nothing; tools/call's classes are the tools'
+// (compat.Tools.Register names each).
+var Methods = []Method{
+	{"initialize", compat.ClassPoll},
+	{"ping", compat.ClassPoll},
+	{"server/discover", compat.ClassPoll},
+	{"tools/list", compat.ClassPoll},
+	{"tools/call", classTool},
+	{"resources/list", compat.ClassPoll},
+	{"resources/templates/list", compat.ClassPoll},
+	{"resources/read", compat.ClassPoll}, // reads a blob, as download_output links one
+	{"resources/subscribe", compat.ClassPoll},
+	{"resources/unsubscribe", compat.ClassPoll},
+	{"prompts/list", compat.ClassPoll},
+	{"prompts/get", compat.ClassPoll},
+	{"completion/complete", compat.ClassPoll},
+	{"logging/setLevel", compat.ClassPoll},
+	{"subscriptions/listen", classListen},
+	{"tasks/get", compat.ClassPoll},
+	{"tasks/update", compat.ClassPoll},
+	{"tasks/cancel", compat.ClassPoll},
+	{"notifications/initialized", compat.ClassPoll},
+	{"notifications/cancelled", compat.ClassPoll},
+	{"notifications/progress", compat.ClassPoll},
+	{"notifications/roots/list_changed", compat.ClassPoll},
+}
+
+// unlistedClass is the charge of a method not in Methods (tasks/list,
+// tasks/result and every unknown one, answered -32601): a poll.
+const unlistedClass = compat.ClassPoll
+
+// ListenIDsPerToken is how many task ids of one subscriptions/listen one
+// poll token pays for: a listen on up to 50 tasks costs one poll (it
+// replaces polling each of them), and the largest one
+// (tasks.MaxListenTaskIDs, 1,000 ids: 2,000 lookups and 1,000 renders up
+// front) costs 20, the whole default poll burst.
+const ListenIDsPerToken = 50
+
+var methodClass = func() map[string]string {
+	m := make(map[string]string, len(Methods))
+	for _, r := range Methods {
+		m[r.Name] = r.Class
+	}
+	return m
+}()
+
+// ClassOf is the rate class of a message with method (and, for
+// tools/call, tool name) name: its row in Methods, a tool's own class.
+func ClassOf(method, name string, toolClass func(string) string) string {
+	c, ok := methodClass[method]
+	if !ok {
+		return unlistedClass
+	}
+	if c == classTool {
+		if c = toolClass(name); c == "" {
+			return compat.ClassCreate // a tool that names no class: the strictest bucket
+		}
+	}
+	return c
+}
+
+// listenTokens is the poll tokens of a listen on n task ids (past the
+// caller's poll burst, the whole bucket: Class.AllowForAtMostN).
+func listenTokens(n int) int { return max(1, (n+ListenIDsPerToken-1)/ListenIDsPerToken) }
 
 // admit is the door of /mcp below authentication: tasks.Admit reads the
 // whole body once and refuses, with nothing executed, a body over the cap
 // (413), one that is not exactly one JSON value (-32700) or not JSON-RPC
 // (-32600), and a 2026-07-28 request whose headers disagree with its body
 // (-32020). What passes is charged as what its body asks for, whatever the
-// headers say and on every protocol version: each call that draws from a
-// bucket (every element of a batch) takes one token, and an empty
-// bucket is HTTP 429 with Retry-After and JSON-RPC error -31429 carrying
+// headers say and on every protocol version (charge). An empty bucket is
+// HTTP 429 with Retry-After and JSON-RPC error -31429 carrying
 // retryAfterMs. A wait_generation is one call however long it waits.
 // With c nil nothing is charged.
 func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next http.Handler) http.Handler {
@@ -45,7 +120,7 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 		}
 		if c != nil {
 			p, _ := auth.FromContext(r.Context())
-			if ok, wait := charge(c, Owner(r.Context()), p.Limits, env.Messages(), toolClass); !ok {
+			if ok, wait := charge(c, Owner(r.Context()), p.Limits, env.Messages(), len(env.Body), toolClass); !ok {
 				limit.WriteHTTP(w, env.ID, wait) // a batch's id is null
 				return
 			}
@@ -54,21 +129,37 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 	})
 }
 
-// charge takes the messages' tokens from the caller's buckets (per-caller
-// overrides from the key file apply): all of a bucket's or none. In a
-// batch mixing creations and polls, creations are charged first and stay
-// spent if the polls are then refused.
-func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, toolClass func(string) string) (bool, time.Duration) {
+// charge takes a body's cost from the caller's buckets (per-caller
+// overrides from the key file apply), each bucket all or nothing: its
+// bytes from Bytes (upload_input's image is most of them), then for every
+// message with a method (each element of a batch, notifications too) its
+// class's tokens (ClassOf; a listen's by its task ids). In a batch
+// mixing creations and polls, creations are charged first and stay spent
+// if the polls are then refused. Responses (no method) answer the
+// server's own requests and cost nothing but their bytes.
+func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, bytes int, toolClass func(string) string) (bool, time.Duration) {
 	var polls, creates int
+	var listens []int // each listen's tokens: one may take the whole bucket, never two
 	for _, m := range msgs {
-		if !m.Call {
-			continue // go-sdk runs no call-type method sent as a notification
+		if m.Method == "" {
+			continue
 		}
-		switch class(m.Method, m.Name, toolClass) {
-		case compat.ClassPoll:
-			polls++
+		switch ClassOf(m.Method, m.Name, toolClass) {
 		case compat.ClassCreate:
 			creates++
+		case classListen:
+			var params []byte
+			if m.Req != nil {
+				params = m.Req.Params
+			}
+			listens = append(listens, listenTokens(tasks.ListenIDs(params)))
+		default:
+			polls++
+		}
+	}
+	if bytes > 0 && c.Bytes.Limiter != nil {
+		if ok, wait := c.Bytes.AllowForAtMostN(key, nil, nil, bytes); !ok {
+			return false, wait
 		}
 	}
 	if creates > 0 {
@@ -81,5 +172,34 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 			return false, wait
 		}
 	}
+	for _, n := range listens {
+		if ok, wait := c.Poll.AllowForAtMostN(key, o.PollRate, o.PollBurst, n); !ok {
+			return false, wait
+		}
+	}
 	return true, 0
+}
+
+// listenRetry is the retry hint of a listen refused for too many open
+// streams: when one will close is unknown.
+const listenRetry = time.Second
+
+// ListenSlots is tasks.Options.OpenListen: each caller holds at most
+// c.Listens' bound of open subscriptions/listen streams (HTTP and stdio);
+// one more is refused at once, -31429 with retryAfterMs (HTTP 429 with
+// Retry-After).
+func ListenSlots(c *limit.Classes) func(ctx context.Context, owner string) (func(), *tasks.RPCError) {
+	return func(_ context.Context, owner string) (func(), *tasks.RPCError) {
+		release, ok := c.Listens.Acquire(owner)
+		if ok {
+			return release, nil
+		}
+		return nil, &tasks.RPCError{
+			Code:       limit.CodeRateLimited,
+			Message:    "too many open subscriptions/listen streams (at most " + strconv.Itoa(c.Listens.Max()) + " per caller): close one, or listen on several tasks in one",
+			Data:       limit.ErrorData{RetryAfterMs: limit.RetryAfterMs(listenRetry)},
+			HTTPStatus: http.StatusTooManyRequests,
+			RetryAfter: limit.RetryAfterHeader(listenRetry),
+		}
+	}
 }

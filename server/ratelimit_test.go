@@ -41,9 +41,10 @@ func realTools(t *testing.T) (*compat.Tools, []string) {
 	return tools, names
 }
 
-// TestClass: tasks/get polls; a tool call draws what the tool's
-// definition says; nothing else is limited.
-func TestClass(t *testing.T) {
+// TestClassOf: every method of the table and every tool has its class;
+// what the table does not list (tasks/list, an unknown method, a
+// response) and a tool that names none are never free.
+func TestClassOf(t *testing.T) {
 	tools, names := realTools(t)
 	want := map[string]string{
 		"generate":          compat.ClassCreate,
@@ -51,10 +52,10 @@ func TestClass(t *testing.T) {
 		"wait_generation":   compat.ClassPoll,
 		"list_generations":  compat.ClassPoll,
 		"download_output":   compat.ClassPoll,
-		"list_models":       "",
-		"get_credits":       "",
-		"upload_input":      "",
-		"cancel_generation": "",
+		"list_models":       compat.ClassPoll,
+		"get_credits":       compat.ClassPoll,
+		"upload_input":      compat.ClassPoll,
+		"cancel_generation": compat.ClassPoll,
 	}
 	for _, n := range names {
 		if _, ok := want[n]; !ok {
@@ -75,35 +76,38 @@ func TestClass(t *testing.T) {
 		cases = append(cases, tc{"tools/call " + n, tasks.Message{Method: "tools/call", Name: n}, want[n]})
 	}
 	cases = append(cases,
-		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, ""},
-		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, ""},
+		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, compat.ClassCreate},
+		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, compat.ClassCreate},
 		tc{"tasks/get", tasks.Message{Method: "tasks/get"}, compat.ClassPoll},
 		// A name on a non-call method is not a tool call.
 		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassPoll},
-		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, ""},
-		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, ""},
-		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, ""},
-		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, ""},
-		tc{"tools/list", tasks.Message{Method: "tools/list"}, ""},
-		tc{"initialize", tasks.Message{Method: "initialize"}, ""},
-		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, ""},
-		tc{"ping", tasks.Message{Method: "ping"}, ""},
-		tc{"no method", tasks.Message{}, ""},
-		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, ""},
+		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassPoll},
+		tc{"subscriptions/listen", tasks.Message{Method: "subscriptions/listen"}, classListen},
+		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, compat.ClassPoll},
+		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, compat.ClassPoll},
+		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, compat.ClassPoll},
+		tc{"tasks/update", tasks.Message{Method: "tasks/update"}, compat.ClassPoll},
+		tc{"tools/list", tasks.Message{Method: "tools/list"}, compat.ClassPoll},
+		tc{"initialize", tasks.Message{Method: "initialize"}, compat.ClassPoll},
+		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, compat.ClassPoll},
+		tc{"ping", tasks.Message{Method: "ping"}, compat.ClassPoll},
+		tc{"unknown method", tasks.Message{Method: "no/such"}, compat.ClassPoll},
+		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, compat.ClassPoll},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			env := c.env
-			if got := class(env.Method, env.Name, tools.RateClass); got != c.want {
-				t.Errorf("class(%+v) = %q, want %q", c.env, got, c.want)
+			if got := ClassOf(env.Method, env.Name, tools.RateClass); got != c.want {
+				t.Errorf("ClassOf(%+v) = %q, want %q", c.env, got, c.want)
 			}
 		})
 	}
 }
 
-// TestClassAsksToolClass: for a tool call class answers exactly what
-// toolClass says for the call's tool name, and asks about nothing else.
-func TestClassAsksToolClass(t *testing.T) {
+// TestClassOfAsksToolClass: for a tool call ClassOf answers exactly what
+// toolClass says for the call's tool name (create when it says nothing),
+// and asks about nothing else.
+func TestClassOfAsksToolClass(t *testing.T) {
 	cases := []struct {
 		env       tasks.Message
 		answer    string
@@ -113,9 +117,9 @@ func TestClassAsksToolClass(t *testing.T) {
 		{tasks.Message{Method: "tools/call", Name: "generate"}, compat.ClassCreate, compat.ClassCreate, []string{"generate"}},
 		{tasks.Message{Method: "tools/call", Name: "get_generation"}, compat.ClassPoll, compat.ClassPoll, []string{"get_generation"}},
 		{tasks.Message{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
-		{tasks.Message{Method: "tools/call", Name: "generate"}, "", "", []string{"generate"}},
+		{tasks.Message{Method: "tools/call", Name: "generate"}, "", compat.ClassCreate, []string{"generate"}},
 		{tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
-		{tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassCreate, "", nil},
+		{tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.env.Method+" "+c.env.Name, func(t *testing.T) {
@@ -125,8 +129,8 @@ func TestClassAsksToolClass(t *testing.T) {
 				return c.answer
 			}
 			env := c.env
-			if got := class(env.Method, env.Name, toolClass); got != c.want {
-				t.Errorf("class = %q, want %q", got, c.want)
+			if got := ClassOf(env.Method, env.Name, toolClass); got != c.want {
+				t.Errorf("ClassOf = %q, want %q", got, c.want)
 			}
 			if !slices.Equal(asked, c.wantAsked) {
 				t.Errorf("toolClass asked about %q, want %q", asked, c.wantAsked)

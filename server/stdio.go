@@ -11,11 +11,12 @@ import (
 )
 
 // LimitTransport charges every message read from t (stdio: every line,
-// and every element of a batch line) to owner's buckets, as HTTP does:
-// the class comes from the message's method and params as go-sdk decoded
-// them. A call over the limit is answered -31429 (data.retryAfterMs) and
-// never reaches the server; a notification over it is dropped. Wrap it
-// inside the tasks dispatcher's transport, so tasks/get is charged too.
+// and every element of a batch line) to owner's buckets, as HTTP does
+// (charge, by the Methods table): the class comes from the message's
+// method and params as go-sdk decoded them, the bytes are its params'. A
+// call over the limit is answered -31429 (data.retryAfterMs) and never
+// reaches the server; a notification over it is dropped. Wrap it inside
+// the tasks dispatcher's transport, so tasks/* and listen are charged too.
 func LimitTransport(t mcp.Transport, c *limit.Classes, toolClass func(string) string, owner string) mcp.Transport {
 	return &limitTransport{inner: t, c: c, toolClass: toolClass, owner: owner}
 }
@@ -50,9 +51,10 @@ func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params), Call: req.IsCall()}
+		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params), Call: req.IsCall(),
+			Req: &tasks.Request{Method: req.Method, Params: req.Params}}
 		// stdio is the single local principal: no per-key overrides.
-		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{m}, c.t.toolClass)
+		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{m}, len(req.Params), c.t.toolClass)
 		if allowed {
 			return msg, nil
 		}

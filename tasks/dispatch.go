@@ -89,6 +89,11 @@ type Options struct {
 	// PollInterval may raise a task's poll interval for the caller (so
 	// that a client honouring it never meets a rate limit).
 	PollInterval func(ctx context.Context, owner string, base time.Duration) time.Duration
+	// OpenListen, when set, is asked before a subscriptions/listen streams
+	// (HTTP and stdio alike): it bounds the caller's open streams, and an
+	// error it returns is the answer instead. release is called when the
+	// stream ends.
+	OpenListen func(ctx context.Context, owner string) (release func(), e *RPCError)
 	// KeepAlive spaces SSE comments on listen streams (default 25 s).
 	KeepAlive time.Duration
 	Logger    *slog.Logger

@@ -150,6 +150,26 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 // looked up and subscribed to.
 const MaxListenTaskIDs = 1000
 
+// ListenIDs is the number of task ids a subscriptions/listen's params
+// ask for, read as the dispatcher reads them (0 when they do not decode:
+// the dispatcher then refuses the request).
+func ListenIDs(raw json.RawMessage) int {
+	var p params
+	if len(raw) == 0 || unmarshalStrict(raw, &p) != nil || p.Notifications == nil {
+		return 0
+	}
+	return len(p.Notifications.TaskIDs)
+}
+
+// openListen takes one of the caller's open-stream slots (Options.OpenListen)
+// for a listen about to stream; release gives it back when it ends.
+func (d *Dispatcher) openListen(ctx context.Context, owner string) (release func(), e *RPCError) {
+	if d.opts.OpenListen == nil {
+		return func() {}, nil
+	}
+	return d.opts.OpenListen(ctx, owner)
+}
+
 // checkListen refuses a listen for more tasks than MaxListenTaskIDs.
 func checkListen(p *params) *RPCError {
 	if n := len(p.Notifications.TaskIDs); n > MaxListenTaskIDs {
@@ -166,6 +186,12 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 		WriteError(w, req.ID, e)
 		return
 	}
+	release, e := d.openListen(r.Context(), owner)
+	if e != nil {
+		WriteError(w, req.ID, e)
+		return
+	}
+	defer release()
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

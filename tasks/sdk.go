@@ -238,6 +238,12 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 			c.writeError(id, e)
 			return
 		}
+		release, e := c.d.openListen(c.ctx, c.owner)
+		if e != nil {
+			c.writeError(id, e)
+			return
+		}
+		defer release()
 		ctx, cancel := context.WithCancel(c.ctx)
 		key := string(r.ID)
 		c.mu.Lock()

@@ -43,6 +43,9 @@ type config struct {
 	PollBurst      int
 	CreateRate     float64
 	CreateBurst    int
+	ByteRate       int64 // request body bytes per second per caller
+	ByteBurst      int64
+	MaxListens     int    // open subscriptions/listen streams per caller
 	ApprovalAbove  *int64 // credits above which a spend needs approval
 	DailyBudget    *int64
 	MaxInFlight    int
@@ -367,6 +370,15 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "create-burst", env: envs("DARKROOM_CREATE_BURST"), def: "10",
 			help: "creation burst per caller",
 			set:  func(c *config, v string) (err error) { c.CreateBurst, err = count(v, 1); return err }},
+		{flag: "byte-rate", env: envs("DARKROOM_BYTE_RATE"), def: strconv.Itoa(limit.DefaultByteRate),
+			help: "request body bytes per second per caller (upload_input's images spend it)",
+			set:  func(c *config, v string) (err error) { c.ByteRate, err = byteCount(v, 1); return err }},
+		{flag: "byte-burst", env: envs("DARKROOM_BYTE_BURST"), def: strconv.Itoa(limit.DefaultByteBurst),
+			help: "request body byte burst per caller",
+			set:  func(c *config, v string) (err error) { c.ByteBurst, err = byteCount(v, 1); return err }},
+		{flag: "max-listens", env: envs("DARKROOM_MAX_LISTENS"), def: strconv.Itoa(limit.DefaultMaxListens),
+			help: "open subscriptions/listen streams per caller; one more is refused (429, -31429)",
+			set:  func(c *config, v string) (err error) { c.MaxListens, err = count(v, 1); return err }},
 		{flag: "daily-budget", env: envs("DARKROOM_DAILY_BUDGET"), doc: "unlimited",
 			help: "credits per caller per UTC day; empty = unlimited",
 			set:  func(c *config, v string) (err error) { c.DailyBudget, err = optionalCredits(v); return err }},

@@ -111,6 +111,9 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
+	// Bytes and listen streams guard each replica's own CPU: not split.
+	a.limits.Bytes.Rate, a.limits.Bytes.Burst = float64(a.cfg.ByteRate), int(a.cfg.ByteBurst)
+	a.limits.Listens.SetMax(a.cfg.MaxListens)
 	// The create rate is decided in the creating transaction (exact across
 	// replicas); the admission's create bucket is only a per-replica flood
 	// guard in front of it (README: Limits).
@@ -122,7 +125,8 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	}
 	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
-	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits), Logger: a.log})
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
+		OpenListen: server.ListenSlots(a.limits), Logger: a.log})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)

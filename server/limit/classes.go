@@ -16,6 +16,14 @@ const (
 	DefaultCreateBurst  = 10
 	DefaultPreAuthRate  = 20.0 // requests per second per client IP, before authentication
 	DefaultPreAuthBurst = 100
+	// Bytes: request body bytes per second per caller (upload_input's
+	// images are what spends it: about 70 ms of CPU per MiB decoded), and
+	// a burst of two full-size uploads at the default body cap.
+	DefaultByteRate  = 1 << 20
+	DefaultByteBurst = 32 << 20
+	// DefaultMaxListens is the number of subscriptions/listen streams one
+	// caller may hold open at once.
+	DefaultMaxListens = 10
 )
 
 // Class is a named bucket: a Limiter plus its default rate and burst.
@@ -81,17 +89,33 @@ func (c Class) AllowFor(key string, rateOverride *float64, burstOverride *int) (
 
 // AllowForN is AllowFor for n calls at once (all or none).
 func (c Class) AllowForN(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
+	r, b := c.enforced(rateOverride, burstOverride)
+	return c.AllowNAt(c.now(), key, r, b, n)
+}
+
+// AllowForAtMostN is AllowForN for a cost of n that may exceed the burst
+// (a listen's task ids, a body's bytes): such a cost takes the whole
+// bucket, so it is admitted once the bucket is full, never more often.
+func (c Class) AllowForAtMostN(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
+	r, b := c.enforced(rateOverride, burstOverride)
+	return c.AllowNAt(c.now(), key, r, b, min(n, max(b, 1)))
+}
+
+// enforced is the rate and burst the buckets apply (Split, Scale).
+func (c Class) enforced(rateOverride *float64, burstOverride *int) (float64, int) {
 	r, b := c.Split.Of(c.Effective(rateOverride, burstOverride))
 	if c.Scale > 1 {
 		r, b = r*c.Scale, int(math.Ceil(float64(b)*c.Scale))
 	}
-	return c.AllowNAt(c.now(), key, r, b, n)
+	return r, b
 }
 
-// Classes are the buckets the server uses. Poll and Create are keyed by
-// principal ID; PreAuth by client IP (see ClientIP and IPKey).
+// Classes are the buckets the server uses. Poll, Create and Bytes are
+// keyed by principal ID; PreAuth by client IP (see ClientIP and IPKey).
+// Listens bounds each principal's open subscriptions/listen streams.
 type Classes struct {
-	Poll, Create, PreAuth Class
+	Poll, Create, PreAuth, Bytes Class
+	Listens                      *Slots
 }
 
 // NewClasses returns the three classes with the default rates, each on its
@@ -101,13 +125,15 @@ func NewClasses(o Options) *Classes {
 		Poll:    Class{Limiter: New(o), Rate: DefaultPollRate, Burst: DefaultPollBurst},
 		Create:  Class{Limiter: New(o), Rate: DefaultCreateRate, Burst: DefaultCreateBurst},
 		PreAuth: Class{Limiter: New(o), Rate: DefaultPreAuthRate, Burst: DefaultPreAuthBurst},
+		Bytes:   Class{Limiter: New(o), Rate: DefaultByteRate, Burst: DefaultByteBurst},
+		Listens: NewSlots(DefaultMaxListens),
 	}
 }
 
 // Run sweeps all classes until ctx is done.
 func (c *Classes) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, cl := range []Class{c.Poll, c.Create, c.PreAuth} {
+	for _, cl := range []Class{c.Poll, c.Create, c.PreAuth, c.Bytes} {
 		if cl.Limiter != nil {
 			wg.Go(func() { cl.Run(ctx) })
 		}
