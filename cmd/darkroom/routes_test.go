@@ -219,10 +219,12 @@ func stdioSession(t *testing.T, a *app) *mcp.ClientSession {
 // TestStdioMeetsTheSameLimits: on stdio the local user draws from the same
 // per-principal buckets: a second generate and a poll over the burst are
 // answered -31429 with retryAfterMs, and nothing is created for them.
+// The session's opening (server/discover) is charged too, as every
+// method is.
 func TestStdioMeetsTheSameLimits(t *testing.T) {
 	s := startServer(t, 0, func(c *config) {
 		c.CreateRate, c.CreateBurst = 1e-6, 1
-		c.PollRate, c.PollBurst = 1e-6, 2
+		c.PollRate, c.PollBurst = 1e-6, 3 // the opening server/discover and two polls
 	})
 	cs := stdioSession(t, s.app)
 	ctx := context.Background()
@@ -245,10 +247,9 @@ func TestStdioMeetsTheSameLimits(t *testing.T) {
 	}
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_generation", Arguments: map[string]any{"generationId": g.GenerationID}})
 	assertRateLimited(t, "third poll", err)
-	// Unlimited methods still work.
-	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_models", Arguments: map[string]any{}}); err != nil {
-		t.Fatalf("list_models: %v", err)
-	}
+	// Every method is charged: list_models too.
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_models", Arguments: map[string]any{}})
+	assertRateLimited(t, "list_models over the burst", err)
 	gens, _, _ := s.app.svc.List(ctx, server.LocalPrincipal, "", "", 100)
 	if len(gens) != 1 {
 		t.Fatalf("%d generations, want 1", len(gens))
