@@ -1,7 +1,9 @@
 package server
 
 import (
+	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,54 +48,109 @@ func HTTPServer(h http.Handler, t Timeouts) *http.Server {
 func deadlines(next http.Handler, t Timeouts) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
+		cw := &connWriter{ResponseWriter: w, rc: rc, d: t.Write}
 		// A request without a body already has net/http's background read
 		// running: a deadline now would cancel its context. With a body,
 		// net/http clears the deadline when the body is read to its end
-		// (to start that background read); until then, and while it
-		// discards an unread body after the handler, it bounds the reads.
-		if t.Read > 0 && r.Body != nil && r.Body != http.NoBody {
-			_ = rc.SetReadDeadline(time.Now().Add(t.Read))
+		// (to start that background read); until then it bounds the reads.
+		if r.Body != nil && r.Body != http.NoBody {
+			if t.Read > 0 {
+				_ = rc.SetReadDeadline(time.Now().Add(t.Read))
+			}
+			cw.body = &bodyWatch{ReadCloser: r.Body, left: r.ContentLength}
+			r.Body = cw.body
+			// Answered with its body unread (refused before it was needed:
+			// 401, 429, 413, /healthz): the response closes the connection
+			// and the unread rest is never waited for. net/http would
+			// otherwise read up to 256 KiB of it after the handler, to reuse
+			// the connection, for as long as the read timeout allows.
+			defer func() {
+				if !cw.body.done() {
+					_ = rc.SetReadDeadline(time.Now())
+				}
+			}()
 		}
 		if t.Write > 0 {
-			dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: t.Write}
-			w = dw
-			defer dw.extend() // net/http flushes what is buffered after the handler returns
+			defer cw.extend() // net/http flushes what is buffered after the handler returns
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(cw, r)
 	})
 }
 
-// deadlineWriter moves the write deadline to d from now before a write
-// whenever less than 7/8 of d is left.
-type deadlineWriter struct {
-	http.ResponseWriter
-	rc   *http.ResponseController
-	d    time.Duration
-	last time.Time
+// bodyWatch notes whether a request body was read to its end.
+type bodyWatch struct {
+	io.ReadCloser
+	left int64 // bytes of the declared length still unread (-1: unknown)
+	eof  atomic.Bool
 }
 
-func (w *deadlineWriter) extend() {
+func (b *bodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left >= 0 {
+		if b.left -= int64(n); b.left <= 0 {
+			b.eof.Store(true)
+		}
+	}
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+func (b *bodyWatch) done() bool { return b.eof.Load() }
+
+// connWriter moves the write deadline to d from now (d > 0) before a
+// write whenever less than 7/8 of d is left, and makes a response begun
+// before its request body was read to the end close the connection.
+type connWriter struct {
+	http.ResponseWriter
+	rc          *http.ResponseController
+	d           time.Duration
+	last        time.Time
+	body        *bodyWatch // nil without a body
+	wroteHeader bool
+}
+
+func (w *connWriter) extend() {
+	if w.d <= 0 {
+		return
+	}
 	if now := time.Now(); now.Sub(w.last) >= w.d/8 {
 		w.last = now
 		_ = w.rc.SetWriteDeadline(now.Add(w.d))
 	}
 }
 
-func (w *deadlineWriter) WriteHeader(code int) {
+func (w *connWriter) header() {
+	if w.wroteHeader {
+		return
+	}
+	w.wroteHeader = true
+	if w.body != nil && !w.body.done() {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+func (w *connWriter) WriteHeader(code int) {
 	w.extend()
+	if code >= 200 { // 1xx informational headers are not the response
+		w.header()
+	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *deadlineWriter) Write(p []byte) (int, error) {
+func (w *connWriter) Write(p []byte) (int, error) {
 	w.extend()
+	w.header()
 	return w.ResponseWriter.Write(p)
 }
 
-func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+func (w *connWriter) Flush() { _ = w.FlushError() }
 
-func (w *deadlineWriter) FlushError() error {
+func (w *connWriter) FlushError() error {
 	w.extend()
+	w.header()
 	return w.rc.Flush()
 }
 
-func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *connWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
