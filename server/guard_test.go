@@ -45,6 +45,7 @@ func newGuardRig(t *testing.T, proxies string) *guardRig {
 	clk := testclock.New(time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC))
 	limits := limit.NewClasses(limit.Options{Now: clk.Now})
 	limits.PreAuth.Rate, limits.PreAuth.Burst = 1, guardBurst
+	limits.Poll.Rate, limits.Poll.Burst = 1e9, 1e9 // the key's own pings (charged like every method) are not the subject
 	cfg := Config{Version: "test", Tools: tools, Auth: a, ResourceURL: "https://darkroom.example/mcp",
 		Limits: limits, TrustedProxies: tp, Logger: discard}
 	return &guardRig{h: Handler(cfg, New(cfg)), clk: clk}
