@@ -2,13 +2,19 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -136,5 +142,80 @@ func TestClassOfAsksToolClass(t *testing.T) {
 				t.Errorf("toolClass asked about %q, want %q", asked, c.wantAsked)
 			}
 		})
+	}
+}
+
+// TestChargeByWhatIsAsked: a listen costs a poll per ListenIDsPerToken task
+// ids (the largest, past the burst, the whole bucket; two in one body
+// never pass together); every body costs its bytes, upload_input's
+// image included, on top of its call.
+func TestChargeByWhatIsAsked(t *testing.T) {
+	ids := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"notifications":{"taskIds":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"t%d"`, i)
+		}
+		b.WriteString(`]}}`)
+		return []byte(b.String())
+	}
+	listen := func(n int) tasks.Message {
+		return tasks.Message{Method: "subscriptions/listen", Call: true, Req: &tasks.Request{Method: "subscriptions/listen", Params: ids(n)}}
+	}
+	upload := tasks.Message{Method: "tools/call", Name: "upload_input", Call: true}
+	toolClass := func(string) string { return compat.ClassPoll }
+	cases := []struct {
+		name      string
+		msgs      []tasks.Message
+		bytes     int
+		wantOK    bool
+		wantPolls float64 // poll tokens left of the burst of 20
+		wantBytes float64 // bytes left of the burst of 1000
+	}{
+		{"listen on 3 tasks", []tasks.Message{listen(3)}, 0, true, 19, 1000},
+		{"listen on 50 tasks", []tasks.Message{listen(50)}, 0, true, 19, 1000},
+		{"listen on 51 tasks", []tasks.Message{listen(51)}, 0, true, 18, 1000},
+		{"listen on 500 tasks", []tasks.Message{listen(500)}, 0, true, 10, 1000},
+		{"listen on 1000 tasks", []tasks.Message{listen(1000)}, 0, true, 0, 1000},
+		{"listen on 5000 tasks: the whole bucket", []tasks.Message{listen(5000)}, 0, true, 0, 1000},
+		{"two listens on 1000 in one batch", []tasks.Message{listen(1000), listen(1000)}, 0, false, 0, 1000},
+		{"listen with undecodable params", []tasks.Message{{Method: "subscriptions/listen", Req: &tasks.Request{Params: []byte(`{`)}}}, 0, true, 19, 1000},
+		{"upload of 600 bytes", []tasks.Message{upload}, 600, true, 19, 400},
+		{"upload of 1000 bytes", []tasks.Message{upload}, 1000, true, 19, 0},
+		{"upload past the byte burst: the whole bucket", []tasks.Message{upload}, 5000, true, 19, 0},
+		{"a response: its bytes only", []tasks.Message{{ID: []byte("1")}}, 10, true, 20, 990},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := testclock.New(time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC))
+			l := limit.NewClasses(limit.Options{Now: clk.Now})
+			l.Poll.Rate, l.Poll.Burst = 1e-9, 20
+			l.Bytes.Rate, l.Bytes.Burst = 1e-9, 1000
+			ok, _ := charge(l, "k", auth.Overrides{}, c.msgs, c.bytes, toolClass)
+			if ok != c.wantOK {
+				t.Fatalf("charge = %v, want %v", ok, c.wantOK)
+			}
+			if got := left(l.Poll, clk.Now()); got != c.wantPolls {
+				t.Errorf("poll tokens left %v, want %v", got, c.wantPolls)
+			}
+			if got := left(l.Bytes, clk.Now()); got != c.wantBytes {
+				t.Errorf("bytes left %v, want %v", got, c.wantBytes)
+			}
+		})
+	}
+}
+
+// left is the whole tokens left in key "k"'s bucket of c: taken one by
+// one until refused (the clock does not move).
+func left(c limit.Class, now time.Time) float64 {
+	n := 0
+	for {
+		if ok, _ := c.AllowNAt(now, "k", c.Rate, c.Burst, 1); !ok {
+			return float64(n)
+		}
+		n++
 	}
 }

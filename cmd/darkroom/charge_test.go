@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -298,4 +299,119 @@ func stdioSend(t *testing.T, conn mcp.Connection, r *jsonrpc.Request) *jsonrpc.R
 func rpcID(n int64) jsonrpc.ID {
 	id, _ := jsonrpc.MakeID(float64(n)) // as the JSON decoder makes them
 	return id
+}
+
+// TestListenStreamsAreBounded: a caller holds at most DARKROOM_MAX_LISTENS
+// open subscriptions/listen streams, on HTTP and on stdio; one more is
+// refused at once (HTTP 429 with Retry-After, -31429 with retryAfterMs),
+// and a closed stream gives its slot back.
+func TestListenStreamsAreBounded(t *testing.T) {
+	const maxListens = 3
+	s := startServer(t, 0, func(c *config) {
+		c.MaxListens = maxListens
+		c.PollRate, c.PollBurst = 1e6, 1e6
+	})
+	_, taskIDs := reservedTasks(t, s.app, 1) // live until approved: the streams stay open
+	ext := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
+	listenBody := rpcBody(9, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": taskIDs}}, ext)
+
+	t.Run("http", func(t *testing.T) {
+		post := func(ctx context.Context) *http.Response {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/mcp", strings.NewReader(string(listenBody)))
+			for k, v := range rpcHeaders("subscriptions/listen", "", "") {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		var cancels []context.CancelFunc
+		for i := range maxListens {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			resp := post(ctx)
+			if resp.StatusCode != 200 {
+				t.Fatalf("listen %d: HTTP %d", i, resp.StatusCode)
+			}
+			// The acknowledgement: the stream holds its slot.
+			if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.HasPrefix(line, "event: message") {
+				t.Fatalf("listen %d: %q", i, line)
+			}
+			defer resp.Body.Close()
+		}
+		defer func() {
+			for _, c := range cancels {
+				c()
+			}
+		}()
+		short, stop := context.WithTimeout(context.Background(), 5*time.Second) // an admitted stream would never end
+		defer stop()
+		resp := post(short)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+			!strings.Contains(string(b), "-31429") || !strings.Contains(string(b), "retryAfterMs") {
+			t.Fatalf("listen %d: HTTP %d Retry-After %q %s; want 429 -31429", maxListens+1, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+		cancels[0]() // one stream closes: its slot comes back once the server sees it gone
+		for deadline := time.Now().Add(10 * time.Second); s.app.limits.Listens.Held(server.LocalPrincipal) >= maxListens; {
+			if time.Now().After(deadline) {
+				t.Fatal("the closed stream's slot never came back")
+			}
+			time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if resp := post(ctx); resp.StatusCode != 200 {
+			t.Fatalf("listen after one closed: HTTP %d", resp.StatusCode)
+		} else {
+			resp.Body.Close()
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); s.app.limits.Listens.Held(server.LocalPrincipal) > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the HTTP streams' slots never came back")
+		}
+		time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
+	}
+
+	t.Run("stdio", func(t *testing.T) {
+		conn := stdioWalk(t, s.app, s.app.limits)
+		var params map[string]any
+		_ = json.Unmarshal(listenBody, &struct {
+			Params *map[string]any `json:"params"`
+		}{&params})
+		p, _ := json.Marshal(params)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for i := range maxListens + 1 {
+			if err := conn.Write(ctx, &jsonrpc.Request{ID: rpcID(int64(i + 1)), Method: "subscriptions/listen", Params: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Three acknowledgements and one refusal, in any order.
+		acks, refused := 0, 0
+		for acks < maxListens || refused < 1 {
+			msg, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatalf("after %d acks, %d refusals: %v", acks, refused, err)
+			}
+			switch m := msg.(type) {
+			case *jsonrpc.Request:
+				if m.Method == "notifications/subscriptions/acknowledged" {
+					acks++
+				}
+			case *jsonrpc.Response:
+				if m.Error == nil || !strings.Contains(m.Error.Error(), "too many open subscriptions/listen") {
+					t.Fatalf("a listen was answered %+v", m)
+				}
+				refused++
+			}
+		}
+		if acks != maxListens || refused != 1 {
+			t.Fatalf("%d acks and %d refusals, want %d and 1", acks, refused, maxListens)
+		}
+	})
 }
