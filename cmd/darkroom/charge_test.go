@@ -125,11 +125,7 @@ func TestEveryMethodIsCharged(t *testing.T) {
 		c.ByteRate, c.ByteBurst = 1<<40, 1<<40 // bytes have their own test
 	})
 	s.app.limits.Create.Scale = 1 // exactly one creation per fresh caller at the door
-	var tools []string
-	for _, tool := range s.app.tools.Names() {
-		tools = append(tools, tool)
-	}
-	methods := walkedMethods(t, tools)
+	methods := walkedMethods(t, s.app.tools.Names())
 
 	next := 0
 	token := func() string {
