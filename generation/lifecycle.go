@@ -18,6 +18,7 @@ const (
 	EventProgress  Event = "progress"   // the provider reported queued/running
 	EventComplete  Event = "complete"   // every output is in our store
 	EventFail      Event = "fail"       // the provider refused, or darkroom gave up
+	EventAbandon   Event = "abandon"    // darkroom gave up on a live job (lifetime, crash); refunded
 	EventCancel    Event = "cancel"     // cancelled before anything reached the provider
 	EventCancelAsk Event = "cancel-ask" // the provider is asked to cancel
 	EventCancelled Event = "cancelled"  // the provider confirmed the cancel
@@ -51,6 +52,8 @@ var Lifecycle = []Transition{
 	{StatusReserved, StatusFailed, EventFail},
 	{StatusQueued, StatusFailed, EventFail},
 	{StatusRunning, StatusFailed, EventFail},
+	{StatusQueued, StatusFailed, EventAbandon},
+	{StatusRunning, StatusFailed, EventAbandon},
 	{StatusReserved, StatusCancelled, EventCancel},
 	{StatusQueued, StatusCancelled, EventCancel},
 	{StatusQueued, StatusQueued, EventCancelAsk},

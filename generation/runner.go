@@ -15,9 +15,11 @@ import (
 	_ "image/png"  // likewise
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -39,9 +41,16 @@ type RunnerConfig struct {
 	// MaxAttempts of consecutive failed steps before a generation fails
 	// with an internal error.
 	MaxAttempts int
-	// GiveUpAfter ends a generation failed when it has not finished this
-	// long after creation.
-	GiveUpAfter time.Duration
+	// MaxLifetime is how long after creation a generation of each kind
+	// may stay live: past it the runner ends it failed, refunds it and
+	// asks the provider to cancel (a kind missing here takes
+	// DefaultMaxLifetime's).
+	MaxLifetime map[provider.Kind]time.Duration
+	// LastLook is how long a step may still run once its generation is
+	// past its lifetime (default 10 min): the provider is looked at once
+	// more (a job that just finished completes), and a call that hangs
+	// is cut then, so that the generation is abandoned.
+	LastLook time.Duration
 	// StorageGiveUp is how long an output copy may keep failing on storage
 	// before the generation fails (a darkroom failure, not the provider's).
 	StorageGiveUp time.Duration
@@ -56,6 +65,14 @@ type RunnerConfig struct {
 	// Drain is how long steps in flight may take to finish once Run's
 	// context ends; then they are cancelled and their leases released.
 	Drain time.Duration
+}
+
+// DefaultMaxLifetime is each kind's maximum lifetime unless configured:
+// far beyond the catalog's expected durations (seconds for an image,
+// minutes for a video), so only a job that will never finish meets it.
+var DefaultMaxLifetime = map[provider.Kind]time.Duration{
+	provider.KindImage: time.Hour,
+	provider.KindVideo: 6 * time.Hour,
 }
 
 // Runner drives generations through the provider: a durable queue in the
@@ -92,8 +109,15 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 12
 	}
-	if cfg.GiveUpAfter == 0 {
-		cfg.GiveUpAfter = 6 * time.Hour
+	lifetimes := maps.Clone(DefaultMaxLifetime)
+	for k, d := range cfg.MaxLifetime {
+		if d > 0 {
+			lifetimes[k] = d
+		}
+	}
+	cfg.MaxLifetime = lifetimes
+	if cfg.LastLook == 0 {
+		cfg.LastLook = 10 * time.Minute
 	}
 	if cfg.StorageGiveUp == 0 {
 		cfg.StorageGiveUp = 30 * time.Minute
@@ -250,6 +274,9 @@ func (o *outage) recovered(cfg RunnerConfig, now time.Time) {
 
 // step does one unit of work on a claimed generation and reschedules it.
 func (r *Runner) step(ctx context.Context, row Row) {
+	// A panic (in a provider adapter, most likely) ends this generation,
+	// not the process. Deferred first, it runs after the lease stopped.
+	defer r.crashed(ctx, row)
 	hold := r.holdLease(ctx, row)
 	defer hold.stop()
 	ctx = hold.ctx
@@ -265,7 +292,11 @@ func (r *Runner) step(ctx context.Context, row Row) {
 	if err != nil {
 		r.cfg.Logger.Warn("runner: read webhook deliveries", "generation", g.ID, "err", err)
 	}
-	next, err := r.advance(ctx, g, row)
+	// A provider call that hangs is cut once the lifetime (plus the last
+	// look) has passed, so that the check below can end it.
+	actx, cancel := context.WithTimeout(ctx, max(g.CreatedAt.Add(r.lifetime(g.Kind)).Sub(r.s.cfg.Now()), 0)+r.cfg.LastLook)
+	next, err := r.advance(actx, g, row)
+	cancel()
 	if hold.lost() || errors.Is(err, errLeaseLost) {
 		return // another claim holds the row now: its step decides
 	}
@@ -309,8 +340,8 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.wakeOwner(ctx, g.Owner)
 		return // terminal; nothing to reschedule
 	}
-	if r.s.cfg.Now().Sub(g.CreatedAt) > r.cfg.GiveUpAfter {
-		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("did not finish within %s", r.cfg.GiveUpAfter))
+	if r.pastLifetime(g) {
+		r.abandon(ctx, g, ErrorProvider, r.lifetimeMessage(g, row))
 		return
 	}
 	// A delivery stored while we stepped found the row leased, so its
@@ -357,6 +388,134 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		}
 	}
 	r.Kick() // the loop recomputes its next wake-up
+}
+
+// lifetime is the maximum lifetime of a generation of kind k.
+func (r *Runner) lifetime(k provider.Kind) time.Duration {
+	if d, ok := r.cfg.MaxLifetime[k]; ok {
+		return d
+	}
+	return slices.Max(slices.Collect(maps.Values(r.cfg.MaxLifetime)))
+}
+
+// pastLifetime reports whether g has been live longer than its kind
+// allows.
+func (r *Runner) pastLifetime(g *Generation) bool {
+	return !g.Status.Terminal() && r.s.cfg.Now().Sub(g.CreatedAt) > r.lifetime(g.Kind)
+}
+
+// lifetimeMessage says why a generation past its lifetime ended.
+func (r *Runner) lifetimeMessage(g *Generation, row Row) string {
+	limit := humanDuration(r.lifetime(g.Kind))
+	if row.SubmitState == "" {
+		return fmt.Sprintf("the %s did not start within %s, the longest this server keeps one waiting", g.Kind, limit)
+	}
+	return fmt.Sprintf("%s took the %s but did not finish it within %s, the longest this server waits for one",
+		providerLabel(g.Provider), g.Kind, limit)
+}
+
+func providerLabel(name string) string {
+	if name == "" {
+		return "the provider"
+	}
+	return "the provider (" + name + ")"
+}
+
+// humanDuration writes d for a person: "1 hour", "90 minutes", "6 hours".
+func humanDuration(d time.Duration) string {
+	plural := func(n int64, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int64(d/time.Minute), "minute")
+	}
+	return plural(int64((d+time.Second-1)/time.Second), "second")
+}
+
+// abandon ends a live generation failed with credits refunded (the
+// lifecycle's abandon event: a compare-and-set, so a generation that
+// ended meanwhile keeps its end), then asks the provider, once and
+// without waiting on it, to cancel a job it holds. Deciding first means
+// a provider that hangs on Cancel too cannot keep the generation live.
+func (r *Runner) abandon(ctx context.Context, g *Generation, kind ErrorKind, why string) {
+	r.mu.Lock()
+	delete(r.fails, g.ID)
+	delete(r.storageDown, g.ID)
+	r.mu.Unlock()
+	c := change(g.ID, EventAbandon, "")
+	c.ErrorKind, c.ErrorMessage = kind, why
+	c.Message = fmt.Sprintf("failed: %s; %s refunded", why, credits(g.Credits))
+	after, err := r.s.apply(ctx, c)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Error("runner: record abandon", "generation", g.ID, "err", err)
+		}
+		return
+	}
+	r.wakeOwner(ctx, g.Owner)
+	if after.Status != StatusFailed || after.ErrorMessage != why {
+		return // it ended otherwise meanwhile
+	}
+	r.cfg.Logger.Warn("runner: gave up on a generation", "generation", g.ID, "provider", g.Provider, "reason", why)
+	// The job as stored now (the step may have submitted it); the lease
+	// ended with the change, so nothing below depends on it.
+	ctx = context.WithoutCancel(ctx)
+	row, err := r.s.store.Generation(ctx, g.ID)
+	p, ok := r.s.providers[g.Provider]
+	var job provider.Job
+	if err != nil || !ok || row.SubmitState != "submitted" || json.Unmarshal([]byte(row.ProviderJob), &job) != nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, abandonCancelWait)
+	defer cancel()
+	if err := safeCall(func() error { _, err := p.Cancel(cctx, job); return err }); err != nil {
+		r.cfg.Logger.Warn("runner: cancel of an abandoned job", "generation", g.ID, "provider", g.Provider, "err", err)
+	}
+}
+
+func credits(n int64) string {
+	if n == 1 {
+		return "its 1 credit was"
+	}
+	return fmt.Sprintf("its %d credits were", n)
+}
+
+// abandonCancelWait bounds the cancel request for an abandoned job.
+const abandonCancelWait = 30 * time.Second
+
+// safeCall runs fn, turning a panic into an error.
+func safeCall(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panic: %v", v)
+		}
+	}()
+	return fn()
+}
+
+// crashed is step's last defer: a panic anywhere in the step (a provider
+// adapter's Submit, Status, Cancel, Find or output download, most
+// likely) is logged with its stack and ends the generation failed,
+// refunded, instead of the process. A bug that panics would panic again
+// on every retry, so there is none.
+func (r *Runner) crashed(ctx context.Context, row Row) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	r.cfg.Logger.Error("runner: step panicked", "generation", row.ID, "provider", row.Provider, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	g, err := fromRow(row)
+	if err != nil {
+		r.fail(ctx, row.ID, ErrorInternal, "an internal error stopped it (logged on the server)")
+		return
+	}
+	r.abandon(ctx, g, ErrorInternal, "an internal error in darkroom stopped it while it talked to "+providerLabel(g.Provider)+" (logged on the server)")
 }
 
 // storageError marks a failure to write outputs into our own store: the
@@ -643,7 +802,17 @@ var ErrMalformedWebhook = errors.New("malformed webhook delivery")
 // then webhook_deliveries') happens only after verification; a verified
 // delivery that could not be stored is forgotten by the parser, so its
 // retry is taken.
-func (r *Runner) Deliver(ctx context.Context, name string, parser provider.WebhookParser, h http.Header, q url.Values, body []byte) error {
+//
+// A panic in the parser (or below) is logged and returned as an error,
+// answered as a delivery not stored: the provider retries it, polling
+// covers the job meanwhile, and the process keeps serving.
+func (r *Runner) Deliver(ctx context.Context, name string, parser provider.WebhookParser, h http.Header, q url.Values, body []byte) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.cfg.Logger.Error("runner: webhook intake panicked", "provider", name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("webhook intake for %s failed inside darkroom (logged)", name)
+		}
+	}()
 	ev, err := parser.ParseWebhook(ctx, h, q, body)
 	switch {
 	case errors.Is(err, provider.ErrWebhookUnverifiable):
@@ -838,7 +1007,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 		NegativePrompt:  g.Params.NegativePrompt,
 		AspectRatio:     g.Params.AspectRatio,
 		DurationSeconds: g.Params.DurationSeconds,
-		Deadline:        g.CreatedAt.Add(r.cfg.GiveUpAfter),
+		Deadline:        g.CreatedAt.Add(r.lifetime(g.Kind)),
 	}
 	if g.Params.Seed != nil {
 		req.Seed = *g.Params.Seed

@@ -54,6 +54,8 @@ type config struct {
 	Retention      time.Duration
 	StorageGiveUp  time.Duration
 	RunnerLease    time.Duration
+	// MaxLifetime per kind: a generation live longer is abandoned.
+	MaxLifetimeImage, MaxLifetimeVideo time.Duration
 	// Providers beyond the local one; each is on only with its credential.
 	ReplicateToken   string
 	ReplicateBaseURL string
@@ -445,6 +447,12 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
 			help: "how long to retry an unreachable output store before failing",
 			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},
+		{flag: "max-lifetime-image", env: envs("DARKROOM_MAX_LIFETIME_IMAGE"), def: "1h",
+			help: "longest an image generation may stay live; then it fails, refunded, and the provider is asked to cancel",
+			set:  func(c *config, v string) (err error) { c.MaxLifetimeImage, err = duration(v, time.Minute, 0); return err }},
+		{flag: "max-lifetime-video", env: envs("DARKROOM_MAX_LIFETIME_VIDEO"), def: "6h",
+			help: "longest a video generation may stay live; then it fails, refunded, and the provider is asked to cancel",
+			set:  func(c *config, v string) (err error) { c.MaxLifetimeVideo, err = duration(v, time.Minute, 0); return err }},
 		{flag: "runner-lease", env: envs("DARKROOM_RUNNER_LEASE"), def: "2m",
 			help: "how long a claimed generation is one runner's; on PostgreSQL, how soon another replica takes over a killed one's work",
 			set:  func(c *config, v string) (err error) { c.RunnerLease, err = duration(v, time.Second, 0); return err }},

@@ -155,7 +155,8 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
-	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain}
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain,
+		MaxLifetime: map[provider.Kind]time.Duration{provider.KindImage: a.cfg.MaxLifetimeImage, provider.KindVideo: a.cfg.MaxLifetimeVideo}}
 	if a.cfg.Webhooks {
 		rc.WebhookBase = a.cfg.PublicURL
 	}

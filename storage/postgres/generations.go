@@ -182,6 +182,8 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 		n, err = t.q.Complete(ctx, pgdb.CompleteParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Outputs: c.Outputs, Now: now})
 	case generation.EventFail:
 		n, err = t.q.Fail(ctx, pgdb.FailParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
+	case generation.EventAbandon:
+		n, err = t.q.Abandon(ctx, pgdb.AbandonParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
 	case generation.EventCancel:
 		n, err = t.q.CancelUnsubmitted(ctx, pgdb.CancelUnsubmittedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
 	case generation.EventCancelAsk:

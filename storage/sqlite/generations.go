@@ -197,6 +197,8 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 		n, err = t.q.Complete(ctx, sqlitedb.CompleteParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Outputs: c.Outputs, Now: now})
 	case generation.EventFail:
 		n, err = t.q.Fail(ctx, sqlitedb.FailParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
+	case generation.EventAbandon:
+		n, err = t.q.Abandon(ctx, sqlitedb.AbandonParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
 	case generation.EventCancel:
 		n, err = t.q.CancelUnsubmitted(ctx, sqlitedb.CancelUnsubmittedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
 	case generation.EventCancelAsk:

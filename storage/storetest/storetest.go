@@ -314,6 +314,12 @@ func effects(c generation.Change, before, after generation.Row, want generation.
 		chk(after.ErrorKind == c.ErrorKind, "ErrorKind %q, want %q", after.ErrorKind, c.ErrorKind)
 		chk(after.ErrorMessage == c.ErrorMessage, "ErrorMessage %q, want %q", after.ErrorMessage, c.ErrorMessage)
 		leavesQueue()
+	case generation.EventAbandon:
+		msg()
+		chk(after.ErrorKind == c.ErrorKind, "ErrorKind %q, want %q", after.ErrorKind, c.ErrorKind)
+		chk(after.ErrorMessage == c.ErrorMessage, "ErrorMessage %q, want %q", after.ErrorMessage, c.ErrorMessage)
+		chk(after.Charged == 0, "Charged %d, want 0 (refunded)", after.Charged)
+		leavesQueue()
 	case generation.EventCancel, generation.EventCancelled:
 		msg()
 		chk(after.Charged == 0, "Charged %d, want 0 (refunded)", after.Charged)

@@ -118,6 +118,15 @@ SET status = 'failed', status_message = @status_message, error_kind = @error_kin
     lease_owner = '', lease_until = 0
 WHERE id = @id AND status = ANY(@from_set::text[]);
 
+-- name: Abandon :execrows
+-- darkroom gives up on a live generation (its maximum lifetime passed, or
+-- its step crashed): it fails and its credits are refunded.
+UPDATE generations
+SET status = 'failed', status_message = @status_message, error_kind = @error_kind,
+    error_message = @error_message, charged = 0, updated_at = @now, next_check_at = NULL,
+    lease_owner = '', lease_until = 0
+WHERE id = @id AND status = ANY(@from_set::text[]);
+
 -- name: CancelUnsubmitted :execrows
 -- A reserved generation, or a queued one not yet handed to the provider,
 -- ends cancelled at once and its credits are refunded.

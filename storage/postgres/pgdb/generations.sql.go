@@ -11,6 +11,40 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const abandon = `-- name: Abandon :execrows
+UPDATE generations
+SET status = 'failed', status_message = $1, error_kind = $2,
+    error_message = $3, charged = 0, updated_at = $4, next_check_at = NULL,
+    lease_owner = '', lease_until = 0
+WHERE id = $5 AND status = ANY($6::text[])
+`
+
+type AbandonParams struct {
+	StatusMessage string
+	ErrorKind     string
+	ErrorMessage  string
+	Now           int64
+	ID            string
+	FromSet       []string
+}
+
+// darkroom gives up on a live generation (its maximum lifetime passed, or
+// its step crashed): it fails and its credits are refunded.
+func (q *Queries) Abandon(ctx context.Context, arg AbandonParams) (int64, error) {
+	result, err := q.db.Exec(ctx, abandon,
+		arg.StatusMessage,
+		arg.ErrorKind,
+		arg.ErrorMessage,
+		arg.Now,
+		arg.ID,
+		arg.FromSet,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const approve = `-- name: Approve :execrows
 UPDATE generations
 SET status = 'queued', status_message = $1, params = $2,

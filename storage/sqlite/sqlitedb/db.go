@@ -24,6 +24,9 @@ func New(db DBTX) *Queries {
 func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	q := Queries{db: db}
 	var err error
+	if q.abandonStmt, err = db.PrepareContext(ctx, abandon); err != nil {
+		return nil, fmt.Errorf("error preparing query Abandon: %w", err)
+	}
 	if q.approveStmt, err = db.PrepareContext(ctx, approve); err != nil {
 		return nil, fmt.Errorf("error preparing query Approve: %w", err)
 	}
@@ -167,6 +170,11 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 
 func (q *Queries) Close() error {
 	var err error
+	if q.abandonStmt != nil {
+		if cerr := q.abandonStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing abandonStmt: %w", cerr)
+		}
+	}
 	if q.approveStmt != nil {
 		if cerr := q.approveStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing approveStmt: %w", cerr)
@@ -436,6 +444,7 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 type Queries struct {
 	db                      DBTX
 	tx                      *sql.Tx
+	abandonStmt             *sql.Stmt
 	approveStmt             *sql.Stmt
 	cancelConfirmedStmt     *sql.Stmt
 	cancelUnsubmittedStmt   *sql.Stmt
@@ -488,6 +497,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
 		db:                      tx,
 		tx:                      tx,
+		abandonStmt:             q.abandonStmt,
 		approveStmt:             q.approveStmt,
 		cancelConfirmedStmt:     q.cancelConfirmedStmt,
 		cancelUnsubmittedStmt:   q.cancelUnsubmittedStmt,

@@ -10,6 +10,40 @@ import (
 	"database/sql"
 )
 
+const abandon = `-- name: Abandon :execrows
+UPDATE generations
+SET status = 'failed', status_message = ?1, error_kind = ?2,
+    error_message = ?3, charged = 0, updated_at = ?4, next_check_at = NULL,
+    lease_owner = '', lease_until = 0
+WHERE id = ?5 AND instr(CAST(?6 AS TEXT), '|' || status || '|') > 0
+`
+
+type AbandonParams struct {
+	StatusMessage string
+	ErrorKind     string
+	ErrorMessage  string
+	Now           int64
+	ID            string
+	FromSet       string
+}
+
+// darkroom gives up on a live generation (its maximum lifetime passed, or
+// its step crashed): it fails and its credits are refunded.
+func (q *Queries) Abandon(ctx context.Context, arg AbandonParams) (int64, error) {
+	result, err := q.exec(ctx, q.abandonStmt, abandon,
+		arg.StatusMessage,
+		arg.ErrorKind,
+		arg.ErrorMessage,
+		arg.Now,
+		arg.ID,
+		arg.FromSet,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const approve = `-- name: Approve :execrows
 UPDATE generations
 SET status = 'queued', status_message = ?1, params = ?2,
