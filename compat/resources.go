@@ -1,10 +1,7 @@
 package compat
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,10 +24,6 @@ const (
 	// DefaultMaxResourceBytes caps what resources/read returns inline
 	// (base64 makes it a third larger on the wire).
 	DefaultMaxResourceBytes = 32 << 20
-	// readsInFlight bounds the memory of resources/read: at most this many
-	// times the cap in bytes are read from the store at once; more wait
-	// their turn (or their request's end).
-	readsInFlight = 2
 	// resourceTTLMs is how long a client may cache a read: an output's
 	// bytes never change while it exists.
 	resourceTTLMs = 3600_000
@@ -138,7 +133,13 @@ func (t *Tools) RegisterResources(s *mcp.Server) {
 func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if method != "resources/read" || err == nil {
+		if method != "resources/read" {
+			return res, err
+		}
+		if rr, ok := res.(*mcp.ReadResourceResult); ok && err == nil {
+			return shapeRead(req, rr), nil
+		}
+		if err == nil {
 			return res, err
 		}
 		var re *resourceError
@@ -195,29 +196,55 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 				"fetch it from its signed link instead (error data url, structuredContent.outputs[%d].url, or download_output)",
 			i, id, o.Bytes, t.cfg.MaxReadBytes, i)}
 	}
-	if err := t.reads.Acquire(ctx, o.Bytes); err != nil {
-		return nil, err
-	}
-	defer t.reads.Release(o.Bytes)
-	rc, err := t.svc.OpenOutput(ctx, o.StoredBlob)
-	if errors.Is(err, generation.ErrOutputGone) {
+	src := outbytes.Source{Size: o.Bytes, SHA256: o.SHA256, Open: func(ctx context.Context) (io.ReadCloser, error) {
+		return t.svc.OpenOutput(ctx, o.StoredBlob)
+	}}
+	b, err := outbytes.Blob(ctx, t.cfg.Bytes, t.cfg.Owner(ctx, nil), src)
+	var refused *outbytes.Refused
+	switch {
+	case errors.Is(err, generation.ErrOutputGone):
 		return nil, gone
-	}
-	if err != nil {
+	case errors.As(err, &refused):
+		return nil, limit.RPCError(refused.RetryAfter)
+	case err != nil:
 		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(o.Bytes))
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(&buf, h), io.LimitReader(rc, t.cfg.MaxReadBytes+1)); err != nil {
-		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != o.SHA256 || int64(buf.Len()) != o.Bytes {
-		return nil, fmt.Errorf("output %d of %s: stored file does not match its record (sha256 %s, want %s)", i, id, sum, o.SHA256)
 	}
 	return &mcp.ReadResourceResult{
 		Cacheable: mcp.Cacheable{TTLMs: resourceTTLMs, CacheScope: "private"},
-		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: o.MimeType, Blob: buf.Bytes()}},
+		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: o.MimeType, Blob: b}},
 	}, nil
+}
+
+// ReadResource is resources/read of an output for a path that serves it
+// below go-sdk (tasks.Dispatcher.ServeResource): the same answer, the
+// result with the 2026-07-28 cache hints for that era only. It reads
+// nothing when ctx defers its blob (outbytes.WithDeferral).
+func (t *Tools) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) (mcp.Result, error) {
+	res, err := t.readResource(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return shapeRead(req, res), nil
+}
+
+// shapeRead hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
+// read sent to a pre-2026 client: they are no part of the older schemas.
+func shapeRead(req mcp.Request, res *mcp.ReadResourceResult) mcp.Result {
+	if !legacyRequest(req) {
+		return res
+	}
+	return legacyRead{res}
+}
+
+// legacyRead is a read result as the pre-2026 schemas have it. It keeps
+// the result's methods, which go-sdk's multi round-trip middleware asks
+// for.
+type legacyRead struct{ *mcp.ReadResourceResult }
+
+func (r legacyRead) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Meta         mcp.Meta                `json:"_meta,omitempty"`
+		Contents     []*mcp.ResourceContents `json:"contents"`
+		RequestState string                  `json:"requestState,omitempty"`
+	}{r.Meta, r.Contents, r.RequestState})
 }

@@ -16,9 +16,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"golang.org/x/sync/semaphore"
 )
 
 // Config wires the tools.
@@ -49,6 +49,9 @@ type Config struct {
 	// MaxReadBytes caps an output read with resources/read (default
 	// 32 MiB); a larger one points to its signed link.
 	MaxReadBytes int64
+	// Bytes is the process-wide budget of output bytes in flight (nil:
+	// unbounded); resources/read takes its shares.
+	Bytes *outbytes.Budget
 }
 
 // Wait bounds (see Config).
@@ -69,8 +72,7 @@ type Tools struct {
 	cfg     Config
 	svc     *generation.Service
 	classes map[string]string
-	reads   *semaphore.Weighted // bytes of resources/read in flight (resources.go)
-	memo    resultMemo          // get_generation's shared results (lean.go)
+	memo    resultMemo // get_generation's shared results (lean.go)
 }
 
 // RateClass names the bucket a call of the named tool draws from, as its
@@ -97,7 +99,7 @@ func New(cfg Config) *Tools {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}, reads: semaphore.NewWeighted(readsInFlight * cfg.MaxReadBytes)}
+	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}}
 }
 
 func ptr[T any](v T) *T { return &v }

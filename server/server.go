@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -61,6 +62,11 @@ type Config struct {
 	Configure func(*mcp.Server)
 	// Capabilities are advertised in server/discover.
 	Capabilities *mcp.ServerCapabilities
+	// ByteReads are read-only tools whose results carry output bytes (the
+	// viewer's), served below go-sdk with their blobs streamed
+	// (tasks.Dispatcher.ServeBytes); go-sdk serves them too, registered
+	// in Configure.
+	ByteReads map[string]tasks.ReadHandler
 }
 
 // New builds the MCP server with the compatibility tools registered.
@@ -83,12 +89,42 @@ func New(cfg Config) *mcp.Server {
 		for name, h := range cfg.Tools.Reads() {
 			cfg.Tasks.ServeRead(name, h, impl)
 		}
+		for name, h := range cfg.ByteReads {
+			cfg.Tasks.ServeBytes(name, h, impl)
+		}
+		cfg.Tasks.ServeResource(cfg.Tools.ReadResource)
 	}
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}
 	s.AddReceivingMiddleware(declaredOnly(caps))
+	s.AddReceivingMiddleware(holdCall)
 	return s
+}
+
+// holdCall gives a call that has no output-bytes hold yet (stdio, or any
+// transport but HTTP's, where holdOutputBytes put one) a hold of its own,
+// released when the handler chain returns.
+func holdCall(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if outbytes.HasHold(ctx) {
+			return next(ctx, method, req)
+		}
+		ctx, release := outbytes.WithHold(ctx)
+		defer release()
+		return next(ctx, method, req)
+	}
+}
+
+// holdOutputBytes holds the output-bytes shares a request's handlers take
+// on go-sdk's path (outbytes.Read) until the handler chain returns: by
+// then net/http has the whole response, or the connection is gone.
+func holdOutputBytes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, release := outbytes.WithHold(r.Context())
+		defer release()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // capabilityOf names the server capability a method belongs to ("" for
@@ -134,6 +170,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 	if cfg.Tasks != nil {
 		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
+	h = holdOutputBytes(h)
 	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {

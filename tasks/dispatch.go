@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -97,6 +98,9 @@ type Options struct {
 	// KeepAlive spaces SSE comments on listen streams (default 25 s).
 	KeepAlive time.Duration
 	Logger    *slog.Logger
+	// Bytes is the process-wide budget of output bytes in flight, which
+	// streamed reads draw from (ServeBytes, ServeResource); nil: unbounded.
+	Bytes *outbytes.Budget
 }
 
 // Dispatcher serves tasks/get, tasks/update, tasks/cancel and
@@ -108,6 +112,12 @@ type Dispatcher struct {
 	kinds map[string]Kind
 	tools map[string]mcp.ToolHandler // see ServeTool
 	reads map[string]ReadHandler     // see ServeRead
+	// bytesTools are the reads whose blobs are streamed (ServeBytes),
+	// resource answers resources/read (ServeResource), and ownerOf names
+	// a request's caller (Middleware's owner).
+	bytesTools map[string]bool
+	resource   ResourceHandler
+	ownerOf    func(*http.Request) string
 	// readInfo and readMeta are the MCP server's serverInfo, and the
 	// opening of a read result carrying it (ServeRead).
 	readInfo *mcp.Implementation

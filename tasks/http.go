@@ -111,6 +111,7 @@ func notification(method string, params []byte) []byte {
 // passes every other request to next. owner names the authenticated
 // caller of a request.
 func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64) func(http.Handler) http.Handler {
+	d.ownerOf = owner
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method != http.MethodPost {
@@ -122,7 +123,8 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				return
 			}
 			if env.Method == methodToolsCall && (d.tools[env.Name] != nil && d.serveTool(w, r, env) ||
-				d.reads[env.Name] != nil && d.serveRead(w, r, env)) {
+				d.reads[env.Name] != nil && d.serveRead(w, r, env)) ||
+				env.Method == "resources/read" && d.resource != nil && d.serveResource(w, r, env, owner(r)) {
 				return
 			}
 			// A tasks/* notification (no id) is go-sdk's to refuse: only

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -84,9 +85,17 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 		return false // a legacy _meta (progressToken, ...): go-sdk's
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: args}}
-	res, shared, err := h(r.Context(), req)
+	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
+	if d.bytesTools[name] { // its blobs are streamed (bytes.go)
+		ctx, df = outbytes.WithDeferral(ctx)
+	}
+	res, shared, err := h(ctx, req)
 	if err != nil || res == nil {
 		return false
+	}
+	if df != nil {
+		b, ok := d.readResult(res, modern)
+		return ok && d.writeResult(w, r, env.ID, d.ownerOf(r), b, res.IsError, df)
 	}
 	var b []byte
 	ok := false

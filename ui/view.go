@@ -11,6 +11,8 @@ import (
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,6 +29,9 @@ type Config struct {
 	// MaxBytes caps an output the view receives inline (default 32 MiB);
 	// above it the view offers the signed link.
 	MaxBytes int64
+	// Bytes is the process-wide budget of output bytes in flight (nil:
+	// unbounded).
+	Bytes *outbytes.Budget
 }
 
 // DefaultMaxBytes caps an output returned to the view.
@@ -119,28 +124,49 @@ func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 // bytes reads output n, within the cap, as an embedded resource.
 func (v *viewer) bytes(ctx context.Context, g *generation.Generation, n int) (mcp.Content, *mcp.CallToolResult, error) {
 	o := g.Outputs[n]
-	limit := v.cfg.MaxBytes
-	if limit <= 0 {
-		limit = DefaultMaxBytes
+	maxBytes := v.cfg.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
 	}
-	if o.Bytes > limit {
-		return nil, errResult("output %d is %d bytes, above the viewer's %d-byte limit: open its signed link instead", n, o.Bytes, limit), nil
+	if o.Bytes > maxBytes {
+		return nil, errResult("output %d is %d bytes, above the viewer's %d-byte limit: open its signed link instead", n, o.Bytes, maxBytes), nil
 	}
-	rc, _, err := v.cfg.Blobs.Open(ctx, o.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open output: %w", err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
+	src := outbytes.Source{Size: o.Bytes, SHA256: o.SHA256, Open: func(ctx context.Context) (io.ReadCloser, error) {
+		rc, _, err := v.cfg.Blobs.Open(ctx, o.Key)
+		return rc, err
+	}}
+	b, err := outbytes.Blob(ctx, v.cfg.Bytes, v.cfg.Owner(ctx, nil), src)
+	var refused *outbytes.Refused
+	switch {
+	case errors.As(err, &refused):
+		return nil, nil, limit.RPCError(refused.RetryAfter)
+	case errors.Is(err, outbytes.ErrMismatch):
+		return nil, nil, fmt.Errorf("output %d of %s: %w", n, g.ID, err)
+	case err != nil:
 		return nil, nil, fmt.Errorf("read output: %w", err)
-	}
-	if int64(len(b)) > limit {
-		return nil, errResult("output %d is above the viewer's %d-byte limit: open its signed link instead", n, limit), nil
 	}
 	return &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{
 		URI:      fmt.Sprintf("darkroom://generations/%s/outputs/%d", g.ID, n),
 		MIMEType: o.MimeType,
 		Blob:     b,
 	}}, nil, nil
+}
+
+// errHidden declines a lean view call for a client that did not declare
+// the extension: go-sdk answers it (as a tool it does not have).
+var errHidden = errors.New("view tool hidden from this client")
+
+// ReadHandler is the view tool's handler for a path that serves it below
+// go-sdk (tasks.Dispatcher.ServeBytes): the same answer where go-sdk's
+// would come from the handler, an error (go-sdk's to answer) where the
+// middleware would hide the tool.
+func ReadHandler(cfg Config) func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+	v := &viewer{cfg: cfg}
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+		if !Declared(req) {
+			return nil, false, errHidden
+		}
+		res, err := v.handle(ctx, req)
+		return res, false, err
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -93,6 +94,7 @@ type config struct {
 
 	// Outputs as resources and their inline previews.
 	MaxResourceBytes int64 // largest output resources/read returns inline
+	OutputBytes      int64 // process-wide budget of output bytes in flight (outbytes)
 	InlinePreview    bool  // make a preview per output and show it next to its resource_link
 }
 
@@ -278,6 +280,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(compat.DefaultMaxResourceBytes),
 			help: "largest output resources/read returns inline (larger: use the signed link)",
 			set:  func(c *config, v string) (err error) { c.MaxResourceBytes, err = byteCount(v, 1); return err }},
+		{flag: "output-bytes", env: envs("DARKROOM_OUTPUT_BYTES"), def: strconv.Itoa(outbytes.DefaultTotal),
+			help: "memory for output bytes in flight (resources/read, the viewer), all callers together; one caller holds at most half; past it a read is refused with a retryable 429 / -31429",
+			set:  func(c *config, v string) (err error) { c.OutputBytes, err = byteCount(v, 1<<20); return err }},
 		{flag: "inline-preview", env: envs("DARKROOM_INLINE_PREVIEW"), def: "on",
 			help: "on: a small JPEG preview of each output, made once when stored, follows its resource_link; off: none",
 			set: func(c *config, v string) error {

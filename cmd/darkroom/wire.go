@@ -20,6 +20,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
 	"github.com/darkroom-mcp/darkroom/metrics"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
@@ -59,6 +60,7 @@ type app struct {
 	secret       []byte
 	keys         map[string]auth.Overrides // per-caller overrides by principal id
 	routes       map[string]http.Handler   // provider webhooks
+	bytes        *outbytes.Budget          // output bytes in flight
 	ops                                    // ops.go: metrics, readiness, drain
 }
 
@@ -125,8 +127,9 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	}
 	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
+	a.bytes = outbytes.New(a.cfg.OutputBytes)
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
-		OpenListen: server.ListenSlots(a.limits), Logger: a.log})
+		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)
@@ -174,6 +177,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
 		MaxReadBytes:   a.cfg.MaxResourceBytes,
+		Bytes:          a.bytes,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
@@ -422,6 +426,7 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
+		ByteReads:      map[string]tasks.ReadHandler{ui.ViewTool: ui.ReadHandler(a.viewerConfig())},
 		Configure: func(s *mcp.Server) {
 			// The viewer first: middleware added later wraps it, so the
 			// era's list shaping and the resources errors apply to what
@@ -479,8 +484,12 @@ func newLogger(level slog.Level) *slog.Logger {
 // polls, so it draws from the poll bucket.
 func (a *app) registerViewer(s *mcp.Server) {
 	a.tools.SetRateClass(ui.ViewTool, compat.ClassPoll)
-	ui.Register(s, ui.Config{
+	ui.Register(s, a.viewerConfig())
+}
+
+func (a *app) viewerConfig() ui.Config {
+	return ui.Config{
 		Service: a.svc, Blobs: a.blobs, Owner: server.ToolOwner,
-		PollInterval: server.PollInterval(a.limits), MaxBytes: a.cfg.MaxResourceBytes,
-	})
+		PollInterval: server.PollInterval(a.limits), MaxBytes: a.cfg.MaxResourceBytes, Bytes: a.bytes,
+	}
 }

@@ -1,0 +1,149 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/server/limit"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ResourceHandler answers resources/read for ServeResource: the result as
+// go-sdk's handler chain would return it (an mcp.Result whose encoding is
+// the wire's), or an error for go-sdk to answer instead.
+type ResourceHandler func(ctx context.Context, req *mcp.ReadResourceRequest) (mcp.Result, error)
+
+// ServeBytes is ServeRead for a tool whose result may carry output bytes:
+// its handler runs with an outbytes.Deferral, and each blob it defers is
+// streamed into the response (writeDeferred) instead of being encoded in
+// memory. Its results are never shared.
+func (d *Dispatcher) ServeBytes(name string, h ReadHandler, serverInfo *mcp.Implementation) {
+	d.ServeRead(name, h, serverInfo)
+	if d.bytesTools == nil {
+		d.bytesTools = map[string]bool{}
+	}
+	d.bytesTools[name] = true
+}
+
+// ServeResource lets the dispatcher answer resources/read below go-sdk
+// with h, on the 2026-07-28 wire and the legacy stateless eras, byte for
+// byte as go-sdk would (framed as JSON), its blobs streamed as ServeBytes
+// streams them. serverInfo is the MCP server's Implementation (as
+// ServeRead's); ServeRead must have set it.
+func (d *Dispatcher) ServeResource(h ResourceHandler) { d.resource = h }
+
+// serveResource answers a resources/read for ServeResource, and reports
+// false (the body untouched) when go-sdk must serve it instead.
+func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, owner string) bool {
+	version := r.Header.Get("Mcp-Protocol-Version")
+	modern := slices.Contains(d.opts.Versions, version)
+	if d.resource == nil || d.readMeta == nil || env.IsBatch || !(modern || slices.Contains(legacyVersions, version)) ||
+		!sdkWouldAcceptHTTP(r) {
+		return false
+	}
+	if modern && (r.Header.Get("Mcp-Method") != "resources/read" || r.Header.Get("Mcp-Name") != env.Name) {
+		return false
+	}
+	p := env.params
+	if env.jsonrpc != "2.0" || !sameID(env.ID) || p == nil || env.Name == "" || !plainString(p.URI) ||
+		p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.InputResponses != nil || p.RequestState != nil || p.Notifications != nil {
+		return false
+	}
+	var meta map[string]any
+	if modern {
+		if meta = d.metas.get(p.Meta); meta == nil {
+			return false
+		}
+		if v, _ := meta[metaProtocolVersion].(string); v != version {
+			return false
+		}
+	} else if p.Meta != nil {
+		return false
+	}
+	ctx, df := outbytes.WithDeferral(r.Context())
+	res, err := d.resource(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{Meta: meta, URI: env.Name}})
+	if err != nil || res == nil {
+		return false
+	}
+	b, err := json.Marshal(res)
+	if err != nil || len(b) < 2 || b[0] != '{' {
+		return false
+	}
+	if modern {
+		// go-sdk's additions on 2026-07-28: serverInfo in _meta, first,
+		// and resultType, last. A result with its own _meta is go-sdk's.
+		if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
+			return false
+		}
+		out := make([]byte, 0, len(b)+len(d.readMeta)+32)
+		out = append(append(out, d.readMeta...), b[1:len(b)-1]...)
+		b = append(out, `,"resultType":"complete"}`...)
+	}
+	return d.writeResult(w, r, env.ID, owner, b, false, df)
+}
+
+// plainString reports a JSON string rawString takes as it is (no escapes):
+// env.Name is then exactly what go-sdk decodes.
+func plainString(raw json.RawMessage) bool {
+	s, ok := rawString(raw)
+	return ok && len(s) == len(raw)-2
+}
+
+// writeResult answers with the result body (isError: a tool's): framed as JSON, each blob df
+// holds streamed into it in place of its sentinel. It reports false, with
+// nothing written, when go-sdk must answer instead (a blob that no longer
+// opens, a sentinel that is not where it should be).
+//
+// The caller's share of the process-wide byte budget is taken before the
+// blobs open and held until the last byte is handed to the connection or
+// the connection fails: what a stream keeps resident is its encoding
+// without the blobs and its chunk buffers (outbytes.StreamCost), so a
+// client that stops reading holds one chunk until the write deadline
+// (server.Timeouts.Write) cuts it. Past the budget the answer is an
+// immediate 429 with Retry-After. A blob whose bytes do not match its
+// record aborts the response before its last chunk: the client sees a
+// broken response, never wrong bytes.
+func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) bool {
+	if !df.Deferred() {
+		tell(w, 0, isError)
+		writeFramed(w, http.StatusOK, id, "result", body)
+		return true
+	}
+	release, err := d.opts.Bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
+	var refused *outbytes.Refused
+	if errors.As(err, &refused) {
+		tell(w, limit.CodeRateLimited, false)
+		limit.WriteHTTP(w, id, refused.RetryAfter)
+		return true
+	}
+	defer release()
+	plan, err := df.Plan(r.Context(), body)
+	if err != nil {
+		return false
+	}
+	defer plan.Close()
+	var open [64]byte
+	head := append(append(append(open[:0], framePrefix...), id...), `,"result":`...)
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.FormatInt(int64(len(head))+plan.Len+1, 10)}
+	tell(w, 0, isError)
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(head); err != nil {
+		return true
+	}
+	if _, err := plan.WriteTo(w); err != nil {
+		if errors.Is(err, outbytes.ErrMismatch) {
+			d.opts.Logger.Error("output bytes do not match their record: response aborted", "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		return true // the connection is gone (or its write deadline passed)
+	}
+	_, _ = w.Write(closeBrace)
+	return true
+}
