@@ -345,7 +345,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	params.AwaitsApproval = req.HoldForApproval
 	switch {
 	case params.AwaitsImage:
-		status, msg = StatusReserved, "waiting for an input image: call upload_input with generationId "+id
+		status, msg = StatusReserved, msgAwaitsImage
 	case params.AwaitsApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
@@ -557,6 +557,10 @@ func decodeCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
+// msgAwaitsImage is the status message of a generation reserved for its
+// input image (no id: whoever reads it already has it).
+const msgAwaitsImage = "waiting for an input image: call upload_input with this generationId"
+
 // Wait blocks until the generation is terminal, timeout passes (timedOut),
 // or ctx ends. It is event-driven: the runner's commit wakes it at once.
 func (s *Service) Wait(ctx context.Context, owner, id string, timeout time.Duration) (g *Generation, timedOut bool, err error) {
@@ -751,7 +755,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		c.Message = msg
 		if p.AwaitsImage || p.AwaitsApproval {
 			c = change(id, EventHold, "")
-			c.Message = "waiting for an input image: call upload_input with generationId " + id
+			c.Message = msgAwaitsImage
 			if p.AwaitsApproval {
 				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
 			}

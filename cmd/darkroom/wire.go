@@ -169,6 +169,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
 		MaxReadBytes:   a.cfg.MaxResourceBytes,
+		MaxWait:        a.cfg.MaxWait,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
