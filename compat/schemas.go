@@ -12,12 +12,16 @@ import (
 // every bound in them is also checked in the handler (or in generation)
 // with a clear message. Each bound is one constant, used by both.
 
+// MaxWaitSeconds is the most timeoutSeconds or waitSeconds may ask, and
+// the most Config.MaxWait may be.
+const MaxWaitSeconds = 300
+
 // Argument bounds checked here; the request's own (prompt, negativePrompt,
 // idempotencyKey, durationSeconds) are generation's.
 const (
 	maxIDChars     = 128 // generationId, in characters
 	minWaitSeconds = 5
-	maxWaitSeconds = 300
+	maxWaitSeconds = MaxWaitSeconds
 	defWaitSeconds = 50
 	maxListLimit   = 100
 	defListLimit   = 20

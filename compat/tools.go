@@ -42,10 +42,11 @@ type Config struct {
 	// progressToken: notifications/progress at least this often, and on
 	// every change (default 10 s).
 	ProgressEvery time.Duration
-	// QuietWaitCap bounds a wait whose request carries no progressToken,
-	// whatever timeoutSeconds or waitSeconds says (default 55 s): clients
-	// cut a request that shows no progress (the TypeScript SDK at 60 s).
-	QuietWaitCap time.Duration
+	// MaxWait bounds every wait, with a progressToken or without, whatever
+	// timeoutSeconds or waitSeconds says (default 55 s): clients cut a
+	// request at 60 s even while progress arrives (the TypeScript SDK v1
+	// unless its caller set resetTimeoutOnProgress, Claude Code, claude.ai).
+	MaxWait time.Duration
 	// MaxReadBytes caps an output read with resources/read (default
 	// 32 MiB); a larger one points to its signed link.
 	MaxReadBytes int64
@@ -57,7 +58,7 @@ type Config struct {
 // Wait bounds (see Config).
 const (
 	DefaultProgressEvery = 10 * time.Second
-	DefaultQuietWaitCap  = 55 * time.Second
+	DefaultMaxWait       = 55 * time.Second
 )
 
 // Rate classes: the per-caller bucket a tool call draws from. Every tool
@@ -90,8 +91,8 @@ func New(cfg Config) *Tools {
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
 	}
-	if cfg.QuietWaitCap <= 0 {
-		cfg.QuietWaitCap = DefaultQuietWaitCap
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
 	}
 	if cfg.MaxReadBytes <= 0 {
 		cfg.MaxReadBytes = DefaultMaxResourceBytes
@@ -125,7 +126,7 @@ func (t *Tools) Register(s *mcp.Server) {
 	s.AddTool(&mcp.Tool{
 		Name: "generate",
 		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
-			waitNote("waitSeconds") + " " +
+			t.waitNote("waitSeconds") + " " +
 			"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
 			"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
 		InputSchema:  generateInputSchema(t.aspectRatios()),
@@ -138,7 +139,7 @@ func (t *Tools) Register(s *mcp.Server) {
 		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
 	add("wait_generation", ClassPoll, "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
 		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
-		waitNote("timeoutSeconds"),
+		t.waitNote("timeoutSeconds"),
 		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
 	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
 		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
@@ -149,10 +150,10 @@ func (t *Tools) Register(s *mcp.Server) {
 }
 
 // waitNote is what the wait tools' descriptions say about long waits.
-func waitNote(arg string) string {
-	return fmt.Sprintf("A waiting call with a progressToken gets notifications/progress at least every %d s and on each change, and waits up to %s (max %d); "+
-		"without one it answers within %d s whatever %s says, with timedOut:true if still running.",
-		int(DefaultProgressEvery/time.Second), arg, maxWaitSeconds, int(DefaultQuietWaitCap/time.Second), arg)
+func (t *Tools) waitNote(arg string) string {
+	return fmt.Sprintf("A wait answers within %s whatever %s says, with timedOut:true if still running; "+
+		"with a progressToken it gets notifications/progress at least every %s and on each change.",
+		t.cfg.MaxWait, arg, t.cfg.ProgressEvery)
 }
 
 // aspectRatios lists every ratio some model offers, sorted.

@@ -356,7 +356,10 @@ func TestArgumentErrors(t *testing.T) {
 		{"upload_input", map[string]any{"generationId": "g"}, "image is required"},
 		{"list_generations", map[string]any{"limit": 0}, "limit must be between 1 and 100"},
 		{"list_generations", map[string]any{"limit": "ten"}, "argument limit must be an integer, not string"},
-		{"list_generations", map[string]any{"status": "done"}, `status "done" is not one of`},
+		{"list_generations", map[string]any{"status": "done"}, `status "done" is not reserved, queued, running, completed, failed or cancelled`},
+		// Choices in words, never Go's [2 4 6].
+		{"generate", map[string]any{"modelId": "local-motion", "prompt": "x", "durationSeconds": 3}, "durationSeconds 3 is not offered by local-motion; choose 2, 4 or 6"},
+		{"generate", map[string]any{"modelId": "local-sketch", "prompt": "x", "aspectRatio": "2:1"}, `aspectRatio "2:1" is not offered by local-sketch; choose 1:1, 16:9, 9:16, 4:3, 3:4 or 21:9`},
 	}
 	_, cs := newRig(t, nil).session("alice")
 	for _, c := range cases {

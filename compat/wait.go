@@ -9,16 +9,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// wait is the wait behind wait_generation and generate with wait:true.
-// A request with a progressToken waits up to d and hears
+// wait is the wait behind wait_generation and generate with wait:true. It
+// waits at most MaxWait, whatever d asks, and then answers the latest
+// state with timedOut:true: several clients cut a request at 60 s even
+// while progress arrives. A request with a progressToken also hears
 // notifications/progress on every change and at least every
-// ProgressEvery, so a client's request timeout (reset by progress) never
-// cuts it; one without waits at most QuietWaitCap and then answers the
-// latest state with timedOut:true.
+// ProgressEvery.
 func (t *Tools) wait(ctx context.Context, req *mcp.CallToolRequest, owner, id string, d time.Duration) (*generation.Generation, bool, error) {
+	d = min(d, t.cfg.MaxWait)
 	token := req.Params.GetProgressToken()
 	if token == nil || req.Session == nil {
-		return t.svc.Wait(ctx, owner, id, min(d, t.cfg.QuietWaitCap))
+		return t.svc.Wait(ctx, owner, id, d)
 	}
 	p := &progress{session: req.Session, token: token}
 	return t.svc.WaitWith(ctx, owner, id, d, generation.WaitOptions{
@@ -49,21 +50,10 @@ func (p *progress) report(ctx context.Context, g *generation.Generation, tick bo
 		pct = p.last + 0.001
 	}
 	p.sent, p.last, p.state = true, pct, state
-	n := &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: pct, Message: progressMessage(g)}
+	n := &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: pct, Message: g.Headline()}
 	if pct < 100 {
 		n.Total = 100
 	}
 	// A failed send (client gone) ends nothing here: ctx does.
 	_ = p.session.NotifyProgress(ctx, n)
-}
-
-func progressMessage(g *generation.Generation) string {
-	msg := fmt.Sprintf("%s %s", g.ID, g.Status)
-	if g.StatusMessage != "" && g.StatusMessage != string(g.Status) {
-		msg += ": " + g.StatusMessage
-	}
-	if g.Status == generation.StatusQueued || g.Status == generation.StatusRunning {
-		msg += fmt.Sprintf(" (%.0f%%)", g.Progress*100)
-	}
-	return msg
 }

@@ -663,7 +663,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
 	case err == nil && ok:
-		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "queued at " + p.Name()}); err != nil {
+		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}); err != nil {
 			return 0, err
 		}
 		return 0, nil
@@ -987,7 +987,7 @@ func (r *Runner) holdOverCap(ctx context.Context, g *Generation, n int64, err er
 	}
 	c := change(g.ID, EventProgress, StatusQueued)
 	r.s.cfg.Metrics.InFlightHold()
-	c.Message = fmt.Sprintf("queued: %d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
+	c.Message = fmt.Sprintf("%d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
 	_, err = r.s.apply(ctx, c)
 	// The end of one of the owner's generations wakes this one; the long
 	// fallback only covers an end seen by another process.

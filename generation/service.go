@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
@@ -229,7 +230,7 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 		req.AspectRatio = DefaultAspectRatio
 	}
 	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
-		return m, inputErrorf("aspectRatio %q is not offered by %s; choose one of %s", req.AspectRatio, m.ID, strings.Join(m.AspectRatios, ", "))
+		return m, inputErrorf("aspectRatio %q is not offered by %s; choose %s", req.AspectRatio, m.ID, words.Or(m.AspectRatios))
 	}
 	if req.DurationSeconds < 0 || req.DurationSeconds > MaxDurationSeconds {
 		return m, inputErrorf("durationSeconds must be between 1 and %d; got %d", MaxDurationSeconds, req.DurationSeconds)
@@ -239,7 +240,7 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 			req.DurationSeconds = m.Durations[0]
 		}
 		if len(m.Durations) > 0 && !slices.Contains(m.Durations, req.DurationSeconds) {
-			return m, inputErrorf("durationSeconds %d is not offered by %s; choose one of %v", req.DurationSeconds, m.ID, m.Durations)
+			return m, inputErrorf("durationSeconds %d is not offered by %s; choose %s", req.DurationSeconds, m.ID, words.Or(m.Durations))
 		}
 	} else if req.DurationSeconds != 0 {
 		return m, inputErrorf("durationSeconds applies to video models only; %s makes images", m.ID)
@@ -345,7 +346,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	params.AwaitsApproval = req.HoldForApproval
 	switch {
 	case params.AwaitsImage:
-		status, msg = StatusReserved, "waiting for an input image: call upload_input with generationId "+id
+		status, msg = StatusReserved, msgAwaitsImage
 	case params.AwaitsApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
@@ -506,7 +507,7 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*Generation, error
 // when non-empty; cursor is the opaque nextCursor of the previous page.
 func (s *Service) List(ctx context.Context, owner string, status Status, cursor string, limit int) ([]*Generation, string, error) {
 	if status != "" && !status.Valid() {
-		return nil, "", inputErrorf("status %q is not one of reserved, queued, running, completed, failed, cancelled", status)
+		return nil, "", inputErrorf("status %q is not reserved, queued, running, completed, failed or cancelled", status)
 	}
 	p := ListQuery{Owner: owner, Status: status, Limit: limit + 1}
 	if cursor != "" {
@@ -556,6 +557,10 @@ func decodeCursor(c string) (int64, string, error) {
 	}
 	return n, id, nil
 }
+
+// msgAwaitsImage is the status message of a generation reserved for its
+// input image (no id: whoever reads it already has it).
+const msgAwaitsImage = "waiting for an input image: call upload_input with this generationId"
 
 // Wait blocks until the generation is terminal, timeout passes (timedOut),
 // or ctx ends. It is event-driven: the runner's commit wakes it at once.
@@ -751,7 +756,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		c.Message = msg
 		if p.AwaitsImage || p.AwaitsApproval {
 			c = change(id, EventHold, "")
-			c.Message = "waiting for an input image: call upload_input with generationId " + id
+			c.Message = msgAwaitsImage
 			if p.AwaitsApproval {
 				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
 			}

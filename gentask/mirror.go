@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
@@ -130,10 +129,7 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 	case gen.Status == generation.StatusReserved && len(t.InputRequests) > 0:
 		return nil // still waiting for the approval answer
 	case !status.Terminal():
-		msg := gen.StatusMessage
-		if gen.Progress > 0 && !strings.Contains(msg, "%") {
-			msg = fmt.Sprintf("%s (%.0f%%)", msg, gen.Progress*100)
-		}
+		msg := gen.Headline()
 		if gen.Status != generation.StatusReserved {
 			t.InputRequests = nil
 		}

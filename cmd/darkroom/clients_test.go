@@ -24,7 +24,7 @@ import (
 // named checks; a missing or failed check fails its subtest by name.
 
 // slowLatency makes a local-motion video take 80 s: past the TypeScript
-// SDK's 60 s request timeout and past the 55 s quiet-wait cap.
+// SDK's 60 s request timeout and past the 55 s wait cap.
 const slowLatency = "4"
 
 // basicChecks are what every SDK-shaped client's "basic" case reports
@@ -46,6 +46,7 @@ type clientRun struct {
 	era       string // legacy or modern
 	cases     []string
 	slow      bool // the server (or stdio child) runs at slowLatency
+	raised    bool // slow, with DARKROOM_MAX_WAIT=120s
 	keyed     bool // the server requires an API key
 	want      []string
 }
@@ -71,10 +72,11 @@ func TestRealClients(t *testing.T) {
 	slow := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY="+slowLatency)
 	const apiKey = "clients-test-key-0123456789abcdef"
 	keyed := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY=0", "DARKROOM_API_KEYS=ci="+apiKey)
+	raised := startProcess(t, t.TempDir(), "DARKROOM_LOCAL_LATENCY="+slowLatency, "DARKROOM_MAX_WAIT=120s")
 
 	with := func(base []string, more ...string) []string { return append(append([]string{}, base...), more...) }
 	basic := with(basicChecks, outputChecks("")...)
-	long := with([]string{"long-wait"}, outputChecks("video-")...)
+	long := with([]string{"long-wait-capped", "progress-text", "long-wait"}, outputChecks("video-")...)
 	tasksChecks := []string{"tasks-created", "listen-acknowledged", "tasks-settled", "tasks-result", "tasks-cancelled", "tasks-notified", "tasks-fresh-links"}
 	// The Inspector runs one process per call: over stdio the link's
 	// listener has exited with its call, so bytes are checked by
@@ -105,8 +107,11 @@ func TestRealClients(t *testing.T) {
 			clientRun{script: "inspector", transport: tr, era: "modern", cases: []string{"basic"}, want: inspectorChecks(tr, "modern")},
 		)
 	}
-	// The long cases, once per client that can wait past its own timeout.
+	// The long cases: a wait is answered at 55 s, before the client's own
+	// 60 s timeout, and the next completes it; raised to 120 s, one wait
+	// outlasts that timeout on progress.
 	runs = append(runs,
+		clientRun{script: "sdk-v1", transport: "http", era: "legacy", cases: []string{"long-raised"}, slow: true, raised: true, want: with([]string{"raised-wait"}, outputChecks("raised-")...)},
 		clientRun{script: "inspector", transport: "http", era: "legacy", cases: []string{"auth"}, keyed: true, want: []string{"auth-missing", "auth-key"}},
 		clientRun{script: "sdk-v1", transport: "http", era: "legacy", cases: []string{"long"}, slow: true, want: long},
 		clientRun{script: "sdk-v1", transport: "stdio", era: "legacy", cases: []string{"quiet"}, slow: true, want: []string{"quiet-wait"}},
@@ -131,6 +136,8 @@ func TestRealClients(t *testing.T) {
 		t.Run(c.name(), func(t *testing.T) {
 			url, latency := fast.url+"/mcp", "0"
 			switch {
+			case c.raised:
+				url, latency = raised.url+"/mcp", slowLatency
 			case c.slow:
 				url, latency = slow.url+"/mcp", slowLatency
 			case c.keyed:

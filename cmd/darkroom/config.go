@@ -40,6 +40,7 @@ type config struct {
 	TrustedProxies limit.TrustedProxies
 	LogLevel       slog.Level
 	TaskTTL        time.Duration
+	MaxWait        time.Duration // the longest wait_generation / generate wait:true
 	PollRate       float64
 	PollBurst      int
 	CreateRate     float64
@@ -360,6 +361,12 @@ func serverSettings(cmd string) []setting[config] {
 			help: "on SIGTERM or SIGINT, how long in-flight requests and runner steps may take to finish",
 			set: func(c *config, v string) (err error) {
 				c.ShutdownGrace, err = duration(v, time.Second, time.Hour)
+				return err
+			}},
+		{flag: "max-wait", env: envs("DARKROOM_MAX_WAIT"), def: compat.DefaultMaxWait.String(),
+			help: "the longest a wait_generation or generate with wait:true waits before answering timedOut:true, progress or not (clients that cut a request at 60 s need it below 60s)",
+			set: func(c *config, v string) (err error) {
+				c.MaxWait, err = duration(v, time.Second, compat.MaxWaitSeconds*time.Second)
 				return err
 			}},
 		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",

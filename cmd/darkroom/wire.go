@@ -178,6 +178,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		BeforeGenerate: a.gen.BeforeGenerate,
 		MaxReadBytes:   a.cfg.MaxResourceBytes,
 		Bytes:          a.bytes,
+		MaxWait:        a.cfg.MaxWait,
 	})
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())

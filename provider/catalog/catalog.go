@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -291,7 +292,7 @@ func (e Entry) BuildInput(req provider.Request) (map[string]any, error) {
 	}
 	if req.AspectRatio != "" && e.Input.AspectRatio != "" {
 		if len(e.AspectRatios) > 0 && !slices.Contains(e.AspectRatios, req.AspectRatio) {
-			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer aspect ratio %q (offers %s)", e.ID, req.AspectRatio, strings.Join(e.AspectRatios, ", "))}
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer aspect ratio %q (choose %s)", e.ID, req.AspectRatio, words.Or(e.AspectRatios))}
 		}
 		var v any = req.AspectRatio
 		if e.Input.AspectRatioValues != nil {
@@ -301,7 +302,7 @@ func (e Entry) BuildInput(req provider.Request) (map[string]any, error) {
 	}
 	if req.DurationSeconds > 0 && e.Input.Duration != "" {
 		if len(e.Durations) > 0 && !slices.Contains(e.Durations, req.DurationSeconds) {
-			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer a %d s duration", e.ID, req.DurationSeconds)}
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s does not offer a %d s duration (choose %s)", e.ID, req.DurationSeconds, words.Or(e.Durations))}
 		}
 		switch e.Input.DurationFormat {
 		case "string":

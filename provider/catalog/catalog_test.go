@@ -73,14 +73,20 @@ func TestBuildInput(t *testing.T) {
 	if _, err := entry(t, "fal-flux-dev").BuildInput(r); !errors.As(err, &pe) {
 		t.Fatal("input image on a model without one")
 	}
-	bad := []provider.Request{
-		{Prompt: "x", AspectRatio: "7:5"},
-		{Prompt: "x", DurationSeconds: 7},
-		{Prompt: " "},
+	bad := []struct {
+		req  provider.Request
+		want string // in the message; choices in words, never Go's [5 10]
+	}{
+		{provider.Request{Prompt: "x", AspectRatio: "7:5"}, `aspect ratio "7:5" (choose 16:9, 9:16 or 1:1)`},
+		{provider.Request{Prompt: "x", DurationSeconds: 7}, "a 7 s duration (choose 5 or 10)"},
+		{provider.Request{Prompt: " "}, ""},
 	}
 	for _, b := range bad {
-		if _, err := entry(t, "fal-kling-1.6").BuildInput(b); !errors.As(err, &pe) {
-			t.Errorf("%+v accepted", b)
+		_, err := entry(t, "fal-kling-1.6").BuildInput(b.req)
+		if !errors.As(err, &pe) {
+			t.Errorf("%+v accepted", b.req)
+		} else if !strings.Contains(pe.Message, b.want) || strings.ContainsAny(pe.Message, "[]") {
+			t.Errorf("%+v: %q, want it to contain %q", b.req, pe.Message, b.want)
 		}
 	}
 	if catalog.DerivedSeed("a") == catalog.DerivedSeed("b") || catalog.DerivedSeed("a") >= 1<<31 {

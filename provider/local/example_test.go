@@ -61,9 +61,9 @@ func Example_timeline() {
 	}
 	fmt.Printf("photo:  %-9s %q\n", st.State, st.Error)
 	// Output:
-	// sketch: queued    "queued, position 3"
-	// sketch: queued    "queued, position 2"
-	// sketch: running   "rendering 41%"
+	// sketch: queued    "position 3 in line"
+	// sketch: queued    "position 2 in line"
+	// sketch: running   "rendering"
 	// sketch: completed "completed"
 	// photo:  failed    "the local provider refused this prompt ([fail] token)"
 }

@@ -87,12 +87,12 @@ func (r *record) timeline(now time.Time) provider.Status {
 	case elapsed < queue:
 		left := float64(queue-elapsed) / float64(queue)
 		pos := int(math.Ceil(left * queuePositions))
-		return provider.Status{State: provider.StateQueued, Message: fmt.Sprintf("queued, position %d", pos)}
+		return provider.Status{State: provider.StateQueued, Message: fmt.Sprintf("position %d in line", pos)}
 	case hasToken(r.Prompt, failToken):
 		return provider.Status{State: provider.StateFailed, Message: "refused", Error: failMessage}
 	case elapsed < r.Latency:
 		p := float64(elapsed-queue) / float64(r.Latency-queue)
-		return provider.Status{State: provider.StateRunning, Progress: p, Message: fmt.Sprintf("rendering %d%%", int(p*100))}
+		return provider.Status{State: provider.StateRunning, Progress: p, Message: "rendering"}
 	}
 	return provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed"}
 }

@@ -45,6 +45,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -200,8 +201,8 @@ func (p *Provider) newRecord(id string, req provider.Request) (*record, error) {
 		Latency:        p.scaled(m.ExpectedDuration),
 	}
 	if !slices.Contains(m.AspectRatios, r.AspectRatio) {
-		return nil, &provider.PermanentError{Message: fmt.Sprintf("%s does not offer aspect ratio %q (choose one of %s)",
-			m.ID, r.AspectRatio, strings.Join(m.AspectRatios, ", "))}
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("%s does not offer aspect ratio %q (choose %s)",
+			m.ID, r.AspectRatio, words.Or(m.AspectRatios))}
 	}
 	if m.Kind == provider.KindVideo {
 		r.Duration = req.DurationSeconds
@@ -209,8 +210,8 @@ func (p *Provider) newRecord(id string, req provider.Request) (*record, error) {
 			r.Duration = m.Durations[0]
 		}
 		if !slices.Contains(m.Durations, r.Duration) {
-			return nil, &provider.PermanentError{Message: fmt.Sprintf("%s does not offer a duration of %d s (choose one of %v)",
-				m.ID, r.Duration, m.Durations)}
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("%s does not offer a duration of %d s (choose %s)",
+				m.ID, r.Duration, words.Or(m.Durations))}
 		}
 	}
 	switch {

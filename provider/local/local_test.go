@@ -369,12 +369,12 @@ func TestProgression(t *testing.T) {
 		state   provider.State
 		message string
 	}{
-		{0, provider.StateQueued, "queued, position 3"},
-		{200 * time.Millisecond, provider.StateQueued, "queued, position 2"},
-		{400 * time.Millisecond, provider.StateQueued, "queued, position 1"},
-		{450 * time.Millisecond, provider.StateRunning, "rendering 0%"},
-		{1725 * time.Millisecond, provider.StateRunning, "rendering 50%"},
-		{2900 * time.Millisecond, provider.StateRunning, "rendering 96%"},
+		{0, provider.StateQueued, "position 3 in line"},
+		{200 * time.Millisecond, provider.StateQueued, "position 2 in line"},
+		{400 * time.Millisecond, provider.StateQueued, "position 1 in line"},
+		{450 * time.Millisecond, provider.StateRunning, "rendering"},
+		{1725 * time.Millisecond, provider.StateRunning, "rendering"},
+		{2900 * time.Millisecond, provider.StateRunning, "rendering"},
 		{3 * time.Second, provider.StateCompleted, "completed"},
 		{time.Hour, provider.StateCompleted, "completed"},
 	}

@@ -8,7 +8,7 @@ export const PREVIEW_CAP = 64 * 1024;
 
 // settings is the JSON the Go test passes as the only argument:
 // {transport: "http"|"stdio", url, command, args, env, era: "legacy"|"modern",
-//  cases: ["basic", "long", "quiet", "tasks"]}.
+//  cases: ["basic", "long", "long-raised", "quiet", "tasks"]}.
 export function settings() {
   return JSON.parse(process.argv[2] ?? "{}");
 }
@@ -141,30 +141,41 @@ export async function scenarios(r, a, s) {
     });
   }
   if (cases.has("long")) {
-    // A video at a slow latency outlasts the client's 60 s request timeout;
-    // progress notifications must keep the request alive until it completes.
+    // A video at a slow latency takes about 80 s. Progress does not reset
+    // the client's 60 s request timeout here (as @langchain/mcp-adapters
+    // calls the SDK), so the server must answer the wait first: timedOut at
+    // 55 s, with progress at most 10 s apart; the next wait completes it.
     await r.step("long-wait", async () => {
       const g = await a.callTool("generate", { modelId: "local-motion", prompt: "a long wait", durationSeconds: 2 });
       const id = g.structuredContent.generationId;
-      const notes = [];
-      const t0 = Date.now();
-      const res = await a.callTool("wait_generation", { generationId: id, timeoutSeconds: 120 }, {
-        onprogress: (p) => notes.push({ at: Date.now(), ...p }),
-      });
-      const ms = Date.now() - t0;
-      let gap = 0;
-      for (let i = 0, prev = t0; i <= notes.length; i++) {
-        const at = i < notes.length ? notes[i].at : t0 + ms;
-        gap = Math.max(gap, at - prev);
-        prev = at;
-      }
-      // The server sends one at least every 10 s; 2.5 s of slack for a loaded machine.
-      const typed = notes.every((n) => typeof n.progress === "number" && (n.total === undefined || typeof n.total === "number") && typeof n.message === "string");
-      r.check("long-wait", res.structuredContent?.status === "completed" && ms > 60000 && notes.length > 0 && gap <= 12500 && typed,
-        `${res.structuredContent?.status} after ${ms} ms, ${notes.length} progress notes, largest gap ${gap} ms, typed=${typed}`,
-        { ms, progressNotes: notes.length, maxGapMs: gap });
+      const first = await progressWait(a, id, false);
+      const sc = first.res.structuredContent ?? {};
+      r.check("long-wait-capped", sc.timedOut === true && sc.status !== "completed" && first.ms >= 54000 && first.ms < 60000 &&
+        first.notes.length > 0 && first.gap <= 12500 && first.typed,
+        `timedOut=${sc.timedOut} ${sc.status} after ${first.ms} ms, ${first.notes.length} progress notes, largest gap ${first.gap} ms, typed=${first.typed}`,
+        { ms: first.ms, progressNotes: first.notes.length, maxGapMs: first.gap });
+      // Text for a person: no id, one percentage at most.
+      const bad = first.notes.filter((n) => n.message.includes(id) || (n.message.match(/%/g) ?? []).length > 1);
+      r.check("progress-text", first.notes.length > 0 && bad.length === 0, (bad[0] ?? first.notes.at(-1))?.message ?? "no notes",
+        { text: first.notes.at(-1)?.message });
+      let res = first.res;
+      let waits = 1;
+      for (; waits < 4 && res.structuredContent?.timedOut === true; waits++) res = (await progressWait(a, id, false)).res;
+      r.check("long-wait", res.structuredContent?.status === "completed", `${res.structuredContent?.status} after ${waits} waits`, { waits });
       // A video's result: its preview is the first frame.
       await checkOutputs(r, "video-", res, a.readResource, { link: true });
+    });
+  }
+  if (cases.has("long-raised")) {
+    // The server's DARKROOM_MAX_WAIT is 120s: one wait outlasts the client's
+    // 60 s request timeout, which progress resets (resetTimeoutOnProgress).
+    await r.step("raised-wait", async () => {
+      const g = await a.callTool("generate", { modelId: "local-motion", prompt: "a raised wait", durationSeconds: 2 });
+      const w = await progressWait(a, g.structuredContent.generationId, true);
+      r.check("raised-wait", w.res.structuredContent?.status === "completed" && w.ms > 60000 && w.notes.length > 0 && w.gap <= 12500 && w.typed,
+        `${w.res.structuredContent?.status} after ${w.ms} ms, ${w.notes.length} progress notes, largest gap ${w.gap} ms, typed=${w.typed}`,
+        { ms: w.ms, progressNotes: w.notes.length, maxGapMs: w.gap });
+      await checkOutputs(r, "raised-", w.res, a.readResource, { link: true });
     });
   }
   if (cases.has("quiet")) {
@@ -179,4 +190,26 @@ export async function scenarios(r, a, s) {
       r.check("quiet-wait", sc.timedOut === true && sc.status !== "completed" && ms < 60000, `timedOut=${sc.timedOut} status=${sc.status} after ${ms} ms`, { ms });
     });
   }
+}
+
+// progressWait is one 120 s wait_generation with a progress token (reset:
+// whether progress resets the client's request timeout): the result, how
+// long it took, the notes and the largest gap between them (the start and
+// the answer included).
+async function progressWait(a, id, reset) {
+  const notes = [];
+  const t0 = Date.now();
+  const res = await a.callTool("wait_generation", { generationId: id, timeoutSeconds: 120 }, {
+    onprogress: (p) => notes.push({ at: Date.now(), ...p }), reset,
+  });
+  const ms = Date.now() - t0;
+  let gap = 0;
+  for (let i = 0, prev = t0; i <= notes.length; i++) {
+    const at = i < notes.length ? notes[i].at : t0 + ms;
+    gap = Math.max(gap, at - prev);
+    prev = at;
+  }
+  // The server sends one at least every 10 s; callers allow 2.5 s of slack for a loaded machine.
+  const typed = notes.every((n) => typeof n.progress === "number" && (n.total === undefined || typeof n.total === "number") && typeof n.message === "string");
+  return { res, ms, notes, gap, typed };
 }

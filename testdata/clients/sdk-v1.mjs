@@ -23,8 +23,10 @@ try {
   await scenarios(r, {
     seen,
     listTools: () => client.listTools(),
-    // The default 60 s timeout stays; progress resets it, as assistants configure.
-    callTool: (name, args, o = {}) => client.callTool({ name, arguments: args }, undefined, o.onprogress ? { onprogress: o.onprogress, resetTimeoutOnProgress: true } : {}),
+    // The default 60 s timeout stays; progress resets it only when the case
+    // asks (o.reset), as some assistants configure and others (e.g.
+    // @langchain/mcp-adapters) do not.
+    callTool: (name, args, o = {}) => client.callTool({ name, arguments: args }, undefined, o.onprogress ? { onprogress: o.onprogress, resetTimeoutOnProgress: !!o.reset } : {}),
     readResource: (uri) => client.readResource({ uri }),
     serverCapabilities: () => client.getServerCapabilities(),
   }, s);

@@ -30,8 +30,8 @@ try {
   await scenarios(r, {
     seen,
     listTools: () => client.listTools(),
-    // The default 60 s timeout stays; progress resets it.
-    callTool: (name, args, o = {}) => client.callTool({ name, arguments: args }, o.onprogress ? { onprogress: o.onprogress, resetTimeoutOnProgress: true } : {}),
+    // The default 60 s timeout stays; progress resets it only when the case asks (o.reset).
+    callTool: (name, args, o = {}) => client.callTool({ name, arguments: args }, o.onprogress ? { onprogress: o.onprogress, resetTimeoutOnProgress: !!o.reset } : {}),
     readResource: (uri) => client.readResource({ uri }),
     serverCapabilities: () => client.getServerCapabilities(),
   }, s);

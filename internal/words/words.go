@@ -1,0 +1,21 @@
+// Package words writes lists for a person: "2, 4 or 6", never Go's
+// "[2 4 6]".
+package words
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Or is the items in words, the last two joined by "or": "16:9", "2 or 4",
+// "2, 4 or 6"; "" for none.
+func Or[T any](items []T) string {
+	s := make([]string, len(items))
+	for i, it := range items {
+		s[i] = fmt.Sprint(it)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
