@@ -461,10 +461,16 @@ func serverSettings(cmd string) []setting[config] {
 			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},
 		{flag: "max-lifetime-image", env: envs("DARKROOM_MAX_LIFETIME_IMAGE"), def: "1h",
 			help: "longest an image generation may stay live; then it fails, refunded, and the provider is asked to cancel",
-			set:  func(c *config, v string) (err error) { c.MaxLifetimeImage, err = duration(v, time.Minute, 0); return err }},
+			set: func(c *config, v string) (err error) {
+				c.MaxLifetimeImage, err = duration(v, time.Minute, 0)
+				return err
+			}},
 		{flag: "max-lifetime-video", env: envs("DARKROOM_MAX_LIFETIME_VIDEO"), def: "6h",
 			help: "longest a video generation may stay live; then it fails, refunded, and the provider is asked to cancel",
-			set:  func(c *config, v string) (err error) { c.MaxLifetimeVideo, err = duration(v, time.Minute, 0); return err }},
+			set: func(c *config, v string) (err error) {
+				c.MaxLifetimeVideo, err = duration(v, time.Minute, 0)
+				return err
+			}},
 		{flag: "runner-lease", env: envs("DARKROOM_RUNNER_LEASE"), def: "2m",
 			help: "how long a claimed generation is one runner's; on PostgreSQL, how soon another replica takes over a killed one's work",
 			set:  func(c *config, v string) (err error) { c.RunnerLease, err = duration(v, time.Second, 0); return err }},
