@@ -147,7 +147,7 @@ func (d *Deferral) Plan(ctx context.Context, enc []byte) (*Plan, error) {
 	locs := make([]at, 0, len(items))
 	for i, it := range items {
 		p := bytes.Index(enc, it.quoted)
-		if p < 0 || bytes.Index(enc[p+1:], it.quoted) >= 0 {
+		if p < 0 || bytes.Contains(enc[p+1:], it.quoted) {
 			return nil, errors.New("outbytes: sentinel not found exactly once")
 		}
 		locs = append(locs, at{i, p})
