@@ -1,12 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -32,49 +26,7 @@ func (p leanPost) post(t *testing.T, url, tool string, args any) (string, bool) 
 	if args != nil {
 		params["arguments"] = args
 	}
-	if p.meta != nil {
-		params["_meta"] = p.meta
-	}
-	for k, v := range p.params {
-		params[k] = v
-	}
-	id := p.id
-	if id == nil {
-		id = 41
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
-	req, _ := http.NewRequest("POST", url+"/mcp", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if p.version != "" {
-		req.Header.Set("Mcp-Protocol-Version", p.version)
-	}
-	if p.version >= "2026-07-28" {
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", tool)
-	}
-	for k, v := range p.headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		// go-sdk answers a call with SSE; JSON with 200 is the lean path's.
-		return fmt.Sprintf("%d %s", resp.StatusCode, raw), resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == "application/json"
-	}
-	var last string
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			last = d
-		}
-	}
-	return fmt.Sprintf("%d %s", resp.StatusCode, last), false
+	return p.postRPC(t, url, "tools/call", tool, params)
 }
 
 // TestLeanReadsAnswerAsGoSDK: get_generation, list_generations,
