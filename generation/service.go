@@ -346,7 +346,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	params.AwaitsApproval = req.HoldForApproval
 	switch {
 	case params.AwaitsImage:
-		status, msg = StatusReserved, msgAwaitsImage
+		status, msg = StatusReserved, awaitsImage(id)
 	case params.AwaitsApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
@@ -558,9 +558,12 @@ func decodeCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
-// msgAwaitsImage is the status message of a generation reserved for its
-// input image (no id: whoever reads it already has it).
-const msgAwaitsImage = "waiting for an input image: call upload_input with this generationId"
+// awaitsImage is the status message of a generation reserved for its
+// input image. It names the id: a Tasks client holds only the taskId and
+// needs the generationId that upload_input takes.
+func awaitsImage(id string) string {
+	return "waiting for an input image: call upload_input with generationId " + id
+}
 
 // Wait blocks until the generation is terminal, timeout passes (timedOut),
 // or ctx ends. It is event-driven: the runner's commit wakes it at once.
@@ -756,7 +759,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		c.Message = msg
 		if p.AwaitsImage || p.AwaitsApproval {
 			c = change(id, EventHold, "")
-			c.Message = msgAwaitsImage
+			c.Message = awaitsImage(id)
 			if p.AwaitsApproval {
 				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
 			}

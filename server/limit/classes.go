@@ -133,9 +133,10 @@ func NewClasses(o Options) *Classes {
 // Run sweeps all classes until ctx is done.
 func (c *Classes) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, cl := range []Class{c.Poll, c.Create, c.PreAuth, c.Bytes} {
-		if cl.Limiter != nil {
-			wg.Go(func() { cl.Run(ctx) })
+	// Only the limiters sweep: a class's rate fields are not read here.
+	for _, l := range []*Limiter{c.Poll.Limiter, c.Create.Limiter, c.PreAuth.Limiter, c.Bytes.Limiter} {
+		if l != nil {
+			wg.Go(func() { l.Run(ctx) })
 		}
 	}
 	wg.Wait()
