@@ -167,10 +167,54 @@ func rawString(raw json.RawMessage) (string, bool) {
 // (scan.go) answers the common bodies; everything else, every error
 // included, is parseBodyReference's.
 func ParseBody(b []byte) (*Envelope, error) {
+	if tooDeep(b) {
+		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
+	}
 	if e, ok := parseBodyOnePass(b); ok {
 		return e, nil
 	}
 	return parseBodyReference(b)
+}
+
+// sdkMaxDepth is go-sdk's limit on JSON nesting (internal/json
+// defaultMaxDepth): deeper bodies it refuses whole, so every path here
+// refuses them too, before any of them is executed.
+const sdkMaxDepth = 1000
+
+// tooDeep reports a body nested deeper than sdkMaxDepth, counted as go-sdk
+// counts (brackets outside strings, a stray closer never below zero). A
+// body with at most sdkMaxDepth openers cannot be, and is not scanned.
+func tooDeep(b []byte) bool {
+	if bytes.Count(b, []byte{'{'})+bytes.Count(b, []byte{'['}) <= sdkMaxDepth {
+		return false
+	}
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > sdkMaxDepth {
+				return true
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return false
 }
 
 // parseBodyReference is ParseBody by decoding (segmentio/encoding, as

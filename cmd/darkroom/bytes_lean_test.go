@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/darkroom-mcp/darkroom/server"
 )
 
 // postRPC sends one raw request for method with params as p's era sends
@@ -85,10 +82,7 @@ func TestLeanBytesAnswerAsGoSDK(t *testing.T) {
 	s := startServer(t, 0, func(c *config) {
 		c.PollRate, c.PollBurst = 1e6, 1_000_000
 	})
-	cfg := s.app.serverConfig()
-	cfg.Tasks = nil
-	sdk := httptest.NewServer(s.app.observeHTTP(server.Handler(cfg, s.app.mcp)))
-	t.Cleanup(sdk.Close)
+	sdk := sdkOracle(t, s)
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 	gen := func(model, prompt string) string {
 		r := c.tool("generate", map[string]any{"modelId": model, "prompt": prompt, "wait": true, "waitSeconds": 30})

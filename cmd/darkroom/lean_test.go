@@ -1,11 +1,8 @@
 package main
 
 import (
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/darkroom-mcp/darkroom/server"
 )
 
 // leanPost is one raw tools/call as a client of some era sends it.
@@ -42,10 +39,7 @@ func TestLeanReadsAnswerAsGoSDK(t *testing.T) {
 		b := int64(1000)
 		c.DailyBudget = &b
 	})
-	cfg := s.app.serverConfig()
-	cfg.Tasks = nil
-	sdk := httptest.NewServer(s.app.observeHTTP(server.Handler(cfg, s.app.mcp)))
-	t.Cleanup(sdk.Close)
+	sdk := sdkOracle(t, s)
 
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 	gen := func(model, prompt string) string {
