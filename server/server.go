@@ -81,6 +81,7 @@ func New(cfg Config) *mcp.Server {
 			"poll with wait_generation (or tasks/get when you use the Tasks extension); never call generate twice for one request.",
 		Logger:       cfg.Logger,
 		Capabilities: caps,
+		SetCacheable: privateCache,
 	})
 	cfg.Tools.Register(s)
 	if cfg.Tasks != nil {
@@ -100,6 +101,17 @@ func New(cfg Config) *mcp.Server {
 	s.AddReceivingMiddleware(declaredOnly(caps))
 	s.AddReceivingMiddleware(holdCall)
 	return s
+}
+
+// privateCache marks the cacheable results that depend on the caller
+// private (go-sdk's default is public): tools/list varies with what the
+// client declared (the viewer's tool), resources/list and resources/read
+// are the caller's own outputs.
+func privateCache(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	switch req.(type) {
+	case *mcp.ListToolsRequest, *mcp.ListResourcesRequest, *mcp.ReadResourceRequest:
+		c.CacheScope = "private"
+	}
 }
 
 // holdCall gives a call that has no output-bytes hold yet (stdio, or any

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,8 +25,8 @@ func requestVersion(req mcp.Request) string {
 }
 
 // legacyResult hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
-// list result sent to a pre-2026 client: go-sdk fills them on
-// every era, and they are no part of the older schemas.
+// result sent to a pre-2026 client: go-sdk fills them on every era, and
+// they are no part of the older schemas.
 type legacyResult struct{ mcp.Result }
 
 func (r legacyResult) MarshalJSON() ([]byte, error) {
@@ -44,12 +43,15 @@ func (r legacyResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// shapeLegacy returns the result of a list method as the request's era
-// expects it. Only list results are wrapped: go-sdk looks inside a
-// resources/read result (multi round-trip for old clients), which the
-// wrapper would hide.
-func shapeLegacy(method string, req mcp.Request, res mcp.Result) mcp.Result {
-	if !strings.HasSuffix(method, "/list") || requestVersion(req) >= TasksVersion {
+// shapeLegacy returns a cacheable result (server/discover, the lists) as
+// the request's era expects it. A resources/read result is compat's to
+// shape: go-sdk looks inside it (multi round-trip for old clients), which
+// the wrapper would hide.
+func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {
+	if requestVersion(req) >= TasksVersion {
+		return res
+	}
+	if _, read := res.(*mcp.ReadResourceResult); read {
 		return res
 	}
 	if _, ok := res.(mcp.CacheableResult); !ok {
@@ -65,6 +67,6 @@ func sdkResults(next mcp.MethodHandler) mcp.MethodHandler {
 		if err != nil || res == nil {
 			return res, err
 		}
-		return shapeLegacy(method, req, res), nil
+		return shapeLegacy(req, res), nil
 	}
 }

@@ -146,10 +146,17 @@ func hello(t *testing.T, p wirePeer, version string) map[string]any {
 
 // TestListsPerEra: on both transports and both eras, tools are declared
 // without listChanged (the list never changes, so no notification could
-// ever be sent), and tools/list carries ttlMs and cacheScope on the
-// 2026-07-28 wire only.
+// ever be sent), and every cacheable result carries ttlMs and cacheScope
+// on the 2026-07-28 wire only, private where it depends on the caller.
 func TestListsPerEra(t *testing.T) {
 	s := startServer(t, 0)
+	cacheable := []struct {
+		method, items, scope string
+	}{
+		{"tools/list", "tools", "private"}, // the viewer's tool is listed to declaring clients only
+		{"resources/list", "resources", "private"},
+		{"resources/templates/list", "resourceTemplates", "public"},
+	}
 	for _, version := range []string{legacyVersion, "2026-07-28"} {
 		peers := map[string]func() wirePeer{
 			"http":  func() wirePeer { return &httpPeer{t: t, url: s.url, version: version} },
@@ -162,15 +169,21 @@ func TestListsPerEra(t *testing.T) {
 				if tools, ok := caps["tools"].(map[string]any); !ok || tools["listChanged"] != nil {
 					t.Errorf("capabilities.tools = %v, want present without listChanged", caps["tools"])
 				}
-				msgs := p.exchange("tools/list", nil)
-				res, _ := msgs[len(msgs)-1]["result"].(map[string]any)
-				if tools, _ := res["tools"].([]any); len(tools) == 0 {
-					t.Fatalf("tools/list: %v", msgs)
-				}
-				_, ttl := res["ttlMs"]
-				_, scope := res["cacheScope"]
-				if modern := version != legacyVersion; ttl != modern || scope != modern {
-					t.Errorf("tools/list has ttlMs %v, cacheScope %v; want both %v", ttl, scope, modern)
+				modern := version != legacyVersion
+				for _, c := range cacheable {
+					msgs := p.exchange(c.method, nil)
+					res, _ := msgs[len(msgs)-1]["result"].(map[string]any)
+					if _, ok := res[c.items].([]any); !ok {
+						t.Fatalf("%s: %v", c.method, msgs)
+					}
+					_, ttl := res["ttlMs"]
+					scope, hasScope := res["cacheScope"]
+					if ttl != modern || hasScope != modern {
+						t.Errorf("%s has ttlMs %v, cacheScope %v; want both %v", c.method, ttl, hasScope, modern)
+					}
+					if modern && scope != c.scope {
+						t.Errorf("%s cacheScope %v, want %s", c.method, scope, c.scope)
+					}
 				}
 			})
 		}
