@@ -56,7 +56,7 @@ func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *
 	}
 	var meta map[string]any
 	if modern {
-		if meta = d.metas.get(p.Meta); meta == nil {
+		if meta = d.metas.get(p.Meta); meta == nil || !numbersFit(env.Body) {
 			return false
 		}
 		if v, _ := meta[metaProtocolVersion].(string); v != version {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -215,6 +217,47 @@ func tooDeep(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// numbersFit reports that every number in b outside strings is one a
+// float64 holds: on 2026-07-28 go-sdk decodes a call's params into Go
+// values to check its headers, and refuses the whole request when a
+// number overflows (-32020), so a lean path leaves such a body to it.
+// Only a number with an exponent or over 300 digits can overflow.
+func numbersFit(b []byte) bool {
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			continue
+		}
+		if c != '-' && (c < '0' || c > '9') {
+			continue
+		}
+		j, exp := i, false
+		for ; j < len(b) && strings.IndexByte("+-.0123456789eE", b[j]) >= 0; j++ {
+			exp = exp || b[j] == 'e' || b[j] == 'E'
+		}
+		if exp || j-i > 300 {
+			if _, err := strconv.ParseFloat(string(b[i:j]), 64); err != nil {
+				return false
+			}
+		}
+		i = j - 1
+	}
+	return true
 }
 
 // parseBodyReference is ParseBody by decoding (segmentio/encoding, as

@@ -75,7 +75,7 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	}
 	var meta map[string]any
 	if modern {
-		if meta = d.metas.get(rawMeta); meta == nil {
+		if meta = d.metas.get(rawMeta); meta == nil || !numbersFit(env.Body) {
 			return false
 		}
 		if v, _ := meta[metaProtocolVersion].(string); v != version {

@@ -60,7 +60,7 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Enve
 		return false
 	}
 	var call toolCall
-	if unmarshalStrict(env.Body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
+	if !numbersFit(env.Body) || unmarshalStrict(env.Body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
 		return false
 	}
 	p := call.Params

@@ -28,7 +28,7 @@ type testServer struct {
 	url string // base URL, without /mcp
 }
 
-func startServer(t *testing.T, latency float64, opts ...func(*config)) *testServer {
+func startServer(t testing.TB, latency float64, opts ...func(*config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewUnstartedServer(nil)

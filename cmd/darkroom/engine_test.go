@@ -17,7 +17,7 @@ func onPostgres() bool { return os.Getenv("DARKROOM_TEST_ENGINE") == "postgres" 
 
 // databaseURL is the database for a server on dataDir ("" on SQLite): a
 // process restarted on the same directory finds its database again.
-func databaseURL(t *testing.T, dataDir string) string {
+func databaseURL(t testing.TB, dataDir string) string {
 	t.Helper()
 	if !onPostgres() {
 		return ""

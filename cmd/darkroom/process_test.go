@@ -21,8 +21,8 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(loadgenEnv) != "" || os.Getenv(benchServerEnv) != "" {
-		os.Exit(m.Run()) // a benchmark's child: it needs no darkroom binary
+	if os.Getenv(loadgenEnv) != "" || os.Getenv(benchServerEnv) != "" || slices.Contains(os.Args[1:], "-test.fuzzworker") {
+		os.Exit(m.Run()) // a benchmark's child or a fuzz worker: it needs no darkroom binary
 	}
 	dir, err := os.MkdirTemp("", "darkroom-bin")
 	if err != nil {
