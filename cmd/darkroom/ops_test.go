@@ -551,3 +551,30 @@ func TestBannerRedactsDatabasePassword(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsLabelledFromBody: requests are counted under what their body
+// asks for, whatever Mcp-Method and Mcp-Name claim (a legacy-era request's
+// headers are not checked against its body), and a 429 under the class the
+// method is charged as (resources/read is a poll).
+func TestMetricsLabelledFromBody(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-6, 1 })
+	lie := map[string]string{"Mcp-Method": "tasks/get", "Mcp-Name": "tsk_x"}
+	for i := range 3 {
+		if code, body := postAs(t, s.url, "", rawPost{headers: lie, body: genLegacy(i + 1)}); code != 200 {
+			t.Fatalf("generate %d: %d %s", i, code, body)
+		}
+	}
+	read := `{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"darkroom://nothing"}}`
+	postAs(t, s.url, "", rawPost{body: read}) // the poll burst's one token
+	if code, body := postAs(t, s.url, "", rawPost{body: read}); code != 429 {
+		t.Fatalf("second resources/read: %d %s, want 429", code, body)
+	}
+	want := []series{
+		{"darkroom_requests_total", l("method", "tools/call", "tool", "generate", "outcome", "ok"), 3},
+		{"darkroom_requests_total", l("method", "tasks/get"), 0},
+		{"darkroom_requests_total", l("method", "resources/read", "outcome", "http_429"), 1},
+		{"darkroom_rate_limited_total", l("class", "poll"), 1},
+		{"darkroom_rate_limited_total", l("class", "other"), 0},
+	}
+	checkSeries(t, scrapeSettled(t, s.app.metricsHandler(), want), want)
+}
