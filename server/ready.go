@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/server/limit"
 )
 
 // Check is one condition of readiness: Probe answers nil when it holds.
@@ -54,17 +56,30 @@ func Readiness(timeout time.Duration, checks ...Check) http.Handler {
 	})
 }
 
-// BearerOnly serves next only to requests carrying token as a bearer
-// token (compared in constant time); others get 401. An empty token
-// refuses everyone.
-func BearerOnly(token string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// MetricsOnly serves /metrics behind /mcp's Host check (a DNS-rebinding
+// page cannot read it from a loopback listener) and, with token set, only
+// to requests bearing it (compared in constant time); others get 401,
+// each failure drawn from the same per-address guess budget as a failed
+// token on /mcp (limits.PreAuth; nil: none), 429 once it is spent. An
+// empty token serves everyone the Host check lets through.
+func MetricsOnly(token string, limits *limit.Classes, proxies limit.TrustedProxies, next http.Handler) http.Handler {
+	if token == "" {
+		return checkHost(next)
+	}
+	var throttle func(http.ResponseWriter, *http.Request) bool
+	if limits != nil {
+		throttle = newGuessGuard(limits.PreAuth, proxies).throttle
+	}
+	return checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			if throttle != nil && throttle(w, r) {
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="darkroom metrics"`)
 			http.Error(w, "metrics need their bearer token (DARKROOM_METRICS_TOKEN)", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
+	}))
 }

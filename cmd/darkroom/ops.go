@@ -65,7 +65,7 @@ func (a *app) opsRoutes() map[string]http.Handler {
 	}
 	routes["/readyz"] = a.readiness()
 	if a.cfg.MetricsToken != "" {
-		routes["/metrics"] = server.BearerOnly(a.cfg.MetricsToken, a.metrics.Handler())
+		routes["/metrics"] = a.metricsGate()
 	}
 	return routes
 }
@@ -94,12 +94,14 @@ func (a *app) readiness() http.Handler {
 // metricsHandler serves the metrics listener.
 func (a *app) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	var h http.Handler = a.metrics.Handler()
-	if a.cfg.MetricsToken != "" {
-		h = server.BearerOnly(a.cfg.MetricsToken, h)
-	}
-	mux.Handle("/metrics", h)
+	mux.Handle("/metrics", a.metricsGate())
 	return mux
+}
+
+// metricsGate is /metrics on either listener: the Host check, and with a
+// metrics token its failures drawn from /mcp's guess budget.
+func (a *app) metricsGate() http.Handler {
+	return server.MetricsOnly(a.cfg.MetricsToken, a.limits, a.cfg.TrustedProxies, a.metrics.Handler())
 }
 
 // listenMetrics binds the metrics listener (nil when off). Off loopback

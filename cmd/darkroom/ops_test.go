@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/server/auth"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -577,4 +579,72 @@ func TestMetricsLabelledFromBody(t *testing.T) {
 		{"darkroom_rate_limited_total", l("class", "other"), 0},
 	}
 	checkSeries(t, scrapeSettled(t, s.app.metricsHandler(), want), want)
+}
+
+// TestMetricsGuessGuardAndHost: with a metrics token, wrong tokens on
+// /metrics (either listener) draw from the same per-address guess budget
+// as wrong keys on /mcp, and /metrics answers only a loopback Host on a
+// loopback listener, as /mcp does.
+func TestMetricsGuessGuardAndHost(t *testing.T) {
+	const burst = 3
+	for _, listener := range []string{"main", "metrics"} {
+		t.Run(listener, func(t *testing.T) {
+			clearSettingsEnv(t)
+			cfg, err := parseConfig("test", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.DataDir, cfg.LocalLatency, cfg.MetricsToken = t.TempDir(), 0, "m3trics"
+			key, err := auth.NewAPIKey("alice", []byte("alice-valid-secret"), auth.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Auth = auth.Config{Keys: []auth.APIKey{key}}
+			a, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.close() })
+			a.limits.PreAuth.Rate, a.limits.PreAuth.Burst = 1e-9, burst // no refill within the test
+			main := httptest.NewServer(a.handler())
+			defer main.Close()
+			metricsURL := main.URL
+			if listener == "metrics" {
+				ms := httptest.NewServer(a.metricsHandler())
+				defer ms.Close()
+				metricsURL = ms.URL
+			}
+			get := func(token, host string) int {
+				req, _ := http.NewRequest("GET", metricsURL+"/metrics", nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				if host != "" {
+					req.Host = host
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if code := get("m3trics", "rebound.example:80"); code != http.StatusForbidden {
+				t.Fatalf("right token, foreign Host: %d, want 403", code)
+			}
+			for i := range burst {
+				if code := get(fmt.Sprintf("guess-%d", i), ""); code != http.StatusUnauthorized {
+					t.Fatalf("wrong token %d: %d, want 401", i, code)
+				}
+			}
+			if code := get("guess-last", ""); code != http.StatusTooManyRequests {
+				t.Fatalf("wrong token past the budget: %d, want 429", code)
+			}
+			if code := get("m3trics", ""); code != http.StatusOK {
+				t.Fatalf("right token after the guesses: %d, want 200", code)
+			}
+			// The same budget: a wrong API key on /mcp is refused too.
+			if code, _ := postAs(t, main.URL, "wrong-key", rawPost{body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}); code != http.StatusTooManyRequests {
+				t.Fatalf("wrong key on /mcp after the metrics guesses: %d, want 429", code)
+			}
+		})
+	}
 }
