@@ -4,9 +4,15 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -18,9 +24,60 @@ type Check struct {
 	Probe func(ctx context.Context) error
 }
 
+// NotReady is a probe's failure with the category /readyz names for it.
+type NotReady struct {
+	Category string
+	Err      error
+}
+
+func (e *NotReady) Error() string { return e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
+// category names what is wrong in words that carry no path, host, DSN or
+// error text (those are for the log): /readyz is outside authentication.
+func category(err error) string {
+	var nr *NotReady
+	var ne net.Error
+	switch {
+	case errors.As(err, &nr):
+		return nr.Category
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, fs.ErrNotExist):
+		return "missing"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.ENOSPC):
+		return "not writable"
+	case errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF):
+		return "unreachable"
+	}
+	return "failing"
+}
+
 // Readiness answers /readyz: 200 when every check passes within timeout,
-// else 503; the JSON body names each check and what is wrong.
-func Readiness(timeout time.Duration, checks ...Check) http.Handler {
+// else 503; the JSON body names each check and, for a failing one, its
+// category ({"checks":{"blobs":"unreachable",...}}). The error itself goes
+// to log, at warn when a check starts failing or changes category, at
+// info when it passes again, at debug while it stays as it was.
+func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var lastMu sync.Mutex
+	last := map[string]string{} // check name → its last answer
+	report := func(ctx context.Context, name, answer string, err error) {
+		lastMu.Lock()
+		was, seen := last[name]
+		last[name] = answer
+		lastMu.Unlock()
+		switch {
+		case err == nil && seen && was != "ok":
+			log.Info("readiness check passes again", "check", name)
+		case err != nil && was != answer:
+			log.Warn("readiness check failing", "check", name, "category", answer, "err", err)
+		case err != nil:
+			log.Log(ctx, slog.LevelDebug, "readiness check failing", "check", name, "category", answer, "err", err)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -30,9 +87,11 @@ func Readiness(timeout time.Duration, checks ...Check) http.Handler {
 		for _, c := range checks {
 			wg.Go(func() {
 				msg := "ok"
-				if err := c.Probe(ctx); err != nil {
-					msg = err.Error()
+				err := c.Probe(ctx)
+				if err != nil {
+					msg = category(err)
 				}
+				report(ctx, c.Name, msg, err)
 				mu.Lock()
 				res[c.Name] = msg
 				mu.Unlock()

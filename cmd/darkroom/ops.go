@@ -20,6 +20,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ops is what operating darkroom needs beside serving it: metrics,
@@ -73,18 +74,33 @@ func (a *app) opsRoutes() map[string]http.Handler {
 // readiness is 200 only when the store takes a write, blob storage
 // answers, the runner runs and the server is not draining.
 func (a *app) readiness() http.Handler {
-	return server.Readiness(3*time.Second,
-		server.Check{Name: "store", Probe: a.db.Probe},
+	return server.Readiness(a.log, 3*time.Second,
+		server.Check{Name: "store", Probe: func(ctx context.Context) error {
+			err := a.db.Probe(ctx)
+			if errors.Is(err, pgconn.ErrConnClosed) { // PostgreSQL's connection went away
+				return &server.NotReady{Category: "unreachable", Err: err}
+			}
+			return err
+		}},
 		server.Check{Name: "blobs", Probe: func(ctx context.Context) error {
 			if p, ok := a.blobs.(blob.Pinger); ok {
 				return p.Ping(ctx)
 			}
 			return nil
 		}},
-		server.Check{Name: "runner", Probe: func(context.Context) error { return a.runner.Alive() }},
+		server.Check{Name: "runner", Probe: func(context.Context) error {
+			if err := a.runner.Alive(); err != nil {
+				c := "not running"
+				if a.draining.Load() {
+					c = "draining"
+				}
+				return &server.NotReady{Category: c, Err: err}
+			}
+			return nil
+		}},
 		server.Check{Name: "server", Probe: func(context.Context) error {
 			if a.draining.Load() {
-				return errors.New("draining: shutting down")
+				return &server.NotReady{Category: "draining", Err: errors.New("draining: shutting down")}
 			}
 			return nil
 		}},

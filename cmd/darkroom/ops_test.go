@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -372,70 +374,119 @@ func TestListenMetrics(t *testing.T) {
 	}
 }
 
-// readyz GETs /readyz, returning the status and the checks.
-func readyz(t *testing.T, url string) (int, map[string]string) {
+// readyz GETs /readyz, returning the status and the checks. The body
+// names no path, host, address or error text, whatever failed: a failing
+// check is only a category.
+func readyz(t *testing.T, url string, secrets ...string) (int, map[string]string) {
 	t.Helper()
 	resp, err := http.Get(url + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
 	var body struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatal(err)
 	}
 	if (resp.StatusCode == 200) != (body.Status == "ready") {
 		t.Fatalf("readyz: %d with status %q", resp.StatusCode, body.Status)
 	}
+	categories := map[string]bool{"ok": true, "missing": true, "not writable": true, "unreachable": true, "timeout": true,
+		"failing": true, "not running": true, "draining": true}
+	for name, v := range body.Checks {
+		if !categories[v] {
+			t.Errorf("readyz check %s = %q: not a category", name, v)
+		}
+	}
+	for _, s := range append(secrets, "127.0.0.1", "localhost", "/") {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("readyz body names %q: %s", s, raw)
+		}
+	}
 	return resp.StatusCode, body.Checks
 }
 
-func wantReady(t *testing.T, url string, code int, failing string) {
+func wantReady(t *testing.T, url string, code int, failing, category string, secrets ...string) {
 	t.Helper()
-	got, checks := readyz(t, url)
+	got, checks := readyz(t, url, secrets...)
 	if got != code {
 		t.Fatalf("readyz: %d, want %d (%v)", got, code, checks)
 	}
 	for _, name := range []string{"store", "blobs", "runner", "server"} {
-		if bad := name == failing; (checks[name] != "ok") != bad {
-			t.Fatalf("readyz check %s = %q (failing: %q)", name, checks[name], failing)
+		want := "ok"
+		if name == failing {
+			want = category
+		}
+		if checks[name] != want {
+			t.Fatalf("readyz check %s = %q, want %q (%v)", name, checks[name], want, checks)
 		}
 	}
 }
 
-// TestReadyzLocalBlobs: the local output folder gone is 503 naming blob
-// storage; back, 200. Draining is 503 too.
+// TestReadyzLocalBlobs: the local output folder gone, or not a folder it
+// can write, is 503 naming blob storage and the category, never the
+// folder; back, 200. Draining is 503 too.
 func TestReadyzLocalBlobs(t *testing.T) {
 	s := startServer(t, 0)
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	dir := filepath.Join(s.app.cfg.DataDir, "files")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, s.url, 503, "blobs")
+	wantReady(t, s.url, 503, "blobs", "missing", s.app.cfg.DataDir)
+	// A file where the folder was: nothing can be written under it (as
+	// root, unlike a folder without write permission).
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, s.url, 503, "blobs", "not writable", s.app.cfg.DataDir)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	s.app.draining.Store(true)
-	wantReady(t, s.url, 503, "server")
+	wantReady(t, s.url, 503, "server", "draining")
 }
 
 // TestReadyzS3Outage: darkroom's S3 behind a TCP proxy; the proxy stopped
-// (S3 unreachable) is 503, started again 200.
+// (S3 unreachable) is 503 naming neither bucket nor address, started
+// again 200.
 func TestReadyzS3Outage(t *testing.T) {
-	s3cfg := s3Config(t, "ready-"+generation.NewID()[:12])
+	bucket := "ready-" + generation.NewID()[:12]
+	s3cfg := s3Config(t, bucket)
 	p := startProxy(t, strings.TrimPrefix(s3cfg.Endpoint, "http://"))
 	s3cfg.Endpoint = "http://" + p.addr
 	s := startServer(t, 0, func(c *config) { c.S3 = s3cfg; c.CreateBucket = true })
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	p.stop()
-	wantReady(t, s.url, 503, "blobs")
+	wantReady(t, s.url, 503, "blobs", "unreachable", bucket, p.addr)
 	p.start(t)
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
+}
+
+// TestReadyzDatabaseDown: PostgreSQL behind a TCP proxy; the proxy
+// stopped is 503 naming the store's category, never the DSN or its host.
+func TestReadyzDatabaseDown(t *testing.T) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, u.Host)
+	u.Host = p.addr
+	s := startServer(t, 0, func(c *config) { c.DatabaseURL = u.String() })
+	wantReady(t, s.url, 200, "", "")
+	p.stop()
+	_, port, _ := net.SplitHostPort(p.addr)
+	wantReady(t, s.url, 503, "store", "unreachable", strings.TrimPrefix(u.Path, "/"), ":"+port, u.User.Username())
+	p.start(t)
+	wantReady(t, s.url, 200, "", "")
 }
 
 // proxy forwards TCP to target; stop closes the listener and every
