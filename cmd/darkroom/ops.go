@@ -155,13 +155,20 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// banner is the start-up line: what runs, where, and with which limits.
-// It names no secret.
+// banner is the start-up line of serve (mcpURL its /mcp) or, with mcpURL
+// "stdio", of stdio: what runs, where, and with which limits, naming only
+// what that mode serves (stdio: MCP on stdin/stdout as the local
+// principal, whatever keys are set, and /files/; no probes, no /metrics
+// on the files port). It names no secret.
 func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 	cfg := a.cfg
+	stdio := mcpURL == "stdio"
 	auth, keyHow := "none: loopback only, every request is the single local principal `local`",
 		"to require keys, set DARKROOM_API_KEYS=name=$(openssl rand -hex 24)"
-	if cfg.Auth.Configured() {
+	switch {
+	case stdio:
+		auth, keyHow = "none: stdio is the single local principal `local`", ""
+	case cfg.Auth.Configured():
 		auth = fmt.Sprintf("bearer tokens: %d API key(s), OAuth %v", len(cfg.Auth.Keys), cfg.Auth.OAuth.Enabled())
 		keyHow = "a key is a name=secret entry in DARKROOM_API_KEYS or DARKROOM_API_KEYS_FILE (make a secret with openssl rand -hex 24)"
 		if cfg.Auth.OAuth.Enabled() {
@@ -189,7 +196,7 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 	if metricsLn != nil {
 		where = "http://" + metricsLn.Addr().String() + "/metrics"
 	}
-	if cfg.MetricsToken != "" {
+	if cfg.MetricsToken != "" && !stdio {
 		where += "; " + cfg.PublicURL + "/metrics with the metrics token"
 	}
 	credits := func(p *int64) string {
@@ -198,15 +205,19 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 		}
 		return fmt.Sprint(*p)
 	}
-	return []any{
-		"version", buildVersion(), "addr", mcpURL, "publicURL", cfg.PublicURL,
-		"auth", auth, "keys", keyHow,
-		"store", store, "blobs", blobs, "providers", strings.Join(provs, ", "),
+	out := []any{"version", buildVersion(), "addr", mcpURL, "publicURL", cfg.PublicURL, "auth", auth}
+	if keyHow != "" {
+		out = append(out, "keys", keyHow)
+	}
+	out = append(out, "store", store, "blobs", blobs, "providers", strings.Join(provs, ", "),
 		slog.Group("limits", "pollRate", cfg.PollRate, "pollBurst", cfg.PollBurst, "createRate", cfg.CreateRate,
 			"createBurst", cfg.CreateBurst, "dailyBudget", credits(cfg.DailyBudget), "approvalAboveCredits", credits(cfg.ApprovalAbove),
 			"maxInFlight", cfg.MaxInFlight, "maxBodyBytes", cfg.MaxBodyBytes, "maxInputBytes", cfg.MaxInputBytes),
-		"metrics", where, "probes", "liveness /healthz, readiness /readyz", "shutdownGrace", cfg.ShutdownGrace.String(),
+		"metrics", where)
+	if stdio {
+		return append(out, "files", cfg.PublicURL+"/files/", "shutdownGrace", cfg.ShutdownGrace.String())
 	}
+	return append(out, "probes", "liveness /healthz, readiness /readyz", "shutdownGrace", cfg.ShutdownGrace.String())
 }
 
 func absPath(p string) string {
