@@ -3,10 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/metrics"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -100,44 +98,26 @@ func (o *Observer) labels(method, tool string) (string, string) {
 
 const listenMethod = "subscriptions/listen"
 
-// HTTP wraps the MCP endpoint.
+// HTTP wraps the MCP endpoint. A request is labelled from its parsed
+// body (admit tells the recorder, rpcEnvelope), never from its
+// Mcp-Method or Mcp-Name headers, which a client may set to anything; a
+// request refused before its body is read (Host, authentication) is
+// "unknown".
 func (o *Observer) HTTP(next http.Handler) http.Handler {
 	o.init()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		o.inFlight.Add(1)
 		defer o.inFlight.Add(-1)
-		method, tool := headerValue(r.Header.Get("Mcp-Method")), ""
-		if method == "tools/call" {
-			tool = headerValue(r.Header.Get("Mcp-Name"))
-		}
-		var tee *prefixReader
-		if method == "" && r.Body != nil && r.Method == http.MethodPost {
-			tee = &prefixReader{r: r.Body}
-			r.Body = tee
-		}
-		if method == listenMethod {
-			defer o.Metrics.ListenOpened("http")()
-			ctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			o.drainMu.Lock()
-			stop := context.AfterFunc(o.drainCtx, cancel)
-			o.drainMu.Unlock()
-			defer stop()
-			r = r.WithContext(ctx)
-		}
-		rec := &respRecorder{ResponseWriter: w}
+		rec := &respRecorder{ResponseWriter: w, obs: o}
 		next.ServeHTTP(rec, r)
 		if r.Method != http.MethodPost {
 			return // GET/DELETE on the stateless endpoint: not a JSON-RPC request
 		}
-		if tee != nil {
-			method, tool = envelopeOf(tee.buf)
-		}
-		method, tool = o.labels(method, tool)
+		method, tool := o.labels(rec.method, rec.tool)
 		outcome, noID := rec.outcome()
 		if rec.status == http.StatusTooManyRequests {
-			o.Metrics.RateLimited(o.rateClass(method, tool, noID))
+			o.Metrics.RateLimited(o.rateClass(rec.method, rec.tool, noID))
 		}
 		d := time.Since(start)
 		o.Metrics.Request("http", method, tool, outcome, d)
@@ -148,141 +128,65 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 	})
 }
 
-// headerValue undoes SEP-2243's =?base64?...?= encoding of a header.
-func headerValue(v string) string {
-	v = strings.TrimSpace(v)
-	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
-				return string(b)
-			}
-		}
+// envelopeSeen is the metrics recorder as admit sees it: told the body
+// tasks.Admit parsed, it returns the request to serve (a listen's ends
+// when the server drains) and what to call when it has been served.
+type envelopeSeen interface {
+	rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func())
+}
+
+func (rec *respRecorder) rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
+	if env.IsBatch {
+		rec.method = "batch"
+		return r, func() {}
 	}
-	return v
+	rec.method, rec.tool = env.Method, env.Name
+	if env.Method != listenMethod || rec.obs == nil {
+		return r, func() {}
+	}
+	o := rec.obs
+	closed := o.Metrics.ListenOpened("http")
+	ctx, cancel := context.WithCancel(r.Context())
+	o.drainMu.Lock()
+	stop := context.AfterFunc(o.drainCtx, cancel)
+	o.drainMu.Unlock()
+	return r.WithContext(ctx), func() { stop(); cancel(); closed() }
+}
+
+// observed tells w's metrics recorder, if any, the body admit parsed.
+func observed(w http.ResponseWriter, r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
+	if s, ok := w.(envelopeSeen); ok {
+		return s.rpcEnvelope(r, env)
+	}
+	return r, func() {}
 }
 
 // rateClass names the limit behind a 429: the guess guard answers with
-// no request id, the per-caller limits with the request's.
+// no request id, the per-caller limits with the request's, whose class
+// is the method's row in Methods (ClassOf, as charged).
 func (o *Observer) rateClass(method, tool string, noID bool) string {
-	if noID {
+	switch {
+	case noID:
 		return "preauth"
+	case method == "":
+		return "other" // refused before its body was read
 	}
-	switch method {
-	case "tasks/get":
-		return compat.ClassPoll
-	case "tools/call":
-		if c := o.ToolClass(tool); c != "" {
-			return c
-		}
-	}
-	return "other"
-}
-
-// prefixReader keeps the first bytes read through it: enough to name the
-// method and tool of a request whose headers do not.
-type prefixReader struct {
-	r   io.ReadCloser
-	buf []byte
-}
-
-const prefixMax = 8 << 10
-
-func (p *prefixReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if room := prefixMax - len(p.buf); room > 0 && n > 0 {
-		p.buf = append(p.buf, b[:min(n, room)]...)
-	}
-	return n, err
-}
-
-func (p *prefixReader) Close() error { return p.r.Close() }
-
-// envelopeOf reads the method and, for tools/call, params.name from the
-// start of a JSON-RPC body (possibly cut short).
-func envelopeOf(b []byte) (method, name string) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil {
-		return "", ""
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		if ok && d == '[' {
-			return "batch", ""
-		}
-		return "", ""
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return method, name
-		}
-		key, _ := tok.(string)
-		switch key {
-		case "method":
-			if err := dec.Decode(&method); err != nil {
-				return method, name
-			}
-		case "params":
-			name = paramsName(dec)
-			if name == "\x00" {
-				return method, ""
-			}
-		default:
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return method, name
-			}
-		}
-	}
-	return method, name
-}
-
-// paramsName walks a params object for its top-level "name" ("\x00" when
-// the input ends first).
-func paramsName(dec *json.Decoder) string {
-	tok, err := dec.Token()
-	if err != nil {
-		return "\x00"
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return ""
-	}
-	name := ""
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "\x00"
-		}
-		if tok == "name" {
-			if dec.Decode(&name) != nil {
-				return "\x00"
-			}
-			continue
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			if name != "" {
-				return name
-			}
-			return "\x00"
-		}
-	}
-	if _, err := dec.Token(); err != nil && name == "" {
-		return "\x00"
-	}
-	return name
+	return ClassOf(method, tool, o.ToolClass)
 }
 
 // respRecorder keeps the status and enough of the body to tell a JSON-RPC
 // error or a tool error from a success.
 type respRecorder struct {
 	http.ResponseWriter
-	status  int
-	sse     bool
-	decided bool
-	verdict string
-	noID    bool
-	buf     []byte
+	obs *Observer
+	// method and tool are the parsed body's (rpcEnvelope).
+	method, tool string
+	status       int
+	sse          bool
+	decided      bool
+	verdict      string
+	noID         bool
+	buf          []byte
 }
 
 const sniffMax = 1 << 20

@@ -12,29 +12,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/metrics"
 )
 
-func TestEnvelopeOf(t *testing.T) {
-	cases := []struct {
-		name, body, method, tool string
-	}{
-		{"tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"generate","arguments":{"prompt":"x"}}}`, "tools/call", "generate"},
-		{"params first", `{"params":{"_meta":{"a":{"name":"no"}},"arguments":{},"name":"get_generation"},"method":"tools/call","id":2}`, "tools/call", "get_generation"},
-		{"cut inside the arguments", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"generate","arguments":{"prompt":"xxxxx`, "tools/call", "generate"},
-		{"cut before the name", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"prompt":"xx`, "tools/call", ""},
-		{"other method", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t"}}`, "tasks/get", ""},
-		{"batch", `[{"jsonrpc":"2.0"}]`, "batch", ""},
-		{"not JSON", `hello`, "", ""},
-		{"empty", ``, "", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			m, n := envelopeOf([]byte(c.body))
-			if m != c.method || n != c.tool {
-				t.Fatalf("envelopeOf = %q, %q; want %q, %q", m, n, c.method, c.tool)
-			}
-		})
-	}
-}
-
 func TestErrorClass(t *testing.T) {
 	for code, want := range map[int64]string{-32700: "rpc_parse_error", -32600: "rpc_invalid_request", -32601: "rpc_method_not_found",
 		-32602: "rpc_invalid_params", -32603: "rpc_internal_error", -32000: "rpc_server_error", -32099: "rpc_server_error",
@@ -46,7 +23,8 @@ func TestErrorClass(t *testing.T) {
 }
 
 // TestObserverHTTP: each kind of answer is counted with its outcome, as a
-// JSON body or an SSE stream, whatever the handler's writes look like.
+// JSON body or an SSE stream, whatever the handler's writes look like,
+// under the method and tool its body names whatever its headers claim.
 func TestObserverHTTP(t *testing.T) {
 	sse := func(msgs ...string) func(w http.ResponseWriter) {
 		return func(w http.ResponseWriter) {
@@ -66,44 +44,52 @@ func TestObserverHTTP(t *testing.T) {
 			_, _ = io.WriteString(w, body)
 		}
 	}
+	rpc := func(method, params string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+	}
+	gen := rpc("tools/call", `{"name":"generate","arguments":{"prompt":"x"}}`)
 	cases := []struct {
-		name, method, tool, body string
-		answer                   func(w http.ResponseWriter)
-		outcome, class           string
+		name, body     string
+		header         [2]string // Mcp-Method, Mcp-Name: what the client claims
+		method, tool   string    // the labels
+		answer         func(w http.ResponseWriter)
+		outcome, class string
 	}{
-		{"ok", "tools/call", "generate", "", json(200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), "ok", ""},
-		{"tool error", "tools/call", "generate", "", json(200, `{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}`), "tool_error", ""},
-		{"tool error over SSE", "tools/call", "wait_generation", "",
+		{"ok", gen, [2]string{}, "tools/call", "generate", json(200, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), "ok", ""},
+		{"headers lie", gen, [2]string{"tasks/get", ""}, "tools/call", "generate", json(200, `{"jsonrpc":"2.0","id":1,"result":{}}`), "ok", ""},
+		{"headers lie about the tool", gen, [2]string{"tools/call", "get_generation"}, "tools/call", "generate", json(200, `{"jsonrpc":"2.0","id":1,"result":{}}`), "ok", ""},
+		{"tool error", gen, [2]string{}, "tools/call", "generate", json(200, `{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}`), "tool_error", ""},
+		{"tool error over SSE", rpc("tools/call", `{"name":"wait_generation"}`), [2]string{}, "tools/call", "wait_generation",
 			sse(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"id":3}}`, `{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`), "tool_error", ""},
-		{"invalid params", "tasks/get", "", "", json(200, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}`), "rpc_invalid_params", ""},
-		{"unknown tool, method from the body", "", "", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope"}}`,
-			json(200, `{"jsonrpc":"2.0","id":1,"result":{}}`), "ok", ""},
-		{"401", "tools/call", "generate", "", json(401, `unauthorized`), "http_401", ""},
-		{"413", "tools/call", "generate", "", json(413, `too large`), "http_413", ""},
-		{"429 create", "tools/call", "generate", "", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "create"},
-		{"429 poll", "tasks/get", "", "", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "poll"},
-		{"429 guessing", "tools/call", "generate", "", json(429, `{"jsonrpc":"2.0","id":null,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "preauth"},
-		{"notification", "notifications/initialized", "", "", func(w http.ResponseWriter) { w.WriteHeader(202) }, "ok", ""},
-		{"stream without its response", "subscriptions/listen", "", "", sse(`{"jsonrpc":"2.0","method":"notifications/tasks","params":{}}`), "ok", ""},
-		{"500", "tools/list", "", "", json(500, `boom`), "http_5xx", ""},
+		{"invalid params", rpc("tasks/get", `{"taskId":"t"}`), [2]string{}, "tasks/get", "", json(200, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}`), "rpc_invalid_params", ""},
+		{"unknown tool", rpc("tools/call", `{"name":"nope"}`), [2]string{}, "tools/call", "other", json(200, `{"jsonrpc":"2.0","id":1,"result":{}}`), "ok", ""},
+		{"unknown method", rpc("nope/nope", `{}`), [2]string{"tools/call", "generate"}, "other", "", json(200, `{"jsonrpc":"2.0","id":1,"result":{}}`), "ok", ""},
+		{"batch", `[` + gen + `]`, [2]string{}, "batch", "", json(200, `[]`), "ok", ""},
+		{"413", gen, [2]string{}, "tools/call", "generate", json(413, `too large`), "http_413", ""},
+		{"429 create", gen, [2]string{"tasks/get", ""}, "tools/call", "generate", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "create"},
+		{"429 poll", rpc("tasks/get", `{"taskId":"t"}`), [2]string{"tools/call", "generate"}, "tasks/get", "", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "poll"},
+		{"429 resources/read", rpc("resources/read", `{"uri":"darkroom://x"}`), [2]string{}, "resources/read", "", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "poll"},
+		{"429 listen", rpc("subscriptions/listen", `{}`), [2]string{}, "subscriptions/listen", "", json(429, `{"jsonrpc":"2.0","id":7,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "listen"},
+		{"429 guessing", gen, [2]string{}, "tools/call", "generate", json(429, `{"jsonrpc":"2.0","id":null,"error":{"code":-31429,"message":"slow down"}}`), "http_429", "preauth"},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, [2]string{}, "notifications/initialized", "", func(w http.ResponseWriter) { w.WriteHeader(202) }, "ok", ""},
+		{"stream without its response", rpc("subscriptions/listen", `{}`), [2]string{}, "subscriptions/listen", "", sse(`{"jsonrpc":"2.0","method":"notifications/tasks","params":{}}`), "ok", ""},
+		{"500", rpc("tools/list", `{}`), [2]string{}, "tools/list", "", json(500, `boom`), "http_5xx", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := metrics.New()
-			o := &Observer{Metrics: m, Tools: []string{"generate", "wait_generation"}, ToolClass: func(n string) string {
-				return map[string]string{"generate": "create"}[n]
-			}}
-			srv := httptest.NewServer(o.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				_, _ = io.ReadAll(r.Body)
+			toolClass := func(n string) string { return map[string]string{"generate": "create"}[n] }
+			o := &Observer{Metrics: m, Tools: []string{"generate", "wait_generation"}, ToolClass: toolClass}
+			srv := httptest.NewServer(o.HTTP(admit(nil, 1<<20, toolClass, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				c.answer(w)
-			})))
+			}))))
 			defer srv.Close()
 			req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(c.body))
-			if c.method != "" {
-				req.Header.Set("Mcp-Method", c.method)
+			if c.header[0] != "" {
+				req.Header.Set("Mcp-Method", c.header[0])
 			}
-			if c.tool != "" {
-				req.Header.Set("Mcp-Name", c.tool)
+			if c.header[1] != "" {
+				req.Header.Set("Mcp-Name", c.header[1])
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -112,12 +98,6 @@ func TestObserverHTTP(t *testing.T) {
 			_, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
 			method, tool := c.method, c.tool
-			if c.body != "" {
-				method, tool = "tools/call", "other"
-			}
-			if method != "tools/call" {
-				tool = ""
-			}
 			if got := sum(t, m, "darkroom_requests_total"); len(got) != 1 || got[labels("method", method, "outcome", c.outcome, "tool", tool, "transport", "http")] != 1 {
 				t.Fatalf("requests_total = %v, want method=%s tool=%s outcome=%s once", got, method, tool, c.outcome)
 			}
@@ -129,6 +109,28 @@ func TestObserverHTTP(t *testing.T) {
 				t.Fatalf("rate_limited_total = %v, want %v", got, limited)
 			}
 		})
+	}
+}
+
+// TestObserverUnread: a request refused before its body is read (here by
+// authentication) is "unknown", whatever its headers claim.
+func TestObserverUnread(t *testing.T) {
+	m := metrics.New()
+	o := &Observer{Metrics: m, Tools: []string{"generate"}}
+	srv := httptest.NewServer(o.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})))
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"generate"}}`))
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "generate")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := sum(t, m, "darkroom_requests_total"); got[labels("method", "unknown", "outcome", "http_401", "tool", "", "transport", "http")] != 1 {
+		t.Fatalf("requests_total = %v, want one unknown http_401", got)
 	}
 }
 
@@ -162,16 +164,15 @@ func sum(t *testing.T, m *metrics.Set, name string) map[string]float64 {
 // request, and one opened afterwards at once.
 func TestObserverDrainEndsListen(t *testing.T) {
 	o := &Observer{Metrics: metrics.New()}
-	h := o.HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := o.HTTP(admit(nil, 1<<20, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}))
+	})))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	listen := func() *http.Response {
-		req, _ := http.NewRequest("POST", srv.URL, nil)
-		req.Header.Set("Mcp-Method", "subscriptions/listen")
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

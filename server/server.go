@@ -222,13 +222,21 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 // Host is not loopback on a loopback listener (go-sdk's DNS-rebinding
 // guard, here for every path below it too, before authentication).
 func checkOrigin(allowed []string, next http.Handler) http.Handler {
+	return checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, allowed) {
+			http.Error(w, "Forbidden: origin "+o+" is not allowed (set DARKROOM_ALLOWED_ORIGINS)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// checkHost answers 403 when the Host is not loopback on a loopback
+// listener (tasks.HostAllowed: DNS rebinding).
+func checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !tasks.HostAllowed(r) {
 			http.Error(w, "Forbidden: invalid Host header "+strconv.Quote(r.Host), http.StatusForbidden)
-			return
-		}
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, allowed) {
-			http.Error(w, "Forbidden: origin "+o+" is not allowed (set DARKROOM_ALLOWED_ORIGINS)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -106,6 +106,9 @@ func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if len(done) == 0 {
+			return fmt.Errorf("client resume: nothing to resume: no pending task in %s", cfg.State)
+		}
 		if ctx.Err() != nil {
 			return p.interrupted(ctx, ctx.Err(), cfg)
 		}

@@ -126,3 +126,14 @@ func TestClientProgressAndInterrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestClientResumeNothingPending: `darkroom client resume` with no task
+// left pending says so on stderr and exits non-zero, without a server.
+func TestClientResumeNothingPending(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "client.db")
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"client", "--endpoint", "http://127.0.0.1:1/mcp", "--state", state, "resume"}, &out, &errOut)
+	if code == 0 || out.Len() != 0 || !strings.Contains(errOut.String(), "nothing to resume: no pending task in "+state) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want non-zero and a line saying nothing is pending", code, out.String(), errOut.String())
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ops is what operating darkroom needs beside serving it: metrics,
@@ -65,7 +66,7 @@ func (a *app) opsRoutes() map[string]http.Handler {
 	}
 	routes["/readyz"] = a.readiness()
 	if a.cfg.MetricsToken != "" {
-		routes["/metrics"] = server.BearerOnly(a.cfg.MetricsToken, a.metrics.Handler())
+		routes["/metrics"] = a.metricsGate()
 	}
 	return routes
 }
@@ -73,18 +74,33 @@ func (a *app) opsRoutes() map[string]http.Handler {
 // readiness is 200 only when the store takes a write, blob storage
 // answers, the runner runs and the server is not draining.
 func (a *app) readiness() http.Handler {
-	return server.Readiness(3*time.Second,
-		server.Check{Name: "store", Probe: a.db.Probe},
+	return server.Readiness(a.log, 3*time.Second,
+		server.Check{Name: "store", Probe: func(ctx context.Context) error {
+			err := a.db.Probe(ctx)
+			if errors.Is(err, pgconn.ErrConnClosed) { // PostgreSQL's connection went away
+				return &server.NotReady{Category: "unreachable", Err: err}
+			}
+			return err
+		}},
 		server.Check{Name: "blobs", Probe: func(ctx context.Context) error {
 			if p, ok := a.blobs.(blob.Pinger); ok {
 				return p.Ping(ctx)
 			}
 			return nil
 		}},
-		server.Check{Name: "runner", Probe: func(context.Context) error { return a.runner.Alive() }},
+		server.Check{Name: "runner", Probe: func(context.Context) error {
+			if err := a.runner.Alive(); err != nil {
+				c := "not running"
+				if a.draining.Load() {
+					c = "draining"
+				}
+				return &server.NotReady{Category: c, Err: err}
+			}
+			return nil
+		}},
 		server.Check{Name: "server", Probe: func(context.Context) error {
 			if a.draining.Load() {
-				return errors.New("draining: shutting down")
+				return &server.NotReady{Category: "draining", Err: errors.New("draining: shutting down")}
 			}
 			return nil
 		}},
@@ -94,12 +110,14 @@ func (a *app) readiness() http.Handler {
 // metricsHandler serves the metrics listener.
 func (a *app) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	var h http.Handler = a.metrics.Handler()
-	if a.cfg.MetricsToken != "" {
-		h = server.BearerOnly(a.cfg.MetricsToken, h)
-	}
-	mux.Handle("/metrics", h)
+	mux.Handle("/metrics", a.metricsGate())
 	return mux
+}
+
+// metricsGate is /metrics on either listener: the Host check, and with a
+// metrics token its failures drawn from /mcp's guess budget.
+func (a *app) metricsGate() http.Handler {
+	return server.MetricsOnly(a.cfg.MetricsToken, a.limits, a.cfg.TrustedProxies, a.metrics.Handler())
 }
 
 // listenMetrics binds the metrics listener (nil when off). Off loopback
@@ -137,13 +155,20 @@ func loopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// banner is the start-up line: what runs, where, and with which limits.
-// It names no secret.
+// banner is the start-up line of serve (mcpURL its /mcp) or, with mcpURL
+// "stdio", of stdio: what runs, where, and with which limits, naming only
+// what that mode serves (stdio: MCP on stdin/stdout as the local
+// principal, whatever keys are set, and /files/; no probes, no /metrics
+// on the files port). It names no secret.
 func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 	cfg := a.cfg
+	stdio := mcpURL == "stdio"
 	auth, keyHow := "none: loopback only, every request is the single local principal `local`",
 		"to require keys, set DARKROOM_API_KEYS=name=$(openssl rand -hex 24)"
-	if cfg.Auth.Configured() {
+	switch {
+	case stdio:
+		auth, keyHow = "none: stdio is the single local principal `local`", ""
+	case cfg.Auth.Configured():
 		auth = fmt.Sprintf("bearer tokens: %d API key(s), OAuth %v", len(cfg.Auth.Keys), cfg.Auth.OAuth.Enabled())
 		keyHow = "a key is a name=secret entry in DARKROOM_API_KEYS or DARKROOM_API_KEYS_FILE (make a secret with openssl rand -hex 24)"
 		if cfg.Auth.OAuth.Enabled() {
@@ -171,7 +196,7 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 	if metricsLn != nil {
 		where = "http://" + metricsLn.Addr().String() + "/metrics"
 	}
-	if cfg.MetricsToken != "" {
+	if cfg.MetricsToken != "" && !stdio {
 		where += "; " + cfg.PublicURL + "/metrics with the metrics token"
 	}
 	credits := func(p *int64) string {
@@ -180,15 +205,19 @@ func (a *app) banner(mcpURL string, metricsLn net.Listener) []any {
 		}
 		return fmt.Sprint(*p)
 	}
-	return []any{
-		"version", buildVersion(), "addr", mcpURL, "publicURL", cfg.PublicURL,
-		"auth", auth, "keys", keyHow,
-		"store", store, "blobs", blobs, "providers", strings.Join(provs, ", "),
+	out := []any{"version", buildVersion(), "addr", mcpURL, "publicURL", cfg.PublicURL, "auth", auth}
+	if keyHow != "" {
+		out = append(out, "keys", keyHow)
+	}
+	out = append(out, "store", store, "blobs", blobs, "providers", strings.Join(provs, ", "),
 		slog.Group("limits", "pollRate", cfg.PollRate, "pollBurst", cfg.PollBurst, "createRate", cfg.CreateRate,
 			"createBurst", cfg.CreateBurst, "dailyBudget", credits(cfg.DailyBudget), "approvalAboveCredits", credits(cfg.ApprovalAbove),
 			"maxInFlight", cfg.MaxInFlight, "maxBodyBytes", cfg.MaxBodyBytes, "maxInputBytes", cfg.MaxInputBytes),
-		"metrics", where, "probes", "liveness /healthz, readiness /readyz", "shutdownGrace", cfg.ShutdownGrace.String(),
+		"metrics", where)
+	if stdio {
+		return append(out, "files", cfg.PublicURL+"/files/", "shutdownGrace", cfg.ShutdownGrace.String())
 	}
+	return append(out, "probes", "liveness /healthz, readiness /readyz", "shutdownGrace", cfg.ShutdownGrace.String())
 }
 
 func absPath(p string) string {

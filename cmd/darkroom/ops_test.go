@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,8 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -370,70 +374,119 @@ func TestListenMetrics(t *testing.T) {
 	}
 }
 
-// readyz GETs /readyz, returning the status and the checks.
-func readyz(t *testing.T, url string) (int, map[string]string) {
+// readyz GETs /readyz, returning the status and the checks. The body
+// names no path, host, address or error text, whatever failed: a failing
+// check is only a category.
+func readyz(t *testing.T, url string, secrets ...string) (int, map[string]string) {
 	t.Helper()
 	resp, err := http.Get(url + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
 	var body struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatal(err)
 	}
 	if (resp.StatusCode == 200) != (body.Status == "ready") {
 		t.Fatalf("readyz: %d with status %q", resp.StatusCode, body.Status)
 	}
+	categories := map[string]bool{"ok": true, "missing": true, "not writable": true, "unreachable": true, "timeout": true,
+		"failing": true, "not running": true, "draining": true}
+	for name, v := range body.Checks {
+		if !categories[v] {
+			t.Errorf("readyz check %s = %q: not a category", name, v)
+		}
+	}
+	for _, s := range append(secrets, "127.0.0.1", "localhost", "/") {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("readyz body names %q: %s", s, raw)
+		}
+	}
 	return resp.StatusCode, body.Checks
 }
 
-func wantReady(t *testing.T, url string, code int, failing string) {
+func wantReady(t *testing.T, url string, code int, failing, category string, secrets ...string) {
 	t.Helper()
-	got, checks := readyz(t, url)
+	got, checks := readyz(t, url, secrets...)
 	if got != code {
 		t.Fatalf("readyz: %d, want %d (%v)", got, code, checks)
 	}
 	for _, name := range []string{"store", "blobs", "runner", "server"} {
-		if bad := name == failing; (checks[name] != "ok") != bad {
-			t.Fatalf("readyz check %s = %q (failing: %q)", name, checks[name], failing)
+		want := "ok"
+		if name == failing {
+			want = category
+		}
+		if checks[name] != want {
+			t.Fatalf("readyz check %s = %q, want %q (%v)", name, checks[name], want, checks)
 		}
 	}
 }
 
-// TestReadyzLocalBlobs: the local output folder gone is 503 naming blob
-// storage; back, 200. Draining is 503 too.
+// TestReadyzLocalBlobs: the local output folder gone, or not a folder it
+// can write, is 503 naming blob storage and the category, never the
+// folder; back, 200. Draining is 503 too.
 func TestReadyzLocalBlobs(t *testing.T) {
 	s := startServer(t, 0)
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	dir := filepath.Join(s.app.cfg.DataDir, "files")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, s.url, 503, "blobs")
+	wantReady(t, s.url, 503, "blobs", "missing", s.app.cfg.DataDir)
+	// A file where the folder was: nothing can be written under it (as
+	// root, unlike a folder without write permission).
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, s.url, 503, "blobs", "not writable", s.app.cfg.DataDir)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	s.app.draining.Store(true)
-	wantReady(t, s.url, 503, "server")
+	wantReady(t, s.url, 503, "server", "draining")
 }
 
 // TestReadyzS3Outage: darkroom's S3 behind a TCP proxy; the proxy stopped
-// (S3 unreachable) is 503, started again 200.
+// (S3 unreachable) is 503 naming neither bucket nor address, started
+// again 200.
 func TestReadyzS3Outage(t *testing.T) {
-	s3cfg := s3Config(t, "ready-"+generation.NewID()[:12])
+	bucket := "ready-" + generation.NewID()[:12]
+	s3cfg := s3Config(t, bucket)
 	p := startProxy(t, strings.TrimPrefix(s3cfg.Endpoint, "http://"))
 	s3cfg.Endpoint = "http://" + p.addr
 	s := startServer(t, 0, func(c *config) { c.S3 = s3cfg; c.CreateBucket = true })
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
 	p.stop()
-	wantReady(t, s.url, 503, "blobs")
+	wantReady(t, s.url, 503, "blobs", "unreachable", bucket, p.addr)
 	p.start(t)
-	wantReady(t, s.url, 200, "")
+	wantReady(t, s.url, 200, "", "")
+}
+
+// TestReadyzDatabaseDown: PostgreSQL behind a TCP proxy; the proxy
+// stopped is 503 naming the store's category, never the DSN or its host.
+func TestReadyzDatabaseDown(t *testing.T) {
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, u.Host)
+	u.Host = p.addr
+	s := startServer(t, 0, func(c *config) { c.DatabaseURL = u.String() })
+	wantReady(t, s.url, 200, "", "")
+	p.stop()
+	_, port, _ := net.SplitHostPort(p.addr)
+	wantReady(t, s.url, 503, "store", "unreachable", strings.TrimPrefix(u.Path, "/"), ":"+port, u.User.Username())
+	p.start(t)
+	wantReady(t, s.url, 200, "", "")
 }
 
 // proxy forwards TCP to target; stop closes the listener and every
@@ -549,5 +602,100 @@ func TestBannerRedactsDatabasePassword(t *testing.T) {
 		if got := redactURL(tc.in); got != tc.want {
 			t.Errorf("redactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestMetricsLabelledFromBody: requests are counted under what their body
+// asks for, whatever Mcp-Method and Mcp-Name claim (a legacy-era request's
+// headers are not checked against its body), and a 429 under the class the
+// method is charged as (resources/read is a poll).
+func TestMetricsLabelledFromBody(t *testing.T) {
+	s := startServer(t, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-6, 1 })
+	lie := map[string]string{"Mcp-Method": "tasks/get", "Mcp-Name": "tsk_x"}
+	for i := range 3 {
+		if code, body := postAs(t, s.url, "", rawPost{headers: lie, body: genLegacy(i + 1)}); code != 200 {
+			t.Fatalf("generate %d: %d %s", i, code, body)
+		}
+	}
+	read := `{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"darkroom://nothing"}}`
+	postAs(t, s.url, "", rawPost{body: read}) // the poll burst's one token
+	if code, body := postAs(t, s.url, "", rawPost{body: read}); code != 429 {
+		t.Fatalf("second resources/read: %d %s, want 429", code, body)
+	}
+	want := []series{
+		{"darkroom_requests_total", l("method", "tools/call", "tool", "generate", "outcome", "ok"), 3},
+		{"darkroom_requests_total", l("method", "tasks/get"), 0},
+		{"darkroom_requests_total", l("method", "resources/read", "outcome", "http_429"), 1},
+		{"darkroom_rate_limited_total", l("class", "poll"), 1},
+		{"darkroom_rate_limited_total", l("class", "other"), 0},
+	}
+	checkSeries(t, scrapeSettled(t, s.app.metricsHandler(), want), want)
+}
+
+// TestMetricsGuessGuardAndHost: with a metrics token, wrong tokens on
+// /metrics (either listener) draw from the same per-address guess budget
+// as wrong keys on /mcp, and /metrics answers only a loopback Host on a
+// loopback listener, as /mcp does.
+func TestMetricsGuessGuardAndHost(t *testing.T) {
+	const burst = 3
+	for _, listener := range []string{"main", "metrics"} {
+		t.Run(listener, func(t *testing.T) {
+			clearSettingsEnv(t)
+			cfg, err := parseConfig("test", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.DataDir, cfg.LocalLatency, cfg.MetricsToken = t.TempDir(), 0, "m3trics"
+			key, err := auth.NewAPIKey("alice", []byte("alice-valid-secret"), auth.Overrides{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Auth = auth.Config{Keys: []auth.APIKey{key}}
+			a, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = a.close() })
+			a.limits.PreAuth.Rate, a.limits.PreAuth.Burst = 1e-9, burst // no refill within the test
+			main := httptest.NewServer(a.handler())
+			defer main.Close()
+			metricsURL := main.URL
+			if listener == "metrics" {
+				ms := httptest.NewServer(a.metricsHandler())
+				defer ms.Close()
+				metricsURL = ms.URL
+			}
+			get := func(token, host string) int {
+				req, _ := http.NewRequest("GET", metricsURL+"/metrics", nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				if host != "" {
+					req.Host = host
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if code := get("m3trics", "rebound.example:80"); code != http.StatusForbidden {
+				t.Fatalf("right token, foreign Host: %d, want 403", code)
+			}
+			for i := range burst {
+				if code := get(fmt.Sprintf("guess-%d", i), ""); code != http.StatusUnauthorized {
+					t.Fatalf("wrong token %d: %d, want 401", i, code)
+				}
+			}
+			if code := get("guess-last", ""); code != http.StatusTooManyRequests {
+				t.Fatalf("wrong token past the budget: %d, want 429", code)
+			}
+			if code := get("m3trics", ""); code != http.StatusOK {
+				t.Fatalf("right token after the guesses: %d, want 200", code)
+			}
+			// The same budget: a wrong API key on /mcp is refused too.
+			if code, _ := postAs(t, main.URL, "wrong-key", rawPost{body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}); code != http.StatusTooManyRequests {
+				t.Fatalf("wrong key on /mcp after the metrics guesses: %d, want 429", code)
+			}
+		})
 	}
 }

@@ -71,7 +71,7 @@ func stdio(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bgDone := a.background(ctx)
-	log.Info("darkroom on stdio", append(a.banner("stdio", mln), "files", cfg.PublicURL+"/files/")...)
+	log.Info("darkroom on stdio", a.banner("stdio", mln)...)
 	// stdio is always the local principal; tasks/* and listen are served by
 	// the tasks dispatcher wrapped around the transport.
 	// The same per-principal limits as HTTP apply, inside the dispatcher's

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -143,4 +146,83 @@ func TestStdioHelpNamesThePort(t *testing.T) {
 			t.Errorf("stdio -h lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestBannersTellTheTruth: each mode's start-up line names only what that
+// mode serves. stdio (API keys and a metrics token in its environment,
+// which it does not use for MCP) names no probes, no way to require keys
+// and no /metrics on its files port, each of which answers 404 there;
+// serve names its probes and /metrics on its port, and they answer.
+func TestBannersTellTheTruth(t *testing.T) {
+	get := func(u, token string) int {
+		req, _ := http.NewRequest("GET", u, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const token = "banner-metrics-token"
+	t.Run("stdio", func(t *testing.T) {
+		t.Setenv("DARKROOM_API_KEYS", "alice=alice-secret-never-used-on-stdio")
+		t.Setenv("DARKROOM_METRICS_TOKEN", token)
+		t.Setenv("DARKROOM_METRICS_ADDR", "127.0.0.1:0")
+		var stderr syncBuffer
+		cs := stdioClient(t, &stderr, t.TempDir(), "--addr", freeAddr(t))
+		if _, err := cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		var b map[string]any
+		for line := range strings.Lines(stderr.String()) {
+			if strings.Contains(line, `"msg":"darkroom on stdio"`) {
+				_ = json.Unmarshal([]byte(line), &b)
+			}
+		}
+		if b == nil {
+			t.Fatalf("no banner in:\n%s", stderr.String())
+		}
+		public, _ := b["publicURL"].(string)
+		all, _ := json.Marshal(b)
+		for _, absent := range []string{"/healthz", "/readyz", "DARKROOM_API_KEYS", public + "/metrics"} {
+			if strings.Contains(string(all), absent) {
+				t.Errorf("stdio banner names %q: %s", absent, all)
+			}
+		}
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			if code := get(public+p, token); code != http.StatusNotFound {
+				t.Errorf("stdio %s: %d, want 404 (not served, so not named)", p, code)
+			}
+		}
+		if auth, _ := b["auth"].(string); !strings.Contains(auth, "local principal") {
+			t.Errorf("stdio banner auth = %q", auth)
+		}
+		if files, _ := b["files"].(string); files != public+"/files/" {
+			t.Errorf("stdio banner files = %q, want %s/files/", files, public)
+		}
+		m, _ := b["metrics"].(string)
+		if !strings.HasSuffix(m, "/metrics") || get(m, token) != http.StatusOK {
+			t.Errorf("stdio banner metrics = %q, want the metrics listener's URL, answering", m)
+		}
+	})
+	t.Run("serve", func(t *testing.T) {
+		s := startServer(t, 0, func(c *config) { c.MetricsToken = token })
+		var all strings.Builder
+		for _, v := range s.app.banner(s.url+"/mcp", nil) {
+			fmt.Fprint(&all, v, " ")
+		}
+		for _, named := range []string{"/healthz", "/readyz", s.url + "/metrics", "DARKROOM_API_KEYS"} {
+			if !strings.Contains(all.String(), named) {
+				t.Errorf("serve banner does not name %q: %s", named, all.String())
+			}
+		}
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			if code := get(s.url+p, token); code != http.StatusOK {
+				t.Errorf("serve %s: %d, want 200", p, code)
+			}
+		}
+	})
 }
