@@ -26,7 +26,7 @@ func TestHeadline(t *testing.T) {
 		{StatusRunning, "running", 0, "Running"},
 		{StatusRunning, "running: 40%", 0.4, "Running: 40%"}, // the provider's own percentage, not a second one
 		{StatusRunning, "Running - starting", 0, "Running: starting"},
-		{StatusReserved, awaitsImage("g-1"), 0, "Waiting for an input image: call upload_input with generationId g-1"},
+		{StatusReserved, msgAwaitsImage, 0, "Waiting for an input image: call upload_input with this generationId"},
 		{StatusReserved, "waiting for approval to spend 25 credits", 0, "Waiting for approval to spend 25 credits"},
 		{StatusCompleted, "completed", 1, "Completed"},
 		{StatusCancelled, "cancelled by the provider at our request", 0.3, "Cancelled: by the provider at our request"},

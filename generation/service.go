@@ -346,7 +346,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	params.AwaitsApproval = req.HoldForApproval
 	switch {
 	case params.AwaitsImage:
-		status, msg = StatusReserved, awaitsImage(id)
+		status, msg = StatusReserved, msgAwaitsImage
 	case params.AwaitsApproval:
 		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
 	}
@@ -558,12 +558,9 @@ func decodeCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
-// awaitsImage is the status message of a generation reserved for its
-// input image. It names the id: a Tasks client holds only the taskId and
-// needs the generationId that upload_input takes.
-func awaitsImage(id string) string {
-	return "waiting for an input image: call upload_input with generationId " + id
-}
+// msgAwaitsImage is the status message of a generation reserved for its
+// input image (no id: whoever reads it already has it).
+const msgAwaitsImage = "waiting for an input image: call upload_input with this generationId"
 
 // Wait blocks until the generation is terminal, timeout passes (timedOut),
 // or ctx ends. It is event-driven: the runner's commit wakes it at once.
@@ -697,7 +694,9 @@ func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputIm
 	if err := s.checkImage(&img); err != nil {
 		return nil, err
 	}
-	in, err := s.storeInput(ctx, owner, id, "input-"+ids.New()[:12], &img)
+	// Each upload its own file: a losing one deletes only its own. (An id's
+	// first 12 digits are its millisecond, shared by concurrent uploads.)
+	in, err := s.storeInput(ctx, owner, id, "input-"+ids.New()[12:28], &img)
 	if err != nil {
 		return nil, err
 	}
@@ -759,7 +758,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		c.Message = msg
 		if p.AwaitsImage || p.AwaitsApproval {
 			c = change(id, EventHold, "")
-			c.Message = awaitsImage(id)
+			c.Message = msgAwaitsImage
 			if p.AwaitsApproval {
 				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
 			}

@@ -164,7 +164,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 		if err != nil {
 			return err
 		}
-		task.Ref, task.StatusMessage = genRef(gen.ID), gen.StatusMessage
+		task.Ref, task.StatusMessage = genRef(gen.ID), statusMessage(gen)
 		return g.D.Store().Create(ctx, tx, task)
 	}
 	task.ID = tasks.NewID()

@@ -129,7 +129,7 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 	case gen.Status == generation.StatusReserved && len(t.InputRequests) > 0:
 		return nil // still waiting for the approval answer
 	case !status.Terminal():
-		msg := gen.Headline()
+		msg := statusMessage(gen)
 		if gen.Status != generation.StatusReserved {
 			t.InputRequests = nil
 		}
@@ -143,6 +143,17 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 		_, err = store.Finish(ctx, tx, t.ID, status, gen.StatusMessage, nil, nil)
 	}
 	return err
+}
+
+// statusMessage is a live task's status message: the generation's headline,
+// except that one waiting for its input image names its generationId,
+// which upload_input takes and a Tasks client, holding only the taskId,
+// has nowhere else.
+func statusMessage(gen *generation.Generation) string {
+	if gen.UploadRequired() && !gen.Params.AwaitsApproval {
+		return "Waiting for an input image: call upload_input with generationId " + gen.ID
+	}
+	return gen.Headline()
 }
 
 // Notify pushes a committed generation change to task listeners.
