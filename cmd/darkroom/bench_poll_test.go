@@ -38,6 +38,9 @@ type serverSpec struct {
 	Dir      string
 	Body     []byte
 	AddrFile string
+	// Keys, when set, replaces the one bench key (DARKROOM_API_KEYS
+	// format, overrides included), and the default limits apply.
+	Keys string
 }
 
 // TestBenchServerChild is a server for BenchmarkPollPaths, run only as its
@@ -71,13 +74,17 @@ func TestBenchServerChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
+		keyList := s.Keys
+		if keyList == "" {
+			keyList = "bench=" + benchToken
+			cfg.PollRate, cfg.PollBurst = 1e6, 1_000_000
+			cfg.CreateRate, cfg.CreateBurst = 1e6, 1_000_000
+		}
+		keys, err := auth.ParseKeyList(keyList, "bench")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.DataDir, cfg.PublicURL, cfg.Auth = s.Dir, "http://"+ln.Addr().String(), auth.Config{Keys: keys}
-		cfg.PollRate, cfg.PollBurst = 1e6, 1_000_000
-		cfg.CreateRate, cfg.CreateBurst = 1e6, 1_000_000
 		a, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -144,8 +151,11 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 }
 
 // cpu is the child's user+system CPU so far, from /proc/PID/stat.
-func (c *serverChild) cpu(tb testing.TB) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+func (c *serverChild) cpu(tb testing.TB) time.Duration { return processCPU(tb, c.cmd.Process.Pid) }
+
+// processCPU is a process's user+system CPU so far, from /proc/PID/stat.
+func processCPU(tb testing.TB, pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		tb.Fatalf("server CPU: %v", err)
 	}

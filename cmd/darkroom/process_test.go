@@ -44,7 +44,7 @@ type proc struct {
 	url string
 }
 
-func startProcess(t *testing.T, dataDir string, env ...string) *proc {
+func startProcess(t testing.TB, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Env = append(os.Environ(), env...)
