@@ -197,6 +197,9 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 				mux.Handle(p, ph)
 			}
 		}
+		if prm == "" && !cfg.Auth.OAuthEnabled() {
+			mux.HandleFunc("POST /register", auth.NoRegistration)
+		}
 		opts := auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger}
 		if cfg.Limits != nil {
 			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle

@@ -326,3 +326,61 @@ func realClients(t *testing.T) (node, dir string) {
 	}
 	return node, dir
 }
+
+// TestMCPRemoteWithoutKey: mcp-remote (the stdio bridge most desktop
+// assistants use for remote servers) started without an API key against a
+// server that requires one tries OAuth and ends at dynamic client
+// registration; what it prints for its user then names the header to pass
+// and its own --header option. With the key it connects.
+func TestMCPRemoteWithoutKey(t *testing.T) {
+	node, dir := realClients(t)
+	const apiKey = "mcp-remote-key-0123456789abcdef"
+	p := startProcess(t, t.TempDir(), "DARKROOM_API_KEYS=ci="+apiKey)
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ci","version":"1"}}}` + "\n"
+	run := func(extra ...string) (stdout, stderr string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		args := append([]string{filepath.Join(dir, "node_modules", "mcp-remote", "dist", "proxy.js"), p.url + "/mcp", "--allow-http"}, extra...)
+		cmd := exec.CommandContext(ctx, node, args...)
+		// Its token store and the browser it would open stay in the test.
+		cmd.Env = append(os.Environ(), "MCP_REMOTE_CONFIG_DIR="+t.TempDir(), "HOME="+filepath.Join(dir, "home"), "BROWSER=true")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errb syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		_, _ = in.Write([]byte(initialize))
+		// Without the key it exits on its own when it gives up; with it,
+		// stdin is closed once it has answered.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-exited:
+				break wait
+			case <-ctx.Done():
+				t.Fatalf("mcp-remote neither answered nor gave up:\nstdout %s\nstderr %s", out.String(), errb.String())
+			case <-tick.C:
+				if strings.Contains(out.String(), `"id":1`) {
+					_ = in.Close()
+				}
+			}
+		}
+		return out.String(), errb.String()
+	}
+	_, stderr := run()
+	if !strings.Contains(stderr, `Authorization: Bearer <key>`) || !strings.Contains(stderr, `--header`) {
+		t.Fatalf("mcp-remote without a key: its output does not say how to pass one:\n%s", stderr)
+	}
+	stdout, stderr := run("--header", "Authorization: Bearer "+apiKey)
+	if !strings.Contains(stdout, `"protocolVersion"`) {
+		t.Fatalf("mcp-remote with the key did not initialize:\nstdout %s\nstderr %s", stdout, stderr)
+	}
+}

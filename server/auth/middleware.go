@@ -114,6 +114,25 @@ func Middleware(a *Authenticator, opts MiddlewareOptions) func(http.Handler) htt
 // keyHelp returns the 401 descriptions for a missing and an invalid token,
 // naming what this server accepts, so a person (or a client showing the
 // body) learns that a key is expected rather than an OAuth login.
+// NoRegistration answers an OAuth dynamic client registration (RFC 7591)
+// on a server that takes API keys only. A client that meets a 401
+// without resource metadata tries OAuth against the server's own origin
+// and ends at POST /register; mcp-remote, for one, then prints the
+// registration's answer and nothing else its user could act on, so the
+// answer is an RFC 7591 error that says what to send instead.
+func NoRegistration(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusBadRequest)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]string{
+		"error": "invalid_client_metadata",
+		"error_description": "this MCP server has no OAuth sign-in: it takes an API key, sent as the header " +
+			"\"Authorization: Bearer <key>\" (mcp-remote: --header \"Authorization: Bearer <key>\")",
+	})
+}
+
 func keyHelp(oauth, keys bool) (missing, invalid string) {
 	switch {
 	case !oauth:
