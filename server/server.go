@@ -5,10 +5,10 @@
 package server
 
 import (
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -254,12 +254,7 @@ func originAllowed(origin string, allowed []string) bool {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return netx.Loopback(u.Hostname())
 }
 
 // Owner names the caller of a request: the authenticated principal, or

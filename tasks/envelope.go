@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -485,9 +486,9 @@ func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *h
 func HostAllowed(r *http.Request) bool {
 	switch la := r.Context().Value(http.LocalAddrContextKey).(type) {
 	case *net.TCPAddr: // the usual listener, read without formatting it
-		return la == nil || !la.IP.IsLoopback() || loopback(r.Host)
+		return la == nil || !la.IP.IsLoopback() || netx.Loopback(r.Host)
 	case interface{ String() string }:
-		return la == nil || !loopback(la.String()) || loopback(r.Host)
+		return la == nil || !netx.Loopback(la.String()) || netx.Loopback(r.Host)
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -194,21 +195,9 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 	}
 	// go-sdk's DNS-rebinding guard: on a loopback listener, the Host must
 	// be loopback too.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && loopback(la.String()) && !loopback(r.Host) {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && netx.Loopback(la.String()) && !netx.Loopback(r.Host) {
 		return false
 	}
 	return true
 }
 
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.Trim(host, "[]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}

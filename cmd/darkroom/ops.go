@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -130,7 +130,7 @@ func listenMetrics(cfg *config, log *slog.Logger) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DARKROOM_METRICS_ADDR %q: %w", cfg.MetricsAddr, err)
 	}
-	if !loopbackHost(host) && cfg.MetricsToken == "" {
+	if !netx.Loopback(host) && cfg.MetricsToken == "" {
 		return nil, fmt.Errorf("refusing to serve metrics on %q without a token: set DARKROOM_METRICS_TOKEN, or listen on loopback", cfg.MetricsAddr)
 	}
 	ln, err := net.Listen("tcp", cfg.MetricsAddr)
@@ -145,14 +145,6 @@ func listenMetrics(cfg *config, log *slog.Logger) (net.Listener, error) {
 		return nil, fmt.Errorf("metrics listener (DARKROOM_METRICS_ADDR; off to disable): %w", err)
 	}
 	return ln, nil
-}
-
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // banner is the start-up line of serve (mcpURL its /mcp) or, with mcpURL

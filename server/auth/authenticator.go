@@ -1,12 +1,12 @@
 package auth
 
 import (
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -193,7 +193,7 @@ func CheckBind(addr string, authConfigured bool) error {
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if isLoopbackHost(host) {
+	if netx.Loopback(strings.ToLower(host)) { // a name to resolve: any case
 		return nil
 	}
 	shown := host
@@ -203,17 +203,6 @@ func CheckBind(addr string, authConfigured bool) error {
 	return fmt.Errorf("refusing to listen on %q (%s) without authentication: "+
 		"set %s or %s (API keys) or %s (OAuth), or listen on 127.0.0.1 / [::1] / localhost",
 		addr, shown, EnvAPIKeysFile, EnvAPIKeys, EnvOAuthJWKSURL)
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return false // other names may resolve anywhere
-	}
-	return ip.Unmap().IsLoopback()
 }
 
 // Redact hides credentials in a header value for logging: "Bearer abc" becomes
