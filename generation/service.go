@@ -434,6 +434,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		return nil, false, err
 	}
+	noteCreate(ctx, id)
 	s.noteCreated(ctx, fresh, req.InTx != nil)
 	if status == StatusQueued {
 		s.kick()

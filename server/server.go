@@ -99,7 +99,32 @@ func New(cfg Config) *mcp.Server {
 	}
 	s.AddReceivingMiddleware(declaredOnly(caps))
 	s.AddReceivingMiddleware(holdCall)
+	s.AddReceivingMiddleware(recoverPanics(cfg.Logger)) // added last: outermost
 	return s
+}
+
+// recoverPanics answers a request whose handler (a tool's, most likely)
+// panicked with tasks.Recovered's internal error: go-sdk recovers none,
+// on any transport, and the process would end.
+func recoverPanics(log *slog.Logger) mcp.Middleware {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					name := ""
+					if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+						name = p.Name
+					}
+					e := tasks.Recovered(log, method, name, v)
+					res, err = nil, &jsonrpc.Error{Code: e.Code, Message: e.Message}
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // holdCall gives a call that has no output-bytes hold yet (stdio, or any
