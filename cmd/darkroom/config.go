@@ -40,6 +40,7 @@ type config struct {
 	TrustedProxies limit.TrustedProxies
 	LogLevel       slog.Level
 	TaskTTL        time.Duration
+	tasksNow       func() time.Time // tests only: the tasks store's clock (nil: time.Now)
 	MaxWait        time.Duration // the longest wait_generation / generate wait:true
 	PollRate       float64
 	PollBurst      int

@@ -125,7 +125,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		a.replicaSplit = &limit.Split{}
 		a.limits.Poll.Split = a.replicaSplit
 	}
-	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
+	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.bytes = outbytes.New(a.cfg.OutputBytes)
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
