@@ -142,6 +142,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Store:         a.db.Generations(),
 		Blobs:         a.metrics.Blobs(a.blobs),
 		Retention:     a.cfg.Retention,
+		History:       a.cfg.History,
 		Providers:     instrumented,
 		Logger:        a.log,
 		Metrics:       a.metrics,
