@@ -21,12 +21,18 @@ func TestLeanPanicsAnswered(t *testing.T) {
 	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
 	runs := map[string]int{}
 	boom := func(name string) { runs[name]++; panic("test: " + name) }
-	d.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { boom("make"); return nil, nil })
+	d.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		boom("make")
+		return nil, nil
+	})
 	d.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
 		boom("peek")
 		return nil, false, nil
 	}, &mcp.Implementation{Name: "darkroom", Version: "1"})
-	d.ServeResource(func(context.Context, *mcp.ReadResourceRequest) (mcp.Result, error) { boom("darkroom://x"); return nil, nil })
+	d.ServeResource(func(context.Context, *mcp.ReadResourceRequest) (mcp.Result, error) {
+		boom("darkroom://x")
+		return nil, nil
+	})
 	f := newHTTPFixture(t, d)
 	for _, c := range []struct{ method, name string }{
 		{"tools/call", "make"}, {"tools/call", "peek"}, {"resources/read", "darkroom://x"},
