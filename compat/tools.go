@@ -313,6 +313,14 @@ func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generati
 
 // Generate is the generate tool's handler.
 func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, creates := generation.TrackCreates(ctx)
+	defer func() {
+		if v := recover(); v != nil {
+			// Its caller never learns the id: the generation must not run.
+			t.svc.AbortCreates(ctx, creates)
+			panic(v) // answered by the serving path's guard
+		}
+	}()
 	var a GenerateArgs
 	if r := decodeArgs(req, &a); r != nil {
 		return r, nil

@@ -18,7 +18,7 @@ const (
 	EventProgress  Event = "progress"   // the provider reported queued/running
 	EventComplete  Event = "complete"   // every output is in our store
 	EventFail      Event = "fail"       // the provider refused, or darkroom gave up
-	EventAbandon   Event = "abandon"    // darkroom gave up on a live job (lifetime, crash); refunded
+	EventAbandon   Event = "abandon"    // darkroom gave up (lifetime, crash, a create whose request panicked); refunded
 	EventCancel    Event = "cancel"     // cancelled before anything reached the provider
 	EventCancelAsk Event = "cancel-ask" // the provider is asked to cancel
 	EventCancelled Event = "cancelled"  // the provider confirmed the cancel
@@ -52,6 +52,7 @@ var Lifecycle = []Transition{
 	{StatusReserved, StatusFailed, EventFail},
 	{StatusQueued, StatusFailed, EventFail},
 	{StatusRunning, StatusFailed, EventFail},
+	{StatusReserved, StatusFailed, EventAbandon},
 	{StatusQueued, StatusFailed, EventAbandon},
 	{StatusRunning, StatusFailed, EventAbandon},
 	{StatusReserved, StatusCancelled, EventCancel},

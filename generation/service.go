@@ -67,6 +67,11 @@ type Config struct {
 	// Retention is how long outputs are kept after completion (default 7
 	// days); then their files are deleted.
 	Retention time.Duration
+	// History is how long an ended generation's record is kept after its
+	// last change (0: for ever); then it is deleted, its input image too,
+	// and reads as unknown. It must cover Retention (a completed record
+	// goes only once its outputs have expired).
+	History time.Duration
 	// Exclusive, when set, runs retention on one replica of the fleet at
 	// a time: it runs fn unless another replica is running the same job
 	// (then returns nil). Nil: this process is the only one.
@@ -434,6 +439,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		}
 		return nil, false, err
 	}
+	noteCreate(ctx, id)
 	s.noteCreated(ctx, fresh, req.InTx != nil)
 	if status == StatusQueued {
 		s.kick()
@@ -878,15 +884,16 @@ func (s *Service) PruneCreateBuckets(ctx context.Context) (n int64, err error) {
 	return n, err
 }
 
-// RunRetention expires outputs, and prunes full create-rate buckets, every
-// interval until ctx ends.
+// RunRetention expires outputs, prunes full create-rate buckets and
+// purges the history (PurgeHistory), every interval until ctx ends.
 func (s *Service) RunRetention(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	expire := func(ctx context.Context) error {
 		_, err := s.ExpireOutputs(ctx)
 		_, perr := s.PruneCreateBuckets(ctx)
-		return errors.Join(err, perr)
+		_, _, herr := s.PurgeHistory(ctx)
+		return errors.Join(err, perr, herr)
 	}
 	for {
 		var err error

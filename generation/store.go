@@ -33,6 +33,10 @@ type Store interface {
 	// OutputsToExpire lists completed generations (ID and Outputs only)
 	// whose outputs are older than before and not yet expired.
 	OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]Row, error)
+	// GenerationsToPurge lists ended generations (ID and Params only)
+	// last changed before before whose outputs are gone (none, or
+	// expired), oldest first.
+	GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]Row, error)
 	// LastPendingDelivery is the Seq of the newest unconsumed webhook
 	// delivery (0: none); PendingDeliveries lists them in arrival order.
 	LastPendingDelivery(ctx context.Context, genID string) (int64, error)
@@ -73,6 +77,13 @@ type Tx interface {
 	MarkCancelSent(ctx context.Context, id string) error
 	ResetSubmitting(ctx context.Context, id string) error
 	MarkOutputsExpired(ctx context.Context, id string) (bool, error)
+	// DeleteGeneration deletes a row GenerationsToPurge would list (false
+	// for any other, and nothing changed).
+	DeleteGeneration(ctx context.Context, id string) (bool, error)
+	// PurgeDeliveries deletes up to limit webhook deliveries received
+	// before before whose generation ended or is gone, and reports how
+	// many.
+	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error)
 	// ReleaseLeases drops the leases a killed process may have left, where
 	// the engine knows its runner is the only one (the embedded engine);
 	// an engine that several replicas' runners share releases nothing, and

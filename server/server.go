@@ -100,6 +100,7 @@ func New(cfg Config) *mcp.Server {
 	}
 	s.AddReceivingMiddleware(declaredOnly(caps))
 	s.AddReceivingMiddleware(holdCall)
+	s.AddReceivingMiddleware(recoverPanics(cfg.Logger)) // added last: outermost
 	return s
 }
 
@@ -111,6 +112,30 @@ func privateCache(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 	switch req.(type) {
 	case *mcp.ListToolsRequest, *mcp.ListResourcesRequest, *mcp.ReadResourceRequest:
 		c.CacheScope = "private"
+	}
+}
+
+// recoverPanics answers a request whose handler (a tool's, most likely)
+// panicked with tasks.Recovered's internal error: go-sdk recovers none,
+// on any transport, and the process would end.
+func recoverPanics(log *slog.Logger) mcp.Middleware {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					name := ""
+					if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+						name = p.Name
+					}
+					e := tasks.Recovered(log, method, name, v)
+					res, err = nil, &jsonrpc.Error{Code: e.Code, Message: e.Message}
+				}
+			}()
+			return next(ctx, method, req)
+		}
 	}
 }
 

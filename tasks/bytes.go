@@ -35,7 +35,7 @@ func (d *Dispatcher) ServeBytes(name string, h ReadHandler, serverInfo *mcp.Impl
 // byte as go-sdk would (framed as JSON), its blobs streamed as ServeBytes
 // streams them. serverInfo is the MCP server's Implementation (as
 // ServeRead's); ServeRead must have set it.
-func (d *Dispatcher) ServeResource(h ResourceHandler) { d.resource = h }
+func (d *Dispatcher) ServeResource(h ResourceHandler) { d.resource = d.guardResource(h) }
 
 // serveResource answers a resources/read for ServeResource, and reports
 // false (the body untouched) when go-sdk must serve it instead.
@@ -67,6 +67,9 @@ func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *
 	}
 	ctx, df := outbytes.WithDeferral(r.Context())
 	res, err := d.resource(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{Meta: meta, URI: env.Name}})
+	if answerPanic(w, env.ID, err) {
+		return true
+	}
 	if err != nil || res == nil {
 		return false
 	}

@@ -291,7 +291,12 @@ func taskID(p *params) (string, *RPCError) {
 
 // Call serves one unary method for owner and returns the result object.
 // headers is nil off HTTP (stdio), where no header checks apply.
-func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, headers http.Header) (json.RawMessage, *RPCError) {
+func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, headers http.Header) (_ json.RawMessage, e *RPCError) {
+	defer func() {
+		if v := recover(); v != nil {
+			e = Recovered(d.opts.Logger, req.Method, "", v)
+		}
+	}()
 	p, e := d.parse(req, headers)
 	if e != nil {
 		return nil, e

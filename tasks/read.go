@@ -37,7 +37,7 @@ func (d *Dispatcher) ServeRead(name string, h ReadHandler, serverInfo *mcp.Imple
 	if d.reads == nil {
 		d.reads = map[string]ReadHandler{}
 	}
-	d.reads[name] = h
+	d.reads[name] = d.guardRead(name, h)
 	info, _ := json.Marshal(serverInfo)
 	d.readInfo = serverInfo
 	d.readMeta = append(append([]byte(`{"_meta":{"`+metaServerInfo+`":`), info...), "},"...)
@@ -90,6 +90,9 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 		ctx, df = outbytes.WithDeferral(ctx)
 	}
 	res, shared, err := h(ctx, req)
+	if answerPanic(w, env.ID, err) {
+		return true
+	}
 	if err != nil || res == nil {
 		return false
 	}

@@ -232,6 +232,11 @@ func (c *conn) cancelListen(params json.RawMessage) {
 }
 
 func (c *conn) serve(id jsonrpc.ID, r *Request) {
+	defer func() { // a listen's own loop, or anything before Call's guard
+		if v := recover(); v != nil {
+			c.writeError(id, Recovered(c.d.opts.Logger, r.Method, "", v))
+		}
+	}()
 	if r.Method == methodListen {
 		p, e := c.d.parse(r, nil)
 		if e != nil {

@@ -31,7 +31,7 @@ func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
 	if d.tools == nil {
 		d.tools = map[string]mcp.ToolHandler{}
 	}
-	d.tools[name] = h
+	d.tools[name] = d.guardTool(name, h)
 }
 
 // toolCall is a tools/call body as the lean path needs it.

@@ -40,7 +40,8 @@ type config struct {
 	TrustedProxies limit.TrustedProxies
 	LogLevel       slog.Level
 	TaskTTL        time.Duration
-	MaxWait        time.Duration // the longest wait_generation / generate wait:true
+	tasksNow       func() time.Time // tests only: the tasks store's clock (nil: time.Now)
+	MaxWait        time.Duration    // the longest wait_generation / generate wait:true
 	PollRate       float64
 	PollBurst      int
 	CreateRate     float64
@@ -54,6 +55,7 @@ type config struct {
 	S3             blob.S3Config // Bucket set: outputs go to S3
 	CreateBucket   bool
 	Retention      time.Duration
+	History        time.Duration // how long an ended generation's record is kept
 	StorageGiveUp  time.Duration
 	RunnerLease    time.Duration
 	// MaxLifetime per kind: a generation live longer is abandoned.
@@ -203,6 +205,10 @@ func parseConfig(cmd string, args []string) (*config, error) {
 	c := &config{}
 	if _, err := parseSettings(cmd, serverSettings(cmd), args, false, c); err != nil {
 		return nil, err
+	}
+	if c.History < c.Retention || c.History < c.TaskTTL {
+		// A record may go only once its outputs and its task have.
+		return nil, fmt.Errorf("DARKROOM_HISTORY (%v) must be at least DARKROOM_RETENTION (%v) and DARKROOM_TASK_TTL (%v)", c.History, c.Retention, c.TaskTTL)
 	}
 	c.Webhooks = c.PublicURL != ""
 	if len(c.AuthServers) == 0 && c.OAuthIssuer != "" {
@@ -456,6 +462,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "retention", env: envs("DARKROOM_RETENTION"), def: "168h",
 			help: "how long outputs are kept",
 			set:  func(c *config, v string) (err error) { c.Retention, err = duration(v, time.Minute, 0); return err }},
+		{flag: "history", env: envs("DARKROOM_HISTORY"), def: "720h",
+			help: "how long an ended generation's record is kept (at least the retention, the task TTL and 48h)",
+			set:  func(c *config, v string) (err error) { c.History, err = duration(v, 48*time.Hour, 0); return err }},
 		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
 			help: "how long to retry an unreachable output store before failing",
 			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},

@@ -30,6 +30,12 @@ type testServer struct {
 
 func startServer(t testing.TB, latency float64, opts ...func(*config)) *testServer {
 	t.Helper()
+	return startServerLog(t, slog.New(slog.DiscardHandler), latency, opts...)
+}
+
+// startServerLog is startServer logging to log.
+func startServerLog(t *testing.T, log *slog.Logger, latency float64, opts ...func(*config)) *testServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewUnstartedServer(nil)
 	cfg, err := parseConfig("test", nil)
@@ -44,7 +50,7 @@ func startServer(t testing.TB, latency float64, opts ...func(*config)) *testServ
 	for _, o := range opts {
 		o(cfg)
 	}
-	a, err := build(ctx, cfg, slog.New(slog.DiscardHandler))
+	a, err := build(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		a.replicaSplit = &limit.Split{}
 		a.limits.Poll.Split = a.replicaSplit
 	}
-	store := tasks.NewStore(a.db.Tasks(), nil, a.storeOptions()...)
+	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.bytes = outbytes.New(a.cfg.OutputBytes)
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
@@ -142,6 +142,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Store:         a.db.Generations(),
 		Blobs:         a.metrics.Blobs(a.blobs),
 		Retention:     a.cfg.Retention,
+		History:       a.cfg.History,
 		Providers:     instrumented,
 		Logger:        a.log,
 		Metrics:       a.metrics,

@@ -16,6 +16,12 @@ func TestContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = d.Close() })
-		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Shared: true}
+		rows := func(t *testing.T, table string) (n int64) {
+			if err := d.Pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Shared: true, Rows: rows}
 	})
 }

@@ -318,3 +318,24 @@ func fromNull(v pgtype.Int8) time.Time {
 	}
 	return time.UnixMilli(v.Int64)
 }
+
+func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
+	rows, err := s.d.queries.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int32(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]generation.Row, len(rows))
+	for i, r := range rows {
+		out[i] = generation.Row{ID: r.ID, Params: r.Params}
+	}
+	return out, nil
+}
+
+func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
+	n, err := t.q.DeleteGeneration(ctx, id)
+	return n == 1, err
+}
+
+func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int32(limit)})
+}

@@ -20,6 +20,12 @@ func TestContract(t *testing.T) {
 				t.Errorf("Close: %v", err)
 			}
 		})
-		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks()}
+		rows := func(t *testing.T, table string) (n int64) {
+			if err := d.Read.QueryRowContext(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Rows: rows}
 	})
 }

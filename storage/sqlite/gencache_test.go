@@ -151,7 +151,7 @@ func writeCases() map[string]writeCase {
 // readsOrOtherTables are the Tx methods that change no generation row.
 var readsOrOtherTables = []string{
 	"Generation", "GenerationByKey", "SpentSince", "CountInFlight", "LockOwner",
-	"TakeCreateToken", "PruneCreateBuckets", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries",
+	"TakeCreateToken", "PruneCreateBuckets", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries", "PurgeDeliveries",
 	"Task", "TaskByRef", "InsertTask", "FinishTask", "SetTaskActive", "SetTaskAnswers", "PurgeTasks",
 }
 
@@ -161,6 +161,7 @@ var readsOrOtherTables = []string{
 func TestCacheReadAfterEveryWrite(t *testing.T) {
 	cases := writeCases()
 	cases["InsertGeneration"] = writeCase{} // below: there is no row to warm
+	cases["DeleteGeneration"] = writeCase{} // below: there is no row after
 	typ := reflect.TypeFor[*Tx]()
 	for i := range typ.NumMethod() {
 		name := typ.Method(i).Name
@@ -173,6 +174,7 @@ func TestCacheReadAfterEveryWrite(t *testing.T) {
 		}
 	}
 	delete(cases, "InsertGeneration")
+	delete(cases, "DeleteGeneration")
 
 	d, _ := openDB(t)
 	ctx := context.Background()
@@ -201,6 +203,27 @@ func TestCacheReadAfterEveryWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkCached(t, d, "fresh", "alice")
+	})
+
+	t.Run("DeleteGeneration", func(t *testing.T) {
+		seed(t, d, "ended", "alice", "status = 'failed'")
+		warm(t, d, "ended", "alice")
+		if err := d.Write(ctx, func(ctx context.Context, tx *Tx) error {
+			ok, err := tx.DeleteGeneration(ctx, "ended")
+			if err == nil && !ok {
+				err = errors.New("nothing deleted")
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s := d.Generations()
+		if _, err := s.Generation(ctx, "ended"); !errors.Is(err, generation.ErrNotFound) {
+			t.Fatalf("Generation after the delete: %v", err)
+		}
+		if _, err := s.OwnedGeneration(ctx, "alice", "ended"); !errors.Is(err, generation.ErrNotFound) {
+			t.Fatalf("OwnedGeneration after the delete: %v", err)
+		}
 	})
 }
 

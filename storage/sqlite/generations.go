@@ -324,3 +324,24 @@ func fromNull(v sql.NullInt64) time.Time {
 	}
 	return time.UnixMilli(v.Int64)
 }
+
+func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
+	rows, err := s.d.Queries.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]generation.Row, len(rows))
+	for i, r := range rows {
+		out[i] = generation.Row{ID: r.ID, Params: r.Params}
+	}
+	return out, nil
+}
+
+func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
+	n, err := t.q.DeleteGeneration(ctx, id)
+	return n == 1, err
+}
+
+func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return t.q.PurgeDeliveries(ctx, sqlitedb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
+}

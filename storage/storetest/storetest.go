@@ -43,6 +43,8 @@ type Engine struct {
 	// other runners' leases are live; an embedded engine's single runner
 	// releases every lease a killed process left.
 	Shared bool
+	// Rows counts a table's rows (nil: the history test is skipped).
+	Rows func(t *testing.T, table string) int64
 }
 
 // Run runs the contract. open returns a fresh, empty engine for each
@@ -76,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"CountInFlight", testCountInFlight},
 		{"WebhookDeliveries", testDeliveries},
 		{"OutputsExpiry", testOutputsExpiry},
+		{"HistoryPurge", testHistoryPurge},
 		{"TaskInsertRead", testTaskInsertRead},
 		{"OwnedTask", testOwnedTask},
 		{"TaskTransitions", testTaskTransitions},

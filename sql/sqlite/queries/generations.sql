@@ -220,3 +220,30 @@ ON CONFLICT (owner) DO UPDATE SET tokens = excluded.tokens, updated_at = exclude
 -- name: PruneCreateBuckets :execrows
 -- Buckets full again by now: no row says the same.
 DELETE FROM create_buckets WHERE full_at <= @now;
+
+-- name: GenerationsToPurge :many
+-- Ended generations last changed before @before whose outputs are gone
+-- (never any, or expired): the history retention deletes them.
+SELECT id, params FROM generations
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < @before
+  AND (status <> 'completed' OR outputs_expired = 1)
+ORDER BY updated_at
+LIMIT @lim;
+
+-- name: DeleteGeneration :execrows
+-- GenerationsToPurge's guard again, in the deleting transaction.
+DELETE FROM generations
+WHERE id = @id AND status IN ('completed', 'failed', 'cancelled')
+  AND (status <> 'completed' OR outputs_expired = 1);
+
+-- name: PurgeDeliveries :execrows
+-- Deliveries that can dedupe nothing any more: received before @before,
+-- for a generation that ended or is gone.
+DELETE FROM webhook_deliveries WHERE seq IN (
+    SELECT d.seq FROM webhook_deliveries AS d
+    LEFT JOIN generations AS g ON g.id = d.generation_id
+    WHERE d.received_at < @before
+      AND (g.id IS NULL OR g.status IN ('completed', 'failed', 'cancelled'))
+    ORDER BY d.received_at
+    LIMIT @lim
+);

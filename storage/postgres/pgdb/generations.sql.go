@@ -251,6 +251,21 @@ func (q *Queries) CountInFlight(ctx context.Context, owner string) (int64, error
 	return count, err
 }
 
+const deleteGeneration = `-- name: DeleteGeneration :execrows
+DELETE FROM generations
+WHERE id = $1 AND status IN ('completed', 'failed', 'cancelled')
+  AND (status <> 'completed' OR outputs_expired = 1)
+`
+
+// GenerationsToPurge's guard again, in the deleting transaction.
+func (q *Queries) DeleteGeneration(ctx context.Context, id string) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteGeneration, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const fail = `-- name: Fail :execrows
 UPDATE generations
 SET status = 'failed', status_message = $1, error_kind = $2,
@@ -281,6 +296,46 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const generationsToPurge = `-- name: GenerationsToPurge :many
+SELECT id, params FROM generations
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1
+  AND (status <> 'completed' OR outputs_expired = 1)
+ORDER BY updated_at
+LIMIT $2
+`
+
+type GenerationsToPurgeParams struct {
+	Before int64
+	Lim    int32
+}
+
+type GenerationsToPurgeRow struct {
+	ID     string
+	Params string
+}
+
+// Ended generations last changed before @before whose outputs are gone
+// (never any, or expired): the history retention deletes them.
+func (q *Queries) GenerationsToPurge(ctx context.Context, arg GenerationsToPurgeParams) ([]GenerationsToPurgeRow, error) {
+	rows, err := q.db.Query(ctx, generationsToPurge, arg.Before, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GenerationsToPurgeRow
+	for rows.Next() {
+		var i GenerationsToPurgeRow
+		if err := rows.Scan(&i.ID, &i.Params); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
@@ -827,6 +882,32 @@ DELETE FROM create_buckets WHERE full_at <= $1
 // Buckets full again by now: no row says the same.
 func (q *Queries) PruneCreateBuckets(ctx context.Context, now int64) (int64, error) {
 	result, err := q.db.Exec(ctx, pruneCreateBuckets, now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const purgeDeliveries = `-- name: PurgeDeliveries :execrows
+DELETE FROM webhook_deliveries WHERE seq IN (
+    SELECT d.seq FROM webhook_deliveries AS d
+    LEFT JOIN generations AS g ON g.id = d.generation_id
+    WHERE d.received_at < $1::bigint
+      AND (g.id IS NULL OR g.status IN ('completed', 'failed', 'cancelled'))
+    ORDER BY d.received_at
+    LIMIT $2
+)
+`
+
+type PurgeDeliveriesParams struct {
+	Before int64
+	Lim    int32
+}
+
+// Deliveries that can dedupe nothing any more: received before @before,
+// for a generation that ended or is gone.
+func (q *Queries) PurgeDeliveries(ctx context.Context, arg PurgeDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, purgeDeliveries, arg.Before, arg.Lim)
 	if err != nil {
 		return 0, err
 	}

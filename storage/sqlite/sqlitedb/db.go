@@ -48,6 +48,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.countInFlightStmt, err = db.PrepareContext(ctx, countInFlight); err != nil {
 		return nil, fmt.Errorf("error preparing query CountInFlight: %w", err)
 	}
+	if q.deleteGenerationStmt, err = db.PrepareContext(ctx, deleteGeneration); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteGeneration: %w", err)
+	}
 	if q.expiredLiveTasksStmt, err = db.PrepareContext(ctx, expiredLiveTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredLiveTasks: %w", err)
 	}
@@ -56,6 +59,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.finishTaskStmt, err = db.PrepareContext(ctx, finishTask); err != nil {
 		return nil, fmt.Errorf("error preparing query FinishTask: %w", err)
+	}
+	if q.generationsToPurgeStmt, err = db.PrepareContext(ctx, generationsToPurge); err != nil {
+		return nil, fmt.Errorf("error preparing query GenerationsToPurge: %w", err)
 	}
 	if q.getByIdempotencyKeyStmt, err = db.PrepareContext(ctx, getByIdempotencyKey); err != nil {
 		return nil, fmt.Errorf("error preparing query GetByIdempotencyKey: %w", err)
@@ -119,6 +125,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.pruneCreateBucketsStmt, err = db.PrepareContext(ctx, pruneCreateBuckets); err != nil {
 		return nil, fmt.Errorf("error preparing query PruneCreateBuckets: %w", err)
+	}
+	if q.purgeDeliveriesStmt, err = db.PrepareContext(ctx, purgeDeliveries); err != nil {
+		return nil, fmt.Errorf("error preparing query PurgeDeliveries: %w", err)
 	}
 	if q.purgeTasksStmt, err = db.PrepareContext(ctx, purgeTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query PurgeTasks: %w", err)
@@ -210,6 +219,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing countInFlightStmt: %w", cerr)
 		}
 	}
+	if q.deleteGenerationStmt != nil {
+		if cerr := q.deleteGenerationStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteGenerationStmt: %w", cerr)
+		}
+	}
 	if q.expiredLiveTasksStmt != nil {
 		if cerr := q.expiredLiveTasksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing expiredLiveTasksStmt: %w", cerr)
@@ -223,6 +237,11 @@ func (q *Queries) Close() error {
 	if q.finishTaskStmt != nil {
 		if cerr := q.finishTaskStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing finishTaskStmt: %w", cerr)
+		}
+	}
+	if q.generationsToPurgeStmt != nil {
+		if cerr := q.generationsToPurgeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing generationsToPurgeStmt: %w", cerr)
 		}
 	}
 	if q.getByIdempotencyKeyStmt != nil {
@@ -328,6 +347,11 @@ func (q *Queries) Close() error {
 	if q.pruneCreateBucketsStmt != nil {
 		if cerr := q.pruneCreateBucketsStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pruneCreateBucketsStmt: %w", cerr)
+		}
+	}
+	if q.purgeDeliveriesStmt != nil {
+		if cerr := q.purgeDeliveriesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing purgeDeliveriesStmt: %w", cerr)
 		}
 	}
 	if q.purgeTasksStmt != nil {
@@ -452,9 +476,11 @@ type Queries struct {
 	completeStmt            *sql.Stmt
 	consumeDeliveriesStmt   *sql.Stmt
 	countInFlightStmt       *sql.Stmt
+	deleteGenerationStmt    *sql.Stmt
 	expiredLiveTasksStmt    *sql.Stmt
 	failStmt                *sql.Stmt
 	finishTaskStmt          *sql.Stmt
+	generationsToPurgeStmt  *sql.Stmt
 	getByIdempotencyKeyStmt *sql.Stmt
 	getByProviderJobStmt    *sql.Stmt
 	getCreateBucketStmt     *sql.Stmt
@@ -476,6 +502,7 @@ type Queries struct {
 	outputsToExpireStmt     *sql.Stmt
 	pendingDeliveriesStmt   *sql.Stmt
 	pruneCreateBucketsStmt  *sql.Stmt
+	purgeDeliveriesStmt     *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
 	putCreateBucketStmt     *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
@@ -505,9 +532,11 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		completeStmt:            q.completeStmt,
 		consumeDeliveriesStmt:   q.consumeDeliveriesStmt,
 		countInFlightStmt:       q.countInFlightStmt,
+		deleteGenerationStmt:    q.deleteGenerationStmt,
 		expiredLiveTasksStmt:    q.expiredLiveTasksStmt,
 		failStmt:                q.failStmt,
 		finishTaskStmt:          q.finishTaskStmt,
+		generationsToPurgeStmt:  q.generationsToPurgeStmt,
 		getByIdempotencyKeyStmt: q.getByIdempotencyKeyStmt,
 		getByProviderJobStmt:    q.getByProviderJobStmt,
 		getCreateBucketStmt:     q.getCreateBucketStmt,
@@ -529,6 +558,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		outputsToExpireStmt:     q.outputsToExpireStmt,
 		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
 		pruneCreateBucketsStmt:  q.pruneCreateBucketsStmt,
+		purgeDeliveriesStmt:     q.purgeDeliveriesStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
 		putCreateBucketStmt:     q.putCreateBucketStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,

@@ -1,0 +1,80 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// PanicMessage is what a caller is told when its request's handler
+// panicked: go-sdk recovers no panic and runs each request in a
+// goroutine of its own, so one would otherwise end the process.
+const PanicMessage = "internal error in darkroom while serving this request (logged on the server); nothing else is affected, retry or report it"
+
+// Recovered is the one answer to a panic while serving a request (v,
+// from recover): logged with its stack, answered -32603. Every serving
+// path defers it: go-sdk's (server.New's middleware) and the dispatcher's
+// below it.
+func Recovered(log *slog.Logger, method, name string, v any) *RPCError {
+	log.Error("panic serving a request", "method", method, "name", name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	return &RPCError{Code: CodeInternal, Message: PanicMessage, HTTPStatus: http.StatusInternalServerError}
+}
+
+// guardTool is h recovering its panics as Recovered's error.
+func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+// guardRead is guardTool for a ReadHandler.
+func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				res, shared, err = nil, false, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+// guardResource is guardTool for a ResourceHandler.
+func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = nil, panicError{Recovered(d.opts.Logger, "resources/read", req.Params.URI, v)}
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+// panicError marks Recovered's answer from a guarded handler: the paths
+// that hand other errors to go-sdk (to run the handler again) answer it
+// themselves, so a panic is not provoked twice.
+type panicError struct{ *RPCError }
+
+func (p panicError) Unwrap() error { return p.RPCError }
+
+// answerPanic writes err's answer if it is a guarded handler's panic.
+func answerPanic(w http.ResponseWriter, id json.RawMessage, err error) bool {
+	var p panicError
+	if !errors.As(err, &p) {
+		return false
+	}
+	WriteError(w, id, p.RPCError)
+	return true
+}
