@@ -5,7 +5,6 @@
 package server
 
 import (
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"

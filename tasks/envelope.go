@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +14,8 @@ import (
 	"unsafe"
 
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 )
 
 // Envelope is the routing view of one JSON-RPC POST body, parsed once by

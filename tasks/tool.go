@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -200,4 +200,3 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 	}
 	return true
 }
-

@@ -34,7 +34,7 @@ func startServer(t testing.TB, latency float64, opts ...func(*config)) *testServ
 }
 
 // startServerLog is startServer logging to log.
-func startServerLog(t *testing.T, log *slog.Logger, latency float64, opts ...func(*config)) *testServer {
+func startServerLog(t testing.TB, log *slog.Logger, latency float64, opts ...func(*config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := httptest.NewUnstartedServer(nil)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/server"

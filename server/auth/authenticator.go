@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/netx"
 )
 
 // Errors returned by Authenticate. Middleware maps ErrInvalidToken to 401 and
