@@ -89,11 +89,14 @@ func approved(raw json.RawMessage) bool {
 		Action  string         `json:"action"`
 		Content map[string]any `json:"content"`
 	}
-	if json.Unmarshal(raw, &r) != nil || r.Action != "accept" {
-		return false
-	}
-	c, _ := r.Content["confirm"].(bool)
-	return c
+	return json.Unmarshal(raw, &r) == nil && confirmed(r.Action, r.Content)
+}
+
+// confirmed reports an elicitation answer that approves the spend, by
+// task input response or by MRTR alike.
+func confirmed(action string, content map[string]any) bool {
+	c, _ := content["confirm"].(bool)
+	return action == "accept" && c
 }
 
 // Result renders a finished generation exactly as generate with wait:true
@@ -127,12 +130,18 @@ func BasePoll(m provider.Model) time.Duration {
 	return min(max(m.ExpectedDuration/4, 250*time.Millisecond), 5*time.Second)
 }
 
+// approvalPrompt is the spend-approval question, one for both ways of
+// asking it (a task's input request, an MRTR InputRequiredResult).
+func approvalPrompt(m provider.Model) (message string, schema map[string]any) {
+	return fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
+		map[string]any{"type": "object", "required": []string{"confirm"},
+			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}}
+}
+
 func approvalRequest(m provider.Model) map[string]any {
+	msg, schema := approvalPrompt(m)
 	return map[string]any{"method": "elicitation/create", "params": map[string]any{
-		"mode":    "form",
-		"message": fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
-		"requestedSchema": map[string]any{"type": "object", "required": []string{"confirm"},
-			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}},
+		"mode": "form", "message": msg, "requestedSchema": schema,
 	}}
 }
 
@@ -192,17 +201,14 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 	}
 	digest := argsDigest(req)
 	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.Approval.Valid(req.Params.RequestState, owner, digest) {
-		if c, _ := resp.Content["confirm"].(bool); resp.Action == "accept" && c {
+		if confirmed(resp.Action, resp.Content) {
 			return nil, nil // approved: create as usual
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "spend not approved: nothing was generated"}}}, nil
 	}
+	msg, schema := approvalPrompt(m)
 	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{
-			Message: fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
-			RequestedSchema: map[string]any{"type": "object", "required": []string{"confirm"},
-				"properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}},
-		}},
+		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{Message: msg, RequestedSchema: schema}},
 		RequestState: g.Approval.Sign(owner, digest),
 	}, nil
 }
