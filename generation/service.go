@@ -22,7 +22,6 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/internal/words"
-	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
@@ -89,7 +88,7 @@ type Config struct {
 	Kick func()
 	// Logger gets one info line per lifecycle event; Metrics counts them.
 	Logger  *slog.Logger
-	Metrics *metrics.Set
+	Metrics Meter
 	// InlinePreview makes a preview of each image output as it is stored
 	// (see package preview), recorded in Output.Preview.
 	InlinePreview bool
@@ -110,6 +109,9 @@ type Service struct {
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMeter{}
 	}
 	if cfg.MaxInputBytes == 0 {
 		cfg.MaxInputBytes = 10 << 20

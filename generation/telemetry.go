@@ -10,6 +10,25 @@ import (
 // the generation's ids) and metrics, all after commit. Config.Logger and
 // Config.Metrics are optional.
 
+// Meter counts the lifecycle as it is committed (metrics.Set is one): the
+// domain names what it reports, the metrics package how.
+type Meter interface {
+	Created(model, provider, path string, credits int64)
+	Submitted(provider string, sinceCreated time.Duration)
+	Finished(model, provider, status, errorKind string, sinceCreated time.Duration, refunded int64)
+	Webhook(provider, verdict string)
+	InFlightHold()
+}
+
+// noMeter is the Meter of a service given none.
+type noMeter struct{}
+
+func (noMeter) Created(string, string, string, int64)                         {}
+func (noMeter) Submitted(string, time.Duration)                               {}
+func (noMeter) Finished(string, string, string, string, time.Duration, int64) {}
+func (noMeter) Webhook(string, string)                                        {}
+func (noMeter) InFlightHold()                                                 {}
+
 type logAttrsKey struct{}
 
 // LogWith adds attributes (key, value pairs) to the creation log line of
