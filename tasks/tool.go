@@ -34,20 +34,6 @@ func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
 	d.tools[name] = d.guardTool(name, h)
 }
 
-// toolCall is a tools/call body as the lean path needs it.
-type toolCall struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  *struct {
-		Meta           json.RawMessage `json:"_meta"`
-		Name           string          `json:"name"`
-		Arguments      json.RawMessage `json:"arguments"`
-		InputResponses json.RawMessage `json:"inputResponses"`
-		RequestState   json.RawMessage `json:"requestState"`
-	} `json:"params"`
-}
-
 const methodToolsCall = "tools/call"
 
 // serveTool answers a tools/call for a tool registered with ServeTool, and
@@ -60,19 +46,18 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Enve
 		r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name {
 		return false
 	}
-	var call toolCall
-	if !numbersFit(env.Body) || unmarshalStrict(env.Body, &call) != nil || call.JSONRPC != "2.0" || call.Method != methodToolsCall || !plainID(call.ID) {
-		return false
-	}
-	p := call.Params
-	if p == nil || p.Name != name || p.InputResponses != nil || p.RequestState != nil {
+	// The body as Admit parsed it, once (env.Name is params.name as go-sdk
+	// reads it: a string, the last duplicate).
+	p := env.params
+	if env.jsonrpc != "2.0" || env.Method != methodToolsCall || !plainID(env.ID) || p == nil ||
+		p.InputResponses != nil || p.RequestState != nil || !numbersFit(env.Body) {
 		return false
 	}
 	meta := d.metas.get(p.Meta)
 	if v, _ := meta[metaProtocolVersion].(string); v != version {
 		return false
 	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: p.Name, Arguments: p.Arguments}}
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: p.Arguments}}
 	if !Declared(req) {
 		return false
 	}
@@ -82,9 +67,9 @@ func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Enve
 	switch {
 	case errors.As(herr, &c):
 		tell(w, 0, false)
-		writeFramed(w, http.StatusOK, call.ID, "result", c.body)
+		writeFramed(w, http.StatusOK, env.ID, "result", c.body)
 	case errors.As(herr, &re):
-		WriteError(w, call.ID, re)
+		WriteError(w, env.ID, re)
 	default: // an answer that changed nothing: go-sdk gives it again
 		return false
 	}
