@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net"
 	"net/http"
 	"strconv"
@@ -192,22 +193,9 @@ func tooDeep(b []byte) bool {
 	if bytes.Count(b, []byte{'{'})+bytes.Count(b, []byte{'['}) <= sdkMaxDepth {
 		return false
 	}
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
+	depth := 0
+	for _, c := range outsideStrings(b) {
 		switch c {
-		case '"':
-			inString = true
 		case '{', '[':
 			if depth++; depth > sdkMaxDepth {
 				return true
@@ -221,17 +209,49 @@ func tooDeep(b []byte) bool {
 	return false
 }
 
-// numbersFit reports that every number in b outside strings is one a
+// numbersFit reports that every number in b (a valid JSON body) is one a
 // float64 holds: on 2026-07-28 go-sdk decodes a call's params into Go
 // values to check its headers, and refuses the whole request when a
 // number overflows (-32020), so a lean path leaves such a body to it.
 // Only a number with an exponent or over 300 digits can overflow.
 func numbersFit(b []byte) bool {
-	inString, escaped := false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inString {
+	start, exp := -1, false
+	fits := func(end int) bool {
+		if start < 0 || (!exp && end-start <= 300) {
+			return true
+		}
+		_, err := strconv.ParseFloat(string(b[start:end]), 64)
+		return err == nil
+	}
+	for i, c := range outsideStrings(b) {
+		switch {
+		case start < 0 && (c == '-' || c >= '0' && c <= '9'):
+			start, exp = i, false
+		case start >= 0 && strings.IndexByte("+-.0123456789eE", c) >= 0:
+			exp = exp || c == 'e' || c == 'E'
+		case start >= 0:
+			if !fits(i) {
+				return false
+			}
+			start = -1
+		}
+	}
+	return fits(len(b))
+}
+
+// outsideStrings yields the bytes of JSON text b that are not inside a
+// string (nor its quotes), with their offsets.
+func outsideStrings(b []byte) iter.Seq2[int, byte] {
+	return func(yield func(int, byte) bool) {
+		inString, escaped := false, false
+		for i, c := range b {
 			switch {
+			case !inString:
+				if c == '"' {
+					inString = true
+				} else if !yield(i, c) {
+					return
+				}
 			case escaped:
 				escaped = false
 			case c == '\\':
@@ -239,27 +259,8 @@ func numbersFit(b []byte) bool {
 			case c == '"':
 				inString = false
 			}
-			continue
 		}
-		if c == '"' {
-			inString = true
-			continue
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			continue
-		}
-		j, exp := i, false
-		for ; j < len(b) && strings.IndexByte("+-.0123456789eE", b[j]) >= 0; j++ {
-			exp = exp || b[j] == 'e' || b[j] == 'E'
-		}
-		if exp || j-i > 300 {
-			if _, err := strconv.ParseFloat(string(b[i:j]), 64); err != nil {
-				return false
-			}
-		}
-		i = j - 1
 	}
-	return true
 }
 
 // parseBodyReference is ParseBody by decoding (segmentio/encoding, as

@@ -15,6 +15,9 @@ func TestNumbersFit(t *testing.T) {
 		{`{"a":"\\","b":2}`, true},
 		{`{"a":1e-400}`, true}, // underflow rounds to zero
 		{`{"a":[1,2,3]}`, true},
+		{`1e400`, false}, // the last value of the text
+		{`{"a":true,"b":false,"c":1e999}`, false},
+		{`{"a":true,"e":1E5}`, true},
 	} {
 		if got := numbersFit([]byte(c.body)); got != c.want {
 			t.Errorf("numbersFit(%s) = %v, want %v", c.body, got, c.want)
