@@ -120,13 +120,22 @@ func New() *Set {
 	return s
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format; a nil Set
+// has no metrics (404).
 func (s *Set) Handler() http.Handler {
+	if s == nil {
+		return http.NotFoundHandler()
+	}
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Registry is the Set's registry (tests gather it).
-func (s *Set) Registry() *prometheus.Registry { return s.reg }
+// Registry is the Set's registry (tests gather it); nil for a nil Set.
+func (s *Set) Registry() *prometheus.Registry {
+	if s == nil {
+		return nil
+	}
+	return s.reg
+}
 
 // Request counts one answered MCP request.
 func (s *Set) Request(transport, method, tool, outcome string, d time.Duration) {
@@ -162,14 +171,15 @@ func (s *Set) RateLimited(class string) {
 	}
 }
 
-// ListenOpened counts an open listen stream; call the result when it ends.
+// ListenOpened counts an open listen stream; call the result when it ends
+// (a second call does nothing, so a stream leaves the gauge once).
 func (s *Set) ListenOpened(transport string) func() {
 	if s == nil {
 		return func() {}
 	}
 	g := s.listenStreams.WithLabelValues(transport)
 	g.Inc()
-	return g.Dec
+	return sync.OnceFunc(g.Dec)
 }
 
 // Created counts a new generation and the credits it was charged.
