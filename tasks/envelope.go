@@ -438,8 +438,11 @@ func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *ht
 // body there, and reports a shorter one as an error. Any other body is
 // read, and refused over the cap, by the MaxBytesReader, growing as bytes
 // arrive: a large declared length alone never makes darkroom allocate.
-// exactReadMax bounds what readBody allocates before the bytes arrive.
-const exactReadMax = 16 << 10
+// exactReadMax bounds what readBody allocates before the bytes arrive:
+// enough for the largest listen (1,000 task ids, about 45 KB), read
+// without growing a buffer; the caller is authenticated, and its
+// connection's read timeout bounds how long it may hold it.
+const exactReadMax = 64 << 10
 
 func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, error) {
 	if n := r.ContentLength; n > 0 && n <= min(maxBody, exactReadMax) {

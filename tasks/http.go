@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -156,11 +157,47 @@ const MaxListenTaskIDs = 1000
 // ask for, read as the dispatcher reads them (0 when they do not decode:
 // the dispatcher then refuses the request).
 func ListenIDs(raw json.RawMessage) int {
-	var p params
+	var p struct {
+		Notifications *struct {
+			TaskIDs idCount `json:"taskIds"`
+		} `json:"notifications"`
+	}
 	if len(raw) == 0 || unmarshalStrict(raw, &p) != nil || p.Notifications == nil {
 		return 0
 	}
-	return len(p.Notifications.TaskIDs)
+	return int(p.Notifications.TaskIDs)
+}
+
+// idCount is the number of elements of a JSON array, counted without
+// decoding them: a listen is charged before its thousand ids are read.
+// Anything but an array of strings the dispatcher refuses anyway.
+type idCount int
+
+func (c *idCount) UnmarshalJSON(b []byte) error {
+	*c = 0
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '[' {
+		return nil // null, or not a list
+	}
+	inner := bytes.TrimSpace(b[1 : len(b)-1])
+	if len(inner) == 0 {
+		return nil
+	}
+	*c = 1
+	depth := 0
+	for _, ch := range outsideStrings(inner) {
+		switch ch {
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 0 {
+				*c++
+			}
+		}
+	}
+	return nil
 }
 
 // openListen takes one of the caller's open-stream slots (Options.OpenListen)
