@@ -114,6 +114,12 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 			next.ServeHTTP(w, r)
 			return
 		}
+		if c != nil {
+			if empty, wait := unreadRefusal(c, r); empty {
+				limit.WriteHTTP(w, nil, wait) // the id is in the body, unread
+				return
+			}
+		}
 		env, r, ok := tasks.Admit(w, r, maxBody)
 		if !ok {
 			return
@@ -129,6 +135,28 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unreadBodyMin is the declared size from which a request that cannot
+// be paid is refused before its body is read (unreadRefusal).
+const unreadBodyMin = 4 << 10
+
+// unreadRefusal refuses, before its body is read, a large 2026-07-28
+// request whose declared method draws poll tokens from a bucket that holds
+// none: a flood of thousand-id listens then costs its sender its bytes,
+// not the server a read and a parse of each. The declared method is
+// trustworthy here (tasks.DeclaredMethod); tools/call is left to the
+// body, its class being its tool's.
+func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
+	if r.ContentLength < unreadBodyMin {
+		return false, 0
+	}
+	m := tasks.DeclaredMethod(r.Header)
+	if m == "" || m == "tools/call" || ClassOf(m, "", func(string) string { return "" }) == compat.ClassCreate {
+		return false, 0
+	}
+	p, _ := auth.FromContext(r.Context())
+	return c.Poll.EmptyFor(Owner(r.Context()), p.Limits.PollRate, p.Limits.PollBurst)
 }
 
 // charge takes a body's cost from the caller's buckets (per-caller

@@ -26,6 +26,18 @@ func decodeHeader(v string) string {
 	return v
 }
 
+// DeclaredMethod is the method a 2026-07-28 request's Mcp-Method header
+// names ("" on earlier versions, which carry no such header). A request
+// whose body says otherwise is refused at the door (-32020), so what is
+// decided on it before the body is read can only refuse early what would
+// be refused anyway.
+func DeclaredMethod(h http.Header) string {
+	if h.Get("Mcp-Protocol-Version") < modernVersion {
+		return ""
+	}
+	return decodeHeader(h.Get("Mcp-Method"))
+}
+
 func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate || m == methodCancel }
 
 // WriteError answers a JSON-RPC error over HTTP.

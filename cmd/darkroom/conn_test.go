@@ -17,11 +17,12 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
 // connServer is darkroom behind server.HTTPServer (as serve runs it) with
 // every connection bound set to bound, and one API key.
-func connServer(t *testing.T, bound time.Duration, latency float64) (addr string, a *app) {
+func connServer(t *testing.T, bound time.Duration, latency float64, opts ...func(*config)) (addr string, a *app) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,6 +36,9 @@ func connServer(t *testing.T, bound time.Duration, latency float64) (addr string
 	cfg.DataDir, cfg.PublicURL, cfg.LocalLatency = t.TempDir(), "http://"+ln.Addr().String(), latency
 	cfg.Auth = auth.Config{Keys: keys}
 	cfg.PollRate, cfg.PollBurst = 1e6, 1e6
+	for _, o := range opts {
+		o(cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if a, err = build(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
@@ -319,5 +323,67 @@ func TestRefusedBodiesAreNotWaitedFor(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "local-sketch") || resp.Close {
 		t.Fatalf("slow upload: HTTP %d (close %v) %s", resp.StatusCode, resp.Close, b)
+	}
+}
+
+// TestUnpaidListenIsNotRead: a caller whose poll bucket is empty sends a
+// 2026-07-28 subscriptions/listen of 50 KB and only its first bytes: the
+// refusal (429, -31429) comes at once, without the rest of the body, and
+// the connection is closed. A small poll over the limit is still answered
+// with its own id, its body read.
+func TestUnpaidListenIsNotRead(t *testing.T) {
+	// A server with the real connection handling, whose poll bucket holds
+	// one token.
+	addr, _ := connServer(t, 30*time.Second, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-9, 1 })
+	const token = "secret-conn-1234"
+	ext := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
+	get := rpcBody(3, "tasks/get", map[string]any{"taskId": "t-1"}, ext)
+	send := func(h map[string]string, body []byte, length int) (*http.Response, []byte) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // the test never hangs
+		req := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\n" + "Content-Length: " + strconv.Itoa(length) + "\r\n"
+		for k, v := range h {
+			req += k + ": " + v + "\r\n"
+		}
+		if _, err := io.WriteString(c, req+"\r\n"+string(body)); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	// The one token goes.
+	if resp, b := send(rpcHeaders("tasks/get", "t-1", token), get, len(get)); resp.StatusCode == http.StatusTooManyRequests {
+		t.Fatalf("the first poll was refused: %s", b)
+	}
+	// A small poll over the limit: read, answered with its id.
+	resp, b := send(rpcHeaders("tasks/get", "t-1", token), get, len(get))
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"id":3`) {
+		t.Fatalf("small poll over the limit: %d %s", resp.StatusCode, b)
+	}
+	// A large listen over the limit: refused before its body.
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = tasks.NewID()
+	}
+	listen := rpcBody(4, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids}}, ext)
+	start := time.Now()
+	resp, b = send(rpcHeaders("subscriptions/listen", "", token), listen[:100], len(listen))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "-31429") {
+		t.Fatalf("unpaid listen: %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if !resp.Close {
+		t.Error("the connection of an unread body is kept open")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the refusal took %v: the body was waited for", d)
 	}
 }

@@ -101,6 +101,13 @@ func (c Class) AllowForAtMostN(key string, rateOverride *float64, burstOverride 
 	return c.AllowNAt(c.now(), key, r, b, min(n, max(b, 1)))
 }
 
+// EmptyFor reports that key's bucket (class defaults, optional overrides)
+// holds less than one token, and when it will; it takes nothing.
+func (c Class) EmptyFor(key string, rateOverride *float64, burstOverride *int) (bool, time.Duration) {
+	r, b := c.enforced(rateOverride, burstOverride)
+	return c.EmptyAt(c.now(), key, r, b)
+}
+
 // enforced is the rate and burst the buckets apply (Split, Scale).
 func (c Class) enforced(rateOverride *float64, burstOverride *int) (float64, int) {
 	r, b := c.Split.Of(c.Effective(rateOverride, burstOverride))
