@@ -67,7 +67,12 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	submitted := waitFor(t, first.svc, g.ID, func(g *Generation) bool { return g.Submitted && !g.Status.Terminal() })
+	// Submitted is set from the start of the submission; the job's id is
+	// recorded when the provider has answered.
+	submitted := waitFor(t, first.svc, g.ID, func(g *Generation) bool {
+		row, err := first.db.Generations().Generation(ctx, g.ID)
+		return err == nil && row.ProviderJobID != "" && !g.Status.Terminal()
+	})
 	first.stop() // the runner is gone: nothing steps after intake
 	row, err := first.db.Generations().Generation(ctx, submitted.ID)
 	if err != nil || row.ProviderJobID == "" {
