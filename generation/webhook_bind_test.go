@@ -24,7 +24,7 @@ func twoRunning(t *testing.T) (*life, [2]Row) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, l.svc, g.ID, func(g *Generation) bool { return g.Submitted })
+		l.waitForJob(t, g.ID)
 	}
 	l.stop() // nothing steps from here on
 	l.stop = func() {}

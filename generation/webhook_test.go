@@ -67,12 +67,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Submitted is set from the start of the submission; the job's id is
-	// recorded when the provider has answered.
-	submitted := waitFor(t, first.svc, g.ID, func(g *Generation) bool {
-		row, err := first.db.Generations().Generation(ctx, g.ID)
-		return err == nil && row.ProviderJobID != "" && !g.Status.Terminal()
-	})
+	submitted := first.waitForJob(t, g.ID)
 	first.stop() // the runner is gone: nothing steps after intake
 	row, err := first.db.Generations().Generation(ctx, submitted.ID)
 	if err != nil || row.ProviderJobID == "" {
@@ -106,6 +101,17 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 }
 
 // waitFor blocks (event-driven) until ok holds for the generation.
+// waitForJob waits until a live generation's provider job has its id
+// recorded (Submitted is set from the start of the submission, before
+// the provider answers).
+func (l *life) waitForJob(t *testing.T, id string) *Generation {
+	t.Helper()
+	return waitFor(t, l.svc, id, func(g *Generation) bool {
+		row, err := l.db.Generations().Generation(context.Background(), g.ID)
+		return err == nil && row.ProviderJobID != "" && !g.Status.Terminal()
+	})
+}
+
 func waitFor(t *testing.T, s *Service, id string, ok func(*Generation) bool) *Generation {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
