@@ -518,7 +518,7 @@ func (s *S3) SignedURL(ctx context.Context, key string, ttl time.Duration) (stri
 	full := s.prefix + key
 	now := s.now()
 	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &full},
-		s3.WithPresignExpires(ttl), func(o *s3.PresignOptions) { o.Presigner = clockedPresigner{o.Presigner, now} })
+		s3.WithPresignExpires(ttl), func(o *s3.PresignOptions) { o.Presigner = clockedPresigner{o.Presigner, s.now} })
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("blob: sign %s in %s: %w", key, s.where(), err)
 	}
@@ -534,17 +534,17 @@ func (s *S3) SignedURL(ctx context.Context, key string, ttl time.Duration) (stri
 	return req.URL, expires, nil
 }
 
-// clockedPresigner signs at a fixed time, read from the store's clock, so
+// clockedPresigner signs by the store's clock instead of the SDK's, so
 // that tests can mint a link the server already sees as expired.
 type clockedPresigner struct {
 	s3.HTTPPresignerV4
-	at time.Time
+	now func() time.Time
 }
 
 func (p clockedPresigner) PresignHTTP(ctx context.Context, cred aws.Credentials, r *http.Request,
 	payloadHash, service, region string, _ time.Time, optFns ...func(*v4.SignerOptions),
 ) (string, http.Header, error) {
-	return p.HTTPPresignerV4.PresignHTTP(ctx, cred, r, payloadHash, service, region, p.at, optFns...)
+	return p.HTTPPresignerV4.PresignHTTP(ctx, cred, r, payloadHash, service, region, p.now(), optFns...)
 }
 
 // CheckBucket verifies that the bucket exists and that these credentials
