@@ -352,12 +352,8 @@ func TestListenStreamsAreBounded(t *testing.T) {
 			t.Fatalf("listen %d: HTTP %d Retry-After %q %s; want 429 -31429", maxListens+1, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 		}
 		cancels[0]() // one stream closes: its slot comes back once the server sees it gone
-		for deadline := time.Now().Add(10 * time.Second); s.app.limits.Listens.Held(server.LocalPrincipal) >= maxListens; {
-			if time.Now().After(deadline) {
-				t.Fatal("the closed stream's slot never came back")
-			}
-			time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
-		}
+		eventually(t, 10*time.Second, func() bool { return s.app.limits.Listens.Held(server.LocalPrincipal) < maxListens },
+			"the closed stream's slot to come back")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		if resp := post(ctx); resp.StatusCode != 200 {
@@ -366,12 +362,8 @@ func TestListenStreamsAreBounded(t *testing.T) {
 			resp.Body.Close()
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); s.app.limits.Listens.Held(server.LocalPrincipal) > 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the HTTP streams' slots never came back")
-		}
-		time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
-	}
+	eventually(t, 10*time.Second, func() bool { return s.app.limits.Listens.Held(server.LocalPrincipal) == 0 },
+		"the HTTP streams' slots to come back")
 
 	t.Run("stdio", func(t *testing.T) {
 		conn := stdioWalk(t, s.app, s.app.limits)

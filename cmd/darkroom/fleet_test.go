@@ -174,13 +174,7 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	var k genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "survive a kill"}, &k)
 	ids = append(ids, k.GenerationID)
-	deadline := time.Now().Add(20 * time.Second)
-	for jobFiles(t, shared) == before {
-		if time.Now().After(deadline) {
-			t.Fatal("no provider job was made")
-		}
-		time.Sleep(20 * time.Millisecond) // polling a child process's files
-	}
+	eventually(t, 20*time.Second, func() bool { return jobFiles(t, shared) != before }, "a provider job")
 	if err := replicas[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -251,15 +245,15 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 		backends = append(backends, strings.TrimPrefix(s.url, "http://"))
 	}
 	lb, state := startHAProxy(t, backends...)
-	deadline := time.Now().Add(15 * time.Second)
-	for _, s := range servers {
-		for s.app.replicaSplit.N() != 3 {
-			if time.Now().After(deadline) {
-				t.Fatalf("a replica counts %d live replicas, want 3", s.app.replicaSplit.N())
+	// Heartbeats every 2 s.
+	eventually(t, 15*time.Second, func() bool {
+		for _, s := range servers {
+			if s.app.replicaSplit.N() != 3 {
+				return false
 			}
-			time.Sleep(10 * time.Millisecond) // heartbeats every 2 s: a bounded condition
 		}
-	}
+		return true
+	}, "every replica to count 3 live replicas")
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"00000000000000000000000000000000000000000000",` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`)
 	poll := func(hc *http.Client, base string) (int, error) {

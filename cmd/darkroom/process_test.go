@@ -102,18 +102,17 @@ func TestKillNineResumes(t *testing.T) {
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-motion", "prompt": "a train crossing a bridge"}, &g)
 	// Wait (event-driven, bounded) until the provider job exists.
-	deadline := time.Now().Add(20 * time.Second)
-	for jobFiles(t, data) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no provider job was made")
+	eventually(t, 20*time.Second, func() bool {
+		if jobFiles(t, data) != 0 {
+			return true
 		}
 		var w genView
 		call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &w)
 		if w.Status == "completed" {
 			t.Fatal("completed before the kill; raise the latency")
 		}
-		time.Sleep(20 * time.Millisecond) // polling a child process's files
-	}
+		return false
+	}, "a provider job")
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -235,15 +235,10 @@ func afterObserved(row generation.Row) bool {
 // publishes no event, so this one wait polls the row.
 func waitIdle(t *testing.T, s *testServer, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually(t, 10*time.Second, func() bool {
 		row := generationRow(t, s, id)
-		if row.LeaseUntil.IsZero() && !row.NextCheckAt.IsZero() && row.NextCheckAt.After(time.Now().Add(300*time.Millisecond)) {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("generation %s: the runner did not go idle", id)
+		return row.LeaseUntil.IsZero() && !row.NextCheckAt.IsZero() && row.NextCheckAt.After(time.Now().Add(300*time.Millisecond))
+	}, "the runner to go idle on generation "+id)
 }
 
 // awaitDelivery waits for the emulator's first webhook delivery about a
@@ -1054,11 +1049,7 @@ func TestProviderFalForgedWebhooks(t *testing.T) {
 			call(t, cs, "generate", map[string]any{"modelId": "fal-flux-dev", "prompt": "the real one"}, &g)
 			// Marking a submit publishes no event, so this one wait polls
 			// the row (as waitIdle does); the job runs 2 s.
-			for deadline := time.Now().Add(10 * time.Second); generationRow(t, s, g.GenerationID).SubmitState != "submitting"; time.Sleep(2 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("never submitting")
-				}
-			}
+			eventually(t, 10*time.Second, func() bool { return generationRow(t, s, g.GenerationID).SubmitState == "submitting" }, "the submit to be marked")
 
 			hook := s.url + "/webhooks/fal?darkroom_key=" + g.GenerationID
 			body := []byte(`{"request_id":"attacker-request","gateway_request_id":"attacker-request","status":"OK","payload":{"images":[{"url":"https://fal.media/evil.png"}]}}`)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -39,16 +40,9 @@ func sharedDatabaseURL(tb testing.TB) string { return pgtest.URL(tb) }
 func listening(tb testing.TB, s *testServer, old uint32) uint32 {
 	tb.Helper()
 	pg := s.app.db.(*postgres.DB)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if pid := pg.ListenerPID(); pid != 0 && pid != old {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the listener never connected")
-		}
-		time.Sleep(5 * time.Millisecond) // a bounded condition: no event to await
-	}
+	var pid uint32
+	eventually(tb, 10*time.Second, func() bool { pid = pg.ListenerPID(); return pid != 0 && pid != old }, "the listener to connect")
+	return pid
 }
 
 // TestReplicaWakeups: a change committed through replica A wakes a
@@ -135,13 +129,7 @@ func TestReplicaWakeups(t *testing.T) {
 // change made next must wake them (not be read by their first look).
 func waitWatching(tb testing.TB, s *testServer, n int) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for s.app.svc.Hub().Waiting() < n {
-		if time.Now().After(deadline) {
-			tb.Fatal("the wait never started watching")
-		}
-		time.Sleep(time.Millisecond) // a bounded condition: no event to await
-	}
+	eventually(tb, 10*time.Second, func() bool { return s.app.svc.Hub().Waiting() >= n }, "the wait to start watching")
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
@@ -292,7 +280,9 @@ func TestDatabaseRestart(t *testing.T) {
 		t.Skip("engine-independent: runs in the default pass")
 	}
 	url, pg := ownPostgres(t)
-	s := startServer(t, 0.2, func(c *config) { c.DatabaseURL = url }) // a video takes about 4 s
+	var backingOff atomic.Bool
+	log := slog.New(flagOn{msg: "runner: database writes fail; backing off", flag: &backingOff})
+	s := startServerLog(t, log, 0.2, func(c *config) { c.DatabaseURL = url }) // a video takes about 4 s
 	readyWithin := func(want int, within time.Duration) time.Duration {
 		t.Helper()
 		t0 := time.Now()
@@ -316,15 +306,37 @@ func TestDatabaseRestart(t *testing.T) {
 	if _, checks := readyz(t, s.url); checks["store"] == "ok" {
 		t.Fatalf("not ready, but the store check passes: %v", checks)
 	}
-	time.Sleep(2 * time.Second) // the outage lasts a while (the runner and listener back off)
+	// The outage lasts until the runner and the listener have met it.
+	listener := s.app.db.(*postgres.DB)
+	t1 := time.Now()
+	eventually(t, 20*time.Second, func() bool { return backingOff.Load() && listener.ListenerPID() == 0 },
+		"the runner to back off and the listener to drop")
+	met := time.Since(t1)
 	pg("resume")
 	up := readyWithin(200, 30*time.Second)
-	t.Logf("/readyz 503 %v after PostgreSQL stopped, 200 again %v after it restarted", down.Round(time.Millisecond), up.Round(time.Millisecond))
+	t.Logf("/readyz 503 %v after PostgreSQL stopped; runner and listener met the outage %v later; 200 again %v after it restarted",
+		down.Round(time.Millisecond), met.Round(time.Millisecond), up.Round(time.Millisecond))
 	var w genView
 	call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 45}, &w)
 	if w.Status != "completed" {
 		t.Fatalf("the generation created before the restart ended %s (%s)", w.Status, w.StatusMessage)
 	}
+}
+
+// flagOn is a log handler that sets flag when a record says msg.
+type flagOn struct {
+	msg  string
+	flag *atomic.Bool
+}
+
+func (h flagOn) Enabled(context.Context, slog.Level) bool { return true }
+func (h flagOn) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h flagOn) WithGroup(string) slog.Handler            { return h }
+func (h flagOn) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.flag.Store(true)
+	}
+	return nil
 }
 
 // pgInsertBaseline inserts one row of about a generation's size per

@@ -197,10 +197,17 @@ func TestViewerInBrowser(t *testing.T) {
 		if media.Tag == "IMG" && media.Playing {
 			// Playing: what the page paints changes (a canvas would only
 			// ever draw an animation's first frame).
-			a, errA := b.screenshot()
-			time.Sleep(800 * time.Millisecond)
-			c, errC := b.screenshot()
-			media.Playing = errA == nil && errC == nil && !bytes.Equal(a, c)
+			first, err := b.screenshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, func() bool {
+				c, err := b.screenshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return !bytes.Equal(first, c)
+			}, "the page to paint another frame of the GIF")
 		}
 		if !media.Playing || media.W == 0 {
 			t.Fatalf("video element %+v", media)

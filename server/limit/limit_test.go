@@ -202,18 +202,28 @@ func TestSweep(t *testing.T) {
 	}
 }
 
+// TestRunStops: each sweeper's Run returns once its context ends;
+// Classes.Run only when all its limiters' sweepers have.
 func TestRunStops(t *testing.T) {
-	l := New(Options{SweepEvery: time.Hour})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { l.Run(ctx); close(done) }()
-	cancel()
-	<-done
-
-	c := NewClasses(Options{})
-	ctx, cancel = context.WithCancel(t.Context())
-	cancel()
-	c.Run(ctx) // returns once all three sweepers stop
+	for _, tc := range []struct {
+		name string
+		run  func(context.Context)
+	}{
+		{"Limiter", New(Options{SweepEvery: time.Hour}).Run},
+		{"Classes", NewClasses(Options{}).Run},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { tc.run(ctx); close(done) }()
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s.Run still running 10 s after its context was cancelled", tc.name)
+			}
+		})
+	}
 }
 
 func TestConcurrentExactBudget(t *testing.T) {

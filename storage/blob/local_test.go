@@ -47,6 +47,8 @@ func (l *Local) corrupt(t *testing.T, key string) {
 	}
 }
 
+func (l *Local) setNow(now func() time.Time) { l.now = now }
+
 // newTestLocal returns a Local in a temp dir, served by an httptest server.
 func newTestLocal(t *testing.T) (*Local, *httptest.Server) {
 	t.Helper()

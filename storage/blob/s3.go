@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -515,7 +517,8 @@ func (s *S3) SignedURL(ctx context.Context, key string, ttl time.Duration) (stri
 	}
 	full := s.prefix + key
 	now := s.now()
-	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &full}, s3.WithPresignExpires(ttl))
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &full},
+		s3.WithPresignExpires(ttl), func(o *s3.PresignOptions) { o.Presigner = clockedPresigner{o.Presigner, s.now} })
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("blob: sign %s in %s: %w", key, s.where(), err)
 	}
@@ -529,6 +532,19 @@ func (s *S3) SignedURL(ctx context.Context, key string, ttl time.Duration) (stri
 		}
 	}
 	return req.URL, expires, nil
+}
+
+// clockedPresigner signs by the store's clock instead of the SDK's, so
+// that tests can mint a link the server already sees as expired.
+type clockedPresigner struct {
+	s3.HTTPPresignerV4
+	now func() time.Time
+}
+
+func (p clockedPresigner) PresignHTTP(ctx context.Context, cred aws.Credentials, r *http.Request,
+	payloadHash, service, region string, _ time.Time, optFns ...func(*v4.SignerOptions),
+) (string, http.Header, error) {
+	return p.HTTPPresignerV4.PresignHTTP(ctx, cred, r, payloadHash, service, region, p.now(), optFns...)
 }
 
 // CheckBucket verifies that the bucket exists and that these credentials

@@ -100,6 +100,8 @@ func removeBucket(s *S3) {
 	c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: b})
 }
 
+func (s *S3) setNow(now func() time.Time) { s.now = now }
+
 // debris lists staging objects, probe objects and unfinished multipart
 // uploads: what a failed Put must not leave behind.
 func (s *S3) debris(t *testing.T) []string {
