@@ -209,7 +209,7 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 	msg, schema := approvalPrompt(m)
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{Message: msg, RequestedSchema: schema}},
-		RequestState: g.Approval.Sign(owner, digest),
+		RequestState:  g.Approval.Sign(owner, digest),
 	}, nil
 }
 
