@@ -41,6 +41,8 @@ type serverSpec struct {
 	// Keys, when set, replaces the one bench key (DARKROOM_API_KEYS
 	// format, overrides included), and the default limits apply.
 	Keys string
+	// CPUs, when set, pins the child to these CPUs (taskset -c).
+	CPUs string
 }
 
 // TestBenchServerChild is a server for BenchmarkPollPaths, run only as its
@@ -124,7 +126,7 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 		_ = f.Close()
 		args = append(args, "-test.cpuprofile="+f.Name())
 	}
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := pinned(s.CPUs, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+string(spec))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -148,6 +150,15 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pinned is exec.Command(name, args...) on the given CPUs (taskset -c),
+// or on any when cpus is "".
+func pinned(cpus, name string, args ...string) *exec.Cmd {
+	if cpus == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
 }
 
 // cpu is the child's user+system CPU so far, from /proc/PID/stat.
