@@ -484,8 +484,13 @@ func TestReadyzDatabaseDown(t *testing.T) {
 	wantReady(t, s.url, 200, "", "")
 	p.stop()
 	_, port, _ := net.SplitHostPort(p.addr)
-	wantReady(t, s.url, 503, "store", "unreachable", strings.TrimPrefix(u.Path, "/"), ":"+port, u.User.Username())
+	secrets := []string{strings.TrimPrefix(u.Path, "/"), ":" + port, u.User.Username()}
+	eventually(t, 10*time.Second, func() bool { code, _ := readyz(t, s.url, secrets...); return code == 503 }, "readyz to fail with the database gone")
+	wantReady(t, s.url, 503, "store", "unreachable", secrets...)
 	p.start(t)
+	// The pool's connections died with the proxy's: the first check after
+	// may still meet one, and the next dials anew.
+	eventually(t, 10*time.Second, func() bool { code, _ := readyz(t, s.url, secrets...); return code == 200 }, "readyz to pass with the database back")
 	wantReady(t, s.url, 200, "", "")
 }
 
