@@ -466,8 +466,10 @@ func TestReadyzS3Outage(t *testing.T) {
 	s := startServer(t, 0, func(c *config) { c.S3 = s3cfg; c.CreateBucket = true })
 	wantReady(t, s.url, 200, "", "")
 	p.stop()
+	readyBecomes(t, s.url, 503, bucket, p.addr)
 	wantReady(t, s.url, 503, "blobs", "unreachable", bucket, p.addr)
 	p.start(t)
+	readyBecomes(t, s.url, 200, bucket, p.addr)
 	wantReady(t, s.url, 200, "", "")
 }
 
@@ -485,13 +487,20 @@ func TestReadyzDatabaseDown(t *testing.T) {
 	p.stop()
 	_, port, _ := net.SplitHostPort(p.addr)
 	secrets := []string{strings.TrimPrefix(u.Path, "/"), ":" + port, u.User.Username()}
-	eventually(t, 10*time.Second, func() bool { code, _ := readyz(t, s.url, secrets...); return code == 503 }, "readyz to fail with the database gone")
+	readyBecomes(t, s.url, 503, secrets...)
 	wantReady(t, s.url, 503, "store", "unreachable", secrets...)
 	p.start(t)
-	// The pool's connections died with the proxy's: the first check after
-	// may still meet one, and the next dials anew.
-	eventually(t, 10*time.Second, func() bool { code, _ := readyz(t, s.url, secrets...); return code == 200 }, "readyz to pass with the database back")
+	readyBecomes(t, s.url, 200, secrets...)
 	wantReady(t, s.url, 200, "", "")
+}
+
+// readyBecomes waits, bounded, until /readyz answers code: a backend's
+// connections die with its proxy, and the first check after it comes
+// back may still meet one (the next dials anew).
+func readyBecomes(t *testing.T, url string, code int, secrets ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() bool { got, _ := readyz(t, url, secrets...); return got == code },
+		fmt.Sprintf("/readyz to answer %d", code))
 }
 
 // proxy forwards TCP to target; stop closes the listener and every
