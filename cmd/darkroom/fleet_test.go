@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // startHAProxy puts HAProxy (scripts/haproxy.sh: round-robin, no
@@ -182,7 +185,23 @@ func TestFleetBehindHAProxy(t *testing.T) {
 	tk := time.Now()
 	var kw genView
 	for kw.Status != "completed" {
-		call(t, cs, "wait_generation", map[string]any{"generationId": k.GenerationID, "timeoutSeconds": 30}, &kw)
+		// A wait the balancer had already sent to the killed replica fails
+		// (a POST that reached a replica is not replayed): the client waits
+		// again, as any client of a fleet would, on a fresh session.
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait_generation",
+			Arguments: map[string]any{"generationId": k.GenerationID, "timeoutSeconds": 30}})
+		if err != nil {
+			if time.Since(tk) > 45*time.Second {
+				t.Fatalf("after the kill: %v", err)
+			}
+			t.Logf("a wait failed at the kill (%v): waiting again", err)
+			cs = connect(t, lb, "2026-07-28")
+			continue
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &kw); err != nil {
+			t.Fatal(err)
+		}
 		if kw.Status == "failed" || kw.Status == "cancelled" || time.Since(tk) > 45*time.Second {
 			t.Fatalf("after the kill: %s (%s)", kw.Status, kw.StatusMessage)
 		}
