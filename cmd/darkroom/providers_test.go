@@ -691,7 +691,9 @@ func signedHeader(secret, id string, at time.Time, body []byte) http.Header {
 // signed, shows the same claim would have been believed.
 func TestProviderReplicateForgedWebhooks(t *testing.T) {
 	tm := defaultTiming
-	tm.slowRun = [2]time.Duration{0, 4 * time.Second}
+	// Long enough that the control below is still running when its
+	// delivery comes, on a loaded machine too (4 s flaked).
+	tm.slowRun = [2]time.Duration{0, 12 * time.Second}
 	rig := startEmulator(t, tm)
 	s := providerServer(t, rig, true)
 	cs := connect(t, s.url, "2026-07-28")
