@@ -61,20 +61,16 @@ func BenchmarkFairness(b *testing.B) {
 		// The baseline: the cheapest request there is, refused at the door.
 		"poll": {rpcBody(5, "tasks/get", map[string]any{"taskId": ids[0]}, ext), rpcHeaders("tasks/get", ids[0], malKey)},
 	}
-	// flood runs one flood until ctx ends; an answer is read whole, but an
-	// open listen stream only to its first line, then dropped.
 	codes := map[string]map[int]int{"listen": {}, "upload": {}, "poll": {}}
 	// flood runs one flood in a child process on the other CPU until ctx
 	// ends (the server has the first: the flooding client is another
 	// machine's, as an attacker's would be).
-	flood := func(ctx context.Context, name string) (sent int) {
+	flood := func(ctx context.Context, name string) {
 		f := floods[name]
-		res := floodFromChild(b, ctx, floodSpec{URL: url, Body: f.body, Headers: f.headers, Listen: name == "listen"}, floodCPU)
+		res := floodFromChild(ctx, b, floodSpec{URL: url, Body: f.body, Headers: f.headers, Listen: name == "listen"}, floodCPU)
 		for code, n := range res.Codes {
 			codes[name][code] += n
-			sent += n
 		}
-		return sent
 	}
 	get := rpcBody(4, "tasks/get", map[string]any{"taskId": bobTask}, ext)
 	getHeaders := rpcHeaders("tasks/get", bobTask, bobKey)
@@ -94,21 +90,20 @@ func BenchmarkFairness(b *testing.B) {
 	const polls = 2000
 	type figures struct{ p50, p99 []float64 }
 	got := map[string]*figures{"idle": {}, "listen": {}, "upload": {}, "poll": {}}
-	sent := map[string]int{}
-	serverCPU := map[string]time.Duration{}
+	cpuSpent := map[string]time.Duration{} // the server's, per phase
 	for round := 0; round < 3; round++ {
 		for _, phase := range []string{"idle", "poll", "listen", "idle", "upload"} {
 			var wg sync.WaitGroup
 			ctx, cancel := context.WithCancel(context.Background())
 			cpu0 := srv.cpu(b)
 			if phase != "idle" {
-				wg.Go(func() { sent[phase] += flood(ctx, phase) })
+				wg.Go(func() { flood(ctx, phase) })
 				time.Sleep(500 * time.Millisecond) // the flooding child started, its flood under way
 			}
 			p50, p99 := poll(polls)
 			cancel()
 			wg.Wait()
-			serverCPU[phase] += srv.cpu(b) - cpu0
+			cpuSpent[phase] += srv.cpu(b) - cpu0
 			got[phase].p50, got[phase].p99 = append(got[phase].p50, p50), append(got[phase].p99, p99)
 		}
 	}
@@ -124,8 +119,8 @@ func BenchmarkFairness(b *testing.B) {
 		if phase == "listen" || phase == "upload" {
 			b.ReportMetric(median(f.p50)/baseline, phase+"/poll-flood-p50")
 		}
-		b.Logf("%s: tasks/get p50 %.3f ms (runs %v), p99 %.3f ms; flood requests sent %d %v; server CPU %v",
-			phase, median(f.p50), f.p50, median(f.p99), sent[phase], codes[phase], serverCPU[phase])
+		b.Logf("%s: tasks/get p50 %.3f ms (runs %v), p99 %.3f ms; flood answers %v; server CPU %v",
+			phase, median(f.p50), f.p50, median(f.p99), codes[phase], cpuSpent[phase])
 	}
 }
 
@@ -188,7 +183,7 @@ func TestFloodChild(t *testing.T) {
 }
 
 // floodFromChild runs s in a child process on cpus until ctx ends.
-func floodFromChild(tb testing.TB, ctx context.Context, s floodSpec, cpus string) floodResult {
+func floodFromChild(ctx context.Context, tb testing.TB, s floodSpec, cpus string) floodResult {
 	tb.Helper()
 	dir := tb.TempDir()
 	s.Out = filepath.Join(dir, "flood.json")
@@ -199,15 +194,7 @@ func floodFromChild(tb testing.TB, ctx context.Context, s floodSpec, cpus string
 	}
 	cmd := pinned(cpus, os.Args[0], "-test.run=^TestFloodChild$", "-test.bench=^$", "-test.count=1")
 	cmd.Env = append(os.Environ(), floodEnv+"="+specFile)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
+	stdin, out := startChild(tb, cmd)
 	<-ctx.Done()
 	_ = stdin.Close()
 	if err := cmd.Wait(); err != nil {

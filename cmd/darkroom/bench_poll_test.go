@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -128,15 +129,7 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 	}
 	cmd := pinned(s.CPUs, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+string(spec))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
+	stdin, out := startChild(tb, cmd)
 	c := &serverChild{cmd: cmd}
 	c.stop = func() { _ = stdin.Close(); _ = cmd.Wait() }
 	tb.Cleanup(c.stop)
@@ -150,6 +143,22 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startChild starts a benchmark's child process, which runs until its
+// stdin closes, its output collected.
+func startChild(tb testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, out *bytes.Buffer) {
+	tb.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return stdin, out
 }
 
 // pinned is exec.Command(name, args...) on the given CPUs (taskset -c),
