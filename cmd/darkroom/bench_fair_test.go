@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +23,8 @@ import (
 // upload_input (10 MiB images), at the default limits, against a darkroom
 // process pinned to the first CPU, the flooding client a child process on
 // the second (an attacker's client runs elsewhere), while a second key
-// polls tasks/get on its own task, one call at a time. The baseline flood
+// polls tasks/get on its own task, one call at a time, from a child
+// process on the second CPU too (so the server's CPU is its own). The baseline flood
 // is the cheapest request there is, a tasks/get refused at the door.
 // Reports the second key's tasks/get p50 and p99 (ms) idle and under each
 // flood, the ratios of the p50s to idle (goal: under 1.2) and to the
@@ -67,23 +68,19 @@ func BenchmarkFairness(b *testing.B) {
 	// machine's, as an attacker's would be).
 	flood := func(ctx context.Context, name string) {
 		f := floods[name]
-		res := floodFromChild(ctx, b, floodSpec{URL: url, Body: f.body, Headers: f.headers, Listen: name == "listen"}, floodCPU)
+		res := clientFromChild(ctx, b, clientSpec{URL: url, Body: f.body, Headers: f.headers, Listen: name == "listen"}, floodCPU)
 		for code, n := range res.Codes {
 			codes[name][code] += n
 		}
 	}
 	get := rpcBody(4, "tasks/get", map[string]any{"taskId": bobTask}, ext)
 	getHeaders := rpcHeaders("tasks/get", bobTask, bobKey)
+	// poll is the second key's n sequential tasks/get, from a child process
+	// on the flooding client's CPU: the server keeps its CPU to itself, as
+	// a server does whose clients are other machines.
 	poll := func(n int) (p50, p99 float64) {
-		lat := make([]float64, 0, n)
-		for range n {
-			start := time.Now()
-			code, resp, err := postRaw(hc, url, get, getHeaders)
-			if err != nil || code != 200 || !strings.Contains(string(resp), `"taskId"`) {
-				b.Fatalf("bob's tasks/get: %d %v %.300s", code, err, resp)
-			}
-			lat = append(lat, float64(time.Since(start).Microseconds())/1000)
-		}
+		res := clientFromChild(context.Background(), b, clientSpec{URL: url, Body: get, Headers: getHeaders, Polls: n, Want: `"taskId"`}, floodCPU)
+		lat := res.Latencies
 		slices.Sort(lat)
 		return lat[n/2], lat[n*99/100]
 	}
@@ -128,53 +125,68 @@ func BenchmarkFairness(b *testing.B) {
 // client on the second (taskset -c).
 const serverCPU, floodCPU = "0", "1"
 
-const floodEnv = "DARKROOM_BENCH_FLOOD"
+const clientEnv = "DARKROOM_BENCH_CLIENT"
 
-// floodSpec is one flood: Body to URL, one request at a time, as fast as
-// answers come, until stdin closes; an answer is read whole, but an open
-// listen stream (Listen, 200) only to its first bytes, then dropped.
-type floodSpec struct {
+// clientSpec is one of the benchmark's clients: Body to URL, one request
+// at a time, as fast as answers come, Polls times (each answer a 200
+// holding Want, its latency kept) or, with Polls 0, a flood until stdin
+// closes; an answer is read whole, but an open listen stream (Listen,
+// 200) only to its first bytes, then dropped.
+type clientSpec struct {
 	URL     string
 	Body    []byte
 	Headers map[string]string
 	Listen  bool
+	Polls   int
+	Want    string
 	Out     string
 }
 
-type floodResult struct{ Codes map[int]int }
+type clientResult struct {
+	Codes     map[int]int
+	Latencies []float64 // ms, one per poll
+	Failure   string
+}
 
-// TestFloodChild is BenchmarkFairness's flooding client, run only as its
+// TestBenchClientChild is BenchmarkFairness's client, run only as its
 // child process (it skips otherwise).
-func TestFloodChild(t *testing.T) {
-	raw := os.Getenv(floodEnv)
+func TestBenchClientChild(t *testing.T) {
+	raw := os.Getenv(clientEnv)
 	if raw == "" {
-		t.Skip("flooding client for BenchmarkFairness; runs only as its child process")
+		t.Skip("client for BenchmarkFairness; runs only as its child process")
 	}
-	var s floodSpec
+	var s clientSpec
 	spec, err := os.ReadFile(raw) // a file: an upload's body is too large for the environment
 	if err != nil || json.Unmarshal(spec, &s) != nil {
-		t.Fatalf("flood spec %s: %v", raw, err)
+		t.Fatalf("client spec %s: %v", raw, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _, _ = os.Stdin.Read(make([]byte, 1)); cancel() }()
 	hc := benchClient(2)
-	res := floodResult{Codes: map[int]int{}}
-	for ctx.Err() == nil {
+	res := clientResult{Codes: map[int]int{}}
+	for i := 0; ctx.Err() == nil && (s.Polls == 0 || i < s.Polls); i++ {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(s.Body))
 		for k, v := range s.Headers {
 			req.Header.Set(k, v)
 		}
-		code := 0
+		start, code, body := time.Now(), 0, []byte(nil)
 		if resp, err := hc.Do(req); err == nil {
 			code = resp.StatusCode
 			if code == http.StatusOK && s.Listen {
 				_, _ = io.ReadFull(resp.Body, make([]byte, 64))
 			} else {
-				_, _ = io.Copy(io.Discard, resp.Body) // the connection is kept, as a client keeps it
+				body, _ = io.ReadAll(resp.Body) // the connection is kept, as a client keeps it
 			}
 			_ = resp.Body.Close()
 		}
 		res.Codes[code]++
+		if s.Polls > 0 {
+			if code != http.StatusOK || !bytes.Contains(body, []byte(s.Want)) {
+				res.Failure = fmt.Sprintf("poll %d: %d %.300s", i, code, body)
+				break
+			}
+			res.Latencies = append(res.Latencies, float64(time.Since(start).Microseconds())/1000)
+		}
 	}
 	b, _ := json.Marshal(res)
 	if err := os.WriteFile(s.Out, b, 0o600); err != nil {
@@ -182,27 +194,33 @@ func TestFloodChild(t *testing.T) {
 	}
 }
 
-// floodFromChild runs s in a child process on cpus until ctx ends.
-func floodFromChild(ctx context.Context, tb testing.TB, s floodSpec, cpus string) floodResult {
+// clientFromChild runs s in a child process on cpus until it is done
+// (Polls) or ctx ends (a flood).
+func clientFromChild(ctx context.Context, tb testing.TB, s clientSpec, cpus string) clientResult {
 	tb.Helper()
 	dir := tb.TempDir()
-	s.Out = filepath.Join(dir, "flood.json")
+	s.Out = filepath.Join(dir, "client.json")
 	spec, _ := json.Marshal(s)
 	specFile := filepath.Join(dir, "spec.json")
 	if err := os.WriteFile(specFile, spec, 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	cmd := pinned(cpus, os.Args[0], "-test.run=^TestFloodChild$", "-test.bench=^$", "-test.count=1")
-	cmd.Env = append(os.Environ(), floodEnv+"="+specFile)
+	cmd := pinned(cpus, os.Args[0], "-test.run=^TestBenchClientChild$", "-test.bench=^$", "-test.count=1")
+	cmd.Env = append(os.Environ(), clientEnv+"="+specFile)
 	stdin, out := startChild(tb, cmd)
-	<-ctx.Done()
-	_ = stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		tb.Fatalf("flooding client: %v\n%s", err, out.String())
+	if s.Polls == 0 {
+		<-ctx.Done()
+		_ = stdin.Close()
 	}
-	var r floodResult
+	if err := cmd.Wait(); err != nil {
+		tb.Fatalf("benchmark client: %v\n%s", err, out.String())
+	}
+	var r clientResult
 	if b, err := os.ReadFile(s.Out); err != nil || json.Unmarshal(b, &r) != nil {
-		tb.Fatalf("flooding client wrote no result: %v\n%s", err, out.String())
+		tb.Fatalf("benchmark client wrote no result: %v\n%s", err, out.String())
+	}
+	if r.Failure != "" {
+		tb.Fatalf("benchmark client: %s", r.Failure)
 	}
 	return r
 }

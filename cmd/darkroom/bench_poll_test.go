@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
@@ -63,6 +64,7 @@ func TestBenchServerChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	var h http.Handler
+	var timeouts *server.Timeouts
 	switch s.Kind {
 	case "plain":
 		// The plain net/http limit: read the body, answer a constant.
@@ -93,11 +95,14 @@ func TestBenchServerChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.close()
-		h = a.handler()
+		h, timeouts = a.handler(), &cfg.Timeouts
 	default:
 		t.Fatalf("unknown server kind %q", s.Kind)
 	}
 	srv := &http.Server{Handler: h}
+	if timeouts != nil { // darkroom as darkroom serve serves it: its timeouts and connection rules
+		srv = server.HTTPServer(h, *timeouts)
+	}
 	go func() { _ = srv.Serve(ln) }()
 	if err := os.WriteFile(s.AddrFile, []byte(ln.Addr().String()), 0o600); err != nil {
 		t.Fatal(err)

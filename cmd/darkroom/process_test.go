@@ -21,7 +21,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(loadgenEnv) != "" || os.Getenv(benchServerEnv) != "" || os.Getenv(floodEnv) != "" || slices.Contains(os.Args[1:], "-test.fuzzworker") {
+	if os.Getenv(loadgenEnv) != "" || os.Getenv(benchServerEnv) != "" || os.Getenv(clientEnv) != "" || slices.Contains(os.Args[1:], "-test.fuzzworker") {
 		os.Exit(m.Run()) // a benchmark's child or a fuzz worker: it needs no darkroom binary
 	}
 	dir, err := os.MkdirTemp("", "darkroom-bin")
