@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -115,7 +116,10 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 			return
 		}
 		if c != nil {
-			if empty, wait := unreadRefusal(c, r); empty {
+			if short, wait := unreadRefusal(c, r); short {
+				if r.ContentLength <= keptBodyMax {
+					_, _ = io.Copy(io.Discard, r.Body) // read, not parsed: the connection is kept
+				}
 				limit.WriteHTTP(w, nil, wait) // the id is in the body, unread
 				return
 			}
@@ -141,22 +145,39 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 // be paid is refused before its body is read (unreadRefusal).
 const unreadBodyMin = 4 << 10
 
-// unreadRefusal refuses, before its body is read, a large 2026-07-28
-// request whose declared method draws poll tokens from a bucket that holds
-// none: a flood of thousand-id listens then costs its sender its bytes,
-// not the server a read and a parse of each. The declared method is
-// trustworthy here (tasks.DeclaredMethod); tools/call is left to the
-// body, its class being its tool's.
+// keptBodyMax is the largest unread body discarded so that its
+// connection is kept (net/http's own bound after a handler); a larger one
+// closes the connection.
+const keptBodyMax = 256 << 10
+
+// unreadRefusal refuses, before its body is read, a request of
+// unreadBodyMin bytes or more that its caller cannot pay: one whose
+// declared length is past what the caller's byte bucket holds (any
+// method, any version), or a 2026-07-28 request whose declared method
+// draws poll tokens its bucket lacks: one, or for a listen as many as the
+// caller's last refused listen (ListenOwed). A flood of large bodies then
+// costs its sender its bytes, not the server a read and a parse of each.
+// The declared method is trustworthy here (tasks.DeclaredMethod);
+// tools/call is left to the body, its class being its tool's.
 func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 	if r.ContentLength < unreadBodyMin {
 		return false, 0
 	}
-	m := tasks.DeclaredMethod(r.Header)
-	if m == "" || m == "tools/call" || ClassOf(m, "", func(string) string { return "" }) == compat.ClassCreate {
+	key := Owner(r.Context())
+	if c.Bytes.Limiter != nil {
+		if short, wait := c.Bytes.ShortFor(key, nil, nil, int(r.ContentLength)); short {
+			return true, wait
+		}
+	}
+	need := 1
+	switch m := tasks.DeclaredMethod(r.Header); {
+	case m == "" || m == "tools/call":
 		return false, 0
+	case ClassOf(m, "", nil) == classListen:
+		need = c.ListenOwed.Of(key)
 	}
 	p, _ := auth.FromContext(r.Context())
-	return c.Poll.EmptyFor(Owner(r.Context()), p.Limits.PollRate, p.Limits.PollBurst)
+	return c.Poll.ShortFor(key, p.Limits.PollRate, p.Limits.PollBurst, need)
 }
 
 // charge takes a body's cost from the caller's buckets (per-caller
@@ -204,8 +225,12 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 	}
 	for _, n := range listens {
 		if ok, wait := c.Poll.AllowForAtMostN(key, o.PollRate, o.PollBurst, n); !ok {
+			c.ListenOwed.Note(key, n)
 			return false, wait
 		}
+	}
+	if len(listens) > 0 {
+		c.ListenOwed.Paid(key)
 	}
 	return true, 0
 }

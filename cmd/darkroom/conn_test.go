@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -326,64 +327,98 @@ func TestRefusedBodiesAreNotWaitedFor(t *testing.T) {
 	}
 }
 
-// TestUnpaidListenIsNotRead: a caller whose poll bucket is empty sends a
-// 2026-07-28 subscriptions/listen of 50 KB and only its first bytes: the
-// refusal (429, -31429) comes at once, without the rest of the body, and
-// the connection is closed. A small poll over the limit is still answered
-// with its own id, its body read.
-func TestUnpaidListenIsNotRead(t *testing.T) {
-	// A server with the real connection handling, whose poll bucket holds
-	// one token.
-	addr, _ := connServer(t, 30*time.Second, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-9, 1 })
+// TestUnpaidBodiesAreNotParsed: a large body its caller cannot pay is
+// refused (429, -31429, Retry-After) before it is parsed: a body that
+// is not even JSON gets the 429, not -32700. One of up to 256 KiB is read
+// and its connection kept; a larger one is refused without waiting for the
+// rest and its connection closed. Unpaid means: a declared length past the
+// byte bucket (any method), a declared poll method past an empty poll
+// bucket, or a listen while the bucket holds less than the caller's last
+// refused listen. A small poll is read and answered as ever.
+func TestUnpaidBodiesAreNotParsed(t *testing.T) {
 	const token = "secret-conn-1234"
 	ext := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
 	get := rpcBody(3, "tasks/get", map[string]any{"taskId": "t-1"}, ext)
-	send := func(h map[string]string, body []byte, length int) (*http.Response, []byte) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // the test never hangs
-		req := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\n" + "Content-Length: " + strconv.Itoa(length) + "\r\n"
-		for k, v := range h {
-			req += k + ": " + v + "\r\n"
-		}
-		if _, err := io.WriteString(c, req+"\r\n"+string(body)); err != nil {
-			t.Fatal(err)
-		}
-		br := bufio.NewReader(c)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
-	}
-	// The one token goes.
-	if resp, b := send(rpcHeaders("tasks/get", "t-1", token), get, len(get)); resp.StatusCode == http.StatusTooManyRequests {
-		t.Fatalf("the first poll was refused: %s", b)
-	}
-	// A small poll over the limit: read, answered with its id.
-	resp, b := send(rpcHeaders("tasks/get", "t-1", token), get, len(get))
-	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"id":3`) {
-		t.Fatalf("small poll over the limit: %d %s", resp.StatusCode, b)
-	}
-	// A large listen over the limit: refused before its body.
 	ids := make([]string, 1000)
 	for i := range ids {
 		ids[i] = tasks.NewID()
 	}
 	listen := rpcBody(4, "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": ids}}, ext)
-	start := time.Now()
-	resp, b = send(rpcHeaders("subscriptions/listen", "", token), listen[:100], len(listen))
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "-31429") {
-		t.Fatalf("unpaid listen: %d %v %s", resp.StatusCode, resp.Header, b)
+	garbage := bytes.Repeat([]byte("x"), 40<<10) // no JSON: parsed, it is -32700
+	big := rpcBody(5, "tools/call", map[string]any{"name": "list_models", "arguments": map[string]any{"pad": strings.Repeat("x", 40<<10)}}, ext)
+	type step struct {
+		method string
+		name   string // Mcp-Name
+		body   []byte
+		length int    // declared; the body may stop short of it
+		want   string // in the answer: "-31429" refused, else the answer's own
+		close  bool
 	}
-	if !resp.Close {
-		t.Error("the connection of an unread body is kept open")
+	tests := []struct {
+		name  string
+		opt   func(*config)
+		steps []step
+	}{
+		{"empty poll bucket", func(c *config) { c.PollRate, c.PollBurst = 1e-9, 1 }, []step{
+			{"tasks/get", "t-1", get, len(get), `"id":3`, false}, // the one token
+			{"tasks/get", "t-1", get, len(get), `"id":3,"error":{"code":-31429`, false},
+			{"subscriptions/listen", "", garbage, len(garbage), "-31429", false},
+			{"subscriptions/listen", "", listen[:100], 1 << 20, "-31429", true},
+		}},
+		{"a refused listen is owed", func(c *config) { c.PollRate, c.PollBurst = 1e-9, 3 }, []step{
+			{"tasks/get", "t-1", get, len(get), `"id":3`, false},
+			{"subscriptions/listen", "", listen, len(listen), `"id":4,"error":{"code":-31429`, false}, // parsed: 2 of 20 tokens
+			{"subscriptions/listen", "", garbage, len(garbage), "-31429", false},                      // 2 tokens are not the 20 owed
+			{"tasks/get", "t-1", get, len(get), `"id":3,"error":{"code":-32602`, false},                             // polls are not owed
+		}},
+		{"byte bucket", func(c *config) { c.ByteRate, c.ByteBurst = 1, 48<<10 }, []step{
+			{"tools/call", "list_models", big, len(big), `"id":5,"result"`, false}, // 40 of the 48 KiB
+			{"tools/call", "list_models", garbage, len(garbage), "-31429", false},
+			{"tools/call", "list_models", garbage[:100], 1 << 20, "-31429", true},
+			{"tasks/get", "t-1", get, len(get), `"id":3,"error":{"code":-32602`, false},
+		}},
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the refusal took %v: the body was waited for", d)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, _ := connServer(t, 30*time.Second, 0, tt.opt)
+			var c net.Conn
+			var br *bufio.Reader
+			for i, st := range tt.steps {
+				if c == nil {
+					var err error
+					if c, err = net.Dial("tcp", addr); err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // the test never hangs
+					br = bufio.NewReader(c)
+				}
+				req := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Length: " + strconv.Itoa(st.length) + "\r\n"
+				for k, v := range rpcHeaders(st.method, st.name, token) {
+					req += k + ": " + v + "\r\n"
+				}
+				if _, err := io.WriteString(c, req+"\r\n"+string(st.body)); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("step %d (%s): %v", i, st.method, err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if !strings.Contains(string(b), st.want) {
+					t.Fatalf("step %d (%s): HTTP %d %.300s; want %s", i, st.method, resp.StatusCode, b, st.want)
+				}
+				if st.want == "-31429" && (resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "") {
+					t.Fatalf("step %d: HTTP %d %v", i, resp.StatusCode, resp.Header)
+				}
+				if resp.Close != st.close {
+					t.Fatalf("step %d: connection closed %v, want %v", i, resp.Close, st.close)
+				}
+				if resp.Close {
+					c.Close()
+					c = nil
+				}
+			}
+		})
 	}
 }

@@ -101,11 +101,12 @@ func (c Class) AllowForAtMostN(key string, rateOverride *float64, burstOverride 
 	return c.AllowNAt(c.now(), key, r, b, min(n, max(b, 1)))
 }
 
-// EmptyFor reports that key's bucket (class defaults, optional overrides)
-// holds less than one token, and when it will; it takes nothing.
-func (c Class) EmptyFor(key string, rateOverride *float64, burstOverride *int) (bool, time.Duration) {
+// ShortFor reports that key's bucket (class defaults, optional overrides)
+// holds fewer than n tokens (at most its burst), and when it will; it
+// takes nothing.
+func (c Class) ShortFor(key string, rateOverride *float64, burstOverride *int, n int) (bool, time.Duration) {
 	r, b := c.enforced(rateOverride, burstOverride)
-	return c.EmptyAt(c.now(), key, r, b)
+	return c.ShortAt(c.now(), key, r, b, n)
 }
 
 // enforced is the rate and burst the buckets apply (Split, Scale).
@@ -119,10 +120,12 @@ func (c Class) enforced(rateOverride *float64, burstOverride *int) (float64, int
 
 // Classes are the buckets the server uses. Poll, Create and Bytes are
 // keyed by principal ID; PreAuth by client IP (see ClientIP and IPKey).
-// Listens bounds each principal's open subscriptions/listen streams.
+// Listens bounds each principal's open subscriptions/listen streams;
+// ListenOwed remembers the listens Poll refused (Owed).
 type Classes struct {
 	Poll, Create, PreAuth, Bytes Class
 	Listens                      *Slots
+	ListenOwed                   Owed
 }
 
 // NewClasses returns the three classes with the default rates, each on its

@@ -126,26 +126,29 @@ func (l *Limiter) AllowNAt(now time.Time, key string, r float64, burst, n int) (
 	return true, 0
 }
 
-// EmptyAt reports that key's bucket holds less than one token at now, and
-// the time until it will hold one; it takes nothing, and a key without a
-// bucket has a full one.
-func (l *Limiter) EmptyAt(now time.Time, key string, r float64, burst int) (empty bool, retryAfter time.Duration) {
-	if math.IsInf(r, 1) {
+// ShortAt reports that key's bucket holds fewer than n tokens at now
+// (at most its burst: a cost past the burst takes the whole bucket, as
+// AllowForAtMostN), and the time until it will hold them; it takes
+// nothing, and a key without a bucket has a full one.
+func (l *Limiter) ShortAt(now time.Time, key string, r float64, burst, n int) (short bool, retryAfter time.Duration) {
+	if math.IsInf(r, 1) || n <= 0 {
 		return false, 0
 	}
 	if !(r > 0) {
 		return true, MaxRetryAfter
 	}
+	burst = max(burst, 1)
+	need := float64(min(n, burst))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.m[key]; !ok {
 		return false, 0
 	}
-	tokens := l.get(now, key, rate.Limit(r), max(burst, 1)).TokensAt(now)
-	if tokens >= 1 {
+	tokens := l.get(now, key, rate.Limit(r), burst).TokensAt(now)
+	if tokens >= need {
 		return false, 0
 	}
-	return true, time.Duration((1 - tokens) / r * float64(time.Second))
+	return true, time.Duration((need - tokens) / r * float64(time.Second))
 }
 
 // get returns key's bucket, creating it (full) or updating its settings.

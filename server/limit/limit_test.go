@@ -359,3 +359,52 @@ func TestSplit(t *testing.T) {
 		t.Fatalf("after the split changed to 2: ok=%v retry=%v, want 200ms", ok, d)
 	}
 }
+
+// ShortAt takes nothing and says, for a cost of n, what AllowNAt (at most
+// the burst) would: short exactly when the take would be refused, and
+// after the wait it gives, no longer short.
+func TestShortAt(t *testing.T) {
+	tests := []struct {
+		name  string
+		taken int // tokens taken first
+		n     int
+		short bool
+		wait  time.Duration
+	}{
+		{"unknown key: a full bucket", -1, 20, false, 0},
+		{"full bucket", 0, 20, false, 0},
+		{"past the burst: the whole bucket", 0, 1000, false, 0},
+		{"one short", 1, 20, true, 200 * time.Millisecond},
+		{"empty, one token", 20, 1, true, 200 * time.Millisecond},
+		{"empty, past the burst", 20, 1000, true, 4 * time.Second},
+		{"enough left", 10, 10, false, 0},
+		{"nothing asked", 20, 0, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := newClock()
+			l := New(Options{Now: clk.Now})
+			if tt.taken >= 0 {
+				if ok, _ := l.AllowNAt(clk.Now(), "k", 5, 20, max(tt.taken, 1)); !ok {
+					t.Fatal("setup take refused")
+				}
+				if tt.taken == 0 { // a bucket that exists, full again
+					clk.Advance(time.Second)
+				}
+			}
+			short, wait := l.ShortAt(clk.Now(), "k", 5, 20, tt.n)
+			if short != tt.short || wait != tt.wait {
+				t.Fatalf("ShortAt(%d) = %v, %v; want %v, %v", tt.n, short, wait, tt.short, tt.wait)
+			}
+			if ok, _ := l.AllowNAt(clk.Now(), "k", 5, 20, min(tt.n, 20)); ok == short {
+				t.Fatalf("AllowNAt admitted %v where ShortAt said short %v", ok, short)
+			}
+			if short {
+				clk.Advance(wait)
+				if again, _ := l.ShortAt(clk.Now(), "k", 5, 20, tt.n); again {
+					t.Fatalf("still short after the wait %v", wait)
+				}
+			}
+		})
+	}
+}
