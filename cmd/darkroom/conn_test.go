@@ -369,7 +369,7 @@ func TestUnpaidBodiesAreNotParsed(t *testing.T) {
 			{"tasks/get", "t-1", get, len(get), `"id":3`, false},
 			{"subscriptions/listen", "", listen, len(listen), `"id":4,"error":{"code":-31429`, false}, // parsed: 2 of 20 tokens
 			{"subscriptions/listen", "", garbage, len(garbage), "-31429", false},                      // 2 tokens are not the 20 owed
-			{"tasks/get", "t-1", get, len(get), `"id":3,"error":{"code":-32602`, false},                             // polls are not owed
+			{"tasks/get", "t-1", get, len(get), `"id":3,"error":{"code":-32602`, false},               // polls are not owed
 		}},
 		{"byte bucket", func(c *config) { c.ByteRate, c.ByteBurst = 1, 48<<10 }, []step{
 			{"tools/call", "list_models", big, len(big), `"id":5,"result"`, false}, // 40 of the 48 KiB
