@@ -1,13 +1,21 @@
 package generation
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	_ "image/gif"  // DecodeConfig for output dimensions
+	_ "image/jpeg" // likewise
+	_ "image/png"  // likewise
 	"io"
+	"net/http"
+	"strings"
 
 	"github.com/darkroom-mcp/darkroom/preview"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
@@ -108,4 +116,98 @@ func (s *Service) deleteOutput(ctx context.Context, o Output) error {
 		return fmt.Errorf("delete expired output %s: %w", o.Key, err)
 	}
 	return nil
+}
+
+// copyOutputs streams every provider output into the blob store. A
+// generation is completed only once all its outputs are ours.
+func (r *Runner) copyOutputs(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, outs []provider.Output) ([]Output, error) {
+	if len(outs) == 0 {
+		return nil, &provider.PermanentError{Message: "the provider reported success but returned no output"}
+	}
+	res := make([]Output, 0, len(outs))
+	for i, o := range outs {
+		out, err := r.copyOne(ctx, p, g, job, i, o)
+		if err != nil {
+			return nil, fmt.Errorf("copy output %d: %w", i, err)
+		}
+		res = append(res, out)
+	}
+	return res, nil
+}
+
+func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, i int, o provider.Output) (Output, error) {
+	rc, err := p.OpenOutput(ctx, job, o)
+	if err != nil {
+		return Output{}, err
+	}
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 64<<10)
+	head, _ := br.Peek(64 << 10) // short read at EOF is fine
+	mime := sniffMedia(head)
+	if mime == "" {
+		return Output{}, &provider.PermanentError{Message: "the provider returned an output that is not an image or video"}
+	}
+	out := Output{}
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(head)); err == nil {
+		out.Width, out.Height = cfg.Width, cfg.Height
+	}
+	if g.Kind == provider.KindVideo {
+		out.DurationSeconds = float64(g.Params.DurationSeconds)
+	}
+	key := blob.Key(g.Owner, g.ID, i, extFor(mime))
+	src := &readErr{r: br}
+	obj, err := r.s.cfg.Blobs.Put(ctx, key, src, mime, r.cfg.MaxOutputBytes)
+	if src.err != nil {
+		return Output{}, fmt.Errorf("read output from %s: %w", p.Name(), src.err) // the provider side failed, not storage
+	}
+	if errors.Is(err, blob.ErrTooLarge) {
+		return Output{}, &provider.PermanentError{Message: fmt.Sprintf("output %d is larger than the %d-byte limit", i, r.cfg.MaxOutputBytes)}
+	}
+	if err != nil {
+		return Output{}, &storageError{err}
+	}
+	out.StoredBlob = StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}
+	out.Preview = r.s.makePreview(ctx, g, i, out.StoredBlob)
+	return out, nil
+}
+
+// readErr remembers a read failure, to tell a provider download that broke
+// from a storage write that failed.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// sniffMedia names the media type from magic bytes; "" when it is neither
+// an image nor a video we hand out.
+func sniffMedia(b []byte) string {
+	if m := SniffImage(b); m != "" {
+		return m
+	}
+	if len(b) >= 12 && string(b[4:8]) == "ftyp" {
+		return "video/mp4"
+	}
+	switch m := http.DetectContentType(b); m {
+	case "image/gif", "video/webm":
+		return m
+	}
+	return ""
+}
+
+func extFor(mime string) string {
+	switch mime {
+	case "image/jpeg":
+		return "jpg"
+	default:
+		_, ext, _ := strings.Cut(mime, "/")
+		return ext
+	}
 }

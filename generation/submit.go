@@ -1,0 +1,330 @@
+package generation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+// advance moves g one step on and returns when to look again (negative:
+// never, it is terminal).
+func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Duration, error) {
+	if g.Status.Terminal() || g.Status == StatusReserved {
+		return -1, nil
+	}
+	p, ok := r.s.providers[g.Provider]
+	if !ok {
+		return 0, &provider.PermanentError{Message: fmt.Sprintf("provider %q is not configured on this server", g.Provider)}
+	}
+	m, _ := r.s.Model(g.ModelID)
+	var job provider.Job
+	switch row.SubmitState {
+	case "":
+		if g.CancelRequested {
+			return r.cancelUnsubmitted(ctx, g)
+		}
+		held, err := r.markSubmitting(ctx, g, row.Attempts)
+		if errors.Is(err, errNoLongerQueued) {
+			return -1, nil // cancelled meanwhile (or gone): nothing to do
+		}
+		if errors.Is(err, errLeaseLost) {
+			r.cfg.Logger.Warn("runner: lease lost before submit; not submitted", "generation", g.ID)
+			return 0, err // the claim holding the row submits
+		}
+		if err != nil || held >= 0 {
+			return r.holdOverCap(ctx, g, held, err)
+		}
+		return r.submit(ctx, p, m, g)
+	case "submitting":
+		return r.reconcile(ctx, p, m, g)
+	}
+	if err := json.Unmarshal([]byte(row.ProviderJob), &job); err != nil {
+		return 0, fmt.Errorf("decode provider job: %w", err)
+	}
+	if row.CancelRequested == 1 {
+		// Ask the provider once; afterwards polling tells how it ended.
+		st, err := p.Cancel(ctx, job)
+		if err != nil {
+			return 0, err
+		}
+		if err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.MarkCancelSent(ctx, g.ID) }); err != nil {
+			return 0, err
+		}
+		return r.observe(ctx, p, m, g, job, st, hook{})
+	}
+	hook, err := r.pendingWebhook(ctx, g.ID, job.ID)
+	if err != nil {
+		return 0, err
+	}
+	var st provider.Status
+	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil && hook.ev.JobID == job.ID {
+		st = *hook.ev.Status // a signed delivery states the status: no call needed
+	} else if st, err = p.Status(ctx, job); err != nil {
+		return 0, err
+	}
+	return r.observe(ctx, p, m, g, job, st, hook)
+}
+
+// reconcile settles a submit whose outcome is unknown (a crash or a lost
+// reply between MarkSubmitting and MarkSubmitted) without ever making a
+// second job where the provider cannot tell.
+func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
+	hook, err := r.pendingWebhook(ctx, g.ID, "")
+	if err != nil {
+		return 0, err
+	}
+	if hook.upto > 0 {
+		// A trusted delivery bound to this generation by its key names
+		// the job its submit made. Rebuild it for the generation's own
+		// model and confirm it with one Status call before binding it
+		// (the deliveries stay stored until that succeeds). A job the
+		// provider does not show us is not ours: the next one is tried.
+		rb, _ := provider.As[provider.JobRebuilder](p)
+		for _, id := range hook.jobs {
+			if rb == nil {
+				break
+			}
+			job, err := rb.RebuildJob(m, id)
+			if err != nil {
+				continue
+			}
+			st, err := p.Status(ctx, job)
+			var perm *provider.PermanentError
+			if errors.Is(err, provider.ErrNotFound) || errors.As(err, &perm) {
+				r.cfg.Logger.Warn("runner: webhook names a job the provider does not confirm", "generation", g.ID, "job", id, "err", err)
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+				return 0, err
+			}
+			return r.observe(ctx, p, m, g, job, st, hook)
+		}
+		// Nothing here binds a job: the deliveries are spent.
+		if err := r.consume(ctx, g.ID, hook); err != nil {
+			return 0, err
+		}
+	}
+	found, ok, err := p.Find(ctx, g.ID)
+	switch {
+	case err == nil && ok:
+		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}); err != nil {
+			return 0, err
+		}
+		return 0, nil
+	case err == nil:
+		return r.submit(ctx, p, m, g) // the provider says there is none
+	case !errors.Is(err, provider.ErrUnsupported):
+		return 0, err
+	}
+	if dr, risky := provider.As[provider.DuplicateRisk](p); !risky || !dr.ResubmitMayDuplicate() {
+		return r.submit(ctx, p, m, g) // idempotent submit: safe to repeat
+	}
+	// Resubmitting could run (and bill) the job twice: wait for the
+	// provider's webhook to name it, within reason.
+	waited := r.s.cfg.Now().Sub(g.UpdatedAt)
+	limit := 4*m.ExpectedDuration + time.Minute
+	if waited >= limit {
+		return 0, &provider.PermanentError{Message: fmt.Sprintf("%s did not confirm the submit and cannot be asked; not resubmitted, to avoid a duplicate paid job", p.Name())}
+	}
+	return min(limit-waited, 30*time.Second), nil
+}
+
+// nextPoll spaces status checks by the model's expected duration:
+// adaptive backoff without webhooks, a slow safety poll with them.
+func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, st provider.Status, checks int64, submittedAt time.Time) time.Duration {
+	progressed := st.Progress > g.Progress+0.005 || (g.Status == StatusQueued && st.State == provider.StateRunning)
+	return provider.NextPoll(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), int(checks), progressed, r.webhooks(p), provider.Jitter(0.1))
+}
+
+// markSubmitting records that the provider is about to be called, unless
+// the owner already has the in-flight maximum at the provider: both are
+// decided in one transaction, so concurrent steps never exceed the cap.
+// held is the owner's count in flight when the cap holds it back, else -1.
+// The same transaction renews the step's lease (claim: the claim's
+// attempts): the provider is called only by the claim holding the row.
+func (r *Runner) markSubmitting(ctx context.Context, g *Generation, claim int64) (held int64, err error) {
+	limit := 0
+	if r.cfg.MaxInFlight != nil {
+		limit = r.cfg.MaxInFlight(g.Owner)
+	}
+	now := r.s.cfg.Now()
+	gone := false
+	lost := false
+	err = r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		held, gone, lost = -1, false, false
+		ok, err := tx.RenewLease(ctx, g.ID, r.id, claim, now.Add(r.cfg.Lease))
+		if err != nil || !ok {
+			lost = err == nil
+			return err
+		}
+		if limit > 0 {
+			if err := tx.LockOwner(ctx, g.Owner); err != nil {
+				return err
+			}
+			n, err := tx.CountInFlight(ctx, g.Owner)
+			if err != nil {
+				return err
+			}
+			if n >= int64(limit) {
+				held = n
+				return nil
+			}
+		}
+		c := change(g.ID, EventSubmit, "")
+		c.At = now
+		ok, err = tx.Apply(ctx, c)
+		gone = err == nil && !ok // an outcome, not a failed write
+		return err
+	})
+	switch {
+	case err == nil && lost:
+		err = errLeaseLost
+	case err == nil && gone:
+		err = errNoLongerQueued
+	}
+	return held, err
+}
+
+var errNoLongerQueued = errors.New("no longer queued")
+
+// holdOverCap keeps a generation queued while its owner has the maximum in
+// flight, and says when to look again.
+func (r *Runner) holdOverCap(ctx context.Context, g *Generation, n int64, err error) (time.Duration, error) {
+	if err != nil {
+		return 0, err
+	}
+	c := change(g.ID, EventProgress, StatusQueued)
+	r.s.cfg.Metrics.InFlightHold()
+	c.Message = fmt.Sprintf("%d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
+	_, err = r.s.apply(ctx, c)
+	// The end of one of the owner's generations wakes this one; the long
+	// fallback only covers an end seen by another process.
+	return time.Minute, err
+}
+
+func (r *Runner) cancelUnsubmitted(ctx context.Context, g *Generation) (time.Duration, error) {
+	_, _, err := r.s.cancel(ctx, g.ID)
+	return -1, err
+}
+
+func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Model, g *Generation) (time.Duration, error) {
+	req := provider.Request{
+		IdempotencyKey:  g.ID,
+		Model:           m,
+		Prompt:          g.Prompt,
+		NegativePrompt:  g.Params.NegativePrompt,
+		AspectRatio:     g.Params.AspectRatio,
+		DurationSeconds: g.Params.DurationSeconds,
+		Deadline:        g.CreatedAt.Add(r.lifetime(g.Kind)),
+	}
+	if g.Params.Seed != nil {
+		req.Seed = *g.Params.Seed
+	}
+	if in := g.Params.InputImage; in != nil {
+		url, _, err := r.s.Link(ctx, *in)
+		if err != nil {
+			return 0, err
+		}
+		key := in.Key
+		req.InputImage = &provider.Input{MimeType: in.MimeType, URL: url, Open: func(ctx context.Context) (io.ReadCloser, error) {
+			rc, _, err := r.s.cfg.Blobs.Open(ctx, key)
+			return rc, err
+		}}
+	}
+	if r.webhooks(p) {
+		req.WebhookURL = r.cfg.WebhookBase + "/webhooks/" + p.Name()
+	}
+	job, err := p.Submit(ctx, req)
+	if errors.Is(err, provider.ErrNotCreated) {
+		// Surely no job: the next attempt may submit afresh.
+		if rerr := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error { return tx.ResetSubmitting(ctx, g.ID) }); rerr != nil {
+			return 0, rerr
+		}
+		return 0, err
+	}
+	if err != nil {
+		return 0, err // outcome unknown: the next step reconciles
+	}
+	st := provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}
+	if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+		return 0, err
+	}
+	r.noteSubmitted(g, p.Name(), job.ID)
+	// Look once right away: fast providers (the local one at latency 0)
+	// are often done already.
+	st, err = p.Status(ctx, job)
+	if err != nil {
+		return r.nextPoll(p, m, g, st, 1, r.s.cfg.Now()), nil
+	}
+	return r.observe(ctx, p, m, g, job, st, hook{})
+}
+
+func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {
+	jb, _ := json.Marshal(job)
+	c := change(id, EventSubmitted, activeStatus(st.State))
+	c.Job, c.JobID, c.Message, c.Progress = string(jb), job.ID, st.Message, st.Progress
+	_, err := r.s.apply(ctx, c)
+	return err
+}
+
+// observe records a provider status and decides when to look again. The
+// webhook deliveries h folded (if any) are consumed in the same
+// transaction as the change they cause.
+func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Model, g *Generation, job provider.Job, st provider.Status, h hook) (time.Duration, error) {
+	switch st.State {
+	case provider.StateCompleted:
+		if g.CancelRequested {
+			// The job finished before the cancel landed: it completes.
+			st.Message = "completed before the cancel request reached the provider"
+		}
+		outs, err := r.copyOutputs(ctx, p, g, job, st.Outputs)
+		if err != nil {
+			return 0, err
+		}
+		ob, _ := json.Marshal(outs)
+		msg := st.Message
+		if msg == "" || !strings.Contains(msg, "before the cancel") {
+			msg = fmt.Sprintf("completed: %d output(s)", len(outs))
+		}
+		c := change(g.ID, EventComplete, "")
+		c.Message, c.Outputs = msg, string(ob)
+		_, err = r.apply(ctx, c, h)
+		return -1, err
+	case provider.StateFailed:
+		msg := st.Error
+		if msg == "" {
+			msg = "the provider reported a failure without a message"
+		}
+		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
+		return -1, nil
+	case provider.StateCancelled:
+		c := change(g.ID, EventCancelled, "")
+		c.Message = "cancelled by the provider at our request"
+		_, err := r.apply(ctx, c, h)
+		return -1, err
+	}
+	status := activeStatus(st.State)
+	msg := st.Message
+	if msg == "" {
+		msg = string(status)
+	}
+	c := change(g.ID, EventProgress, status)
+	c.Message, c.Progress = msg, st.Progress
+	after, err := r.apply(ctx, c, h)
+	if err != nil {
+		return 0, err
+	}
+	if after.Status != g.Status {
+		r.s.noteStatus(after, string(after.Status))
+	}
+	return r.nextPoll(p, m, g, st, after.Checks, after.SubmittedAt), nil
+}
