@@ -287,41 +287,9 @@ func (r *Runner) step(ctx context.Context, row Row) {
 	if hold.lost() || errors.Is(err, errLeaseLost) {
 		return // another claim holds the row now: its step decides
 	}
-	var se *storageError
-	if errors.As(err, &se) {
-		next, err = r.storageOutage(ctx, g, se)
-		if next < 0 {
-			return
-		}
-	} else {
-		r.mu.Lock()
-		delete(r.storageDown, g.ID)
-		r.mu.Unlock()
-	}
-	if err != nil {
-		var perm *provider.PermanentError
-		if errors.As(err, &perm) {
-			r.fail(ctx, g.ID, ErrorProvider, perm.Message)
-			return
-		}
-		r.mu.Lock()
-		r.fails[g.ID]++
-		n := r.fails[g.ID]
-		r.mu.Unlock()
-		r.cfg.Logger.Warn("runner: step failed", "generation", g.ID, "attempt", n, "err", err)
-		if n >= r.cfg.MaxAttempts {
-			r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("gave up after %d attempts: %v", n, err))
-			return
-		}
-		next = backoff(n)
-		var re *provider.RetryableError
-		if errors.As(err, &re) && re.After > next {
-			next = re.After
-		}
-	} else {
-		r.mu.Lock()
-		delete(r.fails, g.ID)
-		r.mu.Unlock()
+	next, ended := r.settle(ctx, g, next, err)
+	if ended {
+		return
 	}
 	if next < 0 {
 		r.wakeOwner(ctx, g.Owner)
@@ -331,17 +299,69 @@ func (r *Runner) step(ctx context.Context, row Row) {
 		r.abandon(ctx, g, ErrorProvider, r.lifetimeMessage(g, row))
 		return
 	}
-	// A delivery stored while we stepped found the row leased, so its
-	// wake-up did nothing: the reschedule looks again at once. Deciding
-	// this inside the reschedule's transaction leaves no moment when the
-	// row looks idle with a delivery unseen.
 	// The reschedule hands the lease back: no renewal may race it.
 	if hold.stop(); hold.lost() {
 		return
 	}
-	// A database that refuses writes (down, restarting) is retried with
-	// backoff while the lease lasts, so the row is not stuck leased (up
-	// to a whole lease) once it is back.
+	if r.reschedule(ctx, g, row, seen, next, hold.until) {
+		r.Kick() // the loop recomputes its next wake-up
+	}
+}
+
+// settle takes the outcome of advance: a storage failure waits for
+// storage, a provider's permanent error fails the generation, another
+// error counts an attempt (failing it after MaxAttempts) and backs off.
+// It returns when to look again; ended: the generation was ended here.
+func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, err error) (_ time.Duration, ended bool) {
+	var se *storageError
+	if errors.As(err, &se) {
+		next, err = r.storageOutage(ctx, g, se)
+		if next < 0 {
+			return next, true
+		}
+	} else {
+		r.mu.Lock()
+		delete(r.storageDown, g.ID)
+		r.mu.Unlock()
+	}
+	if err == nil {
+		r.mu.Lock()
+		delete(r.fails, g.ID)
+		r.mu.Unlock()
+		return next, false
+	}
+	var perm *provider.PermanentError
+	if errors.As(err, &perm) {
+		r.fail(ctx, g.ID, ErrorProvider, perm.Message)
+		return -1, true
+	}
+	r.mu.Lock()
+	r.fails[g.ID]++
+	n := r.fails[g.ID]
+	r.mu.Unlock()
+	r.cfg.Logger.Warn("runner: step failed", "generation", g.ID, "attempt", n, "err", err)
+	if n >= r.cfg.MaxAttempts {
+		r.fail(ctx, g.ID, ErrorInternal, fmt.Sprintf("gave up after %d attempts: %v", n, err))
+		return -1, true
+	}
+	next = backoff(n)
+	var re *provider.RetryableError
+	if errors.As(err, &re) && re.After > next {
+		next = re.After
+	}
+	return next, false
+}
+
+// reschedule hands the row back, due in next, and reports whether it
+// did. A delivery stored while we stepped (newer than seen) found the
+// row leased, so its wake-up did nothing: the reschedule looks again at
+// once. Deciding this inside the reschedule's transaction leaves no
+// moment when the row looks idle with a delivery unseen.
+//
+// A database that refuses writes (down, restarting) is retried with
+// backoff while the lease lasts (until), so the row is not stuck leased
+// (up to a whole lease) once it is back.
+func (r *Runner) reschedule(ctx context.Context, g *Generation, row Row, seen int64, next time.Duration, until time.Time) bool {
 	for wait := outageFirstWait; ; wait = min(2*wait, outageMaxWait) {
 		now := r.s.cfg.Now()
 		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
@@ -356,25 +376,24 @@ func (r *Runner) step(ctx context.Context, row Row) {
 			return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
 		})
 		if err == nil {
-			break
+			return true
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
-		if !now.Add(wait).Before(hold.until) {
+		if !now.Add(wait).Before(until) {
 			// The lease runs out and the row is claimed again then.
 			r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
-			return
+			return false
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return false
 		case <-t.C:
 		}
 	}
-	r.Kick() // the loop recomputes its next wake-up
 }
 
 // lifetime is the maximum lifetime of a generation of kind k.
