@@ -434,139 +434,164 @@ func abs(v int) int {
 }
 
 // pngColors checks the depth and colour type (and their PLTE and tRNS
-// chunks, as image/png does) and returns the pixel reader.
+// chunks, as image/png does) and returns the pixel reader and the
+// channels a pixel has.
 func pngColors(depth int, ct byte, plte, trns []byte) (pngColor, int, error) {
-	be16 := func(b []byte) uint32 { return uint32(b[0])<<8 | uint32(b[1]) }
-	low := func(row []byte, x int) byte { // a sub-byte sample, scaled to 8 bits
-		shift := 8 - depth - (x*depth)%8
-		v := row[x*depth/8] >> shift & (1<<depth - 1)
-		return v * (0xff / (1<<depth - 1))
-	}
 	if plte != nil && ct != ctPaletted && ct != ctTrue && ct != ctTrueAlpha {
 		return nil, 0, errPNG
 	}
 	switch ct {
 	case ctGray:
-		if trns != nil && len(trns) != 2 {
-			return nil, 0, errPNG
-		}
-		switch depth {
-		case 1, 2, 4, 8:
-			ty, useT := byte(0), trns != nil
-			if useT {
-				ty = trns[1] * (0xff / (1<<depth - 1))
-			}
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				var y byte
-				if depth < 8 {
-					y = low(row, x)
-				} else {
-					y = row[x]
-				}
-				if useT && y == ty {
-					return 0, 0, 0
-				}
-				v, _, _, _ := color.Gray{y}.RGBA()
-				return v, v, v
-			}, 1, nil
-		case 16:
-			useT := trns != nil
-			var ty uint32
-			if useT {
-				ty = be16(trns)
-			}
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				y := be16(row[2*x:])
-				if useT && y == ty {
-					return 0, 0, 0
-				}
-				return y, y, y
-			}, 1, nil
-		}
+		px, err := grayColors(depth, trns)
+		return px, 1, err
 	case ctTrue:
-		if trns != nil && len(trns) != 6 {
-			return nil, 0, errPNG
-		}
-		useT := trns != nil
-		switch depth {
-		case 8:
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				p := row[3*x:]
-				if useT && p[0] == trns[1] && p[1] == trns[3] && p[2] == trns[5] {
-					return 0, 0, 0
-				}
-				r, g, b, _ := color.RGBA{p[0], p[1], p[2], 0xff}.RGBA()
-				return r, g, b
-			}, 3, nil
-		case 16:
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				p := row[6*x:]
-				r, g, b := be16(p), be16(p[2:]), be16(p[4:])
-				if useT && r == be16(trns) && g == be16(trns[2:]) && b == be16(trns[4:]) {
-					return 0, 0, 0
-				}
-				return r, g, b
-			}, 3, nil
-		}
+		px, err := trueColors(depth, trns)
+		return px, 3, err
 	case ctPaletted:
-		if depth != 1 && depth != 2 && depth != 4 && depth != 8 {
-			return nil, 0, errPNG
-		}
-		np := len(plte) / 3
-		if plte == nil || len(plte)%3 != 0 || np == 0 || np > 1<<depth || len(trns) > 256 {
-			return nil, 0, errPNG
-		}
-		var pal [256][3]uint32 // beyond the palette: opaque black, as image/png
-		for i := range pal {
-			col := color.Color(color.RGBA{0, 0, 0, 0xff})
-			if i < np {
-				col = color.RGBA{plte[3*i], plte[3*i+1], plte[3*i+2], 0xff}
-			}
-			if i < len(trns) {
-				rgba := col.(color.RGBA)
-				col = color.NRGBA{rgba.R, rgba.G, rgba.B, trns[i]}
-			}
-			pal[i][0], pal[i][1], pal[i][2], _ = col.RGBA()
+		px, err := paletteColors(depth, plte, trns)
+		return px, 1, err
+	case ctGrayAlpha, ctTrueAlpha:
+		return alphaColors(depth, ct == ctGrayAlpha, trns)
+	}
+	return nil, 0, errPNG
+}
+
+func be16(b []byte) uint32 { return uint32(b[0])<<8 | uint32(b[1]) }
+
+// grayColors reads greyscale pixels; tRNS names one transparent grey.
+func grayColors(depth int, trns []byte) (pngColor, error) {
+	if trns != nil && len(trns) != 2 {
+		return nil, errPNG
+	}
+	useT := trns != nil
+	switch depth {
+	case 1, 2, 4, 8:
+		scale := byte(0xff / (1<<depth - 1)) // a sub-byte sample, scaled to 8 bits
+		var ty byte
+		if useT {
+			ty = trns[1] * scale
 		}
 		return func(row []byte, x int) (uint32, uint32, uint32) {
-			if depth == 8 {
-				return pal[row[x]][0], pal[row[x]][1], pal[row[x]][2]
+			var y byte
+			if depth < 8 {
+				shift := 8 - depth - (x*depth)%8
+				y = row[x*depth/8] >> shift & (1<<depth - 1) * scale
+			} else {
+				y = row[x]
 			}
-			shift := 8 - depth - (x*depth)%8
-			i := row[x*depth/8] >> shift & (1<<depth - 1)
-			return pal[i][0], pal[i][1], pal[i][2]
-		}, 1, nil
-	case ctGrayAlpha, ctTrueAlpha:
-		if trns != nil {
-			return nil, 0, errPNG
+			if useT && y == ty {
+				return 0, 0, 0
+			}
+			v, _, _, _ := color.Gray{y}.RGBA()
+			return v, v, v
+		}, nil
+	case 16:
+		var ty uint32
+		if useT {
+			ty = be16(trns)
 		}
-		gray := ct == ctGrayAlpha
-		ch := 4
-		if gray {
-			ch = 2
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			y := be16(row[2*x:])
+			if useT && y == ty {
+				return 0, 0, 0
+			}
+			return y, y, y
+		}, nil
+	}
+	return nil, errPNG
+}
+
+// trueColors reads RGB pixels; tRNS names one transparent colour.
+func trueColors(depth int, trns []byte) (pngColor, error) {
+	if trns != nil && len(trns) != 6 {
+		return nil, errPNG
+	}
+	useT := trns != nil
+	switch depth {
+	case 8:
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			p := row[3*x:]
+			if useT && p[0] == trns[1] && p[1] == trns[3] && p[2] == trns[5] {
+				return 0, 0, 0
+			}
+			r, g, b, _ := color.RGBA{p[0], p[1], p[2], 0xff}.RGBA()
+			return r, g, b
+		}, nil
+	case 16:
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			p := row[6*x:]
+			r, g, b := be16(p), be16(p[2:]), be16(p[4:])
+			if useT && r == be16(trns) && g == be16(trns[2:]) && b == be16(trns[4:]) {
+				return 0, 0, 0
+			}
+			return r, g, b
+		}, nil
+	}
+	return nil, errPNG
+}
+
+// paletteColors reads palette indices; tRNS holds the entries' alphas.
+func paletteColors(depth int, plte, trns []byte) (pngColor, error) {
+	if depth != 1 && depth != 2 && depth != 4 && depth != 8 {
+		return nil, errPNG
+	}
+	np := len(plte) / 3
+	if plte == nil || len(plte)%3 != 0 || np == 0 || np > 1<<depth || len(trns) > 256 {
+		return nil, errPNG
+	}
+	var pal [256][3]uint32 // beyond the palette: opaque black, as image/png
+	for i := range pal {
+		col := color.Color(color.RGBA{0, 0, 0, 0xff})
+		if i < np {
+			col = color.RGBA{plte[3*i], plte[3*i+1], plte[3*i+2], 0xff}
 		}
-		switch depth {
-		case 8:
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				p := row[ch*x:]
-				c := color.NRGBA{p[0], p[0], p[0], p[1]}
-				if !gray {
-					c = color.NRGBA{p[0], p[1], p[2], p[3]}
-				}
-				r, g, b, _ := c.RGBA()
-				return r, g, b
-			}, ch, nil
-		case 16:
-			return func(row []byte, x int) (uint32, uint32, uint32) {
-				p := row[2*ch*x:]
-				c := color.NRGBA64{uint16(be16(p)), uint16(be16(p)), uint16(be16(p)), uint16(be16(p[2:]))}
-				if !gray {
-					c = color.NRGBA64{uint16(be16(p)), uint16(be16(p[2:])), uint16(be16(p[4:])), uint16(be16(p[6:]))}
-				}
-				r, g, b, _ := c.RGBA()
-				return r, g, b
-			}, ch, nil
+		if i < len(trns) {
+			rgba := col.(color.RGBA)
+			col = color.NRGBA{rgba.R, rgba.G, rgba.B, trns[i]}
 		}
+		pal[i][0], pal[i][1], pal[i][2], _ = col.RGBA()
+	}
+	return func(row []byte, x int) (uint32, uint32, uint32) {
+		if depth == 8 {
+			return pal[row[x]][0], pal[row[x]][1], pal[row[x]][2]
+		}
+		shift := 8 - depth - (x*depth)%8
+		i := row[x*depth/8] >> shift & (1<<depth - 1)
+		return pal[i][0], pal[i][1], pal[i][2]
+	}, nil
+}
+
+// alphaColors reads grey or RGB pixels with alpha (no tRNS allowed), and
+// returns their channels.
+func alphaColors(depth int, gray bool, trns []byte) (pngColor, int, error) {
+	if trns != nil {
+		return nil, 0, errPNG
+	}
+	ch := 4
+	if gray {
+		ch = 2
+	}
+	switch depth {
+	case 8:
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			p := row[ch*x:]
+			c := color.NRGBA{p[0], p[0], p[0], p[1]}
+			if !gray {
+				c = color.NRGBA{p[0], p[1], p[2], p[3]}
+			}
+			r, g, b, _ := c.RGBA()
+			return r, g, b
+		}, ch, nil
+	case 16:
+		return func(row []byte, x int) (uint32, uint32, uint32) {
+			p := row[2*ch*x:]
+			c := color.NRGBA64{uint16(be16(p)), uint16(be16(p)), uint16(be16(p)), uint16(be16(p[2:]))}
+			if !gray {
+				c = color.NRGBA64{uint16(be16(p)), uint16(be16(p[2:])), uint16(be16(p[4:])), uint16(be16(p[6:]))}
+			}
+			r, g, b, _ := c.RGBA()
+			return r, g, b
+		}, ch, nil
 	}
 	return nil, 0, errPNG
 }
