@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -205,7 +205,7 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 	case errors.Is(err, generation.ErrOutputGone):
 		return nil, gone
 	case errors.As(err, &refused):
-		return nil, limit.RPCError(refused.RetryAfter)
+		return nil, ratelimited.RPCError(refused.RetryAfter)
 	case err != nil:
 		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
 	}

@@ -16,8 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -216,7 +216,7 @@ func fail(err error, id string) (*mcp.CallToolResult, error) {
 	case errors.As(err, &ie):
 		return toolError("%s", ie.Msg), nil
 	case errors.As(err, &re):
-		return nil, limit.RPCError(re.RetryAfter)
+		return nil, ratelimited.RPCError(re.RetryAfter)
 	case errors.Is(err, generation.ErrNotFound):
 		return toolError("no generation with id %q: check the generationId returned by generate, or call list_generations", id), nil
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -219,7 +219,7 @@ func argsDigest(req *mcp.CallToolRequest) string {
 }
 
 // rateRefusal answers a creation over the caller's create rate as the
-// admission's bucket does (limit.WriteHTTP): HTTP 429 with Retry-After and
+// admission's bucket does (ratelimited.WriteHTTP): HTTP 429 with Retry-After and
 // JSON-RPC error -31429 with data.retryAfterMs. Other errors pass as they
 // are.
 func rateRefusal(err error) error {
@@ -228,6 +228,6 @@ func rateRefusal(err error) error {
 		return err
 	}
 	d := re.RetryAfter
-	return &tasks.RPCError{Code: limit.CodeRateLimited, Message: limit.Message(d), Data: limit.ErrorData{RetryAfterMs: limit.RetryAfterMs(d)},
-		HTTPStatus: http.StatusTooManyRequests, RetryAfter: limit.RetryAfterHeader(d)}
+	return &tasks.RPCError{Code: ratelimited.Code, Message: ratelimited.Message(d), Data: ratelimited.ErrorData{RetryAfterMs: ratelimited.RetryAfterMs(d)},
+		HTTPStatus: http.StatusTooManyRequests, RetryAfter: ratelimited.RetryAfterHeader(d)}
 }

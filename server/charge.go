@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -120,7 +121,7 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				if r.ContentLength <= keptBodyMax {
 					_, _ = io.Copy(io.Discard, r.Body) // read, not parsed: the connection is kept
 				}
-				limit.WriteHTTP(w, nil, wait) // the id is in the body, unread
+				ratelimited.WriteHTTP(w, nil, wait) // the id is in the body, unread
 				return
 			}
 		}
@@ -133,7 +134,7 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 		if c != nil {
 			p, _ := auth.FromContext(r.Context())
 			if ok, wait := charge(c, Owner(r.Context()), p.Limits, env.Messages(), len(env.Body), toolClass); !ok {
-				limit.WriteHTTP(w, env.ID, wait) // a batch's id is null
+				ratelimited.WriteHTTP(w, env.ID, wait) // a batch's id is null
 				return
 			}
 		}
@@ -250,11 +251,11 @@ func ListenSlots(c *limit.Classes) func(ctx context.Context, owner string) (func
 			return release, nil
 		}
 		return nil, &tasks.RPCError{
-			Code:       limit.CodeRateLimited,
+			Code:       ratelimited.Code,
 			Message:    "too many open subscriptions/listen streams (at most " + strconv.Itoa(c.Listens.Max()) + " per caller): close one, or listen on several tasks in one",
-			Data:       limit.ErrorData{RetryAfterMs: limit.RetryAfterMs(listenRetry)},
+			Data:       ratelimited.ErrorData{RetryAfterMs: ratelimited.RetryAfterMs(listenRetry)},
 			HTTPStatus: http.StatusTooManyRequests,
-			RetryAfter: limit.RetryAfterHeader(listenRetry),
+			RetryAfter: ratelimited.RetryAfterHeader(listenRetry),
 		}
 	}
 }

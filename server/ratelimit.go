@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 )
@@ -46,6 +47,6 @@ func (g guessGuard) throttle(w http.ResponseWriter, r *http.Request) bool {
 	if ok {
 		return false
 	}
-	limit.WriteHTTP(w, nil, d)
+	ratelimited.WriteHTTP(w, nil, d)
 	return true
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -59,7 +60,7 @@ func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return msg, nil
 		}
 		if req.IsCall() {
-			if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: limit.RPCError(wait)}); err != nil {
+			if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: ratelimited.RPCError(wait)}); err != nil {
 				return nil, err
 			}
 		}

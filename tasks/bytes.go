@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -120,8 +120,8 @@ func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json
 	release, err := d.opts.Bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
 	var refused *outbytes.Refused
 	if errors.As(err, &refused) {
-		tell(w, limit.CodeRateLimited, false)
-		limit.WriteHTTP(w, id, refused.RetryAfter)
+		tell(w, ratelimited.Code, false)
+		ratelimited.WriteHTTP(w, id, refused.RetryAfter)
 		return true
 	}
 	defer release()

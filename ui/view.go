@@ -11,8 +11,8 @@ import (
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -139,7 +139,7 @@ func (v *viewer) bytes(ctx context.Context, g *generation.Generation, n int) (mc
 	var refused *outbytes.Refused
 	switch {
 	case errors.As(err, &refused):
-		return nil, nil, limit.RPCError(refused.RetryAfter)
+		return nil, nil, ratelimited.RPCError(refused.RetryAfter)
 	case errors.Is(err, outbytes.ErrMismatch):
 		return nil, nil, fmt.Errorf("output %d of %s: %w", n, g.ID, err)
 	case err != nil:

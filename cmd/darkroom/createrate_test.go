@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 )
 
 // TestCreateRateExactAcrossReplicas: one caller sends 50 generates at once
@@ -104,14 +104,14 @@ func TestCreateRateExactAcrossReplicas(t *testing.T) {
 					Error *struct {
 						Code    int64 `json:"code"`
 						Message string
-						Data    limit.ErrorData
+						Data    ratelimited.ErrorData
 					} `json:"error"`
 				}
 				_ = json.Unmarshal(a.body, &env)
 				switch {
 				case a.status == 200 && env.Result.ResultType == "task":
 					accepted++
-				case a.status == 429 && env.Error != nil && env.Error.Code == limit.CodeRateLimited && env.Error.Data.RetryAfterMs > 0 &&
+				case a.status == 429 && env.Error != nil && env.Error.Code == ratelimited.Code && env.Error.Data.RetryAfterMs > 0 &&
 					strings.HasPrefix(env.Error.Message, "rate limit exceeded: retry after ") && retryAfterSecs(a.retryAfter) >= 1:
 				default:
 					t.Fatalf("request %d: HTTP %d Retry-After %q %s; want a task or today's create-rate refusal", i, a.status, a.retryAfter, a.body)
@@ -120,7 +120,7 @@ func TestCreateRateExactAcrossReplicas(t *testing.T) {
 			// A legacy generate: go-sdk answers the transaction's refusal with
 			// the same error in a 200 (or the flood guard, once spent, a 429).
 			status, body := postAs(t, base, "secret-rate-0001", rawPost{body: genLegacy(99)})
-			if (status != 200 && status != 429) || !strings.Contains(string(body), fmt.Sprint(limit.CodeRateLimited)) || !strings.Contains(string(body), "retryAfterMs") {
+			if (status != 200 && status != 429) || !strings.Contains(string(body), fmt.Sprint(ratelimited.Code)) || !strings.Contains(string(body), "retryAfterMs") {
 				t.Fatalf("legacy generate over the rate: HTTP %d %s", status, body)
 			}
 			gens, _, err := servers[0].app.svc.List(context.Background(), owner, "", "", 100)

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
-	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -155,7 +155,7 @@ func TestGenerateMeetsTheCreateLimitOnEveryRoute(t *testing.T) {
 			for j, p := range r.posts {
 				status, body := postAs(t, s.url, fmt.Sprintf("secret-route-%04d", i), p)
 				if p.status == refusedInTx {
-					if status != 200 || !strings.Contains(string(body), fmt.Sprint(limit.CodeRateLimited)) || !strings.Contains(string(body), "retryAfterMs") {
+					if status != 200 || !strings.Contains(string(body), fmt.Sprint(ratelimited.Code)) || !strings.Contains(string(body), "retryAfterMs") {
 						t.Fatalf("post %d: HTTP %d %s, want 200 with the -31429 error", j, status, body)
 					}
 					continue
@@ -163,7 +163,7 @@ func TestGenerateMeetsTheCreateLimitOnEveryRoute(t *testing.T) {
 				if p.status != 0 && status != p.status {
 					t.Fatalf("post %d: HTTP %d %s, want %d", j, status, body, p.status)
 				}
-				if status == 429 && !strings.Contains(string(body), fmt.Sprint(limit.CodeRateLimited)) {
+				if status == 429 && !strings.Contains(string(body), fmt.Sprint(ratelimited.Code)) {
 					t.Fatalf("post %d: 429 without the -31429 error: %s", j, body)
 				}
 			}
@@ -259,7 +259,7 @@ func TestStdioMeetsTheSameLimits(t *testing.T) {
 func assertRateLimited(t *testing.T, what string, err error) {
 	t.Helper()
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != limit.CodeRateLimited || !strings.Contains(string(je.Data), "retryAfterMs") {
+	if !errors.As(err, &je) || je.Code != ratelimited.Code || !strings.Contains(string(je.Data), "retryAfterMs") {
 		t.Fatalf("%s: %v, want the -31429 error with retryAfterMs", what, err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 )
 
 // TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
@@ -268,7 +270,7 @@ func PreAuthMiddleware(c Class, proxies TrustedProxies) func(http.Handler) http.
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if ok, d := c.Allow(IPKey(proxies.ClientIP(r)), c.Rate, c.Burst); !ok {
-				WriteHTTP(w, nil, d)
+				ratelimited.WriteHTTP(w, nil, d)
 				return
 			}
 			next.ServeHTTP(w, r)

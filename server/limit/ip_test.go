@@ -1,11 +1,15 @@
 package limit
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 )
 
 func TestParseTrustedProxies(t *testing.T) {
@@ -187,4 +191,57 @@ func FuzzClientIP(f *testing.F) {
 			t.Fatalf("ClientIP = %q, not an address", got)
 		}
 	})
+}
+
+func TestIPKey(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"203.0.113.9", "203.0.113.9"},
+		{"::ffff:203.0.113.9", "203.0.113.9"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2::ffff", "2001:db8:1:2::/64"},
+		{"@", "@"},
+	}
+	for _, tt := range tests {
+		if got := IPKey(tt.in); got != tt.want {
+			t.Errorf("IPKey(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestPreAuthMiddleware(t *testing.T) {
+	clk := newClock()
+	c := Class{Limiter: New(Options{Now: clk.Now}), Rate: 1, Burst: 2}
+	h := PreAuthMiddleware(c, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	do := func(remote string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		r.RemoteAddr = remote
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	for range 2 {
+		if rec := do("[2001:db8::1]:1"); rec.Code != 204 {
+			t.Fatalf("within burst: %d", rec.Code)
+		}
+	}
+	// Same /64, other address: same bucket.
+	rec := do("[2001:db8::2]:1")
+	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("over limit: %d %v", rec.Code, rec.Header())
+	}
+	var body struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code int                   `json:"code"`
+			Data ratelimited.ErrorData `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || string(body.ID) != "null" || body.Error.Code != ratelimited.Code || body.Error.Data.RetryAfterMs != 1000 {
+		t.Errorf("body %s: %v", rec.Body, err)
+	}
+	if rec := do("203.0.113.9:1"); rec.Code != 204 {
+		t.Errorf("other client limited: %d", rec.Code)
+	}
 }

@@ -1,4 +1,4 @@
-package limit
+package ratelimited
 
 import (
 	"encoding/json"
@@ -9,13 +9,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// CodeRateLimited is darkroom's JSON-RPC error code for "rate limit exceeded".
+// Code is darkroom's JSON-RPC error code for "rate limit exceeded".
 //
 // It lies outside every range the MCP 2026-07-28 revision reserves:
 // -32700 and -32600..-32603 (JSON-RPC standard), -32000..-32019 (legacy
 // implementation-defined) and -32020..-32099 (spec-only). The digits echo HTTP
 // 429. The error's data carries {"retryAfterMs": N}.
-const CodeRateLimited = -31429
+const Code = -31429
 
 // ErrorData is the data member of a rate-limit error.
 type ErrorData struct {
@@ -58,7 +58,7 @@ func ceilDiv(d, unit time.Duration) int64 {
 // {"code": -31429, "message": "...", "data": {"retryAfterMs": N}}.
 func RPCError(d time.Duration) *jsonrpc.Error {
 	data, _ := json.Marshal(ErrorData{RetryAfterMs: RetryAfterMs(d)})
-	return &jsonrpc.Error{Code: CodeRateLimited, Message: Message(d), Data: data}
+	return &jsonrpc.Error{Code: Code, Message: Message(d), Data: data}
 }
 
 // WriteHTTP answers an over-limit HTTP request: status 429, Retry-After, and

@@ -1,4 +1,4 @@
-package limit
+package ratelimited
 
 import (
 	"encoding/json"
@@ -49,7 +49,7 @@ func TestRPCErrorShape(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", b, want)
 	}
 	// Outside every reserved range.
-	if c := CodeRateLimited; c >= -32768 && c <= -32000 {
+	if c := Code; c >= -32768 && c <= -32000 {
 		t.Errorf("code %d is in the reserved JSON-RPC range", c)
 	}
 }
@@ -73,58 +73,5 @@ func TestWriteHTTP(t *testing.T) {
 		if got := rec.Body.String(); got != tt.want+"\n" {
 			t.Errorf("id %s: body\n got %s\nwant %s", tt.id, got, tt.want)
 		}
-	}
-}
-
-func TestIPKey(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"203.0.113.9", "203.0.113.9"},
-		{"::ffff:203.0.113.9", "203.0.113.9"},
-		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
-		{"2001:db8:1:2::ffff", "2001:db8:1:2::/64"},
-		{"@", "@"},
-	}
-	for _, tt := range tests {
-		if got := IPKey(tt.in); got != tt.want {
-			t.Errorf("IPKey(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
-func TestPreAuthMiddleware(t *testing.T) {
-	clk := newClock()
-	c := Class{Limiter: New(Options{Now: clk.Now}), Rate: 1, Burst: 2}
-	h := PreAuthMiddleware(c, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	do := func(remote string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/mcp", nil)
-		r.RemoteAddr = remote
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec
-	}
-	for range 2 {
-		if rec := do("[2001:db8::1]:1"); rec.Code != 204 {
-			t.Fatalf("within burst: %d", rec.Code)
-		}
-	}
-	// Same /64, other address: same bucket.
-	rec := do("[2001:db8::2]:1")
-	if rec.Code != 429 || rec.Header().Get("Retry-After") != "1" {
-		t.Fatalf("over limit: %d %v", rec.Code, rec.Header())
-	}
-	var body struct {
-		ID    json.RawMessage `json:"id"`
-		Error struct {
-			Code int       `json:"code"`
-			Data ErrorData `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || string(body.ID) != "null" || body.Error.Code != CodeRateLimited || body.Error.Data.RetryAfterMs != 1000 {
-		t.Errorf("body %s: %v", rec.Body, err)
-	}
-	if rec := do("203.0.113.9:1"); rec.Code != 204 {
-		t.Errorf("other client limited: %d", rec.Code)
 	}
 }
