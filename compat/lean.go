@@ -4,27 +4,22 @@ import (
 	"context"
 	"sync"
 
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// ReadHandler is a read-only poll tool's handler for a path that serves it
-// below go-sdk (tasks.Dispatcher.ServeRead). shared reports a result the
-// handler returns again, as the same pointer, for as long as what it
-// shows is unchanged: it is never modified, so its encoding may be kept.
-type ReadHandler = func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error)
 
 // Reads returns the read-only poll tools' handlers by name, answering as
 // the ones Register gives go-sdk do: they change nothing, so running one
 // and then letting go-sdk run it again is harmless. get_generation's
 // answer for an unchanged generation is shared (see resultMemo).
-func (t *Tools) Reads() map[string]ReadHandler {
-	fresh := func(h mcp.ToolHandler) ReadHandler {
+func (t *Tools) Reads() map[string]tasks.ReadHandler {
+	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
 			res, err := h(ctx, req)
 			return res, false, err
 		}
 	}
-	return map[string]ReadHandler{
+	return map[string]tasks.ReadHandler{
 		"get_generation":   t.readGeneration,
 		"list_generations": fresh(t.listGenerations),
 		"download_output":  fresh(t.downloadOutput),

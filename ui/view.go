@@ -14,6 +14,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -160,7 +161,7 @@ var errHidden = errors.New("view tool hidden from this client")
 // go-sdk (tasks.Dispatcher.ServeBytes): the same answer where go-sdk's
 // would come from the handler, an error (go-sdk's to answer) where the
 // middleware would hide the tool.
-func ReadHandler(cfg Config) func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+func ReadHandler(cfg Config) tasks.ReadHandler {
 	v := &viewer{cfg: cfg}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
 		if !Declared(req) {
