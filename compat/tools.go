@@ -34,9 +34,10 @@ type Config struct {
 	// MaxInputBytes caps an input image (default 10 MiB).
 	MaxInputBytes int64
 	// BeforeGenerate may take over generate: the tasks layer answers with a
-	// task (carried out as an error go-sdk's middleware turns into the
-	// CreateTaskResult), the approval gate asks for confirmation. It
-	// returns (nil, nil) to let the plain compatibility flow continue.
+	// task (tasks.Dispatcher.AnswerTask: the serving path sends the
+	// CreateTaskResult in place of the result returned), the approval gate
+	// asks for confirmation. It returns (nil, nil) to let the plain
+	// compatibility flow continue.
 	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
 	// ProgressEvery is the keep-alive of a wait whose request carries a
 	// progressToken: notifications/progress at least this often, and on

@@ -189,7 +189,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 			return compat.Result(ctx, g.Svc, gen, nil)
 		}
 	}
-	return nil, g.D.Created(ctx, task)
+	return g.D.AnswerTask(ctx, task)
 }
 
 // gateWithoutTasks asks for spend approval by MRTR when the client can

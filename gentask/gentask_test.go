@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,9 +114,14 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
 		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
 	cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
-	res, err := g.BeforeGenerate(ctx, req, "alice", cr, &compat.GenerateArgs{})
-	if res != nil || err == nil || err.Error() != "task created" {
-		t.Fatalf("BeforeGenerate = %+v, %v; want the created task", res, err)
+	// Served as go-sdk's path serves it: SDKMiddleware sends the task the
+	// handler left.
+	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		return g.BeforeGenerate(ctx, req, "alice", cr, &compat.GenerateArgs{})
+	})
+	res, err := serve(ctx, "tools/call", &mcp.CallToolRequest{})
+	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"resultType":"task"`) {
+		t.Fatalf("BeforeGenerate = %s, %v; want the created task", b, err)
 	}
 	gens, _, err := g.Svc.List(ctx, "alice", "", "", 10)
 	if err != nil || len(gens) != 1 {

@@ -37,6 +37,10 @@ type Set struct {
 	series        sync.Map
 	rateLimited   *prometheus.CounterVec
 	listenStreams *prometheus.GaugeVec
+	// byPath holds requests_by_path_total's children ([transport, path] →
+	// prometheus.Counter), looked up once per label pair.
+	byPathVec *prometheus.CounterVec
+	byPath    sync.Map
 
 	created         *prometheus.CounterVec
 	finished        *prometheus.CounterVec
@@ -71,6 +75,9 @@ func New() *Set {
 	s.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
 		Help: "Time to answer an MCP request (a listen stream: how long it stayed open).", Buckets: latencyBuckets},
 		[]string{"transport", "method", "tool", "outcome"})
+	s.byPathVec = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_by_path_total",
+		Help: "MCP requests by the engine that answered them: lean (a tool or resources/read darkroom runs below go-sdk), tasks (tasks/* and subscriptions/listen), go-sdk, or edge (refused before a body was routed)."},
+		[]string{"transport", "path"})
 	s.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rate_limited_total",
 		Help: "Requests refused with 429, by limit class (poll, create, preauth: an address guessing tokens)."}, []string{"class"})
 	s.listenStreams = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "listen_streams",
@@ -112,7 +119,7 @@ func New() *Set {
 		[]string{"operation", "outcome"})
 	s.storageErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "storage_errors_total",
 		Help: "Storage failures, by component (store, blob) and operation."}, []string{"component", "operation"})
-	for _, c := range []prometheus.Collector{s.requests, s.requestDuration, s.rateLimited, s.listenStreams, s.created, s.finished,
+	for _, c := range []prometheus.Collector{s.requests, s.requestDuration, s.byPathVec, s.rateLimited, s.listenStreams, s.created, s.finished,
 		s.toSubmit, s.toFinish, s.creditsCharged, s.creditsRefunded, s.providerCalls, s.providerDuration, s.webhooks,
 		s.leaseTakeovers, s.inFlightHolds, s.commitDuration, s.commitBatch, s.blobBytes, s.blobDuration, s.storageErrors} {
 		f(c)
@@ -162,6 +169,20 @@ type requestKey struct{ transport, method, tool, outcome string }
 type requestSeries struct {
 	count    prometheus.Counter
 	duration prometheus.Observer
+}
+
+// ServedBy counts a request answered by path (lean, tasks, go-sdk or
+// edge) on transport (http or stdio).
+func (s *Set) ServedBy(transport, path string) {
+	if s == nil {
+		return
+	}
+	k := [2]string{transport, path}
+	c, ok := s.byPath.Load(k)
+	if !ok {
+		c, _ = s.byPath.LoadOrStore(k, s.byPathVec.WithLabelValues(transport, path))
+	}
+	c.(prometheus.Counter).Inc()
 }
 
 // RateLimited counts a 429 of class.

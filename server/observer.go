@@ -120,9 +120,14 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 			o.Metrics.RateLimited(o.rateClass(rec.method, rec.tool, noID))
 		}
 		d := time.Since(start)
+		path := string(rec.path)
+		if path == "" {
+			path = "edge" // answered before the dispatcher routed it (Host, auth, admission)
+		}
 		o.Metrics.Request("http", method, tool, outcome, d)
+		o.Metrics.ServedBy("http", path)
 		if o.Log.Enabled(r.Context(), slog.LevelDebug) {
-			o.Log.Debug("request", "transport", "http", "method", method, "tool", tool, "outcome", outcome,
+			o.Log.Debug("request", "transport", "http", "method", method, "tool", tool, "path", path, "outcome", outcome,
 				"status", rec.code(), "ms", float64(d.Microseconds())/1000, "remote", r.RemoteAddr)
 		}
 	})
@@ -179,8 +184,10 @@ func (o *Observer) rateClass(method, tool string, noID bool) string {
 type respRecorder struct {
 	http.ResponseWriter
 	obs *Observer
-	// method and tool are the parsed body's (rpcEnvelope).
+	// method and tool are the parsed body's (rpcEnvelope); path is the
+	// engine that answered (tasks.Outcome's ServedBy).
 	method, tool string
+	path         tasks.Path
 	status       int
 	sse          bool
 	decided      bool
@@ -209,6 +216,9 @@ func (r *respRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
+// The dispatcher tells the recorder what it answers (tasks.Outcome).
+var _ tasks.Outcome = (*respRecorder)(nil)
+
 // RPCOutcome is tasks.Outcome: the dispatcher says what it answers, so
 // the body is not parsed again.
 func (r *respRecorder) RPCOutcome(code int64, isError bool) {
@@ -222,6 +232,9 @@ func (r *respRecorder) RPCOutcome(code int64, isError bool) {
 		r.verdict = "ok"
 	}
 }
+
+// ServedBy is tasks.Outcome: the dispatcher names the engine that answers.
+func (r *respRecorder) ServedBy(p tasks.Path) { r.path = p }
 
 func (r *respRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
@@ -368,6 +381,7 @@ func (t *obsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type pending struct {
 	method, tool string
+	path         tasks.Path
 	start        time.Time
 	closeListen  func()
 }
@@ -391,7 +405,10 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			name = p.Name
 		}
 		method, tool := c.o.labels(req.Method, name)
-		p := pending{method: method, tool: tool, start: time.Now()}
+		p := pending{method: method, tool: tool, path: tasks.PathSDK, start: time.Now()}
+		if tasks.Handles(req.Method, req.Params) {
+			p.path = tasks.PathTasks // the dispatcher's transport serves it
+		}
 		if req.Method == listenMethod {
 			p.closeListen = c.o.Metrics.ListenOpened("stdio")
 		}
@@ -434,8 +451,9 @@ func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	d := time.Since(p.start)
 	c.o.Metrics.Request("stdio", p.method, p.tool, outcome, d)
+	c.o.Metrics.ServedBy("stdio", string(p.path))
 	if c.o.Log.Enabled(ctx, slog.LevelDebug) {
-		c.o.Log.Debug("request", "transport", "stdio", "method", p.method, "tool", p.tool, "outcome", outcome,
+		c.o.Log.Debug("request", "transport", "stdio", "method", p.method, "tool", p.tool, "path", string(p.path), "outcome", outcome,
 			"ms", float64(d.Microseconds())/1000)
 	}
 	return err

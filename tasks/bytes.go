@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
@@ -37,36 +36,11 @@ func (d *Dispatcher) ServeBytes(name string, h ReadHandler, serverInfo *mcp.Impl
 // ServeRead's); ServeRead must have set it.
 func (d *Dispatcher) ServeResource(h ResourceHandler) { d.resource = d.guardResource(h) }
 
-// serveResource answers a resources/read for ServeResource, and reports
-// false (the body untouched) when go-sdk must serve it instead.
-func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, owner string) bool {
-	version := r.Header.Get("Mcp-Protocol-Version")
-	modern := slices.Contains(d.opts.Versions, version)
-	if d.resource == nil || d.readMeta == nil || env.IsBatch || !(modern || slices.Contains(legacyVersions, version)) ||
-		!sdkWouldAcceptHTTP(r) {
-		return false
-	}
-	if modern && (r.Header.Get("Mcp-Method") != "resources/read" || r.Header.Get("Mcp-Name") != env.Name) {
-		return false
-	}
-	p := env.params
-	if env.jsonrpc != "2.0" || !sameID(env.ID) || p == nil || env.Name == "" || !plainString(p.URI) ||
-		p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.InputResponses != nil || p.RequestState != nil || p.Notifications != nil {
-		return false
-	}
-	var meta map[string]any
-	if modern {
-		if meta = d.metas.get(p.Meta); meta == nil || !numbersFit(env.Body) {
-			return false
-		}
-		if v, _ := meta[metaProtocolVersion].(string); v != version {
-			return false
-		}
-	} else if p.Meta != nil {
-		return false
-	}
+// serveResource answers a resources/read (route chose it), and reports
+// false, with nothing written, when go-sdk must serve it instead.
+func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) bool {
 	ctx, df := outbytes.WithDeferral(r.Context())
-	res, err := d.resource(ctx, &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{Meta: meta, URI: env.Name}})
+	res, err := d.resource(ctx, l.readResource)
 	if answerPanic(w, env.ID, err) {
 		return true
 	}
@@ -77,7 +51,7 @@ func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *
 	if err != nil || len(b) < 2 || b[0] != '{' {
 		return false
 	}
-	if modern {
+	if l.modern {
 		// go-sdk's additions on 2026-07-28: serverInfo in _meta, first,
 		// and resultType, last. A result with its own _meta is go-sdk's.
 		if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {

@@ -59,11 +59,21 @@ type Outcome interface {
 	// RPCOutcome reports a JSON-RPC error's code (0 for a result) and,
 	// for a tools/call result, its isError.
 	RPCOutcome(code int64, isError bool)
+	// ServedBy names the engine that answers: told once route has
+	// chosen, and again if the lean path hands the request to go-sdk.
+	ServedBy(p Path)
 }
 
 func tell(w http.ResponseWriter, code int64, isError bool) {
 	if o, ok := w.(Outcome); ok {
 		o.RPCOutcome(code, isError)
+	}
+}
+
+// servedBy tells w's recorder which engine answers the request.
+func servedBy(w http.ResponseWriter, p Path) {
+	if o, ok := w.(Outcome); ok {
+		o.ServedBy(p)
 	}
 }
 
@@ -135,14 +145,16 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			if !ok {
 				return
 			}
-			if env.Method == methodToolsCall && (d.tools[env.Name] != nil && d.serveTool(w, r, env) ||
-				d.reads[env.Name] != nil && d.serveRead(w, r, env)) ||
-				env.Method == "resources/read" && d.resource != nil && d.serveResource(w, r, env, owner(r)) {
-				return
+			path, l := d.route(r, env)
+			if path == PathLean {
+				servedBy(w, PathLean)
+				if d.serveLean(w, r, env, l, owner(r)) {
+					return
+				}
+				path = PathSDK // the handler's answer is go-sdk's to give
 			}
-			// A tasks/* notification (no id) is go-sdk's to refuse: only
-			// calls are served here.
-			if env.Req == nil || !env.Call || !Handles(env.Req.Method, env.Req.Params) {
+			servedBy(w, path)
+			if path == PathSDK {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
-	"slices"
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/outbytes"
@@ -48,48 +47,15 @@ func (d *Dispatcher) ServeRead(name string, h ReadHandler, serverInfo *mcp.Imple
 // (2025-03-26).
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// serveRead answers a tools/call for a tool registered with ServeRead, and
-// reports false (the body untouched) when go-sdk must serve it instead.
-func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope) bool {
-	name := env.Name
-	h := d.reads[name]
-	version := r.Header.Get("Mcp-Protocol-Version")
-	modern := slices.Contains(d.opts.Versions, version)
-	if h == nil || env.IsBatch || !(modern || slices.Contains(legacyVersions, version)) ||
-		!sdkWouldAcceptHTTP(r) {
-		return false
-	}
-	if modern && (r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name) {
-		return false
-	}
-	// The body as Admit parsed it, once: go-sdk's decoder reads the same
-	// fields (case-sensitive keys, the last duplicate wins).
-	p := env.params
-	if env.jsonrpc != "2.0" || env.Method != methodToolsCall || !sameID(env.ID) || p == nil ||
-		p.InputResponses != nil || p.RequestState != nil { // MRTR retries are go-sdk's
-		return false
-	}
-	args, rawMeta := p.Arguments, p.Meta
-	if len(args) > 0 && args[0] != '{' && string(args) != "null" {
-		return false
-	}
-	var meta map[string]any
-	if modern {
-		if meta = d.metas.get(rawMeta); meta == nil || !numbersFit(env.Body) {
-			return false
-		}
-		if v, _ := meta[metaProtocolVersion].(string); v != version {
-			return false
-		}
-	} else if rawMeta != nil {
-		return false // a legacy _meta (progressToken, ...): go-sdk's
-	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: args}}
+// serveRead answers a tools/call of a read-only tool (route chose it),
+// and reports false, with nothing written, when go-sdk must serve it
+// instead: a handler error, or a result go-sdk would treat otherwise.
+func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) bool {
 	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
-	if d.bytesTools[name] { // its blobs are streamed (bytes.go)
+	if d.bytesTools[env.Name] { // its blobs are streamed (bytes.go)
 		ctx, df = outbytes.WithDeferral(ctx)
 	}
-	res, shared, err := h(ctx, req)
+	res, shared, err := l.read(ctx, l.call)
 	if answerPanic(w, env.ID, err) {
 		return true
 	}
@@ -97,20 +63,20 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 		return false
 	}
 	if df != nil {
-		b, ok := d.readResult(res, modern)
-		return ok && d.writeResult(w, r, env.ID, d.ownerOf(r), b, res.IsError, df)
+		b, ok := d.readResult(res, l.modern)
+		return ok && d.writeResult(w, r, env.ID, owner, b, res.IsError, df)
 	}
 	var b []byte
 	ok := false
 	if shared { // only a shared result can have a kept encoding
-		b, ok = d.encodings.get(res, modern)
+		b, ok = d.encodings.get(res, l.modern)
 	}
 	if !ok {
-		if b, ok = d.readResult(res, modern); !ok {
+		if b, ok = d.readResult(res, l.modern); !ok {
 			return false
 		}
 		if shared {
-			d.encodings.put(res, modern, b)
+			d.encodings.put(res, l.modern, b)
 		}
 	}
 	tell(w, 0, res.IsError)

@@ -99,18 +99,35 @@ func wireCaps(req *mcp.CallToolRequest) (map[string]any, bool) {
 	return m, ok
 }
 
-// created carries a CreateTaskResult out of a go-sdk tool handler, whose
-// signature only allows *CallToolResult; SDKMiddleware puts it on the
-// wire.
-type created struct{ body json.RawMessage }
+// answer is the slot in which a tool handler leaves a CreateTaskResult:
+// go-sdk's handler signature returns only a *CallToolResult, so the path
+// that runs the handler (serveTool, or SDKMiddleware on go-sdk's) opens
+// the slot in the request's context and, when AnswerTask filled it,
+// writes the task in place of the handler's result.
+type answer struct{ task json.RawMessage }
 
-func (c *created) Error() string { return "task created" }
+type answerKey struct{}
 
-// Created returns the error a tool handler returns to answer with a
-// CreateTaskResult for t.
-func (d *Dispatcher) Created(ctx context.Context, t *Task) error {
-	return &created{body: d.CreateResult(ctx, t)}
+func withAnswer(ctx context.Context) (context.Context, *answer) {
+	a := &answer{}
+	return context.WithValue(ctx, answerKey{}, a), a
 }
+
+// AnswerTask answers the tools/call being served with a CreateTaskResult
+// for t. The handler returns what it returns as its own answer; the
+// serving path sends the task instead.
+func (d *Dispatcher) AnswerTask(ctx context.Context, t *Task) (*mcp.CallToolResult, error) {
+	a, _ := ctx.Value(answerKey{}).(*answer)
+	if a == nil {
+		return nil, errors.New("tasks: AnswerTask outside a tools/call served by the dispatcher or SDKMiddleware")
+	}
+	a.task = d.CreateResult(ctx, t)
+	return taskAnswered, nil
+}
+
+// taskAnswered is the result a handler returns after AnswerTask; the
+// serving path never sends it.
+var taskAnswered = &mcp.CallToolResult{Content: []mcp.Content{}}
 
 type createTaskResult struct {
 	mcp.ResultBase
@@ -119,7 +136,7 @@ type createTaskResult struct {
 
 func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 
-// SDKMiddleware turns a created task into the flat CreateTaskResult and an
+// SDKMiddleware answers a task a tool handler left (AnswerTask) as the flat CreateTaskResult, and an
 // *RPCError into a JSON-RPC error, for tools/call; for a pre-2026 client it
 // drops the 2026-only cache fields of list results.
 func SDKMiddleware() mcp.Middleware {
@@ -129,13 +146,13 @@ func SDKMiddleware() mcp.Middleware {
 			if method != "tools/call" {
 				return other(ctx, method, req)
 			}
+			ctx, slot := withAnswer(ctx)
 			res, err := next(ctx, method, req)
+			if slot.task != nil {
+				return &createTaskResult{body: slot.task}, nil
+			}
 			if err == nil {
 				return res, err
-			}
-			var c *created
-			if errors.As(err, &c) {
-				return &createTaskResult{body: c.body}, nil
 			}
 			var re *RPCError
 			if errors.As(err, &re) {

@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 
@@ -20,7 +19,7 @@ import (
 // millisecond of CPU per call, several times the creation itself.
 //
 // The dispatcher keeps the handler's answer only when it created a task
-// (Created) or is an *RPCError. Any other answer is dropped and the
+// (AnswerTask) or is an *RPCError. Any other answer is dropped and the
 // request handed to go-sdk, which runs the handler again and encodes that
 // answer itself. So h must change nothing unless it creates a task. A
 // request the dispatcher is not sure go-sdk would accept as it stands
@@ -36,38 +35,17 @@ func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
 
 const methodToolsCall = "tools/call"
 
-// serveTool answers a tools/call for a tool registered with ServeTool, and
-// reports false (the body untouched) when go-sdk must serve it instead.
-func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope) bool {
-	name := env.Name
-	h := d.tools[name]
-	version := r.Header.Get("Mcp-Protocol-Version")
-	if h == nil || env.IsBatch || !sdkWouldAccept(r, version, d.opts.Versions) ||
-		r.Header.Get("Mcp-Method") != methodToolsCall || r.Header.Get("Mcp-Name") != name {
-		return false
-	}
-	// The body as Admit parsed it, once (env.Name is params.name as go-sdk
-	// reads it: a string, the last duplicate).
-	p := env.params
-	if env.jsonrpc != "2.0" || env.Method != methodToolsCall || !plainID(env.ID) || p == nil ||
-		p.InputResponses != nil || p.RequestState != nil || !numbersFit(env.Body) {
-		return false
-	}
-	meta := d.metas.get(p.Meta)
-	if v, _ := meta[metaProtocolVersion].(string); v != version {
-		return false
-	}
-	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: name, Arguments: p.Arguments}}
-	if !Declared(req) {
-		return false
-	}
-	_, herr := h(r.Context(), req)
-	var c *created
+// serveTool runs a Tasks client's create (route chose it), and reports
+// false, with nothing written, when its handler answered without creating
+// a task: go-sdk then serves the request.
+func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall) bool {
+	ctx, slot := withAnswer(r.Context())
+	_, herr := l.tool(ctx, l.call)
 	var re *RPCError
 	switch {
-	case errors.As(herr, &c):
+	case slot.task != nil:
 		tell(w, 0, false)
-		writeFramed(w, http.StatusOK, env.ID, "result", c.body)
+		writeFramed(w, http.StatusOK, env.ID, "result", slot.task)
 	case errors.As(herr, &re):
 		WriteError(w, env.ID, re)
 	default: // an answer that changed nothing: go-sdk gives it again
@@ -132,20 +110,9 @@ func redecode(v any, into any) bool {
 	return err == nil && json.Unmarshal(b, into) == nil
 }
 
-// plainID is a JSON-RPC request id: a string or a number.
-func plainID(id json.RawMessage) bool {
-	return len(id) > 0 && (id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9'))
-}
-
-// sdkWouldAccept reports whether go-sdk's stateless Streamable HTTP
-// handler lets the POST through to a tools/call in a version served here:
-// the checks it makes before reading the message.
-func sdkWouldAccept(r *http.Request, version string, versions []string) bool {
-	return slices.Contains(versions, version) && sdkWouldAcceptHTTP(r)
-}
-
-// sdkWouldAcceptHTTP is sdkWouldAccept without the version: the headers
-// and Host go-sdk checks on any POST.
+// sdkWouldAcceptHTTP reports whether go-sdk's stateless Streamable HTTP
+// handler lets a POST through: the headers and Host it checks before
+// reading the message.
 func sdkWouldAcceptHTTP(r *http.Request) bool {
 	if r.Header.Get("Last-Event-ID") != "" {
 		return false

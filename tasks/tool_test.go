@@ -44,7 +44,7 @@ func newToolFixture(t *testing.T) *toolFixture {
 			if err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error { return s.Create(ctx, tx, task) }); err != nil {
 				return nil, err
 			}
-			return nil, d.Created(ctx, task)
+			return d.AnswerTask(ctx, task)
 		case "rpcerr":
 			return nil, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
 		}

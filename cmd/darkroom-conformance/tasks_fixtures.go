@@ -77,7 +77,7 @@ func (f *fixtures) greet(_ context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // start creates a task for req and runs work in the background; work's
 // outcome (a result or an error) finishes the task unless it was
 // cancelled first.
-func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name string, setup func(t *tasks.Task), work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) error {
+func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name string, setup func(t *tasks.Task), work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) (*mcp.CallToolResult, error) {
 	t := &tasks.Task{Owner: fixtureOwner, Ref: "fixture:" + name, TTL: time.Hour, PollInterval: 200 * time.Millisecond, ClientCaps: tasks.CapsJSON(req)}
 	status := tasks.StatusWorking
 	if setup != nil {
@@ -88,12 +88,12 @@ func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name str
 	}
 	t.Status = status
 	if err := f.store.Write(ctx, "", func(ctx context.Context, tx tasks.Tx) error { return f.store.Create(ctx, tx, t) }); err != nil {
-		return err
+		return nil, err
 	}
 	if work != nil {
 		f.run(t, work)
 	}
-	return f.d.Created(ctx, t)
+	return f.d.AnswerTask(ctx, t)
 }
 
 func (f *fixtures) run(t *tasks.Task, work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) {
@@ -151,7 +151,7 @@ func (f *fixtures) slowCompute(ctx context.Context, req *mcp.CallToolRequest) (*
 		}
 		return text(answer, false), nil
 	}
-	return nil, f.start(ctx, req, "slow_compute", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
+	return f.start(ctx, req, "slow_compute", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, d)
 		return text(answer, false), nil
 	})
@@ -161,7 +161,7 @@ func (f *fixtures) failingJob(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if !tasks.Declared(req) {
 		return nil, tasks.MissingExtension()
 	}
-	return nil, f.start(ctx, req, "failing_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
+	return f.start(ctx, req, "failing_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, time.Second)
 		return text("the job failed: simulated tool error", true), nil
 	})
@@ -172,7 +172,7 @@ func (f *fixtures) protocolErrorJob(ctx context.Context, req *mcp.CallToolReques
 	if !tasks.Declared(req) {
 		return nil, &tasks.RPCError{Code: terr.Code, Message: terr.Message}
 	}
-	return nil, f.start(ctx, req, "protocol_error_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
+	return f.start(ctx, req, "protocol_error_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, 100*time.Millisecond)
 		return nil, terr
 	})
@@ -192,7 +192,7 @@ func (f *fixtures) confirmDelete(ctx context.Context, req *mcp.CallToolRequest) 
 	if !tasks.Declared(req) {
 		return text(fmt.Sprintf("%s was not deleted: confirmation needs the tasks extension", a.Filename), false), nil
 	}
-	return nil, f.start(ctx, req, "confirm_delete", func(t *tasks.Task) {
+	return f.start(ctx, req, "confirm_delete", func(t *tasks.Task) {
 		t.StatusMessage = "waiting for confirmation"
 		t.AddInputRequest("confirm", elicit("Delete "+a.Filename+"?", `"confirm":{"type":"boolean"}`, "confirm"))
 	}, nil)
@@ -202,7 +202,7 @@ func (f *fixtures) multiInput(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if !tasks.Declared(req) {
 		return text("multi_input needs the tasks extension", true), nil
 	}
-	return nil, f.start(ctx, req, "multi_input", func(t *tasks.Task) {
+	return f.start(ctx, req, "multi_input", func(t *tasks.Task) {
 		t.StatusMessage = "waiting for two answers"
 		t.AddInputRequest("name", elicit("Your name?", `"name":{"type":"string"}`, "name"))
 		t.AddInputRequest("confirm", elicit("Proceed?", `"confirm":{"type":"boolean"}`, "confirm"))
@@ -227,7 +227,7 @@ func (f *fixtures) toolWithTask(ctx context.Context, req *mcp.CallToolRequest) (
 				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}},
 		}}, nil
 	}
-	return nil, f.start(ctx, req, "test_tool_with_task", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
+	return f.start(ctx, req, "test_tool_with_task", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		return text(fmt.Sprintf("Hello, %s! Your task is done.", name), false), nil
 	})
 }

@@ -143,7 +143,8 @@ func merged(m map[string]any, k string, v any) map[string]any {
 
 // TestLeanReadsMetrics: a poll answered below go-sdk is counted with its
 // true outcome (the dispatcher tells the metrics recorder, which does not
-// parse the reply): a result, a tool error, and the same over go-sdk.
+// parse the reply): a result, a tool error, and the same over go-sdk; and
+// each request under the engine that answered it.
 func TestLeanReadsMetrics(t *testing.T) {
 	s := startServer(t, 1)
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
@@ -167,5 +168,10 @@ func TestLeanReadsMetrics(t *testing.T) {
 	checkSeries(t, fams, []series{
 		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "ok"), 1},
 		{"darkroom_requests_total", l("transport", "http", "method", "tools/call", "tool", "get_generation", "outcome", "tool_error"), 3},
+		// Which engine answered: the three polls below go-sdk, the
+		// generate (no Tasks extension) and the poll with a progressToken
+		// by go-sdk.
+		{"darkroom_requests_by_path_total", l("transport", "http", "path", "lean"), 3},
+		{"darkroom_requests_by_path_total", l("transport", "http", "path", "go-sdk"), 2},
 	})
 }
