@@ -29,6 +29,9 @@ defaults
   timeout client 5m
   timeout server 5m
   timeout tunnel 1h
+  # A check's whole time (else 'inter': a replica busy for 300 ms on a
+  # loaded machine would be marked down, and all three at once is a 503).
+  timeout check 2s
   # A request whose connection to a dead replica fails goes to another.
   retries 3
   option redispatch 1

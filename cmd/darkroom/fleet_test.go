@@ -291,6 +291,13 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 		return resp.StatusCode, nil
 	}
 	// flatOut polls base from 4 connections for secs seconds.
+	var whyMu sync.Mutex
+	why := map[string]int{} // what each failed request got
+	fail := func(reason string) {
+		whyMu.Lock()
+		why[reason]++
+		whyMu.Unlock()
+	}
 	flatOut := func(base string, secs int) (admitted, refused, failed int64) {
 		var a, r, f atomic.Int64
 		end := time.Now().Add(time.Duration(secs) * time.Second)
@@ -303,12 +310,14 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 					switch {
 					case err != nil:
 						f.Add(1)
+						fail(err.Error())
 					case code == http.StatusTooManyRequests:
 						r.Add(1)
 					case code == http.StatusOK:
 						a.Add(1)
 					default:
 						f.Add(1)
+						fail(http.StatusText(code))
 					}
 				}
 			})
@@ -321,7 +330,8 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 	t.Logf("flat out for %d s through HAProxy to 3 replicas: %d admitted (%.1f/s beyond the burst, configured %.0f/s), %d refused, %d failed; requests per replica %v",
 		secs, admitted, got, rate, refused, failed, haproxySessions(t, state))
 	if failed > 0 || refused == 0 {
-		t.Fatalf("%d failed, %d refused: want none failed and the limit reached", failed, refused)
+		log, _ := os.ReadFile(filepath.Join(state, "log"))
+		t.Fatalf("%d failed (%v), %d refused: want none failed and the limit reached; haproxy said:\n%s", failed, why, refused, log)
 	}
 	if got < 0.75*rate || got > 1.25*rate {
 		t.Fatalf("admitted %.1f/s across 3 replicas, want %.0f/s ±25%%", got, rate)
@@ -332,6 +342,6 @@ func TestPollLimitAcrossReplicas(t *testing.T) {
 	pinned := float64(admitted) / secs
 	t.Logf("pinned to one replica: %d admitted (%.1f/s, a third of %.0f/s), %d refused, %d failed", admitted, pinned, rate, refused, failed)
 	if failed > 0 || pinned < 0.75*rate/3 || pinned > 1.25*rate/3+float64((burst+2)/3)/secs {
-		t.Fatalf("pinned to one replica: %.1f/s admitted, want %.0f/s ±25%%", pinned, rate/3)
+		t.Fatalf("pinned to one replica: %.1f/s admitted, %d failed (%v), want %.0f/s ±25%% and none failed", pinned, failed, why, rate/3)
 	}
 }
