@@ -23,12 +23,12 @@ lint: tools
 	$(GO) vet ./...
 	$(BIN)/staticcheck ./...
 
-generate: ## regenerate sqlc code from sql/ and the MCP Apps view (ui/viewer.html) from web/viewer
-	cd sql && $(SQLC) generate
+generate: ## regenerate sqlc code from sqlfiles/ and the MCP Apps view (ui/viewer.html) from web/viewer
+	cd sqlfiles && $(SQLC) generate
 	scripts/viewer.sh build
 
 check-generated: ## fail when generated code is stale
-	cd sql && $(SQLC) diff
+	cd sqlfiles && $(SQLC) diff
 	scripts/viewer.sh check
 
 bench: ## performance figures (prints ratios measured in one run; starts the test PostgreSQL)

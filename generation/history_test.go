@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/blob"
 )
 
 // TestRetentionRoundPurgesHistory: the retention round (RunRetention)

@@ -10,9 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // slowSubmit is the local provider whose Submit takes delay (of the

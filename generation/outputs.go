@@ -14,9 +14,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // ErrOutputGone is returned when an output's file is no longer in the

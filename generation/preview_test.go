@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/preview"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // countingBlobs counts Puts and Opens per key; failPreviews refuses to

@@ -19,11 +19,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 	_ "golang.org/x/image/webp"
 )
 

@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // waitLimit bounds every blocking wait in these tests.

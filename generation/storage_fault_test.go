@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // flakyStore is a real local store whose Puts fail while down is set, as

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // life is one run of darkroom on a data folder: everything in memory

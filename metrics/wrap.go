@@ -6,8 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // Provider counts and times every call to p. The result unwraps to p

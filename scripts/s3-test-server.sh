@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts or stops a throwaway versitygw (S3 API, posix backend) on 127.0.0.1
-# for the storage/blob S3 tests.
+# for the blob S3 tests.
 #   scripts/s3-test-server.sh start   # prints the path of an env file; source it
 #   scripts/s3-test-server.sh stop
 # State (pid, data, log, env) lives in $DARKROOM_S3_STATE

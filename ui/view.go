@@ -8,12 +8,12 @@ import (
 	"io"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 const (

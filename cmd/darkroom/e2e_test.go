@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/storage/blob"
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

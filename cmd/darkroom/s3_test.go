@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 )
 
 // s3Config points darkroom at the test S3 server (versitygw, started by

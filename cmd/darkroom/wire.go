@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
@@ -30,7 +31,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
-	"github.com/darkroom-mcp/darkroom/storage/blob"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

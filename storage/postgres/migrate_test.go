@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
 )

@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	_ "modernc.org/sqlite" // driver "sqlite"
 )

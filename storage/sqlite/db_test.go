@@ -17,7 +17,7 @@ import (
 	"testing/fstest"
 	"time"
 
-	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"modernc.org/sqlite"
 )

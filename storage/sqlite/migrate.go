@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	sqlfiles "github.com/darkroom-mcp/darkroom/sql"
+	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 )
 
 // migrate applies the numbered schema files that are newer than the
