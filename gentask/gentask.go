@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -107,7 +107,7 @@ func (g *GenTasks) Result(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 		return nil, err
 	}
 	timedOut := false
-	res, err := compat.Result(ctx, g.Svc, gen, &timedOut)
+	res, err := gentools.Result(ctx, g.Svc, gen, &timedOut)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +145,10 @@ func approvalRequest(m provider.Model) map[string]any {
 	}}
 }
 
-// BeforeGenerate is compat's hook: it answers with a task when the request
+// BeforeGenerate is gentools's hook: it answers with a task when the request
 // declared the extension, and runs the approval gate.
-func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *compat.GenerateArgs) (*mcp.CallToolResult, error) {
-	m, _ := g.Svc.Model(cr.ModelID) // compat validated the request
+func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *gentools.GenerateArgs) (*mcp.CallToolResult, error) {
+	m, _ := g.Svc.Model(cr.ModelID) // gentools validated the request
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := threshold != nil && m.Credits > *threshold && !args.ConfirmSpend
 	if !tasks.Declared(req) {
@@ -186,7 +186,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 	} else {
 		if task, err = g.task(ctx, nil, gen.ID); err != nil {
 			// The key was first used without the extension: answer as then.
-			return compat.Result(ctx, g.Svc, gen, nil)
+			return gentools.Result(ctx, g.Svc, gen, nil)
 		}
 	}
 	return g.D.AnswerTask(ctx, task)
@@ -194,7 +194,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 
 // gateWithoutTasks asks for spend approval by MRTR when the client can
 // elicit, else by the confirmSpend argument.
-func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, args *compat.GenerateArgs, threshold int64) (*mcp.CallToolResult, error) {
+func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, args *gentools.GenerateArgs, threshold int64) (*mcp.CallToolResult, error) {
 	if !tasks.ElicitationDeclared(req) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, m.Credits, threshold)}}}, nil

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,11 +80,11 @@ func TestApprovalWithoutTasks(t *testing.T) {
 	for _, owner := range []string{"auth0|5f7c8ec7e5b1", "a b", "x=y", "José|ü", "a.b", "|"} {
 		t.Run(owner, func(t *testing.T) {
 			cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
-			ask, err := g.BeforeGenerate(ctx, call(args, "", nil), owner, cr, &compat.GenerateArgs{})
+			ask, err := g.BeforeGenerate(ctx, call(args, "", nil), owner, cr, &gentools.GenerateArgs{})
 			if err != nil || ask == nil || ask.RequestState == "" || ask.InputRequests["approve_spend"] == nil {
 				t.Fatalf("first call: %v %+v", err, ask)
 			}
-			res, err := g.BeforeGenerate(ctx, call(args, ask.RequestState, &yes), owner, cr, &compat.GenerateArgs{})
+			res, err := g.BeforeGenerate(ctx, call(args, ask.RequestState, &yes), owner, cr, &gentools.GenerateArgs{})
 			if err != nil || res != nil {
 				t.Fatalf("approved answer for %q not accepted: %v %+v", owner, err, res)
 			}
@@ -94,7 +94,7 @@ func TestApprovalWithoutTasks(t *testing.T) {
 				owner string
 				args  map[string]any
 			}{{owner + "x", args}, {"x" + owner, args}, {owner, other}} {
-				res, err := g.BeforeGenerate(ctx, call(c.args, ask.RequestState, &yes), c.owner, cr, &compat.GenerateArgs{})
+				res, err := g.BeforeGenerate(ctx, call(c.args, ask.RequestState, &yes), c.owner, cr, &gentools.GenerateArgs{})
 				if err != nil || res == nil || res.InputRequests["approve_spend"] == nil {
 					t.Fatalf("token reused by %q %v: %v %+v", c.owner, c.args, err, res)
 				}
@@ -117,7 +117,7 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	// Served as go-sdk's path serves it: SDKMiddleware sends the task the
 	// handler left.
 	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
-		return g.BeforeGenerate(ctx, req, "alice", cr, &compat.GenerateArgs{})
+		return g.BeforeGenerate(ctx, req, "alice", cr, &gentools.GenerateArgs{})
 	})
 	res, err := serve(ctx, "tools/call", &mcp.CallToolRequest{})
 	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"resultType":"task"`) {

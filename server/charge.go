@@ -7,17 +7,17 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
-// Method rate classes beside the tools' own (compat.ClassPoll,
-// compat.ClassCreate).
+// Method rate classes beside the tools' own (gentools.ClassPoll,
+// gentools.ClassCreate).
 const (
-	// classTool is tools/call's: the called tool's class (compat's
+	// classTool is tools/call's: the called tool's class (gentools's
 	// Tools.RateClass), create for a tool that names none.
 	classTool = "tool"
 	// classListen is subscriptions/listen's: poll tokens by its number
@@ -37,35 +37,35 @@ type Method struct {
 // the only place a method's charge is decided, on HTTP (admit) and stdio
 // (LimitTransport) alike. A method not listed here costs what
 // unlistedClass says, never nothing; tools/call's classes are the tools'
-// (compat.Tools.Register names each).
+// (gentools.Tools.Register names each).
 var Methods = []Method{
-	{"initialize", compat.ClassPoll},
-	{"ping", compat.ClassPoll},
-	{"server/discover", compat.ClassPoll},
-	{"tools/list", compat.ClassPoll},
+	{"initialize", gentools.ClassPoll},
+	{"ping", gentools.ClassPoll},
+	{"server/discover", gentools.ClassPoll},
+	{"tools/list", gentools.ClassPoll},
 	{"tools/call", classTool},
-	{"resources/list", compat.ClassPoll},
-	{"resources/templates/list", compat.ClassPoll},
-	{"resources/read", compat.ClassPoll}, // reads a blob, as download_output links one
-	{"resources/subscribe", compat.ClassPoll},
-	{"resources/unsubscribe", compat.ClassPoll},
-	{"prompts/list", compat.ClassPoll},
-	{"prompts/get", compat.ClassPoll},
-	{"completion/complete", compat.ClassPoll},
-	{"logging/setLevel", compat.ClassPoll},
+	{"resources/list", gentools.ClassPoll},
+	{"resources/templates/list", gentools.ClassPoll},
+	{"resources/read", gentools.ClassPoll}, // reads a blob, as download_output links one
+	{"resources/subscribe", gentools.ClassPoll},
+	{"resources/unsubscribe", gentools.ClassPoll},
+	{"prompts/list", gentools.ClassPoll},
+	{"prompts/get", gentools.ClassPoll},
+	{"completion/complete", gentools.ClassPoll},
+	{"logging/setLevel", gentools.ClassPoll},
 	{"subscriptions/listen", classListen},
-	{"tasks/get", compat.ClassPoll},
-	{"tasks/update", compat.ClassPoll},
-	{"tasks/cancel", compat.ClassPoll},
-	{"notifications/initialized", compat.ClassPoll},
-	{"notifications/cancelled", compat.ClassPoll},
-	{"notifications/progress", compat.ClassPoll},
-	{"notifications/roots/list_changed", compat.ClassPoll},
+	{"tasks/get", gentools.ClassPoll},
+	{"tasks/update", gentools.ClassPoll},
+	{"tasks/cancel", gentools.ClassPoll},
+	{"notifications/initialized", gentools.ClassPoll},
+	{"notifications/cancelled", gentools.ClassPoll},
+	{"notifications/progress", gentools.ClassPoll},
+	{"notifications/roots/list_changed", gentools.ClassPoll},
 }
 
 // unlistedClass is the charge of a method not in Methods (tasks/list,
 // tasks/result and every unknown one, answered -32601): a poll.
-const unlistedClass = compat.ClassPoll
+const unlistedClass = gentools.ClassPoll
 
 // ListenIDsPerToken is how many task ids of one subscriptions/listen one
 // poll token pays for: a listen on up to 50 tasks costs one poll (it
@@ -91,7 +91,7 @@ func ClassOf(method, name string, toolClass func(string) string) string {
 	}
 	if c == classTool {
 		if c = toolClass(name); c == "" {
-			return compat.ClassCreate // a tool that names no class: the strictest bucket
+			return gentools.ClassCreate // a tool that names no class: the strictest bucket
 		}
 	}
 	return c
@@ -197,7 +197,7 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 			continue
 		}
 		switch ClassOf(m.Method, m.Name, toolClass) {
-		case compat.ClassCreate:
+		case gentools.ClassCreate:
 			creates++
 		case classListen:
 			var params []byte

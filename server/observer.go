@@ -28,7 +28,7 @@ type Observer struct {
 	Metrics *metrics.Set
 	Log     *slog.Logger
 	// Tools are the tool names used as label values; ToolClass is their
-	// rate class (compat.RateClass), to name the limit behind a 429.
+	// rate class (gentools.RateClass), to name the limit behind a 429.
 	Tools     []string
 	ToolClass func(string) string
 

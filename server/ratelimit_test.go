@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -22,10 +22,10 @@ import (
 // realTools builds the compatibility tools on real parts and registers
 // them through New, as darkroom does; it returns the tools and the names
 // the server lists.
-func realTools(t *testing.T) (*compat.Tools, []string) {
+func realTools(t *testing.T) (*gentools.Tools, []string) {
 	t.Helper()
 	svc := testrig.New(t).Service(t, generation.Config{})
-	tools := compat.New(compat.Config{Service: svc, Owner: ToolOwner})
+	tools := gentools.New(gentools.Config{Service: svc, Owner: ToolOwner})
 	s := New(Config{Version: "test", Tools: tools})
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
@@ -53,15 +53,15 @@ func realTools(t *testing.T) (*compat.Tools, []string) {
 func TestClassOf(t *testing.T) {
 	tools, names := realTools(t)
 	want := map[string]string{
-		"generate":          compat.ClassCreate,
-		"get_generation":    compat.ClassPoll,
-		"wait_generation":   compat.ClassPoll,
-		"list_generations":  compat.ClassPoll,
-		"download_output":   compat.ClassPoll,
-		"list_models":       compat.ClassPoll,
-		"get_credits":       compat.ClassPoll,
-		"upload_input":      compat.ClassPoll,
-		"cancel_generation": compat.ClassPoll,
+		"generate":          gentools.ClassCreate,
+		"get_generation":    gentools.ClassPoll,
+		"wait_generation":   gentools.ClassPoll,
+		"list_generations":  gentools.ClassPoll,
+		"download_output":   gentools.ClassPoll,
+		"list_models":       gentools.ClassPoll,
+		"get_credits":       gentools.ClassPoll,
+		"upload_input":      gentools.ClassPoll,
+		"cancel_generation": gentools.ClassPoll,
 	}
 	for _, n := range names {
 		if _, ok := want[n]; !ok {
@@ -82,23 +82,23 @@ func TestClassOf(t *testing.T) {
 		cases = append(cases, tc{"tools/call " + n, tasks.Message{Method: "tools/call", Name: n}, want[n]})
 	}
 	cases = append(cases,
-		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, compat.ClassCreate},
-		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, compat.ClassCreate},
-		tc{"tasks/get", tasks.Message{Method: "tasks/get"}, compat.ClassPoll},
+		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, gentools.ClassCreate},
+		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, gentools.ClassCreate},
+		tc{"tasks/get", tasks.Message{Method: "tasks/get"}, gentools.ClassPoll},
 		// A name on a non-call method is not a tool call.
-		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassPoll},
-		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassPoll},
+		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassPoll},
+		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, gentools.ClassPoll},
 		tc{"subscriptions/listen", tasks.Message{Method: "subscriptions/listen"}, classListen},
-		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, compat.ClassPoll},
-		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, compat.ClassPoll},
-		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, compat.ClassPoll},
-		tc{"tasks/update", tasks.Message{Method: "tasks/update"}, compat.ClassPoll},
-		tc{"tools/list", tasks.Message{Method: "tools/list"}, compat.ClassPoll},
-		tc{"initialize", tasks.Message{Method: "initialize"}, compat.ClassPoll},
-		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, compat.ClassPoll},
-		tc{"ping", tasks.Message{Method: "ping"}, compat.ClassPoll},
-		tc{"unknown method", tasks.Message{Method: "no/such"}, compat.ClassPoll},
-		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, compat.ClassPoll},
+		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, gentools.ClassPoll},
+		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, gentools.ClassPoll},
+		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, gentools.ClassPoll},
+		tc{"tasks/update", tasks.Message{Method: "tasks/update"}, gentools.ClassPoll},
+		tc{"tools/list", tasks.Message{Method: "tools/list"}, gentools.ClassPoll},
+		tc{"initialize", tasks.Message{Method: "initialize"}, gentools.ClassPoll},
+		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, gentools.ClassPoll},
+		tc{"ping", tasks.Message{Method: "ping"}, gentools.ClassPoll},
+		tc{"unknown method", tasks.Message{Method: "no/such"}, gentools.ClassPoll},
+		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, gentools.ClassPoll},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,12 +120,12 @@ func TestClassOfAsksToolClass(t *testing.T) {
 		want      string
 		wantAsked []string
 	}{
-		{tasks.Message{Method: "tools/call", Name: "generate"}, compat.ClassCreate, compat.ClassCreate, []string{"generate"}},
-		{tasks.Message{Method: "tools/call", Name: "get_generation"}, compat.ClassPoll, compat.ClassPoll, []string{"get_generation"}},
+		{tasks.Message{Method: "tools/call", Name: "generate"}, gentools.ClassCreate, gentools.ClassCreate, []string{"generate"}},
+		{tasks.Message{Method: "tools/call", Name: "get_generation"}, gentools.ClassPoll, gentools.ClassPoll, []string{"get_generation"}},
 		{tasks.Message{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
-		{tasks.Message{Method: "tools/call", Name: "generate"}, "", compat.ClassCreate, []string{"generate"}},
-		{tasks.Message{Method: "tasks/get", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
-		{tasks.Message{Method: "tools/list", Name: "generate"}, compat.ClassCreate, compat.ClassPoll, nil},
+		{tasks.Message{Method: "tools/call", Name: "generate"}, "", gentools.ClassCreate, []string{"generate"}},
+		{tasks.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
+		{tasks.Message{Method: "tools/list", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.env.Method+" "+c.env.Name, func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestChargeByWhatIsAsked(t *testing.T) {
 		return tasks.Message{Method: "subscriptions/listen", Call: true, Req: &tasks.Request{Method: "subscriptions/listen", Params: ids(n)}}
 	}
 	upload := tasks.Message{Method: "tools/call", Name: "upload_input", Call: true}
-	toolClass := func(string) string { return compat.ClassPoll }
+	toolClass := func(string) string { return gentools.ClassPoll }
 	cases := []struct {
 		name      string
 		msgs      []tasks.Message

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -33,7 +33,7 @@ const LocalPrincipal = "local"
 // Config wires the server.
 type Config struct {
 	Version string
-	Tools   *compat.Tools
+	Tools   *gentools.Tools
 	// Files serves signed links to the local blob store (nil with S3).
 	Files http.Handler
 	// AllowedOrigins lists extra browser origins allowed to call /mcp
@@ -294,5 +294,5 @@ func Owner(ctx context.Context) string {
 // OwnerOf is Owner for an HTTP request.
 func OwnerOf(r *http.Request) string { return Owner(r.Context()) }
 
-// ToolOwner is compat's Owner func.
+// ToolOwner is gentools's Owner func.
 func ToolOwner(ctx context.Context, _ *mcp.CallToolRequest) string { return Owner(ctx) }

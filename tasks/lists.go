@@ -44,7 +44,7 @@ func (r legacyResult) MarshalJSON() ([]byte, error) {
 }
 
 // shapeLegacy returns a cacheable result (server/discover, the lists) as
-// the request's era expects it. A resources/read result is compat's to
+// the request's era expects it. A resources/read result is gentools's to
 // shape: go-sdk looks inside it (multi round-trip for old clients), which
 // the wrapper would hide.
 func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {

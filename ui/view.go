@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/blob"
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -48,7 +48,7 @@ type viewArgs struct {
 
 // viewState is what the view renders besides the generation itself.
 type viewState struct {
-	*compat.GenerationView
+	*gentools.GenerationView
 	Prompt         string `json:"prompt"`
 	PollIntervalMs int64  `json:"pollIntervalMs"`
 }
@@ -86,7 +86,7 @@ func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return nil, err
 	}
-	gv, err := compat.View(ctx, v.cfg.Service, g)
+	gv, err := gentools.View(ctx, v.cfg.Service, g)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/blob"
-	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/server"
@@ -284,7 +284,7 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "max-input-bytes", env: envs("DARKROOM_MAX_INPUT_BYTES"), def: strconv.Itoa(10 << 20),
 			help: "input image cap",
 			set:  func(c *config, v string) (err error) { c.MaxInputBytes, err = byteCount(v, 1); return err }},
-		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(compat.DefaultMaxResourceBytes),
+		{flag: "max-resource-bytes", env: envs("DARKROOM_MAX_RESOURCE_BYTES"), def: strconv.Itoa(gentools.DefaultMaxResourceBytes),
 			help: "largest output resources/read returns inline (larger: use the signed link)",
 			set:  func(c *config, v string) (err error) { c.MaxResourceBytes, err = byteCount(v, 1); return err }},
 		{flag: "output-bytes", env: envs("DARKROOM_OUTPUT_BYTES"), def: strconv.Itoa(outbytes.DefaultTotal),
@@ -369,10 +369,10 @@ func serverSettings(cmd string) []setting[config] {
 				c.ShutdownGrace, err = duration(v, time.Second, time.Hour)
 				return err
 			}},
-		{flag: "max-wait", env: envs("DARKROOM_MAX_WAIT"), def: compat.DefaultMaxWait.String(),
+		{flag: "max-wait", env: envs("DARKROOM_MAX_WAIT"), def: gentools.DefaultMaxWait.String(),
 			help: "the longest a wait_generation or generate with wait:true waits before answering timedOut:true, progress or not (clients that cut a request at 60 s need it below 60s)",
 			set: func(c *config, v string) (err error) {
-				c.MaxWait, err = duration(v, time.Second, compat.MaxWaitSeconds*time.Second)
+				c.MaxWait, err = duration(v, time.Second, gentools.MaxWaitSeconds*time.Second)
 				return err
 			}},
 		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",

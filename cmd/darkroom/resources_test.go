@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -81,7 +81,7 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	}
 
 	tl, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(tl.ResourceTemplates) != 1 || tl.ResourceTemplates[0].URITemplate != compat.OutputURITemplate {
+	if err != nil || len(tl.ResourceTemplates) != 1 || tl.ResourceTemplates[0].URITemplate != gentools.OutputURITemplate {
 		t.Fatalf("resources/templates/list: %+v, %v", tl, err)
 	}
 	rl, err := cs.ListResources(ctx, nil)
@@ -190,8 +190,8 @@ func TestForeignOutputLooksUnknown(t *testing.T) {
 	alice := &rpcClient{t: t, url: s.url, token: "secret-alice-1234", caps: map[string]any{}}
 	gen := alice.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "mine", "wait": true})
 	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
-	mine := compat.OutputURI(gid, 0)
-	unknown := compat.OutputURI(generation.NewID(), 0)
+	mine := gentools.OutputURI(gid, 0)
+	unknown := gentools.OutputURI(generation.NewID(), 0)
 	if r := alice.call("resources/read", map[string]any{"uri": mine}, "Mcp-Name", mine); r.Error != nil {
 		t.Fatalf("owner's read: %+v", r.Error)
 	}
@@ -217,7 +217,7 @@ func TestResourceSizeCap(t *testing.T) {
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 	gen := c.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "big", "wait": true})
 	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
-	uri := compat.OutputURI(gid, 0)
+	uri := gentools.OutputURI(gid, 0)
 	r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
 	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(r.Error.Message, "signed link") ||
 		!strings.Contains(r.Error.Message, "download_output") {
@@ -239,7 +239,7 @@ func TestResourceAfterRetention(t *testing.T) {
 	if n, err := s.app.svc.ExpireOutputs(context.Background()); err != nil || n != 1 {
 		t.Fatalf("ExpireOutputs = %d, %v", n, err)
 	}
-	_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: compat.OutputURI(g.GenerationID, 0)})
+	_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: gentools.OutputURI(g.GenerationID, 0)})
 	var je *jsonrpc.Error
 	if !errors.As(err, &je) || je.Code != -32002 || !strings.Contains(je.Message, "retention") {
 		t.Fatalf("read after retention: %v", err)
@@ -250,7 +250,7 @@ func TestResourceAfterRetention(t *testing.T) {
 func TestResourceReadIsCharged(t *testing.T) {
 	s := startServer(t, 0, func(c *config) { c.PollRate, c.PollBurst = 1e-6, 1 })
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
-	uri := compat.OutputURI(generation.NewID(), 0)
+	uri := gentools.OutputURI(generation.NewID(), 0)
 	if r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri); r.Error == nil || r.Error.Code == -31429 {
 		t.Fatalf("first read: %+v", r.Error)
 	}
@@ -331,7 +331,7 @@ func BenchmarkResourceRead(b *testing.B) {
 		var g genView
 		js, _ := json.Marshal(res.StructuredContent)
 		_ = json.Unmarshal(js, &g)
-		uri := compat.OutputURI(g.GenerationID, 0)
+		uri := gentools.OutputURI(g.GenerationID, 0)
 		// Raw POSTs: go-sdk's client would answer from its cache (ttlMs).
 		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": map[string]any{"uri": uri,
 			"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
@@ -370,7 +370,7 @@ func TestResourceOfUnfinishedGeneration(t *testing.T) {
 	c := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 	gen := c.tool("generate", map[string]any{"modelId": "local-motion", "prompt": "slow"})
 	gid := gen.Result["structuredContent"].(map[string]any)["generationId"].(string)
-	uri := compat.OutputURI(gid, 0)
+	uri := gentools.OutputURI(gid, 0)
 	r := c.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
 	if r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(r.Error.Message, "wait_generation") {
 		t.Fatalf("read while running: %+v", r.Error)

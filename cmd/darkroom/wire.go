@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/blob"
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider"
@@ -45,7 +45,7 @@ type app struct {
 	db     engine
 	svc    *generation.Service
 	runner *generation.Runner
-	tools  *compat.Tools
+	tools  *gentools.Tools
 	blobs  blob.Store
 	files  http.Handler // signed links to the local store; nil with S3
 	mcp    *mcp.Server
@@ -171,7 +171,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), a.intake(p.Name(), wp), a.log)
 		}
 	}
-	a.tools = compat.New(compat.Config{
+	a.tools = gentools.New(gentools.Config{
 		Service:        a.svc,
 		Owner:          server.ToolOwner,
 		MaxInputBytes:  a.cfg.MaxInputBytes,
@@ -445,7 +445,7 @@ func capabilities() *mcp.ServerCapabilities {
 	// sent: no listChanged (go-sdk's default would claim it).
 	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	c.AddExtension(tasks.ExtensionID, nil)
-	// Outputs are resources (compat.RegisterResources); the list never
+	// Outputs are resources (gentools.RegisterResources); the list never
 	// changes and nothing is subscribable.
 	c.Resources = &mcp.ResourceCapabilities{}
 	ui.Capability(c)
@@ -485,7 +485,7 @@ func newLogger(level slog.Level) *slog.Logger {
 // registerViewer adds the MCP Apps generation view (ui package); its tool
 // polls, so it draws from the poll bucket.
 func (a *app) registerViewer(s *mcp.Server) {
-	a.tools.SetRateClass(ui.ViewTool, compat.ClassPoll)
+	a.tools.SetRateClass(ui.ViewTool, gentools.ClassPoll)
 	ui.Register(s, a.viewerConfig())
 }
 

@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -17,7 +17,7 @@ import (
 // channel.
 func (r *rig) waitSession(every, maxWait time.Duration) (*mcp.ClientSession, <-chan *mcp.ProgressNotificationParams) {
 	r.t.Helper()
-	tools := compat.New(compat.Config{
+	tools := gentools.New(gentools.Config{
 		Service:       r.svc,
 		Owner:         func(context.Context, *mcp.CallToolRequest) string { return "alice" },
 		ProgressEvery: every,
@@ -31,7 +31,7 @@ func (r *rig) waitSession(every, maxWait time.Duration) (*mcp.ClientSession, <-c
 		r.t.Fatal(err)
 	}
 	got := make(chan *mcp.ProgressNotificationParams, 1000)
-	c := mcp.NewClient(&mcp.Implementation{Name: "compat-test", Version: "1"}, &mcp.ClientOptions{
+	c := mcp.NewClient(&mcp.Implementation{Name: "gentools-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) { got <- req.Params },
 	})
 	cs, err := c.Connect(context.Background(), ct, nil)
@@ -137,7 +137,7 @@ func TestWaitAnswersAtTheCap(t *testing.T) {
 				// At the start, then every 10 s (one at the very end may race the answer).
 				notes, lo, hi := len(got), 0, 0
 				if c.token != nil {
-					lo, hi = 1+int((c.want-1)/compat.DefaultProgressEvery), 1+int(c.want/compat.DefaultProgressEvery)
+					lo, hi = 1+int((c.want-1)/gentools.DefaultProgressEvery), 1+int(c.want/gentools.DefaultProgressEvery)
 				}
 				if notes < lo || notes > hi {
 					t.Errorf("%d progress notifications in %s, want %d..%d", notes, took, lo, hi)

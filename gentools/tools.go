@@ -1,8 +1,8 @@
-// Package compat serves the nine generationId tools for clients that do not
+// Package gentools serves the nine generationId tools for clients that do not
 // use the Tasks extension (and, through generate, for those that do). The
 // handlers are thin: they check arguments, call package generation, and
 // render results.
-package compat
+package gentools
 
 import (
 	"context"

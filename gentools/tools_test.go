@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -59,9 +59,9 @@ func (r *rig) startRunner() {
 
 // session registers the tools on a fresh MCP server whose every caller is
 // owner, and connects a client to it in memory.
-func (r *rig) session(owner string) (*compat.Tools, *mcp.ClientSession) {
+func (r *rig) session(owner string) (*gentools.Tools, *mcp.ClientSession) {
 	r.t.Helper()
-	tools := compat.New(compat.Config{
+	tools := gentools.New(gentools.Config{
 		Service: r.svc,
 		Owner:   func(context.Context, *mcp.CallToolRequest) string { return owner },
 		Budget:  r.limit,
@@ -73,7 +73,7 @@ func (r *rig) session(owner string) (*compat.Tools, *mcp.ClientSession) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "compat-test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "gentools-test", Version: "1"}, nil).Connect(context.Background(), ct, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -383,15 +383,15 @@ func TestArgumentErrors(t *testing.T) {
 func TestRateClass(t *testing.T) {
 	tools, cs := newRig(t, nil).session("alice")
 	want := map[string]string{
-		"generate":          compat.ClassCreate,
-		"get_generation":    compat.ClassPoll,
-		"wait_generation":   compat.ClassPoll,
-		"list_generations":  compat.ClassPoll,
-		"download_output":   compat.ClassPoll,
-		"list_models":       compat.ClassPoll,
-		"get_credits":       compat.ClassPoll,
-		"upload_input":      compat.ClassPoll,
-		"cancel_generation": compat.ClassPoll,
+		"generate":          gentools.ClassCreate,
+		"get_generation":    gentools.ClassPoll,
+		"wait_generation":   gentools.ClassPoll,
+		"list_generations":  gentools.ClassPoll,
+		"download_output":   gentools.ClassPoll,
+		"list_models":       gentools.ClassPoll,
+		"get_credits":       gentools.ClassPoll,
+		"upload_input":      gentools.ClassPoll,
+		"cancel_generation": gentools.ClassPoll,
 		"no_such_tool":      "",
 		"":                  "",
 	}

@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"bufio"
@@ -104,7 +104,7 @@ type memoryResult struct {
 }
 
 // TestLargeInputChild is the measured process (run by runLargeInput): the
-// compat tools on real parts, concurrentUploads generate calls each with
+// generation tools on real parts, concurrentUploads generate calls each with
 // the largest accepted image for local-animate, waiting until the local
 // provider has drawn each into its video.
 func TestLargeInputChild(t *testing.T) {
@@ -158,7 +158,7 @@ func runLargeInput(tb testing.TB) memoryResult {
 	if raceEnabled {
 		// Measure what production runs: the same tests built without the
 		// race detector, whose shadow memory would multiply the heap.
-		bin = filepath.Join(dir, "compat.test")
+		bin = filepath.Join(dir, "gentools.test")
 		if out, err := exec.Command("go", "test", "-c", "-o", bin, ".").CombinedOutput(); err != nil {
 			tb.Fatalf("build the child without -race: %v\n%s", err, out)
 		}

@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/darkroom-mcp/darkroom/compat"
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,10 +23,10 @@ func FuzzGenerate(f *testing.F) {
 	parts := testrig.New(f)
 	svc := parts.Service(f, generation.Config{Now: clock()})
 	ctx := context.Background()
-	tools := compat.New(compat.Config{
+	tools := gentools.New(gentools.Config{
 		Service: svc,
 		Owner:   func(context.Context, *mcp.CallToolRequest) string { return "fuzz" },
-		BeforeGenerate: func(_ context.Context, _ *mcp.CallToolRequest, _ string, _ *generation.CreateRequest, a *compat.GenerateArgs) (*mcp.CallToolResult, error) {
+		BeforeGenerate: func(_ context.Context, _ *mcp.CallToolRequest, _ string, _ *generation.CreateRequest, a *gentools.GenerateArgs) (*mcp.CallToolResult, error) {
 			a.Wait = false
 			return nil, nil
 		},

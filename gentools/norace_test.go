@@ -1,5 +1,5 @@
 //go:build !race
 
-package compat_test
+package gentools_test
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/darkroom-mcp/darkroom/compat"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,7 +19,7 @@ type ownerKey struct{}
 func TestSharedReadFollowsTheGeneration(t *testing.T) {
 	r := newRig(t, nil)
 	_, alice := r.session("alice")
-	tools := compat.New(compat.Config{
+	tools := gentools.New(gentools.Config{
 		Service: r.svc,
 		Owner:   func(ctx context.Context, _ *mcp.CallToolRequest) string { return ctx.Value(ownerKey{}).(string) },
 		Budget:  r.limit,

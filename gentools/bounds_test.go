@@ -1,4 +1,4 @@
-package compat_test
+package gentools_test
 
 import (
 	"bytes"

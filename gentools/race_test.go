@@ -1,6 +1,6 @@
 //go:build race
 
-package compat_test
+package gentools_test
 
 // raceEnabled: this binary runs under the race detector.
 const raceEnabled = true
