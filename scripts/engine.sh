@@ -103,9 +103,9 @@ ensure_image() {
   BASES_USED+=("$name: stand-in $key (made in $((SECONDS - t0)) s)")
 }
 
-print_bases() {
+print_bases() { # once per base, as first found
   local b
-  for b in "${BASES_USED[@]}"; do log "base $b"; done
+  for b in "${BASES_USED[@]}"; do echo "$b"; done | awk -F': ' '!seen[$1]++' | while read -r b; do log "base $b"; done
 }
 
 standin_fn() {
@@ -147,9 +147,51 @@ import_tar() {
 # build_containerfile NAME KEY DIR: builds DIR/Containerfile as NAME.
 build_containerfile() {
   local name=$1 key=$2 dir=$3
-  local args=(build --pull=never --label "$STANDIN_LABEL=$key" -t "$(qualified "$name")" -f "$dir/Containerfile")
-  [ "$ENGINE" = podman ] && args+=(--format docker -v "$CA_BUNDLE:$CA_BUNDLE:ro")
+  shift 3
+  local args=(build --pull=never --label "$STANDIN_LABEL=$key" -t "$(qualified "$name")" -f "$dir/Containerfile" "$@")
+  if [ "$ENGINE" = podman ]; then
+    args+=(--format docker "${PODMAN_BUILD_MOUNTS[@]}")
+  fi
   nice -n 10 "$ENGINE" "${args[@]}" "$dir" >&2
+}
+
+# The host's CA bundle (read-only, never baked in) and the Go caches,
+# mounted into every RUN step of a Podman build.
+PODMAN_BUILD_MOUNTS=(-v "$CA_BUNDLE:$CA_BUNDLE:ro"
+  -v "$CACHE/image-build/gomod:/go/pkg/mod" -v "$CACHE/image-build/gobuild:/root/.cache/go-build")
+mkdir -p "$CACHE/image-build/gomod" "$CACHE/image-build/gobuild"
+
+# --- the compose file's other images: scripts/standins/NAME/Containerfile ---
+
+# standin_recipe DIR NAME key|build KEY [BUILD ARGS...]: the stand-ins
+# built from a Containerfile, keyed by its folder, the bases it uses and
+# its build arguments.
+standin_recipe() {
+  local dir="$ROOT/scripts/standins/$1" name=$2 op=$3; shift 3
+  case $op in
+    key)
+      { echo "recipe $STANDIN_RECIPE"; debian_key; standin_golang key; standin_distroless key; echo "$@"
+        (cd "$dir" && tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - .); } | hash12 ;;
+    build)
+      local key=$1; shift
+      local b
+      for b in $(awk 'toupper($1) == "FROM" {print $2}' "$dir/Containerfile"); do
+        [ "$b" = scratch ] || ensure_image "${b#docker.io/library/}"
+      done
+      build_containerfile "$name" "$key" "$dir" "$@"
+      log "built stand-in $name ($key)"
+      ;;
+  esac
+}
+
+versitygw_version() { awk -F= '/^VERSITYGW_VERSION=/ {print $2}' "$ROOT/scripts/tools.sh"; }
+
+standin_postgres() { standin_recipe postgres postgres:15 "$@"; }
+standin_haproxy() { standin_recipe haproxy haproxy:2.8 "$@"; }
+standin_busybox() { standin_recipe busybox busybox:1.36 "$@"; }
+standin_versitygw() {
+  local op=$1; shift
+  standin_recipe versitygw versity/versitygw:latest "$op" "$@" --build-arg "VERSITYGW_VERSION=$(versitygw_version)"
 }
 
 # --- Debian bookworm: debootstrap minbase from the machine's own mirror ---

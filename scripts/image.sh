@@ -34,9 +34,7 @@ build() {
   local args=(build --pull=never --build-arg "VERSION=$version" -t "$IMAGE" .)
   if [ "$ENGINE" = podman ]; then
     # --format docker keeps HEALTHCHECK and STOPSIGNAL (OCI has neither).
-    mkdir -p "$CACHE/image-build/gomod" "$CACHE/image-build/gobuild"
-    args+=(--format docker -v "$CA_BUNDLE:$CA_BUNDLE:ro"
-      -v "$CACHE/image-build/gomod:/go/pkg/mod" -v "$CACHE/image-build/gobuild:/root/.cache/go-build")
+    args+=(--format docker "${PODMAN_BUILD_MOUNTS[@]}")
   fi
   local tb=$SECONDS
   nice -n 10 "$ENGINE" "${args[@]}" >&2

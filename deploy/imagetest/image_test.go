@@ -69,7 +69,7 @@ func start(t *testing.T, o runOpts) *container {
 		if t.Failed() {
 			t.Logf("logs of %s:\n%s", c.name, logsOf(c.name))
 		}
-		_, _ = eng("rm", "-f", "-t", "0", c.name)
+		_, _ = eng("rm", "-f", "-v", "-t", "0", c.name)
 	})
 	c.waitReady(t)
 	return c
@@ -175,7 +175,7 @@ func TestImageRefusesWithoutKeys(t *testing.T) {
 	img := needImage(t)
 	name := "darkroom-it-" + randomHex(4)
 	mustEng(t, "run", "-d", "--name", name, img)
-	defer func() { _, _ = eng("rm", "-f", "-t", "0", name) }()
+	defer func() { _, _ = eng("rm", "-f", "-v", "-t", "0", name) }()
 	done := make(chan string, 1)
 	go func() { out, _ := eng("wait", name); done <- out }()
 	var code string
@@ -371,7 +371,7 @@ func TestImageVolumeSurvives(t *testing.T) {
 		t.Fatalf("generation: %s (%s)", w.Status, w.StatusMessage)
 	}
 	_ = cs.Close()
-	mustEng(t, "rm", "-f", "-t", "0", a.name)
+	mustEng(t, "rm", "-f", "-v", "-t", "0", a.name)
 
 	b := start(t, runOpts{volume: vol, port: port})
 	cs = connect(t, b.url, b.token, "2026-07-28")
@@ -393,6 +393,8 @@ func TestImageVolumeSurvives(t *testing.T) {
 // wait is answered, and the video completes in a new container on the
 // same volume.
 func TestImageStopDrains(t *testing.T) {
+	needImage(t)
+	t.Parallel() // mostly waiting on the drain, beside TestImageHealthcheck
 	vol, port := volume(t), freePort(t)
 	a := start(t, runOpts{volume: vol, port: port, env: []string{"DARKROOM_LOCAL_LATENCY=1"}})
 	cs := connect(t, a.url, a.token, "2026-07-28")
