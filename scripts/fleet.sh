@@ -51,7 +51,7 @@ up() {
     podman network create --subnet 172.28.0.0/16 --label "io.podman.compose.project=$PROJECT" "${PROJECT}_default" >/dev/null
   fi
   if [ "$ENGINE" = docker ]; then
-    compose up -d --no-build --wait >&2
+    compose up -d --no-build >&2
   else
     # podman-compose 1.0.3 starts the services in depends_on order but
     # does not wait on their conditions: a replica that finds PostgreSQL
