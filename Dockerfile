@@ -11,8 +11,11 @@
 # webhooks do not point at 0.0.0.0.
 # Metrics listen on 127.0.0.1:9464 inside the container; to scrape them set
 # DARKROOM_METRICS_TOKEN and scrape /metrics on 8080 with that bearer token.
-# SIGTERM drains within DARKROOM_SHUTDOWN_GRACE (20s; docker stop waits 10s
-# unless given --time).
+# `docker stop` sends SIGTERM (STOPSIGNAL) and kills after 10 s: the image
+# sets DARKROOM_SHUTDOWN_GRACE=8s (the binary's own default is 20s) so the
+# drain always ends first. Raise both together: docker stop --time, compose
+# stop_grace_period, Kubernetes terminationGracePeriodSeconds.
+# Built and checked with Podman by scripts/image.sh (make image-test).
 # Lint offline with scripts/dockerlint.sh (the rules of `docker build --check`).
 
 FROM golang:1.26-bookworm AS build
@@ -38,7 +41,8 @@ COPY --from=build /out/darkroom /darkroom
 # fresh named volume is initialised writable.
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV DARKROOM_ADDR=0.0.0.0:8080 \
-    DARKROOM_DATA_DIR=/data
+    DARKROOM_DATA_DIR=/data \
+    DARKROOM_SHUTDOWN_GRACE=8s
 VOLUME /data
 EXPOSE 8080
 USER nonroot
@@ -47,5 +51,6 @@ USER nonroot
 # (`darkroom healthcheck --ready` does); see README "Operations".
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["/darkroom", "healthcheck"]
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["/darkroom"]
 CMD ["serve"]

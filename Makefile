@@ -1,10 +1,10 @@
-# darkroom: make run | test | generate | lint | bench | docker | conformance
+# darkroom: make run | test | generate | lint | bench | docker | image | image-test | fleet-test | conformance
 SHELL := /bin/bash
 GO ?= go
 BIN := $(HOME)/.cache/darkroom/bin
 SQLC := $(GO) tool -modfile=$(CURDIR)/tools/go.mod sqlc
 
-.PHONY: run test unit lint generate check-generated bench docker conformance tools
+.PHONY: run test unit lint generate check-generated bench docker image image-test fleet-test conformance tools
 
 run: ## serve on the embedded default: SQLite, local folder, local provider
 	$(GO) run ./cmd/darkroom serve
@@ -36,6 +36,15 @@ bench: ## performance figures (prints ratios measured in one run; starts the tes
 
 docker: ## lint the Dockerfile and build the same static binary it builds
 	scripts/dockerlint.sh
+
+image: ## build the real Dockerfile with a container engine (Docker, or Podman with stand-in bases)
+	scripts/image.sh build
+
+image-test: ## build the image, then check it running (deploy/imagetest)
+	scripts/image.sh test
+
+fleet-test: ## bring deploy/compose.yaml up (three replicas, HAProxy, PostgreSQL, S3) and run the fleet checks through HAProxy
+	scripts/fleet.sh test
 
 conformance: ## the official MCP conformance suite against the fixture server
 	scripts/conformance.sh

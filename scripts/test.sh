@@ -3,7 +3,9 @@
 # (versitygw for S3, PostgreSQL), runs go test -race over everything, the
 # provider emulator's own tests (go's ./... skips testdata), every fuzz
 # target for FUZZTIME (default 30s) each, the Dockerfile lint with the
-# static build it makes, then the MCP conformance suite; the end-to-end
+# static build it makes, the image built by a container engine and checked
+# running (scripts/image.sh test), the compose fleet through HAProxy
+# (scripts/fleet.sh test), then the MCP conformance suite; the end-to-end
 # suite runs on both engines. Every
 # server is stopped by PID on exit.
 set -euo pipefail
@@ -29,4 +31,6 @@ go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
 DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/ ./client/
 scripts/fuzz.sh
 scripts/dockerlint.sh
+scripts/image.sh test # make image-test: the real Dockerfile, built and run
+scripts/fleet.sh test # make fleet-test: deploy/compose.yaml, up and through HAProxy
 scripts/conformance.sh
