@@ -108,8 +108,8 @@ func TestViewerInBrowser(t *testing.T) {
 
 		// The result was enough: the view asked darkroom only for the bytes,
 		// by resources/read of the output's own URI.
-		var asked struct{ ViewCalls, Reads []string }
-		b.host(t, `({viewCalls: window.host.viewCalls, reads: window.host.reads})`, &asked)
+		var asked struct{ ViewCalls, Reads, ReadErrors []string }
+		b.host(t, `({viewCalls: window.host.viewCalls, reads: window.host.reads, readErrors: window.host.readErrors})`, &asked)
 		if len(asked.ViewCalls) != 0 || len(asked.Reads) != 1 || asked.Reads[0] != "darkroom://generations/"+b.resultID(t)+"/outputs/0" {
 			t.Fatalf("the view asked for %+v", asked)
 		}

@@ -11,7 +11,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { AppBridge, PostMessageTransport, getToolUiResourceUri, RESOURCE_MIME_TYPE } from "@modelcontextprotocol/ext-apps/app-bridge";
 
 const q = new URLSearchParams(location.search);
-const host = (window.host = { ready: false, error: "", opened: [], sizes: [], viewCalls: [], reads: [], result: null });
+const host = (window.host = { ready: false, error: "", opened: [], sizes: [], viewCalls: [], reads: [], readErrors: [], result: null });
 const log = (s) => { document.getElementById("log").textContent += s + "\n"; };
 
 async function sha256(text) {
@@ -83,7 +83,12 @@ async function main() {
   bridge.onreadresource = async (params, extra) => {
     host.reads.push(params.uri);
     if (refuse) throw new Error("the host refused this read");
-    return client.readResource(params, extra);
+    try {
+      return await client.readResource(params, extra);
+    } catch (e) {
+      host.readErrors.push(String(e)); // what the view fell back from
+      throw e;
+    }
   };
   iframe.srcdoc = await withCSP(view.text, view._meta?.ui?.csp);
 }
