@@ -136,9 +136,10 @@ type createTaskResult struct {
 
 func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 
-// SDKMiddleware answers a task a tool handler left (AnswerTask) as the flat CreateTaskResult, and an
-// *RPCError into a JSON-RPC error, for tools/call; for a pre-2026 client it
-// drops the 2026-only cache fields of list results.
+// SDKMiddleware, for tools/call, sends the task a tool handler left
+// (AnswerTask) as the flat CreateTaskResult and turns an *RPCError into a
+// JSON-RPC error; for a pre-2026 client it drops the 2026-only cache
+// fields of list results.
 func SDKMiddleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		other := sdkResults(next)
