@@ -19,7 +19,7 @@ import (
 // is already spent; then a token is taken from the caller's create rate
 // (none left: a *RateError); the task (InTx) is created alongside.
 func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (g *Generation, existing bool, err error) {
-	m, err := s.Validate(&req)
+	m, err := s.validated(&req)
 	if err != nil {
 		return nil, false, err
 	}

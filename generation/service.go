@@ -191,6 +191,9 @@ type CreateRequest struct {
 	// InTx runs inside the creating transaction (the tasks layer creates its
 	// task row here, so both commit together or not at all).
 	InTx func(ctx context.Context, tx Tx, g *Generation) error
+	// valid is the model Validate accepted the request for: Create then
+	// validates it no second time (its fields must not change between).
+	valid *provider.Model
 }
 
 // DefaultAspectRatio is used when the caller gives none.
@@ -259,7 +262,16 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 			return m, err
 		}
 	}
+	req.valid = &m
 	return m, nil
+}
+
+// validated is Validate's answer, given once per request.
+func (s *Service) validated(req *CreateRequest) (provider.Model, error) {
+	if v := req.valid; v != nil && v.ID == req.ModelID {
+		return *v, nil
+	}
+	return s.Validate(req)
 }
 
 // checkImage refuses an input image that cannot be used, from its bytes'

@@ -192,7 +192,8 @@ func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, bytes int, toolClass func(string) string) (bool, time.Duration) {
 	var polls, creates int
 	var listens []int // each listen's tokens: one may take the whole bucket, never two
-	for _, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		if m.Method == "" {
 			continue
 		}
@@ -200,11 +201,7 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 		case gentools.ClassCreate:
 			creates++
 		case classListen:
-			var params []byte
-			if m.Req != nil {
-				params = m.Req.Params
-			}
-			listens = append(listens, listenTokens(tasks.ListenIDs(params)))
+			listens = append(listens, listenTokens(m.ListenIDs()))
 		default:
 			polls++
 		}

@@ -396,17 +396,14 @@ type obsConn struct {
 func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
+		m := tasks.ParseRequest(req) // the one parse, which the layers below read too
 		name := ""
 		if req.Method == "tools/call" {
-			var p struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(req.Params, &p)
-			name = p.Name
+			name = m.Name
 		}
 		method, tool := c.o.labels(req.Method, name)
 		p := pending{method: method, tool: tool, path: tasks.PathSDK, start: time.Now()}
-		if tasks.Handles(req.Method, req.Params) {
+		if m.Dispatched() {
 			p.path = tasks.PathTasks // the dispatcher's transport serves it
 		}
 		if req.Method == listenMethod {

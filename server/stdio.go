@@ -52,10 +52,9 @@ func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		m := tasks.Message{Method: req.Method, Name: tasks.RouteName(req.Method, req.Params), Call: req.IsCall(),
-			Req: &tasks.Request{Method: req.Method, Params: req.Params}}
+		m := tasks.ParseRequest(req)
 		// stdio is the single local principal: no per-key overrides.
-		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{m}, len(req.Params), c.t.toolClass)
+		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{*m}, len(req.Params), c.t.toolClass)
 		if allowed {
 			return msg, nil
 		}

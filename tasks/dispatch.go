@@ -181,9 +181,27 @@ type Request struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
-	// typed holds the params already decoded (the HTTP hot path decodes
-	// a tasks/* body once).
-	typed *params
+	// typed holds the params already decoded (the one parse's, or
+	// decoded's); undecodable notes params that do not decode.
+	typed       *params
+	undecodable bool
+}
+
+// decoded is the request's params as the dispatcher reads them: the one
+// parse's typed params or, where it left them (odd bodies: a repeated
+// object key, a value of an unexpected type), a strict decode of their
+// own, counted as a second parse; nil when they do not decode.
+func (r *Request) decoded() *params {
+	if r.typed == nil && !r.undecodable {
+		parses.Add(1)
+		p := new(params)
+		if len(r.Params) == 0 || unmarshalStrict(r.Params, p) != nil {
+			r.undecodable = true
+			return nil
+		}
+		r.typed = p
+	}
+	return r.typed
 }
 
 type clientCaps struct {
@@ -206,17 +224,15 @@ type params struct {
 	} `json:"notifications"`
 }
 
-// Handles reports whether this dispatcher serves the request rather than
-// the MCP server behind it.
-func Handles(method string, rawParams json.RawMessage) bool {
-	switch method {
-	case methodGet, methodUpdate, methodCancel:
+// decodeNotifications decodes the span of params.notifications into p as
+// the strict decode of the whole params would, and reports false where
+// that decode would fail.
+func (p *params) decodeNotifications(raw json.RawMessage) bool {
+	p.Notifications = nil
+	if len(raw) == 0 || string(raw) == "null" {
 		return true
-	case methodListen:
-		var p params
-		return json.Unmarshal(rawParams, &p) == nil && p.Notifications != nil && p.Notifications.TaskIDs != nil
 	}
-	return false
+	return unmarshalBody(raw, &p.Notifications) == nil
 }
 
 func (c *clientCaps) hasExtension() bool {
@@ -227,12 +243,9 @@ func (c *clientCaps) hasExtension() bool {
 // parse decodes and checks params in the spec's order: _meta, then
 // headers (HTTP only), version, then the extension.
 func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCError) {
-	p := req.typed
+	p := req.decoded()
 	if p == nil {
-		p = new(params)
-		if len(req.Params) == 0 || unmarshalStrict(req.Params, p) != nil {
-			return nil, invalidParams("params must be an object with _meta")
-		}
+		return nil, invalidParams("params must be an object with _meta")
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
 		return nil, invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)

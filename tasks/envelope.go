@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/darkroom-mcp/darkroom/internal/netx"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Envelope is the routing view of one JSON-RPC POST body, parsed once by
@@ -172,6 +174,7 @@ func rawString(raw json.RawMessage) (string, bool) {
 // (scan.go) answers the common bodies; everything else, every error
 // included, is parseBodyReference's.
 func ParseBody(b []byte) (*Envelope, error) {
+	parses.Add(1)
 	if tooDeep(b) {
 		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
 	}
@@ -305,16 +308,6 @@ func parseError(b []byte, err error) *BodyError {
 	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
 }
 
-// RouteName returns the name routing reads from a method's params:
-// params.name, params.uri or params.taskId ("" for other methods).
-func RouteName(method string, params json.RawMessage) string {
-	var p wireParams
-	if len(params) == 0 || unmarshalStrict(params, &p) != nil {
-		return ""
-	}
-	return routeName(method, &p)
-}
-
 func routeName(method string, p *wireParams) string {
 	s, _ := rawString(routeRaw(method, p))
 	return s
@@ -345,9 +338,17 @@ func parseMessage(b []byte) (*Message, error) {
 	}
 	m.Method = *w.Method
 	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
+	m.readParams(w.Params)
+	return m, nil
+}
+
+// readParams fills in what every layer reads from a request's params:
+// the route name, _meta's version and capabilities, and the dispatcher's
+// typed params.
+func (m *Message) readParams(raw json.RawMessage) {
 	p := new(wireParams)
-	if len(w.Params) == 0 || unmarshalBody(w.Params, p) != nil {
-		return m, nil
+	if len(raw) == 0 || unmarshalBody(raw, p) != nil {
+		return
 	}
 	m.params = p
 	m.Name = routeName(m.Method, p)
@@ -359,22 +360,95 @@ func parseMessage(b []byte) (*Message, error) {
 		}
 		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
 	}
-	if isTaskMethod(m.Method) && metaOK {
-		// tasks/*: the dispatcher's typed params, built from the same
-		// pass. Anything that would not decode as the dispatcher's own
-		// parse does is left to that parse (and its error).
+	if dispatcherMethod(m.Method) && metaOK && !repeatsObjectKey(raw) {
+		// tasks/* and listen: the dispatcher's typed params, built from
+		// the same pass. Anything that would not decode as the
+		// dispatcher's own parse does is left to that parse (and its
+		// error).
 		m.Req.typed = typedParams(p, &meta)
 	}
-	return m, nil
+}
+
+// parses counts the parses of requests: each body ParseBody reads, each
+// message ParseRequest reads, and each later decode of a request's params
+// (Request.decoded's, for the odd bodies the one parse leaves). It is the
+// test hook that holds every request to one.
+var parses atomic.Int64
+
+// Parses is the number of request parses so far (see parses).
+func Parses() int64 { return parses.Load() }
+
+// ParseRequest is ParseBody for a message a transport other than HTTP
+// already decoded (stdio's): the message as every layer reads it, parsed
+// once and kept in req.Extra for the layers after the first (go-sdk's
+// server reads only an *mcp.RequestExtra there, which stdio has none of).
+func ParseRequest(req *jsonrpc.Request) *Message {
+	if m, ok := req.Extra.(*Message); ok {
+		return m
+	}
+	parses.Add(1)
+	id, _ := json.Marshal(req.ID.Raw())
+	m := &Message{Method: req.Method, ID: id, Call: req.IsCall(), jsonrpc: "2.0",
+		Req: &Request{ID: id, Method: req.Method, Params: req.Params}}
+	m.readParams(req.Params)
+	req.Extra = m
+	return m
+}
+
+// Dispatched reports a message the dispatcher serves rather than go-sdk:
+// a call of tasks/get, tasks/update or tasks/cancel, or a
+// subscriptions/listen call that names taskIds.
+func (m *Message) Dispatched() bool {
+	if m.Req == nil || !m.Call {
+		return false
+	}
+	if isTaskMethod(m.Method) {
+		return true
+	}
+	if m.Method != methodListen {
+		return false
+	}
+	p := m.Req.decoded()
+	return p != nil && p.Notifications != nil && p.Notifications.TaskIDs != nil
+}
+
+// ListenIDs is the number of task ids a subscriptions/listen asks for (0
+// when its params do not decode: the dispatcher then refuses it).
+func (m *Message) ListenIDs() int {
+	if m.Req == nil {
+		return 0
+	}
+	if p := m.Req.decoded(); p != nil && p.Notifications != nil {
+		return len(p.Notifications.TaskIDs)
+	}
+	return 0
+}
+
+// objectKeys are the keys of params whose values the dispatcher decodes
+// into structs or maps: where one repeats, the strict decode merges the
+// objects, while one pass keeps only the last.
+var objectKeys = [][]byte{[]byte(`"_meta"`), []byte(`"notifications"`), []byte(`"inputResponses"`),
+	[]byte(`"` + metaClientCapabilities + `"`), []byte(`"extensions"`)}
+
+// repeatsObjectKey reports raw params in which one of objectKeys occurs
+// twice (or a string holds it: the typed params are then left to the
+// dispatcher's own decode, which is only slower).
+func repeatsObjectKey(raw []byte) bool {
+	for _, k := range objectKeys {
+		if i := bytes.Index(raw, k); i >= 0 && bytes.Contains(raw[i+len(k):], k) {
+			return true
+		}
+	}
+	return false
 }
 
 // typedParams is unmarshalStrict(params, &params{}) from the fields one
 // pass read, or nil when that decode could fail or read more.
 func typedParams(p *wireParams, meta *wireMeta) *params {
-	if p.Notifications != nil {
+	tp := &params{TaskID: p.TaskID}
+	if !tp.decodeNotifications(p.Notifications) {
 		return nil
 	}
-	tp := &params{TaskID: p.TaskID}
 	if len(p.Meta) > 0 && string(p.Meta) != "null" {
 		tp.Meta = &struct {
 			ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`

@@ -55,8 +55,10 @@ func FuzzParseBody(f *testing.F) {
 		if req.IsCall() != e.Call {
 			t.Fatalf("%q: call=%v here, %v to go-sdk", body, e.Call, req.IsCall())
 		}
-		if RouteName(req.Method, req.Params) != e.Name {
-			t.Fatalf("%q: name %q from the body, %q from go-sdk's params", body, e.Name, RouteName(req.Method, req.Params))
+		// stdio's parse of go-sdk's message reads what HTTP's reads.
+		if m := ParseRequest(req); m.Name != e.Name || m.Version != e.Version || m.HasCaps != e.HasCaps || m.Dispatched() != e.Dispatched() {
+			t.Fatalf("%q: name %q, version %q, caps %v, dispatched %v from the body; %q, %q, %v, %v from go-sdk's message",
+				body, e.Name, e.Version, e.HasCaps, e.Dispatched(), m.Name, m.Version, m.HasCaps, m.Dispatched())
 		}
 		if !json.Valid(body) {
 			t.Fatalf("%q accepted but not valid JSON", body)

@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -39,6 +38,10 @@ func DeclaredMethod(h http.Header) string {
 }
 
 func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate || m == methodCancel }
+
+// dispatcherMethod reports the methods whose params the dispatcher reads
+// typed: tasks/* and subscriptions/listen.
+func dispatcherMethod(m string) bool { return isTaskMethod(m) || m == methodListen }
 
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
@@ -176,53 +179,6 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 // MaxListenTaskIDs caps the taskIds of one subscriptions/listen: each is
 // looked up and subscribed to.
 const MaxListenTaskIDs = 1000
-
-// ListenIDs is the number of task ids a subscriptions/listen's params
-// ask for, read as the dispatcher reads them (0 when they do not decode:
-// the dispatcher then refuses the request).
-func ListenIDs(raw json.RawMessage) int {
-	var p struct {
-		Notifications *struct {
-			TaskIDs idCount `json:"taskIds"`
-		} `json:"notifications"`
-	}
-	if len(raw) == 0 || unmarshalStrict(raw, &p) != nil || p.Notifications == nil {
-		return 0
-	}
-	return int(p.Notifications.TaskIDs)
-}
-
-// idCount is the number of elements of a JSON array, counted without
-// decoding them: a listen is charged before its thousand ids are read.
-// Anything but an array of strings the dispatcher refuses anyway.
-type idCount int
-
-func (c *idCount) UnmarshalJSON(b []byte) error {
-	*c = 0
-	b = bytes.TrimSpace(b)
-	if len(b) < 2 || b[0] != '[' {
-		return nil // null, or not a list
-	}
-	inner := bytes.TrimSpace(b[1 : len(b)-1])
-	if len(inner) == 0 {
-		return nil
-	}
-	*c = 1
-	depth := 0
-	for _, ch := range outsideStrings(inner) {
-		switch ch {
-		case '[', '{':
-			depth++
-		case ']', '}':
-			depth--
-		case ',':
-			if depth == 0 {
-				*c++
-			}
-		}
-	}
-	return nil
-}
 
 // openListen takes one of the caller's open-stream slots (Options.OpenListen)
 // for a listen about to stream; release gives it back when it ends.

@@ -5,33 +5,46 @@ import (
 	"testing"
 )
 
-// TestListenIDs: a listen's ids are counted as the dispatcher would
-// decode them, without decoding them.
+// TestListenIDs: a listen's ids are counted from the one parse, as the
+// dispatcher decodes them, with no second parse.
 func TestListenIDs(t *testing.T) {
 	many := `"` + strings.Repeat(`t",  "`, 999) + `t"`
 	for _, c := range []struct {
-		params string
-		want   int
+		params     string
+		want       int
+		dispatched bool
 	}{
-		{`{"notifications":{"taskIds":["a","b"]}}`, 2},
-		{`{"notifications":{"taskIds":[ "a" ]}}`, 1},
-		{`{"notifications":{"taskIds":[]}}`, 0},
-		{`{"notifications":{"taskIds":[ ]}}`, 0},
-		{`{"notifications":{"taskIds":null}}`, 0},
-		{`{"notifications":{"taskIds":["a,b","c\",d"]}}`, 2}, // commas inside ids
-		{`{"notifications":{"taskIds":[` + many + `]}}`, 1000},
-		{`{"notifications":{"taskIds":["a"],"taskIds":["a","b","c"]}}`, 3}, // the last duplicate
-		{`{"notifications":{"TaskIds":["a"]}}`, 0},                         // case-sensitive, as the dispatcher
-		{`{"notifications":{}}`, 0},
-		{`{}`, 0},
-		{``, 0},
+		{`{"notifications":{"taskIds":["a","b"]}}`, 2, true},
+		{`{"notifications":{"taskIds":[ "a" ]}}`, 1, true},
+		{`{"notifications":{"taskIds":[]}}`, 0, true},
+		{`{"notifications":{"taskIds":null}}`, 0, false},
+		{`{"notifications":{"taskIds":["a,b","c\",d"]}}`, 2, true}, // commas inside ids
+		{`{"notifications":{"taskIds":[` + many + `]}}`, 1000, true},
+		{`{"notifications":{"taskIds":["a"],"taskIds":["a","b","c"]}}`, 3, true}, // the last duplicate
+		{`{"notifications":{"TaskIds":["a"]}}`, 0, false},                        // case-sensitive, as the dispatcher
+		{`{"Notifications":{"taskIds":["a"]}}`, 0, false},
+		{`{"notifications":{}}`, 0, false},
+		{`{"notifications":{"taskIds":[1]}}`, 0, false}, // refused by the dispatcher's decode
+		{`{}`, 0, false},
 	} {
-		if got := ListenIDs([]byte(c.params)); got != c.want {
+		body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":` + c.params + `}`
+		before := Parses()
+		e, err := ParseBody([]byte(body))
+		if err != nil {
+			t.Fatalf("%.80s: %v", c.params, err)
+		}
+		if got := e.ListenIDs(); got != c.want {
 			t.Errorf("ListenIDs(%.80s) = %d, want %d", c.params, got, c.want)
+		}
+		if got := e.Dispatched(); got != c.dispatched {
+			t.Errorf("Dispatched(%.80s) = %v, want %v", c.params, got, c.dispatched)
+		}
+		if n := Parses() - before; n != 1 && c.want > 0 {
+			t.Errorf("%.80s: parsed %d times", c.params, n)
 		}
 		// The dispatcher's own decode agrees wherever it decodes.
 		var p params
-		if c.params != "" && unmarshalStrict([]byte(c.params), &p) == nil {
+		if unmarshalStrict([]byte(c.params), &p) == nil {
 			n := 0
 			if p.Notifications != nil {
 				n = len(p.Notifications.TaskIDs)

@@ -48,7 +48,7 @@ type leanCall struct {
 // _meta go-sdk decodes (2026-07-28) or none (earlier eras, whose _meta
 // carries a progressToken go-sdk's session answers).
 func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
-	if env.Req != nil && env.Call && Handles(env.Req.Method, env.Req.Params) {
+	if env.Dispatched() {
 		return PathTasks, nil
 	}
 	l := &leanCall{}

@@ -98,7 +98,7 @@ func (op *onePass) finishParams(m *Message, s *scanner) {
 		m.Name, _ = rawString(name)
 		m.Version, versionOK = rawString(version)
 	}
-	if isTaskMethod(m.Method) && metaOK {
+	if dispatcherMethod(m.Method) && metaOK && !repeatsObjectKey(s.rawParams) {
 		m.Req.typed = op.typedParams(s, versionOK)
 	}
 }
@@ -107,11 +107,11 @@ func (op *onePass) finishParams(m *Message, s *scanner) {
 // rawString of the protocolVersion span (ok is its second result).
 func (op *onePass) typedParams(s *scanner, versionOK bool) *params {
 	p, meta := &op.params, &s.meta
-	if p.Notifications != nil {
-		return nil
-	}
 	tp := &op.typed
 	tp.TaskID = p.TaskID
+	if !tp.decodeNotifications(p.Notifications) {
+		return nil
+	}
 	if len(p.Meta) > 0 && string(p.Meta) != "null" {
 		tp.Meta = &op.tmeta
 		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {

@@ -226,12 +226,11 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			c.cancelListen(req.Params)
 			return msg, nil
 		}
-		if !req.IsCall() || !Handles(req.Method, req.Params) {
+		m := ParseRequest(req)
+		if !m.Dispatched() {
 			return msg, nil
 		}
-		id, _ := json.Marshal(req.ID.Raw())
-		r := &Request{ID: id, Method: req.Method, Params: req.Params}
-		go c.serve(req.ID, r)
+		go c.serve(req.ID, m.Req)
 	}
 }
 

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"mime"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 
-	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -142,13 +140,7 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 			}
 		}
 	}
-	if !jsonOK || !streamOK {
-		return false
-	}
-	// go-sdk's DNS-rebinding guard: on a loopback listener, the Host must
-	// be loopback too.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && netx.Loopback(la.String()) && !netx.Loopback(r.Host) {
-		return false
-	}
-	return true
+	// go-sdk's DNS-rebinding guard is Admit's (HostAllowed), which ran
+	// before: a request it refuses never reaches here.
+	return jsonOK && streamOK
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzTypedParams: the typed params one pass over a tasks/* body builds
+// FuzzTypedParams: the typed params one pass over a tasks/* or listen body builds
 // are exactly what the dispatcher's own strict decode of params gives,
 // or absent (the dispatcher then decodes them itself).
 func FuzzTypedParams(f *testing.F) {
@@ -17,11 +17,21 @@ func FuzzTypedParams(f *testing.F) {
 		`{"taskId":"t","notifications":{"taskIds":["a"]}}`,
 		`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":[],"io.modelcontextprotocol/tasks":{}}}}}`,
 		`{"inputResponses":[]}`, `{"_meta":"x"}`, `{}`,
+		// A duplicated object key: the strict decode merges the two objects.
+		`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}`,
+		`{"notifications":{"taskIds":["a"]},"notifications":{}}`,
+		`{"notifications":{"taskIds":["a","b"]},"_meta":null}`,
+		`{"notifications":{"taskIds":[1]}}`, `{"notifications":null}`,
 	} {
-		f.Add([]byte(s))
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
 	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		body := append(append([]byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":`), raw...), '}')
+	f.Fuzz(func(t *testing.T, raw []byte, listen bool) {
+		method := "tasks/get"
+		if listen {
+			method = "subscriptions/listen"
+		}
+		body := append(append([]byte(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`), raw...), '}')
 		e, err := ParseBody(body)
 		if err != nil || e.Req == nil || e.Req.typed == nil {
 			return

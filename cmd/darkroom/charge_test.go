@@ -251,13 +251,11 @@ func postWalk(t *testing.T, base, token, era string, m wireMethod, msg []byte, b
 }
 
 // stdioWalk connects a raw client connection to the app as `darkroom
-// stdio` serves it (the limits inside the tasks dispatcher's transport),
-// charged to c.
+// stdio` serves it (its stdioChain), charged to c.
 func stdioWalk(t *testing.T, a *app, c *limit.Classes) mcp.Connection {
 	t.Helper()
 	st, ct := mcp.NewInMemoryTransports()
-	limited := server.LimitTransport(st, c, a.tools.RateClass, server.LocalPrincipal)
-	ss, err := a.mcp.Connect(context.Background(), a.tasks.Transport(limited, server.LocalPrincipal), nil)
+	ss, err := a.mcp.Connect(context.Background(), a.stdioChain(st, c), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

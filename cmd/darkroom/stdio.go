@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -72,16 +73,21 @@ func stdio(ctx context.Context, args []string) error {
 	defer cancel()
 	bgDone := a.background(ctx)
 	log.Info("darkroom on stdio", a.banner("stdio", mln)...)
-	// stdio is always the local principal; tasks/* and listen are served by
-	// the tasks dispatcher wrapped around the transport.
-	// The same per-principal limits as HTTP apply, inside the dispatcher's
-	// transport so that tasks/get is charged as well; the observer sees
-	// every request and answer, refusals included.
-	limited := server.LimitTransport(a.obs.Transport(&mcp.StdioTransport{}), a.limits, a.tools.RateClass, server.LocalPrincipal)
-	err = a.mcp.Run(ctx, a.tasks.Transport(limited, server.LocalPrincipal))
+	err = a.mcp.Run(ctx, a.stdioChain(&mcp.StdioTransport{}, a.limits))
 	cancel()
 	<-bgDone
 	return err
+}
+
+// stdioChain is the transport go-sdk reads on stdio, around t: the
+// observer first (it sees every request and answer, refusals included,
+// and parses each message once for the layers below), then the same
+// per-principal limits as HTTP, charged to c, then the tasks dispatcher,
+// which serves tasks/* and listen (so tasks/get is charged as well).
+// stdio is always the local principal.
+func (a *app) stdioChain(t mcp.Transport, c *limit.Classes) mcp.Transport {
+	limited := server.LimitTransport(a.obs.Transport(t), c, a.tools.RateClass, server.LocalPrincipal)
+	return a.tasks.Transport(limited, server.LocalPrincipal)
 }
 
 // listenFiles opens the stdio files listener on cfg.Addr. When that port
