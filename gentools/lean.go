@@ -4,28 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// Reads returns the read-only poll tools' handlers by name, answering as
-// the ones Register gives go-sdk do: they change nothing, so running one
-// and then letting go-sdk run it again is harmless. get_generation's
-// answer for an unchanged generation is shared (see resultMemo).
-func (t *Tools) Reads() map[string]tasks.ReadHandler {
-	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
-			res, err := h(ctx, req)
-			return res, false, err
-		}
-	}
-	return map[string]tasks.ReadHandler{
-		"get_generation":   t.readGeneration,
-		"list_generations": fresh(t.listGenerations),
-		"download_output":  fresh(t.downloadOutput),
-		"get_credits":      fresh(t.getCredits),
-	}
-}
 
 // readGeneration is getGeneration, with the result of a generation whose
 // answer depends on its view alone kept in t.memo.

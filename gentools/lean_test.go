@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -24,7 +25,12 @@ func TestSharedReadFollowsTheGeneration(t *testing.T) {
 		Owner:   func(ctx context.Context, _ *mcp.CallToolRequest) string { return ctx.Value(ownerKey{}).(string) },
 		Budget:  r.limit,
 	})
-	read := tools.Reads()["get_generation"]
+	var read tasks.ReadHandler
+	for _, row := range tools.Table() {
+		if row.Def.Name == "get_generation" {
+			read = row.Read
+		}
+	}
 	as := func(owner, id string) (*mcp.CallToolResult, bool) {
 		t.Helper()
 		args, _ := json.Marshal(map[string]any{"generationId": id})

@@ -18,6 +18,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -69,20 +70,69 @@ const (
 	ClassCreate = "create" // starts a generation (spends credits)
 )
 
+// Tool is one row of the tool table (Tools.Table): everything darkroom
+// decides about a tool, read by every place that decides it: go-sdk's
+// registration and so tools/list (Def, whose _meta carries an app-only
+// tool's visibility), the charge at the door (Class), and the lean path
+// (Read, Bytes).
+type Tool struct {
+	Def     *mcp.Tool
+	Handler mcp.ToolHandler
+	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
+	Class string
+	// Read, when set, lets the tasks dispatcher serve a call below go-sdk
+	// (tasks.Dispatcher.ServeRead) with this handler, answering as go-sdk
+	// would; with Bytes its result streams output bytes (ServeBytes). A
+	// read changes nothing, so running it and then letting go-sdk run
+	// Handler again (an answer only go-sdk can give) is harmless.
+	Read  tasks.ReadHandler
+	Bytes bool
+}
+
 // Tools holds the handlers.
 type Tools struct {
-	cfg     Config
-	svc     *generation.Service
-	classes map[string]string
-	memo    resultMemo // get_generation's shared results (lean.go)
+	cfg   Config
+	svc   *generation.Service
+	table []Tool
+	memo  resultMemo // get_generation's shared results (lean.go)
+}
+
+// Table is every tool darkroom serves, sorted by name: the nine
+// generation tools and any Add gave.
+func (t *Tools) Table() []Tool { return t.table }
+
+// Add puts a tool served beside the generation tools (the viewer's) in
+// the table, before Register.
+func (t *Tools) Add(row Tool) {
+	t.table = append(t.table, row)
+	slices.SortFunc(t.table, func(a, b Tool) int { return strings.Compare(a.Def.Name, b.Def.Name) })
 }
 
 // RateClass names the bucket a call of the named tool draws from, as its
-// definition in Register says ("" for a tool it does not know).
-func (t *Tools) RateClass(tool string) string { return t.classes[tool] }
+// row says ("" for a tool it does not know).
+func (t *Tools) RateClass(tool string) string {
+	if row, ok := t.row(tool); ok {
+		return row.Class
+	}
+	return ""
+}
 
-// SetRateClass gives a tool registered elsewhere (the viewer's) its bucket.
-func (t *Tools) SetRateClass(tool, class string) { t.classes[tool] = class }
+func (t *Tools) row(name string) (Tool, bool) {
+	i, ok := slices.BinarySearchFunc(t.table, name, func(r Tool, n string) int { return strings.Compare(r.Def.Name, n) })
+	if !ok {
+		return Tool{}, false
+	}
+	return t.table[i], true
+}
+
+// Names lists the tools, sorted (a bounded label set for metrics).
+func (t *Tools) Names() []string {
+	names := make([]string, len(t.table))
+	for i, r := range t.table {
+		names[i] = r.Def.Name
+	}
+	return names
+}
 
 // New returns the tools.
 func New(cfg Config) *Tools {
@@ -101,53 +151,73 @@ func New(cfg Config) *Tools {
 	if cfg.Budget == nil {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
-	return &Tools{cfg: cfg, svc: cfg.Service, classes: map[string]string{}}
+	t := &Tools{cfg: cfg, svc: cfg.Service}
+	for _, row := range t.generationTools() {
+		t.Add(row)
+	}
+	return t
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// Register adds the nine tools to s.
+// Register adds every tool of the table to s.
 func (t *Tools) Register(s *mcp.Server) {
+	for _, row := range t.table {
+		s.AddTool(row.Def, row.Handler)
+	}
+}
+
+// generationTools are the nine generation tools' rows.
+func (t *Tools) generationTools() []Tool {
 	readOnly := func(title string) *mcp.ToolAnnotations {
 		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
 	}
-	add := func(name, class, desc string, in, out string, ann *mcp.ToolAnnotations, h mcp.ToolHandler) {
-		t.classes[name] = class
+	def := func(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
 		tool := &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), Annotations: ann}
 		if out != "" {
 			tool.OutputSchema = raw(out)
 		}
-		s.AddTool(tool, h)
+		return tool
 	}
-	add("list_models", ClassPoll, "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
-		emptyInput, listModelsOut, readOnly("List models"), t.listModels)
-	add("get_credits", ClassPoll, "Your credit balance, what you spent today and your daily limit (null when unlimited).",
-		emptyInput, creditsOut, readOnly("Get credits"), t.getCredits)
-	t.classes["generate"] = ClassCreate
-	s.AddTool(&mcp.Tool{
-		Name: "generate",
-		Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
-			t.waitNote("waitSeconds") + " " +
-			"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
-			"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
-		InputSchema:  generateInputSchema(t.aspectRatios()),
-		OutputSchema: raw(generationSchema),
-		Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
-	}, t.Generate)
-	add("upload_input", ClassPoll, "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
-		uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}, t.uploadInput)
-	add("get_generation", ClassPoll, "Get a generation's current status, progress and, when completed, short-lived signed output links.",
-		getInput, generationSchema, readOnly("Get generation"), t.getGeneration)
-	add("wait_generation", ClassPoll, "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
-		"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
-		t.waitNote("timeoutSeconds"),
-		waitInput, generationSchema, readOnly("Wait for generation"), t.waitGeneration)
-	add("download_output", ClassPoll, "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
-		downloadInput, downloadOut, readOnly("Download output"), t.downloadOutput)
-	add("cancel_generation", ClassPoll, "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
-		getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}, t.cancelGeneration)
-	add("list_generations", ClassPoll, "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
-		listGenerationsIn, listGenerationsOut, readOnly("List generations"), t.listGenerations)
+	// fresh is a read whose result is rendered per call (none shared).
+	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+			res, err := h(ctx, req)
+			return res, false, err
+		}
+	}
+	return []Tool{
+		{Def: def("list_models", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
+			emptyInput, listModelsOut, readOnly("List models")), Handler: t.listModels, Class: ClassPoll},
+		{Def: def("get_credits", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
+			emptyInput, creditsOut, readOnly("Get credits")), Handler: t.getCredits, Class: ClassPoll, Read: fresh(t.getCredits)},
+		{Def: &mcp.Tool{
+			Name: "generate",
+			Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
+				t.waitNote("waitSeconds") + " " +
+				"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
+				"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
+			InputSchema:  generateInputSchema(t.aspectRatios()),
+			OutputSchema: raw(generationSchema),
+			Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
+		}, Handler: t.Generate, Class: ClassCreate},
+		{Def: def("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
+			uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}),
+			Handler: t.uploadInput, Class: ClassPoll},
+		{Def: def("get_generation", "Get a generation's current status, progress and, when completed, short-lived signed output links.",
+			getInput, generationSchema, readOnly("Get generation")), Handler: t.getGeneration, Class: ClassPoll, Read: t.readGeneration},
+		{Def: def("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
+			"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
+			t.waitNote("timeoutSeconds"),
+			waitInput, generationSchema, readOnly("Wait for generation")), Handler: t.waitGeneration, Class: ClassPoll},
+		{Def: def("download_output", "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
+			downloadInput, downloadOut, readOnly("Download output")), Handler: t.downloadOutput, Class: ClassPoll, Read: fresh(t.downloadOutput)},
+		{Def: def("cancel_generation", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
+			getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}),
+			Handler: t.cancelGeneration, Class: ClassPoll},
+		{Def: def("list_generations", "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
+			listGenerationsIn, listGenerationsOut, readOnly("List generations")), Handler: t.listGenerations, Class: ClassPoll, Read: fresh(t.listGenerations)},
+	}
 }
 
 // waitNote is what the wait tools' descriptions say about long waits.

@@ -62,11 +62,6 @@ type Config struct {
 	Configure func(*mcp.Server)
 	// Capabilities are advertised in server/discover.
 	Capabilities *mcp.ServerCapabilities
-	// ByteReads are read-only tools whose results carry output bytes (the
-	// viewer's), served below go-sdk with their blobs streamed
-	// (tasks.Dispatcher.ServeBytes); go-sdk serves them too, registered
-	// in Configure.
-	ByteReads map[string]tasks.ReadHandler
 }
 
 // New builds the MCP server with the compatibility tools registered.
@@ -85,13 +80,15 @@ func New(cfg Config) *mcp.Server {
 	})
 	cfg.Tools.Register(s)
 	if cfg.Tasks != nil {
-		// The poll tools, below go-sdk where its answer can be matched
-		// (serverInfo is this server's, as go-sdk adds it).
-		for name, h := range cfg.Tools.Reads() {
-			cfg.Tasks.ServeRead(name, h, impl)
-		}
-		for name, h := range cfg.ByteReads {
-			cfg.Tasks.ServeBytes(name, h, impl)
+		// The reads of the tool table, below go-sdk where its answer can
+		// be matched (serverInfo is this server's, as go-sdk adds it).
+		for _, row := range cfg.Tools.Table() {
+			switch {
+			case row.Read != nil && row.Bytes:
+				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, impl)
+			case row.Read != nil:
+				cfg.Tasks.ServeRead(row.Def.Name, row.Read, impl)
+			}
 		}
 		cfg.Tasks.ServeResource(cfg.Tools.ReadResource)
 	}

@@ -92,10 +92,10 @@ func isObject(v any) bool {
 	return ok
 }
 
-// Register adds the view resource and the view tool to s, and the
-// middleware that links the generation tools to the view for clients that
-// declared the extension and hides both from the others.
-func Register(s *mcp.Server, cfg Config) {
+// Register adds the view resource to s, and the middleware that links the
+// generation tools to the view for clients that declared the extension
+// and hides the view and its tool (Tool) from the others.
+func Register(s *mcp.Server) {
 	s.AddResource(&mcp.Resource{
 		URI:         ResourceURI,
 		Name:        "generation-viewer",
@@ -104,8 +104,6 @@ func Register(s *mcp.Server, cfg Config) {
 		MIMEType:    MimeType,
 		Meta:        resourceMeta(),
 	}, readView)
-	v := &viewer{cfg: cfg}
-	s.AddTool(viewToolDef(), v.handle)
 	s.AddReceivingMiddleware(middleware)
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -157,17 +156,19 @@ func (v *viewer) bytes(ctx context.Context, g *generation.Generation, n int) (mc
 // the extension: go-sdk answers it (as a tool it does not have).
 var errHidden = errors.New("view tool hidden from this client")
 
-// ReadHandler is the view tool's handler for a path that serves it below
-// go-sdk (tasks.Dispatcher.ServeBytes): the same answer where go-sdk's
-// would come from the handler, an error (go-sdk's to answer) where the
-// middleware would hide the tool.
-func ReadHandler(cfg Config) tasks.ReadHandler {
+// Tool is the view tool's row of the tool table: app-only (its _meta's
+// visibility), a poll, and served below go-sdk with its blob streamed
+// (Read: the same answer where go-sdk's would come from the handler, an
+// error, go-sdk's to answer, where the middleware would hide the tool).
+func Tool(cfg Config) gentools.Tool {
 	v := &viewer{cfg: cfg}
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
-		if !Declared(req) {
-			return nil, false, errHidden
-		}
-		res, err := v.handle(ctx, req)
-		return res, false, err
+	return gentools.Tool{Def: viewToolDef(), Handler: v.handle, Class: gentools.ClassPoll, Read: v.read, Bytes: true}
+}
+
+func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+	if !Declared(req) {
+		return nil, false, errHidden
 	}
+	res, err := v.handle(ctx, req)
+	return res, false, err
 }

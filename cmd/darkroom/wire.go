@@ -181,6 +181,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Bytes:          a.bytes,
 		MaxWait:        a.cfg.MaxWait,
 	})
+	a.tools.Add(ui.Tool(a.viewerConfig()))
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
 	a.observe(hub)
@@ -428,7 +429,6 @@ func (a *app) serverConfig() server.Config {
 		Limits:         a.limits,
 		Tasks:          a.tasks,
 		Capabilities:   capabilities(),
-		ByteReads:      map[string]tasks.ReadHandler{ui.ViewTool: ui.ReadHandler(a.viewerConfig())},
 		Configure: func(s *mcp.Server) {
 			// The viewer first: middleware added later wraps it, so the
 			// era's list shaping and the resources errors apply to what
@@ -483,11 +483,8 @@ func newLogger(level slog.Level) *slog.Logger {
 }
 
 // registerViewer adds the MCP Apps generation view (ui package); its tool
-// polls, so it draws from the poll bucket.
-func (a *app) registerViewer(s *mcp.Server) {
-	a.tools.SetRateClass(ui.ViewTool, gentools.ClassPoll)
-	ui.Register(s, a.viewerConfig())
-}
+// is a row of the tool table (ui.Tool, added with the tools).
+func (a *app) registerViewer(s *mcp.Server) { ui.Register(s) }
 
 func (a *app) viewerConfig() ui.Config {
 	return ui.Config{
