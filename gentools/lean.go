@@ -2,36 +2,32 @@ package gentools
 
 import (
 	"context"
-	"sync"
 
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// readGeneration is getGeneration, with the result of a generation whose
-// answer depends on its view alone kept in t.memo.
-func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+// readGeneration is getGeneration for the lean path: the answer for a
+// generation without outputs depends on its view alone, so it is keyed
+// by the view (the dispatcher keeps its encoding, and renders it only on a
+// change).
+func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
 	g, _, res, err := t.generationOf(ctx, req)
 	if g == nil {
-		return res, false, err
+		return tasks.Reply{Result: res}, err
 	}
 	if len(g.Outputs) > 0 && !g.OutputsExpired {
 		// Fresh links (and their validity in the text) per read.
 		res, err := t.Result(ctx, g, nil)
-		return res, false, err
+		return tasks.Reply{Result: res}, err
 	}
 	// Without outputs there is nothing to sign and no preview: the result
 	// is viewResult of the view, which Result would build as well.
 	v, err := t.View(ctx, g)
 	if err != nil {
-		return nil, false, err
+		return tasks.Reply{}, err
 	}
-	k := keyOf(v)
-	if res := t.memo.get(g.ID, k); res != nil {
-		return res, true, nil
-	}
-	res = viewResult(v)
-	t.memo.put(g.ID, k, res)
-	return res, true, nil
+	return tasks.Reply{ID: g.ID, Key: keyOf(v), Render: func() *mcp.CallToolResult { return viewResult(v) }}, nil
 }
 
 // viewKey is everything of a view without outputs that its result shows
@@ -63,44 +59,4 @@ func keyOf(v *GenerationView) viewKey {
 		}
 	}
 	return k
-}
-
-// resultMemo holds the last shared result per generation id, at most
-// memoMax (then a random one leaves). It is read only after the caller's
-// own Get found the generation, so it never answers for another owner.
-type resultMemo struct {
-	mu sync.Mutex
-	m  map[string]memoEntry
-}
-
-type memoEntry struct {
-	key viewKey
-	res *mcp.CallToolResult
-}
-
-const memoMax = 4096
-
-func (c *resultMemo) get(id string, k viewKey) *mcp.CallToolResult {
-	c.mu.Lock()
-	e, ok := c.m[id]
-	c.mu.Unlock()
-	if !ok || e.key != k {
-		return nil
-	}
-	return e.res
-}
-
-func (c *resultMemo) put(id string, k viewKey, res *mcp.CallToolResult) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]memoEntry{}
-	}
-	if _, ok := c.m[id]; !ok && len(c.m) >= memoMax {
-		for old := range c.m { // a random entry leaves
-			delete(c.m, old)
-			break
-		}
-	}
-	c.m[id] = memoEntry{k, res}
 }

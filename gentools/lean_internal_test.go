@@ -1,12 +1,9 @@
 package gentools
 
 import (
-	"fmt"
 	"reflect"
 	"testing"
 	"unsafe"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestViewKeyCoversTheView: every field of a view without outputs is in
@@ -71,20 +68,4 @@ func variantsOfStruct(t *testing.T, typ reflect.Type) []reflect.Value {
 		}
 	}
 	return out
-}
-
-// TestMemoBounded: past memoMax ids one entry leaves for each new one, and
-// the newest is kept.
-func TestMemoBounded(t *testing.T) {
-	var m resultMemo
-	for i := range memoMax + 100 {
-		id := fmt.Sprint("gen-", i)
-		m.put(id, viewKey{id: id}, &mcp.CallToolResult{})
-		if got := m.get(id, viewKey{id: id}); got == nil {
-			t.Fatalf("entry %d missing right after put", i)
-		}
-	}
-	if len(m.m) != memoMax {
-		t.Fatalf("%d entries, want %d", len(m.m), memoMax)
-	}
 }

@@ -13,11 +13,12 @@ import (
 
 type ownerKey struct{}
 
-// TestSharedReadFollowsTheGeneration: the lean get_generation shares one
-// result while a generation is unchanged, answers as go-sdk's handler does,
-// renders anew once the generation changes, never shares a result with
-// signed links, and never answers from the memo for another owner.
-func TestSharedReadFollowsTheGeneration(t *testing.T) {
+// TestKeyedReadFollowsTheGeneration: the lean get_generation answers an
+// unchanged generation with one key (the dispatcher keeps its encoding),
+// renders what go-sdk's handler answers, takes a new key once the
+// generation changes, never keys a result with signed links, and answers
+// another owner as an unknown id, with no key.
+func TestKeyedReadFollowsTheGeneration(t *testing.T) {
 	r := newRig(t, nil)
 	_, alice := r.session("alice")
 	tools := gentools.New(gentools.Config{
@@ -31,15 +32,15 @@ func TestSharedReadFollowsTheGeneration(t *testing.T) {
 			read = row.Read
 		}
 	}
-	as := func(owner, id string) (*mcp.CallToolResult, bool) {
+	as := func(owner, id string) tasks.Reply {
 		t.Helper()
 		args, _ := json.Marshal(map[string]any{"generationId": id})
 		ctx := context.WithValue(context.Background(), ownerKey{}, owner)
-		res, shared, err := read(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "get_generation", Arguments: args}})
+		reply, err := read(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "get_generation", Arguments: args}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res, shared
+		return reply
 	}
 	// sameAsSDK compares res with what go-sdk's handler answers alice now,
 	// less what go-sdk adds on the way out (the byte-for-byte comparison on
@@ -55,39 +56,35 @@ func TestSharedReadFollowsTheGeneration(t *testing.T) {
 	}
 
 	queued := generate(t, alice, sketch("queued, then cancelled", ""))
-	first, shared := as("alice", queued.GenerationID)
-	again, sharedAgain := as("alice", queued.GenerationID)
-	if !shared || !sharedAgain || first != again {
-		t.Fatalf("an unchanged generation: shared %v/%v, same result %v; want one shared result", shared, sharedAgain, first == again)
+	first, again := as("alice", queued.GenerationID), as("alice", queued.GenerationID)
+	if first.Key == nil || first.Key != again.Key || first.ID != queued.GenerationID || first.Result != nil {
+		t.Fatalf("an unchanged generation: keys %v and %v, id %q, result %v; want one key, rendered on demand", first.Key, again.Key, first.ID, first.Result)
 	}
-	sameAsSDK(first, queued.GenerationID)
+	sameAsSDK(first.Answer(), queued.GenerationID)
 
-	foreign, fshared := as("mallory", queued.GenerationID)
-	unknown, _ := as("mallory", "gen_unknown")
-	if fshared || !foreign.IsError || foreign == first || len(foreign.Content) != len(unknown.Content) {
-		t.Fatalf("another owner's read: shared %v, isError %v, the owner's result %v", fshared, foreign.IsError, foreign == first)
+	foreign, unknown := as("mallory", queued.GenerationID), as("mallory", "gen_unknown")
+	if foreign.Key != nil || !foreign.Answer().IsError || len(foreign.Answer().Content) != len(unknown.Answer().Content) {
+		t.Fatalf("another owner's read: key %v, isError %v", foreign.Key, foreign.Answer().IsError)
 	}
 
 	call(t, alice, "cancel_generation", map[string]any{"generationId": queued.GenerationID})
-	cancelled, shared := as("alice", queued.GenerationID)
+	cancelled := as("alice", queued.GenerationID)
 	var v view
-	decode(t, "get_generation", cancelled, &v)
-	if cancelled == first || !shared || v.Status != "cancelled" {
-		t.Fatalf("after the cancel: a new result %v, shared %v, status %q; want a new shared cancelled one", cancelled != first, shared, v.Status)
+	decode(t, "get_generation", cancelled.Answer(), &v)
+	if cancelled.Key == nil || cancelled.Key == first.Key || v.Status != "cancelled" {
+		t.Fatalf("after the cancel: key %v (was %v), status %q; want a new key, cancelled", cancelled.Key, first.Key, v.Status)
 	}
-	sameAsSDK(cancelled, queued.GenerationID)
-	if again, _ := as("alice", queued.GenerationID); again != cancelled {
-		t.Fatal("the cancelled generation's result is not shared")
+	sameAsSDK(cancelled.Answer(), queued.GenerationID)
+	if again := as("alice", queued.GenerationID); again.Key != cancelled.Key {
+		t.Fatal("the cancelled generation's key moved with nothing changed")
 	}
 
 	r.startRunner()
 	args := sketch("completed, with a link", "")
 	args["wait"], args["waitSeconds"] = true, 30
 	done := generate(t, alice, args)
-	a, sharedA := as("alice", done.GenerationID)
-	b, sharedB := as("alice", done.GenerationID)
-	if sharedA || sharedB || a == b {
-		t.Fatalf("a result with signed links: shared %v/%v, same %v; want fresh per read", sharedA, sharedB, a == b)
+	if a := as("alice", done.GenerationID); a.Key != nil || a.Result == nil {
+		t.Fatalf("a result with signed links: key %v; want a fresh result per read, no key", a.Key)
 	}
 }
 

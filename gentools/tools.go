@@ -94,7 +94,6 @@ type Tools struct {
 	cfg   Config
 	svc   *generation.Service
 	table []Tool
-	memo  resultMemo // get_generation's shared results (lean.go)
 }
 
 // Table is every tool darkroom serves, sorted by name: the nine
@@ -179,11 +178,11 @@ func (t *Tools) generationTools() []Tool {
 		}
 		return tool
 	}
-	// fresh is a read whose result is rendered per call (none shared).
+	// fresh is a read whose result is rendered per call (none keyed).
 	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
 			res, err := h(ctx, req)
-			return res, false, err
+			return tasks.Reply{Result: res}, err
 		}
 	}
 	return []Tool{

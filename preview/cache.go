@@ -3,6 +3,8 @@ package preview
 import (
 	"container/list"
 	"sync"
+
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 )
 
 // Cache keeps preview bytes by blob key, least recently used out first,
@@ -28,6 +30,9 @@ func NewCache(maxBytes int) *Cache {
 
 // Get returns the cached bytes of key.
 func (c *Cache) Get(key string) ([]byte, bool) {
+	if !caches.On(caches.Previews) {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byKey[key]; ok {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/outbytes"
@@ -123,9 +122,8 @@ type Dispatcher struct {
 	readInfo *mcp.Implementation
 	readMeta []byte
 	metas    metaCache
-	details  detailCache
-	// encodings are the shared read results' (ServeRead).
-	encodings encodingCache
+	// replies are the encoded replies of tasks/get and the lean reads.
+	replies replyCache
 	ack       json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
@@ -393,8 +391,9 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	// until it changes, so a poll reuses them.
 	perRead := t.Status == StatusCompleted && len(t.Result) == 0
 	key := detailKey{state: keyOf(t), poll: t.PollInterval}
+	slot := replySlot{id: id, kind: 't', modern: true}
 	if !perRead {
-		if b, ok := d.details.get(id, key); ok {
+		if b, ok := d.replies.get(slot, key); ok {
 			return b, nil
 		}
 	}
@@ -403,7 +402,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 		return nil, internal(err)
 	}
 	if !perRead {
-		d.details.put(id, key, b)
+		d.replies.put(slot, key, b)
 	}
 	return b, nil
 }
@@ -415,37 +414,6 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 type detailKey struct {
 	state stateKey
 	poll  time.Duration
-}
-
-// detailCache holds the last encoded tasks/get result per task id, at
-// most detailCacheMax, reset when full; only read after the owner's own
-// lookup found the task.
-type detailCache struct {
-	mu sync.Mutex
-	m  map[string]detailEntry
-}
-
-type detailEntry struct {
-	key detailKey
-	b   json.RawMessage
-}
-
-const detailCacheMax = 4096
-
-func (c *detailCache) get(id string, key detailKey) (json.RawMessage, bool) {
-	c.mu.Lock()
-	e, ok := c.m[id]
-	c.mu.Unlock()
-	return e.b, ok && e.key == key
-}
-
-func (c *detailCache) put(id string, key detailKey, b json.RawMessage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= detailCacheMax {
-		c.m = map[string]detailEntry{}
-	}
-	c.m[id] = detailEntry{key, b}
 }
 
 func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (json.RawMessage, *RPCError) {

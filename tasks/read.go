@@ -5,17 +5,34 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
-	"sync"
 
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ReadHandler is a read-only tool's handler for ServeRead. shared reports
-// a result the handler returns again, as the same pointer, for as long as
-// what it shows is unchanged: it is never modified, so its encoding is
-// kept and a poll of unchanged state is not encoded again.
-type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error)
+// ReadHandler is a read-only tool's handler for ServeRead.
+type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (Reply, error)
+
+// Reply is a read's answer: its Result, or, for an answer that depends
+// only on what Key names, Key and the Render that builds its result. The
+// dispatcher keeps the encoded reply of a keyed answer (replyCache) and
+// calls Render only when it holds none for an equal Key: a poll of
+// unchanged state is neither rendered nor encoded again. Key must be
+// comparable, and include everything the result shows.
+type Reply struct {
+	Result *mcp.CallToolResult
+	ID     string // the generation a keyed reply is of
+	Key    any
+	Render func() *mcp.CallToolResult
+}
+
+// Answer is the reply's result, rendered if need be.
+func (r Reply) Answer() *mcp.CallToolResult {
+	if r.Result == nil && r.Render != nil {
+		return r.Render()
+	}
+	return r.Result
+}
 
 // ServeRead lets the dispatcher answer a tools/call of a read-only tool
 // itself, below go-sdk, for every client (with or without the Tasks
@@ -55,29 +72,37 @@ func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Enve
 	if d.bytesTools[env.Name] { // its blobs are streamed (bytes.go)
 		ctx, df = outbytes.WithDeferral(ctx)
 	}
-	res, shared, err := l.read(ctx, l.call)
+	reply, err := l.read(ctx, l.call)
 	if answerPanic(w, env.ID, err) {
 		return true
 	}
-	if err != nil || res == nil {
+	if err != nil {
 		return false
 	}
 	if df != nil {
+		res := reply.Answer()
 		b, ok := d.readResult(res, l.modern)
 		return ok && d.writeResult(w, r, env.ID, owner, b, res.IsError, df)
 	}
-	var b []byte
-	ok := false
-	if shared { // only a shared result can have a kept encoding
-		b, ok = d.encodings.get(res, l.modern)
+	slot := replySlot{id: reply.ID, kind: 'r', modern: l.modern}
+	keyed := reply.Key != nil
+	if keyed {
+		if b, ok := d.replies.get(slot, reply.Key); ok {
+			tell(w, 0, false) // a keyed reply is never an isError
+			writeFramed(w, http.StatusOK, env.ID, "result", b)
+			return true
+		}
 	}
+	res := reply.Answer()
+	if res == nil {
+		return false
+	}
+	b, ok := d.readResult(res, l.modern)
 	if !ok {
-		if b, ok = d.readResult(res, l.modern); !ok {
-			return false
-		}
-		if shared {
-			d.encodings.put(res, l.modern, b)
-		}
+		return false
+	}
+	if keyed && !res.IsError {
+		d.replies.put(slot, reply.Key, b)
 	}
 	tell(w, 0, res.IsError)
 	writeFramed(w, http.StatusOK, env.ID, "result", b)
@@ -158,42 +183,4 @@ func sameID(id json.RawMessage) bool {
 		}
 	}
 	return true
-}
-
-// encodingCache keeps the encodings of shared read results (see
-// ReadHandler), per result and era, at most encodingCacheMax (then a
-// random one leaves). The key is the result itself: a handler returns a
-// new one when what it shows changes.
-type encodingCache struct {
-	mu sync.Mutex
-	m  map[encodingKey][]byte
-}
-
-type encodingKey struct {
-	res    *mcp.CallToolResult
-	modern bool
-}
-
-const encodingCacheMax = 4096
-
-func (c *encodingCache) get(res *mcp.CallToolResult, modern bool) ([]byte, bool) {
-	c.mu.Lock()
-	b, ok := c.m[encodingKey{res, modern}]
-	c.mu.Unlock()
-	return b, ok
-}
-
-func (c *encodingCache) put(res *mcp.CallToolResult, modern bool, b []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[encodingKey][]byte{}
-	}
-	if len(c.m) >= encodingCacheMax {
-		for old := range c.m { // a random entry leaves
-			delete(c.m, old)
-			break
-		}
-	}
-	c.m[encodingKey{res, modern}] = b
 }

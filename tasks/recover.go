@@ -40,13 +40,25 @@ func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
 
 // guardRead is guardTool for a ReadHandler.
 func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, shared bool, err error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
 		defer func() {
 			if v := recover(); v != nil {
-				res, shared, err = nil, false, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+				r, err = Reply{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
 			}
 		}()
-		return h(ctx, req)
+		r, err = h(ctx, req)
+		if render := r.Render; render != nil { // called later: guarded too
+			r.Render = func() (res *mcp.CallToolResult) {
+				defer func() {
+					if v := recover(); v != nil {
+						Recovered(d.opts.Logger, methodToolsCall, name, v)
+						res = nil // go-sdk answers, running its own handler
+					}
+				}()
+				return render()
+			}
+		}
+		return r, err
 	}
 }
 

@@ -25,9 +25,9 @@ func TestLeanPanicsAnswered(t *testing.T) {
 		boom("make")
 		return nil, nil
 	})
-	d.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+	d.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
 		boom("peek")
-		return nil, false, nil
+		return Reply{}, nil
 	}, &mcp.Implementation{Name: "darkroom", Version: "1"})
 	d.ServeResource(func(context.Context, *mcp.ReadResourceRequest) (mcp.Result, error) {
 		boom("darkroom://x")

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/internal/ids"
 )
 
@@ -342,6 +343,9 @@ const taskCacheMax = 100_000
 // get returns a copy of the cached task id, whoever owns it (for the
 // store's own use: Get).
 func (c *taskCache) get(id string) (*Task, bool) {
+	if !caches.On(caches.TaskRows) {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[id]
@@ -355,6 +359,9 @@ func (c *taskCache) get(id string) (*Task, bool) {
 // getOwned is get for owner's lookups: another owner's entry is a miss,
 // as if it were not there.
 func (c *taskCache) getOwned(owner, id string) (*Task, bool) {
+	if !caches.On(caches.TaskRows) {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[id]

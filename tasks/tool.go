@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -68,11 +69,14 @@ const metaCacheMax = 1024
 
 // get returns raw decoded, or nil when go-sdk would refuse it.
 func (c *metaCache) get(raw json.RawMessage) map[string]any {
-	c.mu.RLock()
-	m, ok := c.m[string(raw)]
-	c.mu.RUnlock()
-	if ok {
-		return m
+	var m map[string]any
+	if caches.On(caches.RequestMeta) {
+		c.mu.RLock()
+		cached, ok := c.m[string(raw)]
+		c.mu.RUnlock()
+		if ok {
+			return cached
+		}
 	}
 	if json.Unmarshal(raw, &m) != nil || !sdkWouldDecode(m) {
 		return nil

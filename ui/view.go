@@ -14,6 +14,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -165,10 +166,10 @@ func Tool(cfg Config) gentools.Tool {
 	return gentools.Tool{Def: viewToolDef(), Handler: v.handle, Class: gentools.ClassPoll, Read: v.read, Bytes: true}
 }
 
-func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, bool, error) {
+func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
 	if !Declared(req) {
-		return nil, false, errHidden
+		return tasks.Reply{}, errHidden
 	}
 	res, err := v.handle(ctx, req)
-	return res, false, err
+	return tasks.Reply{Result: res}, err
 }

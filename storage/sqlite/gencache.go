@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -74,7 +75,7 @@ func (c *genCache) lookup(id string) (generation.Row, bool, uint64) {
 	r, ok := c.rows[id]
 	e := c.epochs[s]
 	c.mu.Unlock()
-	return r, ok, e
+	return r, ok && caches.On(caches.GenerationRows), e
 }
 
 func rowSize(r *generation.Row) int {
