@@ -65,29 +65,13 @@ func (c *Client) listen(ctx context.Context, taskIDs []string, onAck func(agreed
 			return protocolErr("listen stream event is not JSON-RPC: %.200s", data)
 		}
 		if !acked {
-			// The acknowledgement must come first.
-			if m.isResponse() && m.Error != nil && (idMatches(m.ID, id) || isNullID(m.ID)) {
-				return m.Error
-			}
-			if m.Method != notificationAcknowledged {
-				return protocolErr("listen stream began with %q, not %s", m.Method, notificationAcknowledged)
-			}
-			var p struct {
-				Meta          map[string]json.RawMessage `json:"_meta"`
-				Notifications struct {
-					TaskIDs []string `json:"taskIds"`
-				} `json:"notifications"`
-			}
-			if err := json.Unmarshal(m.Params, &p); err != nil {
-				return protocolErr("subscription acknowledgement: %v", err)
-			}
-			if sid := p.Meta[metaSubscriptionID]; !idMatches(sid, id) {
-				return protocolErr("subscription acknowledgement names subscription %s, not %d", sid, id)
+			agreed, err := c.acknowledged(&m, id)
+			if err != nil {
+				return err
 			}
 			acked = true
-			c.log.Debug("client: subscribed", "subscription", id, "taskIds", p.Notifications.TaskIDs)
 			if onAck != nil {
-				onAck(p.Notifications.TaskIDs)
+				onAck(agreed)
 			}
 			continue
 		}
@@ -209,3 +193,29 @@ func (c *Client) WaitByNotifications(ctx context.Context, taskID string) (*Detai
 // OutcomeOf turns a terminal task (as WaitByNotifications returns) into
 // what Wait would have returned for it.
 func OutcomeOf(t *DetailedTask) (*Outcome, error) { return outcomeOf(t) }
+
+// acknowledged reads the message a listen stream must begin with, the
+// subscription's acknowledgement, and returns the task ids the server
+// agreed to follow.
+func (c *Client) acknowledged(m *message, id int64) ([]string, error) {
+	if m.isResponse() && m.Error != nil && (idMatches(m.ID, id) || isNullID(m.ID)) {
+		return nil, m.Error
+	}
+	if m.Method != notificationAcknowledged {
+		return nil, protocolErr("listen stream began with %q, not %s", m.Method, notificationAcknowledged)
+	}
+	var p struct {
+		Meta          map[string]json.RawMessage `json:"_meta"`
+		Notifications struct {
+			TaskIDs []string `json:"taskIds"`
+		} `json:"notifications"`
+	}
+	if err := json.Unmarshal(m.Params, &p); err != nil {
+		return nil, protocolErr("subscription acknowledgement: %v", err)
+	}
+	if sid := p.Meta[metaSubscriptionID]; !idMatches(sid, id) {
+		return nil, protocolErr("subscription acknowledgement names subscription %s, not %d", sid, id)
+	}
+	c.log.Debug("client: subscribed", "subscription", id, "taskIds", p.Notifications.TaskIDs)
+	return p.Notifications.TaskIDs, nil
+}

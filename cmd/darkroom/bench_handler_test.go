@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"flag"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -28,14 +26,7 @@ func BenchmarkPollHandler(b *testing.B) {
 	h := s.app.handler()
 	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
 	serve := func(body []byte, headers map[string]string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
-		r.RemoteAddr = "10.1.2.3:4567"
-		for k, v := range headers {
-			r.Header.Set(k, v)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
+		return serveBench(h, body, headers)
 	}
 	w := serve(rpcBody(1, "tools/call", polledGenerate, caps), rpcHeaders("tools/call", "generate", benchToken))
 	tid := createdID(w.Body.Bytes())

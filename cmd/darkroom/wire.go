@@ -110,6 +110,28 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	for _, k := range a.cfg.Auth.Keys {
 		a.keys[k.Principal().ID] = k.Principal().Limits
 	}
+	a.setLimits()
+	a.bytes = outbytes.New(a.cfg.OutputBytes)
+	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
+	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
+		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes})
+	mirror := gentask.NewMirror(a.tasks)
+	hub := generation.NewHub()
+	hub.Subscribe(mirror.Notify)
+	a.providers = append([]provider.Provider{a.local}, providers...)
+	if err := a.buildService(hub, mirror); err != nil {
+		return nil, err
+	}
+	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
+	a.buildRunner(providers)
+	a.buildTools()
+	a.observe(hub)
+	return a, nil
+}
+
+// setLimits builds the per-caller rate limits from the settings.
+func (a *app) setLimits() {
 	a.limits = limit.NewClasses(limit.Options{})
 	a.limits.Poll.Rate, a.limits.Poll.Burst = a.cfg.PollRate, a.cfg.PollBurst
 	a.limits.Create.Rate, a.limits.Create.Burst = a.cfg.CreateRate, a.cfg.CreateBurst
@@ -125,15 +147,11 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		a.replicaSplit = &limit.Split{}
 		a.limits.Poll.Split = a.replicaSplit
 	}
-	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
-	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
-	a.bytes = outbytes.New(a.cfg.OutputBytes)
-	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
-		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes})
-	mirror := gentask.NewMirror(a.tasks)
-	hub := generation.NewHub()
-	hub.Subscribe(mirror.Notify)
-	a.providers = append([]provider.Provider{a.local}, providers...)
+}
+
+// buildService builds the generation service over the providers, each
+// instrumented, with the task mirror as its observer.
+func (a *app) buildService(hub *generation.Hub, mirror *gentask.Mirror) (err error) {
 	instrumented := make([]provider.Provider, len(a.providers))
 	for i, p := range a.providers {
 		instrumented[i] = a.metrics.Provider(p)
@@ -155,10 +173,12 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		Exclusive:     a.exclusive(),
 		InlinePreview: a.cfg.InlinePreview,
 	})
-	if err != nil {
-		return nil, err
-	}
-	a.gen = &gentask.GenTasks{Mirror: mirror, Svc: a.svc, TTL: a.cfg.TaskTTL, Approval: gentask.ApprovalToken{Secret: secret}, ApprovalAbove: a.approvalAbove}
+	return err
+}
+
+// buildRunner builds the runner, and the webhook route of each remote
+// provider that sends webhooks.
+func (a *app) buildRunner(providers []provider.Provider) {
 	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain,
 		MaxLifetime: map[provider.Kind]time.Duration{provider.KindImage: a.cfg.MaxLifetimeImage, provider.KindVideo: a.cfg.MaxLifetimeVideo}}
 	if a.cfg.Webhooks {
@@ -171,6 +191,11 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 			a.routes["/webhooks/"+p.Name()] = server.WebhookHandler(p.Name(), a.intake(p.Name(), wp), a.log)
 		}
 	}
+}
+
+// buildTools builds the tool table (the generation tools and the
+// viewer's) and the MCP server that serves it.
+func (a *app) buildTools() {
 	a.tools = gentools.New(gentools.Config{
 		Service:        a.svc,
 		Owner:          server.ToolOwner,
@@ -184,8 +209,6 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.tools.Add(ui.Tool(a.viewerConfig()))
 	a.gen.Register(a.tools.Generate)
 	a.mcp = server.New(a.serverConfig())
-	a.observe(hub)
-	return a, nil
 }
 
 // engine is the database behind both store contracts, with what
