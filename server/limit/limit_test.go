@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
@@ -203,25 +204,44 @@ func TestSweep(t *testing.T) {
 }
 
 // TestRunStops: each sweeper's Run returns once its context ends;
-// Classes.Run only when all its limiters' sweepers have.
+
+// TestRunStops: Run sweeps idle keys every SweepEvery while its context
+// lives; once the context is cancelled it returns, and sweeps no more.
 func TestRunStops(t *testing.T) {
+	opts := Options{SweepEvery: time.Minute, MaxIdle: time.Minute}
 	for _, tc := range []struct {
 		name string
-		run  func(context.Context)
+		make func() (*Limiter, func(context.Context))
 	}{
-		{"Limiter", New(Options{SweepEvery: time.Hour}).Run},
-		{"Classes", NewClasses(Options{}).Run},
+		{"Limiter", func() (*Limiter, func(context.Context)) { l := New(opts); return l, l.Run }},
+		{"Classes", func() (*Limiter, func(context.Context)) { c := NewClasses(opts); return c.Poll.Limiter, c.Run }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { tc.run(ctx); close(done) }()
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s.Run still running 10 s after its context was cancelled", tc.name)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				l, run := tc.make()
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { run(ctx); close(done) }()
+				l.Allow("before", 1, 1)
+				time.Sleep(3 * opts.SweepEvery)
+				synctest.Wait()
+				if n := l.Len(); n != 0 {
+					t.Fatalf("%d keys left three sweeps after the key went idle: Run is not sweeping", n)
+				}
+				cancel()
+				synctest.Wait()
+				select {
+				case <-done:
+				default:
+					t.Fatal("Run still running after its context was cancelled")
+				}
+				l.Allow("after", 1, 1)
+				time.Sleep(3 * opts.SweepEvery)
+				synctest.Wait()
+				if n := l.Len(); n != 1 {
+					t.Fatalf("%d keys after the stop; want the idle key kept: something still sweeps", n)
+				}
+			})
 		})
 	}
 }
