@@ -31,15 +31,6 @@ var names = [count]string{"generation rows", "task rows", "encoded replies", "re
 
 func (c Cache) String() string { return names[c] }
 
-// All is every cache.
-func All() []Cache {
-	all := make([]Cache, count)
-	for i := range all {
-		all[i] = Cache(i)
-	}
-	return all
-}
-
 var off [count]atomic.Bool
 
 // On reports whether c answers: always, except while a benchmark measures

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -204,48 +203,4 @@ func CheckBind(addr string, authConfigured bool) error {
 	return fmt.Errorf("refusing to listen on %q (%s) without authentication: "+
 		"set %s or %s (API keys) or %s (OAuth), or listen on 127.0.0.1 / [::1] / localhost",
 		addr, shown, EnvAPIKeysFile, EnvAPIKeys, EnvOAuthJWKSURL)
-}
-
-// Redact hides credentials in a header value for logging: "Bearer abc" becomes
-// "Bearer [REDACTED]", any other non-empty value "[REDACTED]".
-func Redact(s string) string {
-	if s == "" {
-		return ""
-	}
-	if scheme, _, ok := strings.Cut(strings.TrimSpace(s), " "); ok && isToken(scheme) {
-		return scheme + " [REDACTED]"
-	}
-	return "[REDACTED]"
-}
-
-func isToken(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-var sensitiveHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key"}
-
-// RedactHeaders returns a copy of h with credential-bearing headers redacted,
-// for logging.
-func RedactHeaders(h http.Header) http.Header {
-	out := h.Clone()
-	for _, name := range sensitiveHeaders {
-		vs := out.Values(name)
-		if len(vs) == 0 {
-			continue
-		}
-		red := make([]string, len(vs))
-		for i, v := range vs {
-			red[i] = Redact(v)
-		}
-		out[http.CanonicalHeaderKey(name)] = red
-	}
-	return out
 }

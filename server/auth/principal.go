@@ -17,7 +17,7 @@
 // refuses to expose such a server on a non-loopback address.
 //
 // Secrets are never stored: only SHA-256 hashes of API keys are kept, and
-// tokens are never logged (see [Redact] and [RedactHeaders]).
+// tokens are never logged.
 package auth
 
 import (

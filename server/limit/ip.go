@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-
-	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 )
 
 // TrustedProxies are the peers whose forwarding headers (X-Forwarded-For,
@@ -67,10 +65,6 @@ func (t TrustedProxies) Trusts(a netip.Addr) bool {
 	}
 	return false
 }
-
-// ClientIP returns the host part of r.RemoteAddr; forwarding headers are
-// ignored (no proxy is trusted).
-func ClientIP(r *http.Request) string { return TrustedProxies(nil).ClientIP(r) }
 
 // ClientIP returns the client address of r. It is the TCP peer unless the
 // peer is a trusted proxy; then it is the right-most address of the
@@ -262,18 +256,4 @@ func IPKey(ip string) string {
 	}
 	p, _ := a.Prefix(64)
 	return p.String()
-}
-
-// PreAuthMiddleware throttles requests per client IP before authentication,
-// answering 429 with a JSON-RPC error (id null) when c denies.
-func PreAuthMiddleware(c Class, proxies TrustedProxies) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ok, d := c.Allow(IPKey(proxies.ClientIP(r)), c.Rate, c.Burst); !ok {
-				ratelimited.WriteHTTP(w, nil, d)
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
 }
