@@ -2,21 +2,26 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
+	"github.com/darkroom-mcp/darkroom/storage/rows"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Generations is the generation store on this database.
 func (d *DB) Generations() generation.Store { return genStore{d} }
 
 type genStore struct{ d *DB }
+
+// read maps this engine's rows (storage/rows); the generated row types
+// must match rows.Generation and rows.Task field for field to compile.
+var read = rows.Reader{NoRows: pgx.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
 
@@ -25,11 +30,11 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 }
 
 func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetGeneration(ctx, id))
+	return read.Generation(s.d.queries.GetGeneration(ctx, id))
 }
 
 func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+	return read.Generation(s.d.queries.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 }
 
 func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
@@ -37,21 +42,11 @@ func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (gener
 }
 
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.d.queries.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	rows, err := s.d.queries.ListGenerations(ctx, pgdb.ListGenerationsParams{
-		Owner: q.Owner, Status: string(q.Status), BeforeCreated: q.BeforeCreated, BeforeID: q.BeforeID, Lim: int32(q.Limit),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = toGenRow(r)
-	}
-	return out, nil
+	return rows.Generations(s.d.queries.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
@@ -67,15 +62,7 @@ func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.queries.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int32(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Outputs: r.Outputs}
-	}
-	return out, nil
+	return rows.OutputsToExpire(s.d.queries.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
@@ -83,15 +70,8 @@ func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64,
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rows, err := s.d.queries.PendingDeliveries(ctx, genID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Delivery, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Delivery{Seq: r.Seq, GenerationID: genID, Event: r.Event}
-	}
-	return out, nil
+	rs, err := s.d.queries.PendingDeliveries(ctx, genID)
+	return rows.Deliveries(genID, rs, err)
 }
 
 // LockOwner takes a transaction-scoped advisory lock on the owner: the
@@ -100,7 +80,7 @@ func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]genera
 func (t *Tx) LockOwner(ctx context.Context, owner string) error { return t.q.LockOwner(ctx, owner) }
 
 func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(t.q.GetGeneration(ctx, id))
+	return read.Generation(t.q.GetGeneration(ctx, id))
 }
 
 func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
@@ -139,12 +119,7 @@ func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, erro
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
-	err := t.q.InsertGeneration(ctx, pgdb.InsertGenerationParams{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged, Status: string(r.Status),
-		StatusMessage: r.StatusMessage, IdempotencyKey: pgtype.Text{String: r.IdempotencyKey, Valid: r.IdempotencyKey != ""},
-		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), NextCheckAt: nullTime(r.NextCheckAt),
-	})
+	err := t.q.InsertGeneration(ctx, rows.InsertGeneration(r))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "generations_idempotency" {
 		return generation.ErrDuplicateKey
@@ -200,14 +175,7 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 }
 
 func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
-	r, err := t.q.ClaimDue(ctx, pgdb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return generation.Row{}, false, nil
-	}
-	if err != nil {
-		return generation.Row{}, false, err
-	}
-	return toGenRow(r), true, nil
+	return read.Claim(t.q.ClaimDue(ctx, pgdb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()}))
 }
 
 func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
@@ -215,7 +183,7 @@ func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.T
 	if cancelSeen {
 		seen = 1
 	}
-	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: nullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
 }
 
 func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
@@ -257,9 +225,7 @@ func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 }
 
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
-	n, err := t.q.InsertDelivery(ctx, pgdb.InsertDeliveryParams{
-		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),
-	})
+	n, err := t.q.InsertDelivery(ctx, rows.InsertDelivery(d))
 	return n == 1, err
 }
 
@@ -272,63 +238,11 @@ func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, no
 }
 
 func byKey(ctx context.Context, q *pgdb.Queries, owner, key string) (generation.Row, error) {
-	return scanGen(q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: pgtype.Text{String: key, Valid: true}}))
-}
-
-func scanGen(r pgdb.Generation, err error) (generation.Row, error) {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return generation.Row{}, generation.ErrNotFound
-	}
-	if err != nil {
-		return generation.Row{}, err
-	}
-	return toGenRow(r), nil
-}
-
-func toGenRow(r pgdb.Generation) generation.Row {
-	return generation.Row{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged,
-		Status: generation.Status(r.Status), StatusMessage: r.StatusMessage, Progress: r.Progress,
-		SubmitState: r.SubmitState, ProviderJob: r.ProviderJob, ProviderJobID: r.ProviderJobID,
-		Outputs: r.Outputs, OutputsExpired: r.OutputsExpired != 0,
-		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
-		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
-		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
-		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
-		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
-	}
-}
-
-func nullTime(t time.Time) pgtype.Int8 {
-	return pgtype.Int8{Int64: t.UnixMilli(), Valid: !t.IsZero()}
-}
-
-// fromZero reads a NOT NULL time column whose 0 means "not yet".
-func fromZero(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
-func fromNull(v pgtype.Int8) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64)
+	return read.Generation(q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
 }
 
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.queries.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int32(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Params: r.Params}
-	}
-	return out, nil
+	return rows.ToPurge(s.d.queries.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
@@ -337,5 +251,5 @@ func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
 }
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
-	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int32(limit)})
+	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/rows"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 )
 
@@ -16,6 +17,10 @@ import (
 func (d *DB) Generations() generation.Store { return genStore{d} }
 
 type genStore struct{ d *DB }
+
+// read maps this engine's rows (storage/rows); the generated row types
+// must match rows.Generation and rows.Task field for field to compile.
+var read = rows.Reader{NoRows: sql.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
 
@@ -36,9 +41,9 @@ func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (genera
 		if r.Owner == owner {
 			return r, nil
 		}
-		return scanGen(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+		return read.Generation(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 	}
-	r, err := scanGen(s.d.Queries.GetGeneration(ctx, id))
+	r, err := read.Generation(s.d.Queries.GetGeneration(ctx, id))
 	if err != nil {
 		return r, err
 	}
@@ -54,21 +59,11 @@ func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (gener
 }
 
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return scanGen(s.d.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.d.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	rows, err := s.d.Queries.ListGenerations(ctx, sqlitedb.ListGenerationsParams{
-		Owner: q.Owner, Status: string(q.Status), BeforeCreated: q.BeforeCreated, BeforeID: q.BeforeID, Lim: int64(q.Limit),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = toGenRow(r)
-	}
-	return out, nil
+	return rows.Generations(s.d.Queries.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
@@ -84,15 +79,7 @@ func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Outputs: r.Outputs}
-	}
-	return out, nil
+	return rows.OutputsToExpire(s.d.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
@@ -100,15 +87,8 @@ func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64,
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rows, err := s.d.Queries.PendingDeliveries(ctx, genID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Delivery, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Delivery{Seq: r.Seq, GenerationID: genID, Event: r.Event}
-	}
-	return out, nil
+	rs, err := s.d.Queries.PendingDeliveries(ctx, genID)
+	return rows.Deliveries(genID, rs, err)
 }
 
 // LockOwner needs no lock here: the single writer runs one transaction
@@ -116,7 +96,7 @@ func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]genera
 func (t *Tx) LockOwner(context.Context, string) error { return nil }
 
 func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(t.q.GetGeneration(ctx, id))
+	return read.Generation(t.q.GetGeneration(ctx, id))
 }
 
 func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
@@ -153,12 +133,7 @@ func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, erro
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
-	err := t.q.InsertGeneration(ctx, sqlitedb.InsertGenerationParams{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged, Status: string(r.Status),
-		StatusMessage: r.StatusMessage, IdempotencyKey: sql.NullString{String: r.IdempotencyKey, Valid: r.IdempotencyKey != ""},
-		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), NextCheckAt: nullTime(r.NextCheckAt),
-	})
+	err := t.q.InsertGeneration(ctx, rows.InsertGeneration(r))
 	if err != nil && r.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") && strings.Contains(err.Error(), "idempotency") {
 		return generation.ErrDuplicateKey
 	}
@@ -212,14 +187,7 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 }
 
 func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
-	r, err := t.q.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()})
-	if errors.Is(err, sql.ErrNoRows) {
-		return generation.Row{}, false, nil
-	}
-	if err != nil {
-		return generation.Row{}, false, err
-	}
-	return toGenRow(r), true, nil
+	return read.Claim(t.q.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()}))
 }
 
 func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
@@ -227,7 +195,7 @@ func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.T
 	if cancelSeen {
 		seen = 1
 	}
-	return t.q.Reschedule(ctx, sqlitedb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: nullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+	return t.q.Reschedule(ctx, sqlitedb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
 }
 
 func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
@@ -263,9 +231,7 @@ func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 }
 
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
-	n, err := t.q.InsertDelivery(ctx, sqlitedb.InsertDeliveryParams{
-		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),
-	})
+	n, err := t.q.InsertDelivery(ctx, rows.InsertDelivery(d))
 	return n == 1, err
 }
 
@@ -278,63 +244,11 @@ func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, no
 }
 
 func byKey(ctx context.Context, q *sqlitedb.Queries, owner, key string) (generation.Row, error) {
-	return scanGen(q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
-}
-
-func scanGen(r sqlitedb.Generation, err error) (generation.Row, error) {
-	if errors.Is(err, sql.ErrNoRows) {
-		return generation.Row{}, generation.ErrNotFound
-	}
-	if err != nil {
-		return generation.Row{}, err
-	}
-	return toGenRow(r), nil
-}
-
-func toGenRow(r sqlitedb.Generation) generation.Row {
-	return generation.Row{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged,
-		Status: generation.Status(r.Status), StatusMessage: r.StatusMessage, Progress: r.Progress,
-		SubmitState: r.SubmitState, ProviderJob: r.ProviderJob, ProviderJobID: r.ProviderJobID,
-		Outputs: r.Outputs, OutputsExpired: r.OutputsExpired != 0,
-		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
-		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
-		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
-		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
-		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
-	}
-}
-
-func nullTime(t time.Time) sql.NullInt64 {
-	return sql.NullInt64{Int64: t.UnixMilli(), Valid: !t.IsZero()}
-}
-
-// fromZero reads a NOT NULL time column whose 0 means "not yet".
-func fromZero(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
-func fromNull(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64)
+	return read.Generation(q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
 }
 
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.Queries.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Params: r.Params}
-	}
-	return out, nil
+	return rows.ToPurge(s.d.Queries.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
