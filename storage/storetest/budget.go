@@ -39,13 +39,7 @@ func testSpentSince(t *testing.T, e Engine) {
 	check("alice", 300, 0)
 	check("bob", 0, 7)
 	check("carol", 0, 0)
-	var inTx int64
-	update(t, s, func(ctx context.Context, tx generation.Tx) error {
-		var err error
-		inTx, err = tx.SpentSince(ctx, "alice", at(0))
-		return err
-	})
-	if inTx != 10 {
+	if inTx := do(t, s, func(ctx context.Context, tx generation.Tx) (int64, error) { return tx.SpentSince(ctx, "alice", at(0)) }); inTx != 10 {
 		t.Errorf("tx.SpentSince(alice, at(0)) = %d, want 10", inTx)
 	}
 	// A cancel before submission refunds.
@@ -99,13 +93,7 @@ func testCountInFlight(t *testing.T, e Engine) {
 		}
 	}
 	for owner, want := range map[string]int64{"alice": 3, "bob": 1, "carol": 0} {
-		var n int64
-		update(t, s, func(ctx context.Context, tx generation.Tx) error {
-			var err error
-			n, err = tx.CountInFlight(ctx, owner)
-			return err
-		})
-		if n != want {
+		if n := do(t, s, func(ctx context.Context, tx generation.Tx) (int64, error) { return tx.CountInFlight(ctx, owner) }); n != want {
 			t.Errorf("CountInFlight(%s) = %d, want %d", owner, n, want)
 		}
 	}

@@ -27,15 +27,28 @@ func genRow(id, owner string, st generation.Status, created time.Time) generatio
 	}
 }
 
-// update runs fn as one unit of work on s (a generation store or a task
-// backend) and fails the test on its error.
-func update[Tx any](t *testing.T, s interface {
-	Update(context.Context, func(context.Context, Tx) error) error
-}, fn func(ctx context.Context, tx Tx) error) {
+// store is a generation store or a task backend: what runs units of work.
+type store[Tx any] interface {
+	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// update runs fn as one unit of work on s and fails the test on its error.
+func update[Tx any](t *testing.T, s store[Tx], fn func(ctx context.Context, tx Tx) error) {
 	t.Helper()
 	if err := s.Update(t.Context(), fn); err != nil {
 		t.Fatalf("Update: %v", err)
 	}
+}
+
+// do runs fn as one unit of work on s and answers what fn returned.
+func do[Tx, V any](t *testing.T, s store[Tx], fn func(ctx context.Context, tx Tx) (V, error)) V {
+	t.Helper()
+	var v V
+	update(t, s, func(ctx context.Context, tx Tx) (err error) {
+		v, err = fn(ctx, tx)
+		return err
+	})
+	return v
 }
 
 func insert(t *testing.T, s generation.Store, rows ...generation.Row) {
@@ -68,13 +81,7 @@ func absent(t *testing.T, s generation.Store, id string) {
 
 func apply(t *testing.T, s generation.Store, c generation.Change) bool {
 	t.Helper()
-	var ok bool
-	update(t, s, func(ctx context.Context, tx generation.Tx) error {
-		var err error
-		ok, err = tx.Apply(ctx, c)
-		return err
-	})
-	return ok
+	return do(t, s, func(ctx context.Context, tx generation.Tx) (bool, error) { return tx.Apply(ctx, c) })
 }
 
 // change is a fully populated change for ev: every field an event may
@@ -351,13 +358,9 @@ func wantClaims(t *testing.T, s generation.Store, runner string, leaseUntil, now
 
 func renew(t *testing.T, s generation.Store, id, runner string, claim int64, until time.Time) bool {
 	t.Helper()
-	var ok bool
-	update(t, s, func(ctx context.Context, tx generation.Tx) error {
-		var err error
-		ok, err = tx.RenewLease(ctx, id, runner, claim, until)
-		return err
+	return do(t, s, func(ctx context.Context, tx generation.Tx) (bool, error) {
+		return tx.RenewLease(ctx, id, runner, claim, until)
 	})
-	return ok
 }
 
 func taskRow(id, ref string, st tasks.Status, created time.Time) tasks.Row {
@@ -393,13 +396,7 @@ func getTask(t *testing.T, b tasks.Backend, id string) tasks.Row {
 // taskOp runs one of tasks.Tx's compare-and-set methods.
 func taskOp(t *testing.T, b tasks.Backend, op func(tasks.Tx) func(context.Context, tasks.Row) (bool, error), r tasks.Row) bool {
 	t.Helper()
-	var ok bool
-	update(t, b, func(ctx context.Context, tx tasks.Tx) error {
-		var err error
-		ok, err = op(tx)(ctx, r)
-		return err
-	})
-	return ok
+	return do(t, b, func(ctx context.Context, tx tasks.Tx) (bool, error) { return op(tx)(ctx, r) })
 }
 
 func setActive(tx tasks.Tx) func(context.Context, tasks.Row) (bool, error)  { return tx.SetTaskActive }

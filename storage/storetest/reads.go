@@ -125,13 +125,9 @@ func testIdempotencyKey(t *testing.T, e Engine) {
 			t.Errorf("GenerationByKey(%s, %s) = %q (key %q), %v; want %s", c.owner, c.key, r.ID, r.IdempotencyKey, err, c.want)
 		}
 	}
-	var inTx generation.Row
-	update(t, s, func(ctx context.Context, tx generation.Tx) error {
-		var err error
-		inTx, err = tx.GenerationByKey(ctx, "bob", "k1")
-		return err
-	})
-	if inTx.ID != "b1" {
+	if inTx := do(t, s, func(ctx context.Context, tx generation.Tx) (generation.Row, error) {
+		return tx.GenerationByKey(ctx, "bob", "k1")
+	}); inTx.ID != "b1" {
 		t.Errorf("tx.GenerationByKey(bob, k1) = %q, want b1", inTx.ID)
 	}
 }

@@ -15,13 +15,7 @@ func testDeliveries(t *testing.T, e Engine) {
 	insert(t, s, genRow("g", "alice", generation.StatusRunning, at(0)), genRow("h", "alice", generation.StatusRunning, at(0)))
 	ins := func(d generation.Delivery) bool {
 		t.Helper()
-		var fresh bool
-		update(t, s, func(ctx context.Context, tx generation.Tx) error {
-			var err error
-			fresh, err = tx.InsertDelivery(ctx, d)
-			return err
-		})
-		return fresh
+		return do(t, s, func(ctx context.Context, tx generation.Tx) (bool, error) { return tx.InsertDelivery(ctx, d) })
 	}
 	d := func(prov, id, gen, ev string, when int64) generation.Delivery {
 		return generation.Delivery{Provider: prov, DeliveryID: id, GenerationID: gen, Event: ev, ReceivedAt: at(when)}
@@ -153,13 +147,7 @@ func testOutputsExpiry(t *testing.T, e Engine) {
 		t.Errorf("OutputsToExpire(at(201), 1) = %v, %v; want one of e1, e2", ids(rows), err)
 	}
 	mark := func(id string) bool {
-		var ok bool
-		update(t, s, func(ctx context.Context, tx generation.Tx) error {
-			var err error
-			ok, err = tx.MarkOutputsExpired(ctx, id)
-			return err
-		})
-		return ok
+		return do(t, s, func(ctx context.Context, tx generation.Tx) (bool, error) { return tx.MarkOutputsExpired(ctx, id) })
 	}
 	for _, c := range []struct {
 		id   string

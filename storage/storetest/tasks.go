@@ -278,13 +278,7 @@ func testTaskExpiry(t *testing.T, e Engine) {
 
 	purge := func(cutoff int64, limit int) int64 {
 		t.Helper()
-		var n int64
-		update(t, b, func(ctx context.Context, tx tasks.Tx) error {
-			var err error
-			n, err = tx.PurgeTasks(ctx, at(cutoff), limit)
-			return err
-		})
-		return n
+		return do(t, b, func(ctx context.Context, tx tasks.Tx) (int64, error) { return tx.PurgeTasks(ctx, at(cutoff), limit) })
 	}
 	if n := purge(75, 10); n != 1 {
 		t.Errorf("PurgeTasks(at(75)) = %d, want 1 (x4)", n)
