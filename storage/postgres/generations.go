@@ -15,12 +15,18 @@ import (
 )
 
 // Generations is the generation store on this database.
-func (d *DB) Generations() generation.Store { return genStore{d} }
+func (d *DB) Generations() generation.Store { return genStore{d, reads{d.queries}} }
 
-type genStore struct{ d *DB }
+type genStore struct {
+	d *DB
+	reads
+}
 
-// read maps this engine's rows (storage/rows); the generated row types
-// must match rows.Generation and rows.Task field for field to compile.
+// reads are the reads a store and its transactions answer alike: on the
+// pool or inside the transaction.
+type reads struct{ q *pgdb.Queries }
+
+// read maps this engine's rows, of storage/rows' types.
 var read = rows.Reader{NoRows: pgx.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
@@ -29,32 +35,20 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
-func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return read.Generation(s.d.queries.GetGeneration(ctx, id))
-}
-
 func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (generation.Row, error) {
-	return read.Generation(s.d.queries.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
-}
-
-func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, s.d.queries, owner, key)
+	return read.Generation(s.q.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 }
 
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return read.Generation(s.d.queries.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.q.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	return rows.Generations(s.d.queries.ListGenerations(ctx, rows.ListGenerations(q)))
-}
-
-func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return s.d.queries.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+	return rows.Generations(s.q.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
-	ms, err := s.d.queries.NextDueAt(ctx)
+	ms, err := s.q.NextDueAt(ctx)
 	if err != nil || ms == 0 {
 		return time.Time{}, err
 	}
@@ -62,15 +56,11 @@ func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	return rows.OutputsToExpire(s.d.queries.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
-}
-
-func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return s.d.queries.LastPendingDelivery(ctx, genID)
+	return rows.OutputsToExpire(s.q.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rs, err := s.d.queries.PendingDeliveries(ctx, genID)
+	rs, err := s.q.PendingDeliveries(ctx, genID)
 	return rows.Deliveries(genID, rs, err)
 }
 
@@ -78,18 +68,6 @@ func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]genera
 // decisions on one owner's rows (budget, idempotency, in-flight cap) are
 // serialized across every replica until commit.
 func (t *Tx) LockOwner(ctx context.Context, owner string) error { return t.q.LockOwner(ctx, owner) }
-
-func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return read.Generation(t.q.GetGeneration(ctx, id))
-}
-
-func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, t.q, owner, key)
-}
-
-func (t *Tx) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return t.q.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
-}
 
 func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
@@ -229,20 +207,12 @@ func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, e
 	return n == 1, err
 }
 
-func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return t.q.LastPendingDelivery(ctx, genID)
-}
-
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, pgdb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
 }
 
-func byKey(ctx context.Context, q *pgdb.Queries, owner, key string) (generation.Row, error) {
-	return read.Generation(q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
-}
-
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	return rows.ToPurge(s.d.queries.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
+	return rows.ToPurge(s.q.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
@@ -252,4 +222,20 @@ func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
 	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
+}
+
+func (r reads) Generation(ctx context.Context, id string) (generation.Row, error) {
+	return read.Generation(r.q.GetGeneration(ctx, id))
+}
+
+func (r reads) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return read.Generation(r.q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
+}
+
+func (r reads) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return r.q.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (r reads) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return r.q.LastPendingDelivery(ctx, genID)
 }

@@ -14,12 +14,18 @@ import (
 )
 
 // Generations is the generation store on this database.
-func (d *DB) Generations() generation.Store { return genStore{d} }
+func (d *DB) Generations() generation.Store { return genStore{d, reads{d.Queries}} }
 
-type genStore struct{ d *DB }
+type genStore struct {
+	d *DB
+	reads
+}
 
-// read maps this engine's rows (storage/rows); the generated row types
-// must match rows.Generation and rows.Task field for field to compile.
+// reads are the reads a store and its transactions answer alike: on the
+// read pool or inside the transaction.
+type reads struct{ q *sqlitedb.Queries }
+
+// read maps this engine's rows, of storage/rows' types.
 var read = rows.Reader{NoRows: sql.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
@@ -41,9 +47,9 @@ func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (genera
 		if r.Owner == owner {
 			return r, nil
 		}
-		return read.Generation(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+		return read.Generation(s.q.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 	}
-	r, err := read.Generation(s.d.Queries.GetGeneration(ctx, id))
+	r, err := read.Generation(s.q.GetGeneration(ctx, id))
 	if err != nil {
 		return r, err
 	}
@@ -54,24 +60,16 @@ func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (genera
 	return r, nil
 }
 
-func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, s.d.Queries, owner, key)
-}
-
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return read.Generation(s.d.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.q.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	return rows.Generations(s.d.Queries.ListGenerations(ctx, rows.ListGenerations(q)))
-}
-
-func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return s.d.Queries.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+	return rows.Generations(s.q.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
-	ms, err := s.d.Queries.NextDueAt(ctx)
+	ms, err := s.q.NextDueAt(ctx)
 	if err != nil || ms == 0 {
 		return time.Time{}, err
 	}
@@ -79,15 +77,11 @@ func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	return rows.OutputsToExpire(s.d.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
-}
-
-func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return s.d.Queries.LastPendingDelivery(ctx, genID)
+	return rows.OutputsToExpire(s.q.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rs, err := s.d.Queries.PendingDeliveries(ctx, genID)
+	rs, err := s.q.PendingDeliveries(ctx, genID)
 	return rows.Deliveries(genID, rs, err)
 }
 
@@ -97,14 +91,6 @@ func (t *Tx) LockOwner(context.Context, string) error { return nil }
 
 func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
 	return read.Generation(t.q.GetGeneration(ctx, id))
-}
-
-func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, t.q, owner, key)
-}
-
-func (t *Tx) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return t.q.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
 }
 
 func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
@@ -235,20 +221,12 @@ func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, e
 	return n == 1, err
 }
 
-func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return t.q.LastPendingDelivery(ctx, genID)
-}
-
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, sqlitedb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
 }
 
-func byKey(ctx context.Context, q *sqlitedb.Queries, owner, key string) (generation.Row, error) {
-	return read.Generation(q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
-}
-
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	return rows.ToPurge(s.d.Queries.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
+	return rows.ToPurge(s.q.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
@@ -258,4 +236,16 @@ func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
 	return t.q.PurgeDeliveries(ctx, sqlitedb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
+}
+
+func (r reads) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return read.Generation(r.q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
+}
+
+func (r reads) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return r.q.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (r reads) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return r.q.LastPendingDelivery(ctx, genID)
 }

@@ -10,9 +10,12 @@ import (
 )
 
 // Tasks is the task store's backend on this database.
-func (d *DB) Tasks() tasks.Backend { return taskStore{d} }
+func (d *DB) Tasks() tasks.Backend { return taskStore{d, reads{d.Queries}} }
 
-type taskStore struct{ d *DB }
+type taskStore struct {
+	d *DB
+	reads
+}
 
 var _ tasks.Tx = (*Tx)(nil)
 
@@ -20,28 +23,12 @@ func (s taskStore) Update(ctx context.Context, fn func(ctx context.Context, tx t
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
-func (s taskStore) Task(ctx context.Context, id string) (tasks.Row, error) {
-	return read.Task(s.d.Queries.GetTask(ctx, id))
-}
-
 func (s taskStore) OwnedTask(ctx context.Context, owner, id string) (tasks.Row, error) {
-	return read.Task(s.d.Queries.GetOwnedTask(ctx, sqlitedb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
-}
-
-func (s taskStore) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
-	return read.Task(s.d.Queries.GetTaskByRef(ctx, ref))
+	return read.Task(s.q.GetOwnedTask(ctx, sqlitedb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
 }
 
 func (s taskStore) ExpiredLiveTasks(ctx context.Context, now time.Time, limit int) ([]tasks.Row, error) {
-	return rows.ExpiredTasks(s.d.Queries.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: int64(limit)}))
-}
-
-func (t *Tx) Task(ctx context.Context, id string) (tasks.Row, error) {
-	return read.Task(t.q.GetTask(ctx, id))
-}
-
-func (t *Tx) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
-	return read.Task(t.q.GetTaskByRef(ctx, ref))
+	return rows.ExpiredTasks(s.q.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) InsertTask(ctx context.Context, r tasks.Row) error {
@@ -65,4 +52,12 @@ func (t *Tx) FinishTask(ctx context.Context, r tasks.Row) (bool, error) {
 
 func (t *Tx) PurgeTasks(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	return t.q.PurgeTasks(ctx, sqlitedb.PurgeTasksParams{Cutoff: cutoff.UnixMilli(), Lim: int64(limit)})
+}
+
+func (r reads) Task(ctx context.Context, id string) (tasks.Row, error) {
+	return read.Task(r.q.GetTask(ctx, id))
+}
+
+func (r reads) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
+	return read.Task(r.q.GetTaskByRef(ctx, ref))
 }
