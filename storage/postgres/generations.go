@@ -48,11 +48,7 @@ func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) (
 }
 
 func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
-	ms, err := s.q.NextDueAt(ctx)
-	if err != nil || ms == 0 {
-		return time.Time{}, err
-	}
-	return time.UnixMilli(ms), nil
+	return rows.Due(s.q.NextDueAt(ctx))
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
@@ -146,10 +142,7 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 	default:
 		return false, fmt.Errorf("postgres: no statement for event %q", c.Event)
 	}
-	if n == 1 {
-		t.note(chanGeneration, c.ID)
-	}
-	return n == 1, err
+	return t.noted(chanGeneration, c.ID, n, err)
 }
 
 func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
@@ -157,11 +150,7 @@ func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time
 }
 
 func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
-	seen := int64(0)
-	if cancelSeen {
-		seen = 1
-	}
-	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: rows.Flag(cancelSeen)})
 }
 
 func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
@@ -180,10 +169,7 @@ func (t *Tx) ResetSubmitting(ctx context.Context, id string) error {
 
 func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 	n, err := t.q.MarkOutputsExpired(ctx, id)
-	if n == 1 {
-		t.note(chanGeneration, id)
-	}
-	return n == 1, err
+	return t.noted(chanGeneration, id, n, err)
 }
 
 // ReleaseLeases releases nothing: several replicas' runners share this
@@ -194,8 +180,7 @@ func (t *Tx) ReleaseLeases(context.Context) error { return nil }
 // RenewLease extends the lease runner took with the claim that left
 // attempts at claim; false when that lease is no longer held.
 func (t *Tx) RenewLease(ctx context.Context, id, runner string, claim int64, until time.Time) (bool, error) {
-	n, err := t.q.RenewLease(ctx, pgdb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()})
-	return n == 1, err
+	return rows.Changed(t.q.RenewLease(ctx, pgdb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()}))
 }
 
 func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
@@ -203,8 +188,7 @@ func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 }
 
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
-	n, err := t.q.InsertDelivery(ctx, rows.InsertDelivery(d))
-	return n == 1, err
+	return rows.Changed(t.q.InsertDelivery(ctx, rows.InsertDelivery(d)))
 }
 
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
@@ -216,8 +200,7 @@ func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limi
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
-	n, err := t.q.DeleteGeneration(ctx, id)
-	return n == 1, err
+	return rows.Changed(t.q.DeleteGeneration(ctx, id))
 }
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {

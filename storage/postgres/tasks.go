@@ -37,26 +37,17 @@ func (t *Tx) InsertTask(ctx context.Context, r tasks.Row) error {
 
 func (t *Tx) SetTaskActive(ctx context.Context, r tasks.Row) (bool, error) {
 	n, err := t.q.SetTaskActive(ctx, rows.SetTaskActive(r))
-	if n == 1 {
-		t.note(chanTask, r.TaskID)
-	}
-	return n == 1, err
+	return t.noted(chanTask, r.TaskID, n, err)
 }
 
 func (t *Tx) SetTaskAnswers(ctx context.Context, r tasks.Row) (bool, error) {
 	n, err := t.q.SetTaskAnswers(ctx, rows.SetTaskAnswers(r))
-	if n == 1 {
-		t.note(chanTask, r.TaskID)
-	}
-	return n == 1, err
+	return t.noted(chanTask, r.TaskID, n, err)
 }
 
 func (t *Tx) FinishTask(ctx context.Context, r tasks.Row) (bool, error) {
 	n, err := t.q.FinishTask(ctx, rows.FinishTask(r))
-	if n == 1 {
-		t.note(chanTask, r.TaskID)
-	}
-	return n == 1, err
+	return t.noted(chanTask, r.TaskID, n, err)
 }
 
 func (t *Tx) PurgeTasks(ctx context.Context, cutoff time.Time, limit int) (int64, error) {

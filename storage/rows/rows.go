@@ -62,36 +62,34 @@ type Reader struct{ NoRows error }
 // Generation is a generation query's outcome as the domain's: no row is
 // generation.ErrNotFound.
 func (rd Reader) Generation(r Generation, err error) (generation.Row, error) {
-	if errors.Is(err, rd.NoRows) {
-		return generation.Row{}, generation.ErrNotFound
-	}
-	if err != nil {
-		return generation.Row{}, err
-	}
-	return ToGeneration(r), nil
+	return found(rd, r, err, generation.ErrNotFound, ToGeneration)
 }
 
 // Claim is ClaimDue's outcome: no row is nothing due (false, no error).
 func (rd Reader) Claim(r Generation, err error) (generation.Row, bool, error) {
-	if errors.Is(err, rd.NoRows) {
-		return generation.Row{}, false, nil
+	g, err := rd.Generation(r, err)
+	if errors.Is(err, generation.ErrNotFound) {
+		return g, false, nil
 	}
-	if err != nil {
-		return generation.Row{}, false, err
-	}
-	return ToGeneration(r), true, nil
+	return g, err == nil, err
 }
 
 // Task is a task query's outcome as the domain's: no row is
 // tasks.ErrNotFound.
 func (rd Reader) Task(r Task, err error) (tasks.Row, error) {
-	if errors.Is(err, rd.NoRows) {
-		return tasks.Row{}, tasks.ErrNotFound
+	return found(rd, r, err, tasks.ErrNotFound, ToTask)
+}
+
+// found is a one-row query's outcome mapped by f: no row is notFound.
+func found[R, T any](rd Reader, r R, err, notFound error, f func(R) T) (T, error) {
+	var zero T
+	switch {
+	case errors.Is(err, rd.NoRows):
+		return zero, notFound
+	case err != nil:
+		return zero, err
 	}
-	if err != nil {
-		return tasks.Row{}, err
-	}
-	return ToTask(r), nil
+	return f(r), nil
 }
 
 // ToGeneration is a generations row as the domain's.
@@ -178,6 +176,26 @@ func each[R, T any](rs []R, err error, f func(R) T) ([]T, error) {
 		out[i] = f(r)
 	}
 	return out, nil
+}
+
+// Changed is an :execrows statement's outcome: true when it changed the
+// one row it names.
+func Changed(n int64, err error) (bool, error) { return n == 1, err }
+
+// Due is NextDueAt's outcome: the zero time for none.
+func Due(ms int64, err error) (time.Time, error) {
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fromZero(ms), nil
+}
+
+// Flag is b as an INTEGER flag: 1 or 0.
+func Flag(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // NullTime is t in unix ms, NULL for the zero time.

@@ -36,18 +36,15 @@ func (t *Tx) InsertTask(ctx context.Context, r tasks.Row) error {
 }
 
 func (t *Tx) SetTaskActive(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.SetTaskActive(ctx, rows.SetTaskActive(r))
-	return n == 1, err
+	return rows.Changed(t.q.SetTaskActive(ctx, rows.SetTaskActive(r)))
 }
 
 func (t *Tx) SetTaskAnswers(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.SetTaskAnswers(ctx, rows.SetTaskAnswers(r))
-	return n == 1, err
+	return rows.Changed(t.q.SetTaskAnswers(ctx, rows.SetTaskAnswers(r)))
 }
 
 func (t *Tx) FinishTask(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.FinishTask(ctx, rows.FinishTask(r))
-	return n == 1, err
+	return rows.Changed(t.q.FinishTask(ctx, rows.FinishTask(r)))
 }
 
 func (t *Tx) PurgeTasks(ctx context.Context, cutoff time.Time, limit int) (int64, error) {

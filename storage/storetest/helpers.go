@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
@@ -182,11 +181,7 @@ func ids(rows []generation.Row) []string {
 	return out
 }
 
-func sorted(ss []string) []string {
-	ss = slices.Clone(ss)
-	sort.Strings(ss)
-	return ss
-}
+func sorted(ss []string) []string { return slices.Sorted(slices.Values(ss)) }
 
 // leaseFree: no runner holds the row (an engine may store "no lease" as
 // a zero time or as the Unix epoch).

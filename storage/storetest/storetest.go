@@ -15,9 +15,9 @@
 // the task state machine, and that a generation and its task commit
 // together. Times are fixed (no sleeps, no wall clock).
 //
-// One file a topic: lifecycle.go, reads.go, units.go (units of work),
-// budget.go, queue.go (the runner's queue), retention.go, history.go and
-// tasks.go; helpers.go holds the helpers they share.
+// One file a topic: generations.go (lifecycle, reads, keys), units.go
+// (units of work, the owner's budget), runner.go (queue, webhooks,
+// retention), history.go and tasks.go; helpers.go holds their helpers.
 package storetest
 
 import (
