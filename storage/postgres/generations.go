@@ -26,7 +26,8 @@ type genStore struct {
 // pool or inside the transaction.
 type reads struct{ q *pgdb.Queries }
 
-// read maps this engine's rows, of storage/rows' types.
+// read turns this engine's generated rows (storage/rows' types) into
+// the domain's.
 var read = rows.Reader{NoRows: pgx.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)

@@ -25,7 +25,8 @@ type genStore struct {
 // read pool or inside the transaction.
 type reads struct{ q *sqlitedb.Queries }
 
-// read maps this engine's rows, of storage/rows' types.
+// read turns this engine's generated rows (storage/rows' types) into
+// the domain's.
 var read = rows.Reader{NoRows: sql.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
