@@ -36,8 +36,8 @@ type DB struct {
 // Tx is what a write function sees. It implements generation.Tx and
 // tasks.Tx, so a generation and its task change in one unit of work.
 type Tx struct {
-	q  *pgdb.Queries
-	tx pgx.Tx
+	reads // its queries, bound to the transaction
+	tx    pgx.Tx
 	// notes are the changes to announce to other replicas, sent by
 	// pg_notify inside the transaction just before commit (listen.go).
 	notes []note
@@ -103,7 +103,7 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 		d.committed(start, err)
 		return fmt.Errorf("begin: %w", err)
 	}
-	t := &Tx{q: d.queries.WithTx(tx), tx: tx}
+	t := &Tx{reads: reads{d.queries.WithTx(tx)}, tx: tx}
 	if err := fn(ctx, t); err != nil {
 		_ = tx.Rollback(ctx)
 		return err

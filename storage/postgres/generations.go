@@ -2,21 +2,33 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
+	"github.com/darkroom-mcp/darkroom/storage/rows"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Generations is the generation store on this database.
-func (d *DB) Generations() generation.Store { return genStore{d} }
+func (d *DB) Generations() generation.Store { return genStore{d, reads{d.queries}} }
 
-type genStore struct{ d *DB }
+type genStore struct {
+	d *DB
+	reads
+}
+
+// reads are the reads a store and its transactions answer alike: on the
+// pool or inside the transaction.
+type reads struct{ q *pgdb.Queries }
+
+// read turns this engine's generated rows (storage/rows' types) into
+// the domain's.
+var read = rows.Reader{NoRows: pgx.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
 
@@ -24,92 +36,35 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
-func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetGeneration(ctx, id))
-}
-
 func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
-}
-
-func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, s.d.queries, owner, key)
+	return read.Generation(s.q.GetOwnedGeneration(ctx, pgdb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 }
 
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return scanGen(s.d.queries.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.q.GetByProviderJob(ctx, pgdb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	rows, err := s.d.queries.ListGenerations(ctx, pgdb.ListGenerationsParams{
-		Owner: q.Owner, Status: string(q.Status), BeforeCreated: q.BeforeCreated, BeforeID: q.BeforeID, Lim: int32(q.Limit),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = toGenRow(r)
-	}
-	return out, nil
-}
-
-func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return s.d.queries.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+	return rows.Generations(s.q.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
-	ms, err := s.d.queries.NextDueAt(ctx)
-	if err != nil || ms == 0 {
-		return time.Time{}, err
-	}
-	return time.UnixMilli(ms), nil
+	return rows.Due(s.q.NextDueAt(ctx))
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.queries.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int32(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Outputs: r.Outputs}
-	}
-	return out, nil
-}
-
-func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return s.d.queries.LastPendingDelivery(ctx, genID)
+	return rows.OutputsToExpire(s.q.OutputsToExpire(ctx, pgdb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rows, err := s.d.queries.PendingDeliveries(ctx, genID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Delivery, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Delivery{Seq: r.Seq, GenerationID: genID, Event: r.Event}
-	}
-	return out, nil
+	rs, err := s.q.PendingDeliveries(ctx, genID)
+	return rows.Deliveries(genID, rs, err)
 }
 
 // LockOwner takes a transaction-scoped advisory lock on the owner: the
 // decisions on one owner's rows (budget, idempotency, in-flight cap) are
 // serialized across every replica until commit.
 func (t *Tx) LockOwner(ctx context.Context, owner string) error { return t.q.LockOwner(ctx, owner) }
-
-func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(t.q.GetGeneration(ctx, id))
-}
-
-func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, t.q, owner, key)
-}
-
-func (t *Tx) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return t.q.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
-}
 
 func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
@@ -139,12 +94,7 @@ func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, erro
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
-	err := t.q.InsertGeneration(ctx, pgdb.InsertGenerationParams{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged, Status: string(r.Status),
-		StatusMessage: r.StatusMessage, IdempotencyKey: pgtype.Text{String: r.IdempotencyKey, Valid: r.IdempotencyKey != ""},
-		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), NextCheckAt: nullTime(r.NextCheckAt),
-	})
+	err := t.q.InsertGeneration(ctx, rows.InsertGeneration(r))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "generations_idempotency" {
 		return generation.ErrDuplicateKey
@@ -193,29 +143,15 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 	default:
 		return false, fmt.Errorf("postgres: no statement for event %q", c.Event)
 	}
-	if n == 1 {
-		t.note(chanGeneration, c.ID)
-	}
-	return n == 1, err
+	return t.noted(chanGeneration, c.ID, n, err)
 }
 
 func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
-	r, err := t.q.ClaimDue(ctx, pgdb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return generation.Row{}, false, nil
-	}
-	if err != nil {
-		return generation.Row{}, false, err
-	}
-	return toGenRow(r), true, nil
+	return read.Claim(t.q.ClaimDue(ctx, pgdb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()}))
 }
 
 func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
-	seen := int64(0)
-	if cancelSeen {
-		seen = 1
-	}
-	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: nullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+	return t.q.Reschedule(ctx, pgdb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: rows.Flag(cancelSeen)})
 }
 
 func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
@@ -234,10 +170,7 @@ func (t *Tx) ResetSubmitting(ctx context.Context, id string) error {
 
 func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
 	n, err := t.q.MarkOutputsExpired(ctx, id)
-	if n == 1 {
-		t.note(chanGeneration, id)
-	}
-	return n == 1, err
+	return t.noted(chanGeneration, id, n, err)
 }
 
 // ReleaseLeases releases nothing: several replicas' runners share this
@@ -248,8 +181,7 @@ func (t *Tx) ReleaseLeases(context.Context) error { return nil }
 // RenewLease extends the lease runner took with the claim that left
 // attempts at claim; false when that lease is no longer held.
 func (t *Tx) RenewLease(ctx context.Context, id, runner string, claim int64, until time.Time) (bool, error) {
-	n, err := t.q.RenewLease(ctx, pgdb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()})
-	return n == 1, err
+	return rows.Changed(t.q.RenewLease(ctx, pgdb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()}))
 }
 
 func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
@@ -257,85 +189,37 @@ func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 }
 
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
-	n, err := t.q.InsertDelivery(ctx, pgdb.InsertDeliveryParams{
-		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),
-	})
-	return n == 1, err
-}
-
-func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return t.q.LastPendingDelivery(ctx, genID)
+	return rows.Changed(t.q.InsertDelivery(ctx, rows.InsertDelivery(d)))
 }
 
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, pgdb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
 }
 
-func byKey(ctx context.Context, q *pgdb.Queries, owner, key string) (generation.Row, error) {
-	return scanGen(q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: pgtype.Text{String: key, Valid: true}}))
-}
-
-func scanGen(r pgdb.Generation, err error) (generation.Row, error) {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return generation.Row{}, generation.ErrNotFound
-	}
-	if err != nil {
-		return generation.Row{}, err
-	}
-	return toGenRow(r), nil
-}
-
-func toGenRow(r pgdb.Generation) generation.Row {
-	return generation.Row{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged,
-		Status: generation.Status(r.Status), StatusMessage: r.StatusMessage, Progress: r.Progress,
-		SubmitState: r.SubmitState, ProviderJob: r.ProviderJob, ProviderJobID: r.ProviderJobID,
-		Outputs: r.Outputs, OutputsExpired: r.OutputsExpired != 0,
-		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
-		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
-		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
-		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
-		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
-	}
-}
-
-func nullTime(t time.Time) pgtype.Int8 {
-	return pgtype.Int8{Int64: t.UnixMilli(), Valid: !t.IsZero()}
-}
-
-// fromZero reads a NOT NULL time column whose 0 means "not yet".
-func fromZero(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
-func fromNull(v pgtype.Int8) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64)
-}
-
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.queries.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int32(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Params: r.Params}
-	}
-	return out, nil
+	return rows.ToPurge(s.q.GenerationsToPurge(ctx, pgdb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
-	n, err := t.q.DeleteGeneration(ctx, id)
-	return n == 1, err
+	return rows.Changed(t.q.DeleteGeneration(ctx, id))
 }
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
-	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int32(limit)})
+	return t.q.PurgeDeliveries(ctx, pgdb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
+}
+
+func (r reads) Generation(ctx context.Context, id string) (generation.Row, error) {
+	return read.Generation(r.q.GetGeneration(ctx, id))
+}
+
+func (r reads) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return read.Generation(r.q.GetByIdempotencyKey(ctx, pgdb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
+}
+
+func (r reads) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return r.q.SpentSince(ctx, pgdb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (r reads) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return r.q.LastPendingDelivery(ctx, genID)
 }

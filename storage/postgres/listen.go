@@ -34,6 +34,15 @@ func (t *Tx) note(channel, id string) {
 	t.notes = append(t.notes, note{channel, id})
 }
 
+// noted is an :execrows outcome (true: it changed the row), the change
+// noted on channel.
+func (t *Tx) noted(channel, id string, n int64, err error) (bool, error) {
+	if n == 1 {
+		t.note(channel, id)
+	}
+	return n == 1, err
+}
+
 // announce sends the transaction's notes in one statement, before commit:
 // PostgreSQL delivers them at commit and drops them on rollback.
 func (d *DB) announce(ctx context.Context, t *Tx) error {

@@ -62,8 +62,8 @@ type writeReq struct {
 // transaction. It implements generation.Tx and tasks.Tx, so a generation
 // and its task change in one unit of work.
 type Tx struct {
-	q  *sqlitedb.Queries
-	tx *sql.Tx
+	reads // its queries, bound to the transaction
+	tx    *sql.Tx
 }
 
 // Exec runs a statement sqlc does not cover (tests set up rows with it).
@@ -247,7 +247,7 @@ func (d *DB) run(batch []*writeReq, live []int, errs []error) (failed int, err e
 	// Whatever the outcome, the rows the transaction wrote leave the cache
 	// once it has ended, before any of its writers hears back.
 	defer d.cache.ended()
-	t := &Tx{q: d.writeQ.WithTx(tx), tx: tx}
+	t := &Tx{reads: reads{d.writeQ.WithTx(tx)}, tx: tx}
 	for k, i := range live {
 		// Once started, a write runs to the end: a statement interrupted
 		// by its caller's cancellation would make SQLite roll back the

@@ -208,7 +208,7 @@ func (d *DB) cachedGeneration(ctx context.Context, id string) (generation.Row, e
 	if ok {
 		return r, nil
 	}
-	r, err := scanGen(d.Queries.GetGeneration(ctx, id))
+	r, err := read.Generation(d.Queries.GetGeneration(ctx, id))
 	if err != nil {
 		return r, err
 	}

@@ -17,7 +17,7 @@ import (
 // direct reads a generation past the cache.
 func direct(t *testing.T, d *DB, id string) generation.Row {
 	t.Helper()
-	r, err := scanGen(d.Queries.GetGeneration(context.Background(), id))
+	r, err := read.Generation(d.Queries.GetGeneration(context.Background(), id))
 	if err != nil {
 		t.Fatalf("direct read of %s: %v", id, err)
 	}

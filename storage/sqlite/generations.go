@@ -9,13 +9,25 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/rows"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 )
 
 // Generations is the generation store on this database.
-func (d *DB) Generations() generation.Store { return genStore{d} }
+func (d *DB) Generations() generation.Store { return genStore{d, reads{d.Queries}} }
 
-type genStore struct{ d *DB }
+type genStore struct {
+	d *DB
+	reads
+}
+
+// reads are the reads a store and its transactions answer alike: on the
+// read pool or inside the transaction.
+type reads struct{ q *sqlitedb.Queries }
+
+// read turns this engine's generated rows (storage/rows' types) into
+// the domain's.
+var read = rows.Reader{NoRows: sql.ErrNoRows}
 
 var _ generation.Tx = (*Tx)(nil)
 
@@ -36,9 +48,9 @@ func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (genera
 		if r.Owner == owner {
 			return r, nil
 		}
-		return scanGen(s.d.Queries.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
+		return read.Generation(s.q.GetOwnedGeneration(ctx, sqlitedb.GetOwnedGenerationParams{ID: id, Owner: owner}))
 	}
-	r, err := scanGen(s.d.Queries.GetGeneration(ctx, id))
+	r, err := read.Generation(s.q.GetGeneration(ctx, id))
 	if err != nil {
 		return r, err
 	}
@@ -49,66 +61,25 @@ func (s genStore) OwnedGeneration(ctx context.Context, owner, id string) (genera
 	return r, nil
 }
 
-func (s genStore) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, s.d.Queries, owner, key)
-}
-
 func (s genStore) GenerationByJob(ctx context.Context, provider, jobID string) (generation.Row, error) {
-	return scanGen(s.d.Queries.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
+	return read.Generation(s.q.GetByProviderJob(ctx, sqlitedb.GetByProviderJobParams{Provider: provider, ProviderJobID: jobID}))
 }
 
 func (s genStore) ListGenerations(ctx context.Context, q generation.ListQuery) ([]generation.Row, error) {
-	rows, err := s.d.Queries.ListGenerations(ctx, sqlitedb.ListGenerationsParams{
-		Owner: q.Owner, Status: string(q.Status), BeforeCreated: q.BeforeCreated, BeforeID: q.BeforeID, Lim: int64(q.Limit),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = toGenRow(r)
-	}
-	return out, nil
-}
-
-func (s genStore) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return s.d.Queries.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+	return rows.Generations(s.q.ListGenerations(ctx, rows.ListGenerations(q)))
 }
 
 func (s genStore) NextDueAt(ctx context.Context) (time.Time, error) {
-	ms, err := s.d.Queries.NextDueAt(ctx)
-	if err != nil || ms == 0 {
-		return time.Time{}, err
-	}
-	return time.UnixMilli(ms), nil
+	return rows.Due(s.q.NextDueAt(ctx))
 }
 
 func (s genStore) OutputsToExpire(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.Queries.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Outputs: r.Outputs}
-	}
-	return out, nil
-}
-
-func (s genStore) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return s.d.Queries.LastPendingDelivery(ctx, genID)
+	return rows.OutputsToExpire(s.q.OutputsToExpire(ctx, sqlitedb.OutputsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]generation.Delivery, error) {
-	rows, err := s.d.Queries.PendingDeliveries(ctx, genID)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Delivery, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Delivery{Seq: r.Seq, GenerationID: genID, Event: r.Event}
-	}
-	return out, nil
+	rs, err := s.q.PendingDeliveries(ctx, genID)
+	return rows.Deliveries(genID, rs, err)
 }
 
 // LockOwner needs no lock here: the single writer runs one transaction
@@ -116,15 +87,7 @@ func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]genera
 func (t *Tx) LockOwner(context.Context, string) error { return nil }
 
 func (t *Tx) Generation(ctx context.Context, id string) (generation.Row, error) {
-	return scanGen(t.q.GetGeneration(ctx, id))
-}
-
-func (t *Tx) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
-	return byKey(ctx, t.q, owner, key)
-}
-
-func (t *Tx) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
-	return t.q.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+	return read.Generation(t.q.GetGeneration(ctx, id))
 }
 
 func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
@@ -153,12 +116,7 @@ func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, erro
 }
 
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
-	err := t.q.InsertGeneration(ctx, sqlitedb.InsertGenerationParams{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged, Status: string(r.Status),
-		StatusMessage: r.StatusMessage, IdempotencyKey: sql.NullString{String: r.IdempotencyKey, Valid: r.IdempotencyKey != ""},
-		CreatedAt: r.CreatedAt.UnixMilli(), UpdatedAt: r.UpdatedAt.UnixMilli(), NextCheckAt: nullTime(r.NextCheckAt),
-	})
+	err := t.q.InsertGeneration(ctx, rows.InsertGeneration(r))
 	if err != nil && r.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") && strings.Contains(err.Error(), "idempotency") {
 		return generation.ErrDuplicateKey
 	}
@@ -208,26 +166,15 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 	default:
 		return false, fmt.Errorf("sqlite: no statement for event %q", c.Event)
 	}
-	return n == 1, err
+	return rows.Changed(n, err)
 }
 
 func (t *Tx) Claim(ctx context.Context, runner string, leaseUntil, now time.Time) (generation.Row, bool, error) {
-	r, err := t.q.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()})
-	if errors.Is(err, sql.ErrNoRows) {
-		return generation.Row{}, false, nil
-	}
-	if err != nil {
-		return generation.Row{}, false, err
-	}
-	return toGenRow(r), true, nil
+	return read.Claim(t.q.ClaimDue(ctx, sqlitedb.ClaimDueParams{LeaseOwner: runner, LeaseUntil: leaseUntil.UnixMilli(), Now: now.UnixMilli()}))
 }
 
 func (t *Tx) Reschedule(ctx context.Context, id, runner string, next, now time.Time, cancelSeen bool) error {
-	seen := int64(0)
-	if cancelSeen {
-		seen = 1
-	}
-	return t.q.Reschedule(ctx, sqlitedb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: nullTime(next), Now: now.UnixMilli(), CancelSeen: seen})
+	return t.q.Reschedule(ctx, sqlitedb.RescheduleParams{ID: id, LeaseOwner: runner, NextCheckAt: rows.NullTime(next), Now: now.UnixMilli(), CancelSeen: rows.Flag(cancelSeen)})
 }
 
 func (t *Tx) WakeNow(ctx context.Context, id string, now time.Time) error {
@@ -245,8 +192,7 @@ func (t *Tx) ResetSubmitting(ctx context.Context, id string) error {
 }
 
 func (t *Tx) MarkOutputsExpired(ctx context.Context, id string) (bool, error) {
-	n, err := t.q.MarkOutputsExpired(ctx, id)
-	return n == 1, err
+	return rows.Changed(t.q.MarkOutputsExpired(ctx, id))
 }
 
 func (t *Tx) ReleaseLeases(ctx context.Context) error { return t.q.ReleaseLeases(ctx) }
@@ -254,8 +200,7 @@ func (t *Tx) ReleaseLeases(ctx context.Context) error { return t.q.ReleaseLeases
 // RenewLease extends the lease runner took with the claim that left
 // attempts at claim; false when that lease is no longer held.
 func (t *Tx) RenewLease(ctx context.Context, id, runner string, claim int64, until time.Time) (bool, error) {
-	n, err := t.q.RenewLease(ctx, sqlitedb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()})
-	return n == 1, err
+	return rows.Changed(t.q.RenewLease(ctx, sqlitedb.RenewLeaseParams{ID: id, LeaseOwner: runner, Claim: claim, LeaseUntil: until.UnixMilli()}))
 }
 
 func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
@@ -263,85 +208,33 @@ func (t *Tx) ReleaseRunnerLeases(ctx context.Context, runner string) error {
 }
 
 func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, error) {
-	n, err := t.q.InsertDelivery(ctx, sqlitedb.InsertDeliveryParams{
-		Provider: d.Provider, DeliveryID: d.DeliveryID, GenerationID: d.GenerationID, Event: d.Event, ReceivedAt: d.ReceivedAt.UnixMilli(),
-	})
-	return n == 1, err
-}
-
-func (t *Tx) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
-	return t.q.LastPendingDelivery(ctx, genID)
+	return rows.Changed(t.q.InsertDelivery(ctx, rows.InsertDelivery(d)))
 }
 
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, sqlitedb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
 }
 
-func byKey(ctx context.Context, q *sqlitedb.Queries, owner, key string) (generation.Row, error) {
-	return scanGen(q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
-}
-
-func scanGen(r sqlitedb.Generation, err error) (generation.Row, error) {
-	if errors.Is(err, sql.ErrNoRows) {
-		return generation.Row{}, generation.ErrNotFound
-	}
-	if err != nil {
-		return generation.Row{}, err
-	}
-	return toGenRow(r), nil
-}
-
-func toGenRow(r sqlitedb.Generation) generation.Row {
-	return generation.Row{
-		ID: r.ID, Owner: r.Owner, ModelID: r.ModelID, Provider: r.Provider, Kind: r.Kind, Prompt: r.Prompt,
-		Params: r.Params, ArgsHash: r.ArgsHash, Credits: r.Credits, Charged: r.Charged,
-		Status: generation.Status(r.Status), StatusMessage: r.StatusMessage, Progress: r.Progress,
-		SubmitState: r.SubmitState, ProviderJob: r.ProviderJob, ProviderJobID: r.ProviderJobID,
-		Outputs: r.Outputs, OutputsExpired: r.OutputsExpired != 0,
-		ErrorKind: generation.ErrorKind(r.ErrorKind), ErrorMessage: r.ErrorMessage,
-		IdempotencyKey: r.IdempotencyKey.String, CancelRequested: r.CancelRequested,
-		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
-		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
-		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
-	}
-}
-
-func nullTime(t time.Time) sql.NullInt64 {
-	return sql.NullInt64{Int64: t.UnixMilli(), Valid: !t.IsZero()}
-}
-
-// fromZero reads a NOT NULL time column whose 0 means "not yet".
-func fromZero(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms)
-}
-
-func fromNull(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMilli(v.Int64)
-}
-
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {
-	rows, err := s.d.Queries.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]generation.Row, len(rows))
-	for i, r := range rows {
-		out[i] = generation.Row{ID: r.ID, Params: r.Params}
-	}
-	return out, nil
+	return rows.ToPurge(s.q.GenerationsToPurge(ctx, sqlitedb.GenerationsToPurgeParams{Before: before.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) DeleteGeneration(ctx context.Context, id string) (bool, error) {
-	n, err := t.q.DeleteGeneration(ctx, id)
-	return n == 1, err
+	return rows.Changed(t.q.DeleteGeneration(ctx, id))
 }
 
 func (t *Tx) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
 	return t.q.PurgeDeliveries(ctx, sqlitedb.PurgeDeliveriesParams{Before: before.UnixMilli(), Lim: int64(limit)})
+}
+
+func (r reads) GenerationByKey(ctx context.Context, owner, key string) (generation.Row, error) {
+	return read.Generation(r.q.GetByIdempotencyKey(ctx, sqlitedb.GetByIdempotencyKeyParams{Owner: owner, IdempotencyKey: sql.NullString{String: key, Valid: true}}))
+}
+
+func (r reads) SpentSince(ctx context.Context, owner string, since time.Time) (int64, error) {
+	return r.q.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
+}
+
+func (r reads) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
+	return r.q.LastPendingDelivery(ctx, genID)
 }

@@ -2,19 +2,20 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/storage/rows"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite/sqlitedb"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
 // Tasks is the task store's backend on this database.
-func (d *DB) Tasks() tasks.Backend { return taskStore{d} }
+func (d *DB) Tasks() tasks.Backend { return taskStore{d, reads{d.Queries}} }
 
-type taskStore struct{ d *DB }
+type taskStore struct {
+	d *DB
+	reads
+}
 
 var _ tasks.Tx = (*Tx)(nil)
 
@@ -22,105 +23,38 @@ func (s taskStore) Update(ctx context.Context, fn func(ctx context.Context, tx t
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
-func (s taskStore) Task(ctx context.Context, id string) (tasks.Row, error) {
-	return taskRow(s.d.Queries.GetTask(ctx, id))
-}
-
 func (s taskStore) OwnedTask(ctx context.Context, owner, id string) (tasks.Row, error) {
-	return taskRow(s.d.Queries.GetOwnedTask(ctx, sqlitedb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
-}
-
-func (s taskStore) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
-	return taskRow(s.d.Queries.GetTaskByRef(ctx, ref))
+	return read.Task(s.q.GetOwnedTask(ctx, sqlitedb.GetOwnedTaskParams{TaskID: id, Owner: owner}))
 }
 
 func (s taskStore) ExpiredLiveTasks(ctx context.Context, now time.Time, limit int) ([]tasks.Row, error) {
-	rows, err := s.d.Queries.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: int64(limit)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tasks.Row, len(rows))
-	for i, r := range rows {
-		out[i] = tasks.Row{TaskID: r.TaskID, Ref: r.Ref}
-	}
-	return out, nil
-}
-
-func (t *Tx) Task(ctx context.Context, id string) (tasks.Row, error) {
-	return taskRow(t.q.GetTask(ctx, id))
-}
-
-func (t *Tx) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
-	return taskRow(t.q.GetTaskByRef(ctx, ref))
+	return rows.ExpiredTasks(s.q.ExpiredLiveTasks(ctx, sqlitedb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: int64(limit)}))
 }
 
 func (t *Tx) InsertTask(ctx context.Context, r tasks.Row) error {
-	return t.q.InsertTask(ctx, sqlitedb.InsertTaskParams{
-		TaskID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: string(r.Status), StatusMessage: r.StatusMessage,
-		CreatedAt: r.CreatedAt.UnixMilli(), LastUpdatedAt: r.LastUpdatedAt.UnixMilli(),
-		TtlMs: nullDuration(r.TTL), PollIntervalMs: r.PollInterval.Milliseconds(), ExpiresAt: nullTime(r.ExpiresAt),
-		InputRequests: r.InputRequests, KeySeq: r.KeySeq, Result: nullJSON(r.Result), Error: nullJSON(r.Error), ClientCaps: r.ClientCaps,
-	})
+	return t.q.InsertTask(ctx, rows.InsertTask(r))
 }
 
 func (t *Tx) SetTaskActive(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.SetTaskActive(ctx, sqlitedb.SetTaskActiveParams{
-		TaskID: r.TaskID, Status: string(r.Status), StatusMessage: r.StatusMessage, InputRequests: r.InputRequests,
-		KeySeq: r.KeySeq, PollIntervalMs: r.PollInterval.Milliseconds(), Now: r.LastUpdatedAt.UnixMilli(),
-	})
-	return n == 1, err
+	return rows.Changed(t.q.SetTaskActive(ctx, rows.SetTaskActive(r)))
 }
 
 func (t *Tx) SetTaskAnswers(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.SetTaskAnswers(ctx, sqlitedb.SetTaskAnswersParams{
-		TaskID: r.TaskID, InputRequests: r.InputRequests, AnsweredKeys: r.AnsweredKeys,
-		InputResponses: r.InputResponses, Now: r.LastUpdatedAt.UnixMilli(),
-	})
-	return n == 1, err
+	return rows.Changed(t.q.SetTaskAnswers(ctx, rows.SetTaskAnswers(r)))
 }
 
 func (t *Tx) FinishTask(ctx context.Context, r tasks.Row) (bool, error) {
-	n, err := t.q.FinishTask(ctx, sqlitedb.FinishTaskParams{
-		TaskID: r.TaskID, Status: string(r.Status), StatusMessage: r.StatusMessage,
-		Result: nullJSON(r.Result), Error: nullJSON(r.Error), Now: r.LastUpdatedAt.UnixMilli(),
-	})
-	return n == 1, err
+	return rows.Changed(t.q.FinishTask(ctx, rows.FinishTask(r)))
 }
 
 func (t *Tx) PurgeTasks(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
 	return t.q.PurgeTasks(ctx, sqlitedb.PurgeTasksParams{Cutoff: cutoff.UnixMilli(), Lim: int64(limit)})
 }
 
-func taskRow(r sqlitedb.Task, err error) (tasks.Row, error) {
-	if errors.Is(err, sql.ErrNoRows) {
-		return tasks.Row{}, tasks.ErrNotFound
-	}
-	if err != nil {
-		return tasks.Row{}, err
-	}
-	out := tasks.Row{
-		TaskID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: tasks.Status(r.Status), StatusMessage: r.StatusMessage,
-		CreatedAt: time.UnixMilli(r.CreatedAt), LastUpdatedAt: time.UnixMilli(r.LastUpdatedAt),
-		PollInterval: time.Duration(r.PollIntervalMs) * time.Millisecond, ExpiresAt: fromNull(r.ExpiresAt),
-		InputRequests: r.InputRequests, AnsweredKeys: r.AnsweredKeys, InputResponses: r.InputResponses,
-		KeySeq: r.KeySeq, ClientCaps: r.ClientCaps,
-	}
-	if r.TtlMs.Valid {
-		out.TTL = time.Duration(r.TtlMs.Int64) * time.Millisecond
-	}
-	if r.Result.Valid {
-		out.Result = json.RawMessage(r.Result.String)
-	}
-	if r.Error.Valid {
-		out.Error = json.RawMessage(r.Error.String)
-	}
-	return out, nil
+func (r reads) Task(ctx context.Context, id string) (tasks.Row, error) {
+	return read.Task(r.q.GetTask(ctx, id))
 }
 
-func nullDuration(d time.Duration) sql.NullInt64 {
-	return sql.NullInt64{Int64: d.Milliseconds(), Valid: d > 0}
-}
-
-func nullJSON(b json.RawMessage) sql.NullString {
-	return sql.NullString{String: string(b), Valid: len(b) > 0}
+func (r reads) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
+	return read.Task(r.q.GetTaskByRef(ctx, ref))
 }

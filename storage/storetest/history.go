@@ -157,7 +157,7 @@ func testHistoryPurge(t *testing.T, e Engine) {
 	// The tasks expire a minute after creation; the sweeper's purge takes them.
 	for {
 		var m int64
-		taskUpdate(t, e.Tasks, func(ctx context.Context, tx tasks.Tx) (err error) {
+		update(t, e.Tasks, func(ctx context.Context, tx tasks.Tx) (err error) {
 			m, err = tx.PurgeTasks(ctx, at(n+time.Minute.Milliseconds()), batch)
 			return err
 		})

@@ -23,7 +23,7 @@ WHERE owner = @owner
   AND (@before_created::bigint = 0 OR created_at < @before_created
        OR (created_at = @before_created AND id < @before_id))
 ORDER BY created_at DESC, id DESC
-LIMIT @lim;
+LIMIT @lim::bigint;
 
 -- name: SpentSince :one
 SELECT COALESCE(SUM(charged), 0)::bigint AS spent
@@ -152,7 +152,7 @@ WHERE id = @id AND status = ANY(@from_set::text[]);
 SELECT id, outputs FROM generations
 WHERE status = 'completed' AND outputs_expired = 0 AND updated_at < @before
 ORDER BY updated_at
-LIMIT @lim;
+LIMIT @lim::bigint;
 
 -- name: MarkOutputsExpired :execrows
 UPDATE generations SET outputs_expired = 1
@@ -255,7 +255,7 @@ SELECT id, params FROM generations
 WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < @before
   AND (status <> 'completed' OR outputs_expired = 1)
 ORDER BY updated_at
-LIMIT @lim;
+LIMIT @lim::bigint;
 
 -- name: DeleteGeneration :execrows
 -- GenerationsToPurge's guard again, in the deleting transaction.
@@ -272,5 +272,5 @@ DELETE FROM webhook_deliveries WHERE seq IN (
     WHERE d.received_at < @before::bigint
       AND (g.id IS NULL OR g.status IN ('completed', 'failed', 'cancelled'))
     ORDER BY d.received_at
-    LIMIT @lim
+    LIMIT @lim::bigint
 );

@@ -41,11 +41,11 @@ WHERE task_id = @task_id AND status IN ('working', 'input_required');
 -- name: ExpiredLiveTasks :many
 SELECT task_id, ref FROM tasks
 WHERE expires_at IS NOT NULL AND expires_at <= @now::bigint AND status IN ('working', 'input_required')
-LIMIT @lim;
+LIMIT @lim::bigint;
 
 -- name: PurgeTasks :execrows
 DELETE FROM tasks WHERE task_id IN (
     SELECT old.task_id FROM tasks AS old
     WHERE old.expires_at IS NOT NULL AND old.expires_at <= @cutoff::bigint
-    LIMIT @lim
+    LIMIT @lim::bigint
 );

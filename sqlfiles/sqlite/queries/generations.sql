@@ -7,17 +7,36 @@ INSERT INTO generations (
     @status, @status_message, @idempotency_key, @created_at, @updated_at, @next_check_at
 );
 
+-- The queries that read whole rows name the columns in the PostgreSQL
+-- table's order (this table grew by ALTER TABLE, which appends), so that
+-- both engines' generated rows are one Go type, storage/rows.Generation.
 -- name: GetGeneration :one
-SELECT * FROM generations WHERE id = @id;
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE id = @id;
 
 -- name: GetOwnedGeneration :one
-SELECT * FROM generations WHERE id = @id AND owner = @owner;
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE id = @id AND owner = @owner;
 
 -- name: GetByIdempotencyKey :one
-SELECT * FROM generations WHERE owner = @owner AND idempotency_key = @idempotency_key;
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE owner = @owner AND idempotency_key = @idempotency_key;
 
 -- name: ListGenerations :many
-SELECT * FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations
 WHERE owner = @owner
   AND (CAST(@status AS TEXT) = '' OR status = @status)
   AND (CAST(@before_created AS INTEGER) = 0 OR created_at < @before_created
@@ -44,7 +63,10 @@ WHERE id = (
     ORDER BY due.next_check_at
     LIMIT 1
 )
-RETURNING *;
+RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until;
 
 -- name: NextDueAt :one
 -- Leased rows are being stepped; the runner looks again when they are
@@ -161,7 +183,11 @@ UPDATE generations SET submit_state = ''
 WHERE id = @id AND submit_state = 'submitting' AND status = 'queued';
 
 -- name: GetByProviderJob :one
-SELECT * FROM generations WHERE provider = @provider AND provider_job_id = @provider_job_id;
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE provider = @provider AND provider_job_id = @provider_job_id;
 
 -- name: WakeNow :exec
 -- A webhook arrived: look at the generation now.

@@ -7,8 +7,7 @@ package pgdb
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
+	"database/sql"
 )
 
 const abandon = `-- name: Abandon :execrows
@@ -303,12 +302,12 @@ SELECT id, params FROM generations
 WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1
   AND (status <> 'completed' OR outputs_expired = 1)
 ORDER BY updated_at
-LIMIT $2
+LIMIT $2::bigint
 `
 
 type GenerationsToPurgeParams struct {
 	Before int64
-	Lim    int32
+	Lim    int64
 }
 
 type GenerationsToPurgeRow struct {
@@ -344,7 +343,7 @@ SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, 
 
 type GetByIdempotencyKeyParams struct {
 	Owner          string
-	IdempotencyKey pgtype.Text
+	IdempotencyKey sql.NullString
 }
 
 func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyKeyParams) (Generation, error) {
@@ -586,10 +585,10 @@ type InsertGenerationParams struct {
 	Charged        int64
 	Status         string
 	StatusMessage  string
-	IdempotencyKey pgtype.Text
+	IdempotencyKey sql.NullString
 	CreatedAt      int64
 	UpdatedAt      int64
-	NextCheckAt    pgtype.Int8
+	NextCheckAt    sql.NullInt64
 }
 
 func (q *Queries) InsertGeneration(ctx context.Context, arg InsertGenerationParams) error {
@@ -633,7 +632,7 @@ WHERE owner = $1
   AND ($3::bigint = 0 OR created_at < $3
        OR (created_at = $3 AND id < $4))
 ORDER BY created_at DESC, id DESC
-LIMIT $5
+LIMIT $5::bigint
 `
 
 type ListGenerationsParams struct {
@@ -641,7 +640,7 @@ type ListGenerationsParams struct {
 	Status        string
 	BeforeCreated int64
 	BeforeID      string
-	Lim           int32
+	Lim           int64
 }
 
 func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams) ([]Generation, error) {
@@ -811,12 +810,12 @@ const outputsToExpire = `-- name: OutputsToExpire :many
 SELECT id, outputs FROM generations
 WHERE status = 'completed' AND outputs_expired = 0 AND updated_at < $1
 ORDER BY updated_at
-LIMIT $2
+LIMIT $2::bigint
 `
 
 type OutputsToExpireParams struct {
 	Before int64
-	Lim    int32
+	Lim    int64
 }
 
 type OutputsToExpireRow struct {
@@ -895,13 +894,13 @@ DELETE FROM webhook_deliveries WHERE seq IN (
     WHERE d.received_at < $1::bigint
       AND (g.id IS NULL OR g.status IN ('completed', 'failed', 'cancelled'))
     ORDER BY d.received_at
-    LIMIT $2
+    LIMIT $2::bigint
 )
 `
 
 type PurgeDeliveriesParams struct {
 	Before int64
-	Lim    int32
+	Lim    int64
 }
 
 // Deliveries that can dedupe nothing any more: received before @before,
@@ -1001,7 +1000,7 @@ WHERE id = $4 AND lease_owner = $5
 type RescheduleParams struct {
 	CancelSeen  int64
 	Now         int64
-	NextCheckAt pgtype.Int8
+	NextCheckAt sql.NullInt64
 	ID          string
 	LeaseOwner  string
 }

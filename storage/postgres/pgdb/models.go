@@ -5,7 +5,7 @@
 package pgdb
 
 import (
-	"github.com/jackc/pgx/v5/pgtype"
+	"database/sql"
 )
 
 type CreateBucket struct {
@@ -37,11 +37,11 @@ type Generation struct {
 	OutputsExpired  int64
 	ErrorKind       string
 	ErrorMessage    string
-	IdempotencyKey  pgtype.Text
+	IdempotencyKey  sql.NullString
 	CancelRequested int64
 	CreatedAt       int64
 	UpdatedAt       int64
-	NextCheckAt     pgtype.Int8
+	NextCheckAt     sql.NullInt64
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
@@ -60,15 +60,15 @@ type Task struct {
 	StatusMessage  string
 	CreatedAt      int64
 	LastUpdatedAt  int64
-	TtlMs          pgtype.Int8
+	TtlMs          sql.NullInt64
 	PollIntervalMs int64
-	ExpiresAt      pgtype.Int8
+	ExpiresAt      sql.NullInt64
 	InputRequests  string
 	AnsweredKeys   string
 	InputResponses string
 	KeySeq         int64
-	Result         pgtype.Text
-	Error          pgtype.Text
+	Result         sql.NullString
+	Error          sql.NullString
 	ClientCaps     string
 }
 
@@ -79,5 +79,5 @@ type WebhookDelivery struct {
 	GenerationID string
 	Event        string
 	ReceivedAt   int64
-	ConsumedAt   pgtype.Int8
+	ConsumedAt   sql.NullInt64
 }

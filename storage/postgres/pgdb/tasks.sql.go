@@ -7,19 +7,18 @@ package pgdb
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
+	"database/sql"
 )
 
 const expiredLiveTasks = `-- name: ExpiredLiveTasks :many
 SELECT task_id, ref FROM tasks
 WHERE expires_at IS NOT NULL AND expires_at <= $1::bigint AND status IN ('working', 'input_required')
-LIMIT $2
+LIMIT $2::bigint
 `
 
 type ExpiredLiveTasksParams struct {
 	Now int64
-	Lim int32
+	Lim int64
 }
 
 type ExpiredLiveTasksRow struct {
@@ -57,8 +56,8 @@ WHERE task_id = $6 AND status IN ('working', 'input_required')
 type FinishTaskParams struct {
 	Status        string
 	StatusMessage string
-	Result        pgtype.Text
-	Error         pgtype.Text
+	Result        sql.NullString
+	Error         sql.NullString
 	Now           int64
 	TaskID        string
 }
@@ -190,13 +189,13 @@ type InsertTaskParams struct {
 	StatusMessage  string
 	CreatedAt      int64
 	LastUpdatedAt  int64
-	TtlMs          pgtype.Int8
+	TtlMs          sql.NullInt64
 	PollIntervalMs int64
-	ExpiresAt      pgtype.Int8
+	ExpiresAt      sql.NullInt64
 	InputRequests  string
 	KeySeq         int64
-	Result         pgtype.Text
-	Error          pgtype.Text
+	Result         sql.NullString
+	Error          sql.NullString
 	ClientCaps     string
 }
 
@@ -225,13 +224,13 @@ const purgeTasks = `-- name: PurgeTasks :execrows
 DELETE FROM tasks WHERE task_id IN (
     SELECT old.task_id FROM tasks AS old
     WHERE old.expires_at IS NOT NULL AND old.expires_at <= $1::bigint
-    LIMIT $2
+    LIMIT $2::bigint
 )
 `
 
 type PurgeTasksParams struct {
 	Cutoff int64
-	Lim    int32
+	Lim    int64
 }
 
 func (q *Queries) PurgeTasks(ctx context.Context, arg PurgeTasksParams) (int64, error) {

@@ -143,7 +143,10 @@ WHERE id = (
     ORDER BY due.next_check_at
     LIMIT 1
 )
-RETURNING id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash
+RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
 `
 
 type ClaimDueParams struct {
@@ -152,11 +155,43 @@ type ClaimDueParams struct {
 	Now        int64
 }
 
+type ClaimDueRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
 // Takes the lease on the next due generation. One runner per database
 // holds leases; an expired lease (crash) makes the row due again.
-func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation, error) {
+func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (ClaimDueRow, error) {
 	row := q.queryRow(ctx, q.claimDueStmt, claimDue, arg.LeaseOwner, arg.LeaseUntil, arg.Now)
-	var i Generation
+	var i ClaimDueRow
 	err := row.Scan(
 		&i.ID,
 		&i.Owner,
@@ -165,6 +200,7 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.Kind,
 		&i.Prompt,
 		&i.Params,
+		&i.ArgsHash,
 		&i.Credits,
 		&i.Charged,
 		&i.Status,
@@ -172,7 +208,10 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.Progress,
 		&i.SubmitState,
 		&i.ProviderJob,
+		&i.ProviderJobID,
+		&i.SubmittedAt,
 		&i.Outputs,
+		&i.OutputsExpired,
 		&i.ErrorKind,
 		&i.ErrorMessage,
 		&i.IdempotencyKey,
@@ -183,10 +222,6 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
-		&i.OutputsExpired,
-		&i.SubmittedAt,
-		&i.ProviderJobID,
-		&i.ArgsHash,
 	)
 	return i, err
 }
@@ -339,7 +374,11 @@ func (q *Queries) GenerationsToPurge(ctx context.Context, arg GenerationsToPurge
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE owner = ?1 AND idempotency_key = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE owner = ?1 AND idempotency_key = ?2
 `
 
 type GetByIdempotencyKeyParams struct {
@@ -347,9 +386,41 @@ type GetByIdempotencyKeyParams struct {
 	IdempotencyKey sql.NullString
 }
 
-func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyKeyParams) (Generation, error) {
+type GetByIdempotencyKeyRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
+func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyKeyParams) (GetByIdempotencyKeyRow, error) {
 	row := q.queryRow(ctx, q.getByIdempotencyKeyStmt, getByIdempotencyKey, arg.Owner, arg.IdempotencyKey)
-	var i Generation
+	var i GetByIdempotencyKeyRow
 	err := row.Scan(
 		&i.ID,
 		&i.Owner,
@@ -358,6 +429,7 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Kind,
 		&i.Prompt,
 		&i.Params,
+		&i.ArgsHash,
 		&i.Credits,
 		&i.Charged,
 		&i.Status,
@@ -365,7 +437,10 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Progress,
 		&i.SubmitState,
 		&i.ProviderJob,
+		&i.ProviderJobID,
+		&i.SubmittedAt,
 		&i.Outputs,
+		&i.OutputsExpired,
 		&i.ErrorKind,
 		&i.ErrorMessage,
 		&i.IdempotencyKey,
@@ -376,16 +451,16 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
-		&i.OutputsExpired,
-		&i.SubmittedAt,
-		&i.ProviderJobID,
-		&i.ArgsHash,
 	)
 	return i, err
 }
 
 const getByProviderJob = `-- name: GetByProviderJob :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE provider = ?1 AND provider_job_id = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE provider = ?1 AND provider_job_id = ?2
 `
 
 type GetByProviderJobParams struct {
@@ -393,9 +468,41 @@ type GetByProviderJobParams struct {
 	ProviderJobID string
 }
 
-func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobParams) (Generation, error) {
+type GetByProviderJobRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
+func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobParams) (GetByProviderJobRow, error) {
 	row := q.queryRow(ctx, q.getByProviderJobStmt, getByProviderJob, arg.Provider, arg.ProviderJobID)
-	var i Generation
+	var i GetByProviderJobRow
 	err := row.Scan(
 		&i.ID,
 		&i.Owner,
@@ -404,6 +511,7 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.Kind,
 		&i.Prompt,
 		&i.Params,
+		&i.ArgsHash,
 		&i.Credits,
 		&i.Charged,
 		&i.Status,
@@ -411,7 +519,10 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.Progress,
 		&i.SubmitState,
 		&i.ProviderJob,
+		&i.ProviderJobID,
+		&i.SubmittedAt,
 		&i.Outputs,
+		&i.OutputsExpired,
 		&i.ErrorKind,
 		&i.ErrorMessage,
 		&i.IdempotencyKey,
@@ -422,10 +533,6 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
-		&i.OutputsExpired,
-		&i.SubmittedAt,
-		&i.ProviderJobID,
-		&i.ArgsHash,
 	)
 	return i, err
 }
@@ -447,12 +554,51 @@ func (q *Queries) GetCreateBucket(ctx context.Context, owner string) (GetCreateB
 }
 
 const getGeneration = `-- name: GetGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE id = ?1
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE id = ?1
 `
 
-func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
+type GetGenerationRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
+// The queries that read whole rows name the columns in the PostgreSQL
+// table's order (this table grew by ALTER TABLE, which appends), so that
+// both engines' generated rows are one Go type, storage/rows.Generation.
+func (q *Queries) GetGeneration(ctx context.Context, id string) (GetGenerationRow, error) {
 	row := q.queryRow(ctx, q.getGenerationStmt, getGeneration, id)
-	var i Generation
+	var i GetGenerationRow
 	err := row.Scan(
 		&i.ID,
 		&i.Owner,
@@ -461,6 +607,7 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.Kind,
 		&i.Prompt,
 		&i.Params,
+		&i.ArgsHash,
 		&i.Credits,
 		&i.Charged,
 		&i.Status,
@@ -468,7 +615,10 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.Progress,
 		&i.SubmitState,
 		&i.ProviderJob,
+		&i.ProviderJobID,
+		&i.SubmittedAt,
 		&i.Outputs,
+		&i.OutputsExpired,
 		&i.ErrorKind,
 		&i.ErrorMessage,
 		&i.IdempotencyKey,
@@ -479,16 +629,16 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
-		&i.OutputsExpired,
-		&i.SubmittedAt,
-		&i.ProviderJobID,
-		&i.ArgsHash,
 	)
 	return i, err
 }
 
 const getOwnedGeneration = `-- name: GetOwnedGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations WHERE id = ?1 AND owner = ?2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations WHERE id = ?1 AND owner = ?2
 `
 
 type GetOwnedGenerationParams struct {
@@ -496,9 +646,41 @@ type GetOwnedGenerationParams struct {
 	Owner string
 }
 
-func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGenerationParams) (Generation, error) {
+type GetOwnedGenerationRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
+func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGenerationParams) (GetOwnedGenerationRow, error) {
 	row := q.queryRow(ctx, q.getOwnedGenerationStmt, getOwnedGeneration, arg.ID, arg.Owner)
-	var i Generation
+	var i GetOwnedGenerationRow
 	err := row.Scan(
 		&i.ID,
 		&i.Owner,
@@ -507,6 +689,7 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Kind,
 		&i.Prompt,
 		&i.Params,
+		&i.ArgsHash,
 		&i.Credits,
 		&i.Charged,
 		&i.Status,
@@ -514,7 +697,10 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Progress,
 		&i.SubmitState,
 		&i.ProviderJob,
+		&i.ProviderJobID,
+		&i.SubmittedAt,
 		&i.Outputs,
+		&i.OutputsExpired,
 		&i.ErrorKind,
 		&i.ErrorMessage,
 		&i.IdempotencyKey,
@@ -525,10 +711,6 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
-		&i.OutputsExpired,
-		&i.SubmittedAt,
-		&i.ProviderJobID,
-		&i.ArgsHash,
 	)
 	return i, err
 }
@@ -626,7 +808,11 @@ func (q *Queries) LastPendingDelivery(ctx context.Context, generationID string) 
 }
 
 const listGenerations = `-- name: ListGenerations :many
-SELECT id, owner, model_id, provider, kind, prompt, params, credits, charged, status, status_message, progress, submit_state, provider_job, outputs, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, outputs_expired, submitted_at, provider_job_id, args_hash FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
+    status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
+    outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+FROM generations
 WHERE owner = ?1
   AND (CAST(?2 AS TEXT) = '' OR status = ?2)
   AND (CAST(?3 AS INTEGER) = 0 OR created_at < ?3
@@ -643,7 +829,39 @@ type ListGenerationsParams struct {
 	Lim           int64
 }
 
-func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams) ([]Generation, error) {
+type ListGenerationsRow struct {
+	ID              string
+	Owner           string
+	ModelID         string
+	Provider        string
+	Kind            string
+	Prompt          string
+	Params          string
+	ArgsHash        string
+	Credits         int64
+	Charged         int64
+	Status          string
+	StatusMessage   string
+	Progress        float64
+	SubmitState     string
+	ProviderJob     string
+	ProviderJobID   string
+	SubmittedAt     int64
+	Outputs         string
+	OutputsExpired  int64
+	ErrorKind       string
+	ErrorMessage    string
+	IdempotencyKey  sql.NullString
+	CancelRequested int64
+	CreatedAt       int64
+	UpdatedAt       int64
+	NextCheckAt     sql.NullInt64
+	Attempts        int64
+	LeaseOwner      string
+	LeaseUntil      int64
+}
+
+func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams) ([]ListGenerationsRow, error) {
 	rows, err := q.query(ctx, q.listGenerationsStmt, listGenerations,
 		arg.Owner,
 		arg.Status,
@@ -655,9 +873,9 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Generation
+	var items []ListGenerationsRow
 	for rows.Next() {
-		var i Generation
+		var i ListGenerationsRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Owner,
@@ -666,6 +884,7 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Kind,
 			&i.Prompt,
 			&i.Params,
+			&i.ArgsHash,
 			&i.Credits,
 			&i.Charged,
 			&i.Status,
@@ -673,7 +892,10 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Progress,
 			&i.SubmitState,
 			&i.ProviderJob,
+			&i.ProviderJobID,
+			&i.SubmittedAt,
 			&i.Outputs,
+			&i.OutputsExpired,
 			&i.ErrorKind,
 			&i.ErrorMessage,
 			&i.IdempotencyKey,
@@ -684,10 +906,6 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Attempts,
 			&i.LeaseOwner,
 			&i.LeaseUntil,
-			&i.OutputsExpired,
-			&i.SubmittedAt,
-			&i.ProviderJobID,
-			&i.ArgsHash,
 		); err != nil {
 			return nil, err
 		}
