@@ -124,7 +124,7 @@ type Dispatcher struct {
 	metas    metaCache
 	// replies are the encoded replies of tasks/get and the lean reads.
 	replies replyCache
-	ack       json.RawMessage
+	ack     json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
 }
