@@ -130,7 +130,7 @@ type wireMessage struct {
 }
 
 // wireParams are the params fields any layer reads, raw so that a value
-// of an unexpected type never hides the others; one pass over params.
+// of an unexpected type never hides the others.
 type wireParams struct {
 	Name           json.RawMessage `json:"name"`
 	URI            json.RawMessage `json:"uri"`
@@ -170,18 +170,15 @@ func rawString(raw json.RawMessage) (string, bool) {
 }
 
 // ParseBody parses a POST body: exactly one JSON value, a message or a
-// batch of them. Its error is a *BodyError. The one-pass scanner
-// (scan.go) answers the common bodies; everything else, every error
-// included, is parseBodyReference's.
+// batch of them, decoded as go-sdk decodes it (segmentio/encoding), one
+// level at a time so that a value of an unexpected type never hides the
+// others. Its error is a *BodyError.
 func ParseBody(b []byte) (*Envelope, error) {
 	parses.Add(1)
 	if tooDeep(b) {
 		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
 	}
-	if e, ok := parseBodyOnePass(b); ok {
-		return e, nil
-	}
-	return parseBodyReference(b)
+	return parseBody(b)
 }
 
 // sdkMaxDepth is go-sdk's limit on JSON nesting (internal/json
@@ -266,10 +263,8 @@ func outsideStrings(b []byte) iter.Seq2[int, byte] {
 	}
 }
 
-// parseBodyReference is ParseBody by decoding (segmentio/encoding, as
-// go-sdk does), one level at a time: the definition the one-pass parse is
-// held to.
-func parseBodyReference(b []byte) (*Envelope, error) {
+// parseBody is ParseBody once the body's depth is known to be go-sdk's.
+func parseBody(b []byte) (*Envelope, error) {
 	var first byte
 	for _, c := range b {
 		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
@@ -426,7 +421,7 @@ func (m *Message) ListenIDs() int {
 
 // objectKeys are the keys of params whose values the dispatcher decodes
 // into structs or maps: where one repeats, the strict decode merges the
-// objects, while one pass keeps only the last.
+// objects, while the raw fields keep only the last.
 var objectKeys = [][]byte{[]byte(`"_meta"`), []byte(`"notifications"`), []byte(`"inputResponses"`),
 	[]byte(`"` + metaClientCapabilities + `"`), []byte(`"extensions"`)}
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzTypedParams: the typed params one pass over a tasks/* or listen body builds
+// FuzzTypedParams: the typed params the body's parse builds for a tasks/* or listen body
 // are exactly what the dispatcher's own strict decode of params gives,
 // or absent (the dispatcher then decodes them itself).
 func FuzzTypedParams(f *testing.F) {
@@ -41,7 +41,7 @@ func FuzzTypedParams(f *testing.F) {
 			t.Fatalf("typed params built for params the strict decode refuses (%v): %s", err, raw)
 		}
 		if !reflect.DeepEqual(e.Req.typed, &want) {
-			t.Fatalf("typed params differ for %s:\n one pass: %#v\n strict:   %#v", raw, e.Req.typed, &want)
+			t.Fatalf("typed params differ for %s:\n parsed:   %#v\n strict:   %#v", raw, e.Req.typed, &want)
 		}
 	})
 }
