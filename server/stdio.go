@@ -43,25 +43,15 @@ type limitConn struct {
 }
 
 func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	for {
-		msg, err := c.Connection.Read(ctx)
-		if err != nil {
-			return nil, err
-		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok {
-			return msg, nil
-		}
-		m := tasks.ParseRequest(req)
+	return tasks.ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *tasks.Message) (bool, error) {
 		// stdio is the single local principal: no per-key overrides.
 		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{*m}, len(req.Params), c.t.toolClass)
 		if allowed {
-			return msg, nil
+			return false, nil
 		}
-		if req.IsCall() {
-			if err := c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: ratelimited.RPCError(wait)}); err != nil {
-				return nil, err
-			}
+		if req.IsCall() { // a notification over the limit is dropped
+			return true, c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: ratelimited.RPCError(wait)})
 		}
-	}
+		return true, nil
+	})
 }

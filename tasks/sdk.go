@@ -213,8 +213,27 @@ func (c *conn) Close() error {
 }
 
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	return ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *Message) (bool, error) {
+		if req.Method == "notifications/cancelled" {
+			c.cancelListen(req.Params)
+			return false, nil
+		}
+		if !m.Dispatched() {
+			return false, nil
+		}
+		go c.serve(req.ID, m.Req)
+		return true, nil
+	})
+}
+
+// ReadRequests reads from conn for a wrapping connection's Read: it
+// returns the first message that is not a request, or a request that
+// take leaves to the layers above (false); a request take answered
+// itself (true) is consumed. take gets each request with its one parse
+// (ParseRequest).
+func ReadRequests(ctx context.Context, conn mcp.Connection, take func(*jsonrpc.Request, *Message) (bool, error)) (jsonrpc.Message, error) {
 	for {
-		msg, err := c.Connection.Read(ctx)
+		msg, err := conn.Read(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -222,15 +241,13 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if !ok {
 			return msg, nil
 		}
-		if req.Method == "notifications/cancelled" {
-			c.cancelListen(req.Params)
+		taken, err := take(req, ParseRequest(req))
+		if err != nil {
+			return nil, err
+		}
+		if !taken {
 			return msg, nil
 		}
-		m := ParseRequest(req)
-		if !m.Dispatched() {
-			return msg, nil
-		}
-		go c.serve(req.ID, m.Req)
 	}
 }
 
