@@ -36,7 +36,10 @@ func (p *Provider) body(ctx context.Context, e catalog.Entry, req provider.Reque
 	case "veo":
 		inst := map[string]any{"prompt": prompt}
 		if img != nil {
-			inst[e.Input.InputImage] = map[string]any{"bytesBase64Encoded": img["data"], "mimeType": img["mimeType"]}
+			inst[e.Input.InputImage] = veoImage(img)
+		}
+		if err := veoExtras(ctx, inst, req.Extra); err != nil {
+			return nil, err
 		}
 		return map[string]any{"instances": []any{inst}, "parameters": in}, nil
 	case "imagen":
@@ -87,4 +90,33 @@ func inline(ctx context.Context, in *provider.Input) (map[string]any, error) {
 		mime = "image/png"
 	}
 	return map[string]any{"mimeType": mime, "data": sb.String()}, nil
+}
+
+func veoImage(img map[string]any) map[string]any {
+	return map[string]any{"bytesBase64Encoded": img["data"], "mimeType": img["mimeType"]}
+}
+
+// veoExtras adds a last frame and reference images ("asset" references:
+// a subject to keep) to a Veo instance, for the models that take them.
+func veoExtras(ctx context.Context, inst map[string]any, extra []provider.Input) error {
+	var refs []any
+	for i := range extra {
+		x := &extra[i]
+		if x.Role != "lastFrame" && x.Role != "reference" {
+			continue
+		}
+		img, err := inline(ctx, x)
+		if err != nil {
+			return err
+		}
+		if x.Role == "lastFrame" {
+			inst["lastFrame"] = veoImage(img)
+		} else {
+			refs = append(refs, map[string]any{"image": veoImage(img), "referenceType": "asset"})
+		}
+	}
+	if len(refs) > 0 {
+		inst["referenceImages"] = refs
+	}
+	return nil
 }
