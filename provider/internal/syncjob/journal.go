@@ -15,13 +15,14 @@ package syncjob
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/provider"
@@ -41,8 +42,17 @@ type record struct {
 // URLPrefix marks an output served from the spool.
 const URLPrefix = "spool:"
 
+// dir is a generation's spool folder: its id when that is a plain key
+// segment (blob keys allow [A-Za-z0-9._/-]), else a digest of it.
 func (j Journal) dir(gen string) string {
-	return "spool/" + j.Provider + "/" + url.PathEscape(gen)
+	seg := gen
+	if seg == "" || seg[0] == '.' || strings.IndexFunc(seg, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}) >= 0 {
+		h := sha256.Sum256([]byte(gen))
+		seg = hex.EncodeToString(h[:16])
+	}
+	return "spool/" + j.Provider + "/" + seg
 }
 
 func (j Journal) read(ctx context.Context, gen string) (record, bool, error) {
