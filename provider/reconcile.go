@@ -28,3 +28,11 @@ var ErrNotCreated = errors.New("provider: no job was created")
 type DuplicateRisk interface {
 	ResubmitMayDuplicate() bool
 }
+
+// RefundsFailures is implemented by providers whose vendor bills no
+// refused or failed request (a safety refusal, a quota error, an
+// operation that ends in error): the runner then refunds a generation
+// that fails at the provider, as it does one darkroom gives up on.
+type RefundsFailures interface {
+	RefundsFailures() bool
+}

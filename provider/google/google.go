@@ -278,3 +278,7 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 	}
 	return rc, nil
 }
+
+// RefundsFailures implements provider.RefundsFailures: Google bills the
+// images and videos it delivers, not refused calls or failed operations.
+func (p *Provider) RefundsFailures() bool { return true }

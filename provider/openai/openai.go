@@ -201,3 +201,7 @@ func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Statu
 func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provider.Output) (io.ReadCloser, error) {
 	return p.journal.Open(ctx, out)
 }
+
+// RefundsFailures implements provider.RefundsFailures: a refused image
+// request (moderation, quota, invalid) makes no image and is not billed.
+func (p *Provider) RefundsFailures() bool { return true }
