@@ -1,6 +1,9 @@
 package provider
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // ErrNotCreated marks a Submit failure after which the provider surely
 // made no job: the request was never sent (a local rate or concurrency
@@ -35,4 +38,10 @@ type DuplicateRisk interface {
 // that fails at the provider, as it does one darkroom gives up on.
 type RefundsFailures interface {
 	RefundsFailures() bool
+}
+
+// Pinger is implemented by providers that can tell cheaply whether
+// their vendor answers with our credential (readiness reports it).
+type Pinger interface {
+	Ping(ctx context.Context) error
 }

@@ -282,3 +282,9 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 // RefundsFailures implements provider.RefundsFailures: Google bills the
 // images and videos it delivers, not refused calls or failed operations.
 func (p *Provider) RefundsFailures() bool { return true }
+
+// Ping implements provider.Pinger: the Gemini API's model list, one
+// entry.
+func (p *Provider) Ping(ctx context.Context) error {
+	return p.http.Ping(ctx, p.base+"/v1beta/models?pageSize=1")
+}

@@ -205,3 +205,8 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 // RefundsFailures implements provider.RefundsFailures: a refused image
 // request (moderation, quota, invalid) makes no image and is not billed.
 func (p *Provider) RefundsFailures() bool { return true }
+
+// Ping implements provider.Pinger: OpenAI's model list.
+func (p *Provider) Ping(ctx context.Context) error {
+	return p.http.Ping(ctx, p.base+"/v1/models")
+}

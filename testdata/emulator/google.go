@@ -16,6 +16,7 @@ package emulator
 //   - POST /v1beta/models/{model}:generateContent (Gemini image models) →
 //     {"candidates": [{"content": {"parts": [{"text"}, {"inlineData":
 //     {"mimeType", "data"}}]}, "finishReason"}]}.
+//   - GET /v1beta/models lists the models (darkroom's readiness ping);
 //   - every call carries x-goog-api-key; errors are {"error": {"code",
 //     "message", "status"}}.
 //
@@ -74,6 +75,8 @@ func (e *Emulator) google(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		e.googleCall(w, r, model, method)
+	case r.Method == http.MethodGet && p == "models":
+		writeJSON(w, 200, map[string]any{"models": []any{map[string]any{"name": "models/veo-3.0-generate-001", "supportedGenerationMethods": []string{"predictLongRunning"}}}, "nextPageToken": "x"})
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "files/"):
 		e.googleDownload(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "files/"), ":download"))
 	case r.Method == http.MethodGet && strings.Contains(p, "/operations/"):

@@ -8,6 +8,7 @@ package emulator
 //     always answer base64);
 //   - POST /v1/images/edits, multipart/form-data with image (or image[]),
 //     optional mask (a PNG), prompt and the same fields;
+//   - GET /v1/models lists the models (darkroom's readiness ping);
 //   - Authorization: Bearer $OPENAI_API_KEY (OpenAI-Organization and
 //     OpenAI-Project optional); errors are {"error": {"message", "type",
 //     "param", "code"}}: 401 invalid_api_key, 400 invalid_value, 400
@@ -50,6 +51,9 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 	}
 	var in map[string]any
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
+		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{"id": "gpt-image-1", "object": "model", "owned_by": "system"}}})
+		return
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/images/generations":
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if json.Unmarshal(b, &in) != nil {
