@@ -51,7 +51,22 @@ func TestVendorKillNineVeo(t *testing.T) {
 		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
 	}
 	taskID := r.Result["taskId"].(string)
-	eventually(t, 20*time.Second, func() bool { return rig.Jobs("google") == 2 }, "two Veo operations")
+	// Mid-operation: both operations made and recorded (a kill between
+	// Google's reply and darkroom's record is the announced resubmit's
+	// case, TestVendorKillNineMidCall's).
+	eventually(t, 20*time.Second, func() bool {
+		var l struct {
+			Generations []genView `json:"generations"`
+		}
+		call(t, cs, "list_generations", map[string]any{}, &l)
+		running := 0
+		for _, g := range l.Generations {
+			if g.Status == "running" {
+				running++
+			}
+		}
+		return running == 2
+	}, "two Veo operations running")
 	kill9(t, p)
 
 	p2 := startProcess(t, data, env...)
