@@ -48,3 +48,30 @@ func TestVendorProviderDown(t *testing.T) {
 		})
 	}
 }
+
+// TestVendorCancelDuringCall: a cancel asked while a synchronous OpenAI
+// call is in flight cannot stop it (the API has no cancel); the image it
+// made is delivered (and charged), and exactly one call was made.
+func TestVendorCancelDuringCall(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	rig.Inject(emulator.Rule{Provider: "openai", Op: emulator.OpCreate, Fault: emulator.FaultSlow, Times: 1})
+	s := vendorServer(t, rig, "openai")
+	cs := connect(t, s.url, "2026-07-28")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "openai-gpt-image-1", "prompt": "held"}, &g)
+	<-rig.SlowHits()
+	var cg genView
+	call(t, cs, "cancel_generation", map[string]any{"generationId": g.GenerationID}, &cg)
+	rig.Release()
+	var w genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w)
+	if w.Status != "completed" || len(w.Outputs) != 1 {
+		t.Fatalf("cancel during the call: %+v", w)
+	}
+	if row := generationRow(t, s, g.GenerationID); row.Charged != row.Credits {
+		t.Fatalf("a delivered image charged %d of %d", row.Charged, row.Credits)
+	}
+	if n := rig.Count("openai", emulator.OpCreate); n != 1 {
+		t.Fatalf("%d calls, want 1", n)
+	}
+}

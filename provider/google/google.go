@@ -2,8 +2,8 @@
 // (https://generativelanguage.googleapis.com/v1beta): Veo for video,
 // Imagen and the Gemini image models for images.
 //
-// Wire facts it relies on (the pages behind each are in README.md's
-// provider section and the note):
+// Wire facts it relies on (from the Gemini API reference; the emulator,
+// testdata/emulator/google.go, serves the same shapes):
 //
 //   - every call carries the key in x-goog-api-key; errors are
 //     {"error": {"code", "message", "status"}} (400 INVALID_ARGUMENT,
