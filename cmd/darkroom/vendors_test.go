@@ -7,8 +7,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
@@ -235,6 +238,12 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 			t.Fatalf("outputs %v", outs)
 		}
 		checkFile(t, outs[0]["url"].(string), want)
+		for _, k := range []string{"journal.json", "out-1-0"} {
+			// The spool keeps nothing once the output is copied.
+			if _, err := s.app.blobs.Stat(context.Background(), "spool/"+c.vendor+"/"+id+"/"+k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("spool %s after completion: %v", k, err)
+			}
+		}
 		if row.Charged != row.Credits || row.Credits == 0 {
 			t.Errorf("charged %d of %d credits", row.Charged, row.Credits)
 		}

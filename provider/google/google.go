@@ -171,6 +171,8 @@ func (p *Provider) ResubmitMayDuplicate() bool { return true }
 // jobData is what Job.Data holds.
 type jobData struct {
 	Model string `json:"modelId"`
+	// Key is the generation's id (its submit journal's name).
+	Key string `json:"key,omitempty"`
 	// Operation is a Veo operation's name ("models/.../operations/...").
 	Operation string `json:"operation,omitempty"`
 	// Outputs are a synchronous call's spooled files.
@@ -200,7 +202,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if err != nil {
 		return provider.Job{}, err
 	}
-	d := jobData{Model: e.ID, Resubmitted: n > 1}
+	d := jobData{Model: e.ID, Key: req.IdempotencyKey, Resubmitted: n > 1}
 	if e.API == "veo" {
 		d.Operation, err = p.startVeo(ctx, e, body)
 	} else {
@@ -235,9 +237,14 @@ func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Statu
 		return provider.Status{}, err
 	}
 	if d.Operation == "" {
+		p.journal.Forget(ctx, d.Key)
 		return syncDone(d), nil
 	}
-	return p.veoStatus(ctx, d)
+	st, err := p.veoStatus(ctx, d)
+	if err == nil && st.State.Terminal() {
+		p.journal.Forget(ctx, d.Key)
+	}
+	return st, err
 }
 
 func syncDone(d jobData) provider.Status {

@@ -63,7 +63,7 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 		}
 		return jobData{}, &provider.PermanentError{Message: msg}
 	}
-	d := jobData{Model: e.ID, Outputs: outs, Resubmitted: n > 1}
+	d := jobData{Model: e.ID, Key: req.IdempotencyKey, Outputs: outs, Resubmitted: n > 1}
 	if rp := sc.Small["revised_prompt"]; len(rp) > 0 {
 		d.RevisedPrompt = rp[0]
 	}

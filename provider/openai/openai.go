@@ -138,6 +138,7 @@ func (p *Provider) ResubmitMayDuplicate() bool { return true }
 
 type jobData struct {
 	Model       string            `json:"modelId"`
+	Key         string            `json:"key,omitempty"` // the generation's id (its journal's name)
 	Outputs     []provider.Output `json:"outputs"`
 	Resubmitted bool              `json:"resubmitted,omitempty"`
 	// RevisedPrompt is the prompt as OpenAI rewrote it, when it says.
@@ -185,6 +186,7 @@ func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Statu
 	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || len(d.Outputs) == 0 {
 		return provider.Status{}, &provider.PermanentError{Message: "openai job record lacks its outputs"}
 	}
+	p.journal.Forget(ctx, d.Key)
 	st := provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed", Outputs: d.Outputs}
 	if d.Resubmitted {
 		st.Message = provider.ResubmittedNote + "; OpenAI may bill both calls"

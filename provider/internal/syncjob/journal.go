@@ -106,6 +106,12 @@ func (j Journal) Done(ctx context.Context, gen string, n int, job provider.Job) 
 	return j.write(ctx, gen, record{Attempts: n, Job: &job})
 }
 
+// Forget removes the journal once the runner has recorded the job (its
+// first Status call): only a submit whose outcome is unknown needs it.
+func (j Journal) Forget(ctx context.Context, gen string) {
+	_ = j.Spool.Delete(ctx, j.dir(gen)+"/journal.json")
+}
+
 // Find answers the runner's reconcile question (see the package comment).
 func (j Journal) Find(ctx context.Context, gen string) (provider.Job, bool, error) {
 	r, ok, err := j.read(ctx, gen)
