@@ -94,6 +94,10 @@ type Config struct {
 	// Fetch is the video download policy; Hosts defaults to
 	// DefaultOutputHosts plus BaseURL's host.
 	Fetch fetch.Options
+	// MaxConcurrentCalls bounds the synchronous calls held open at once
+	// (default 4): each holds a runner worker while it lasts; more wait
+	// queued.
+	MaxConcurrentCalls int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -107,6 +111,7 @@ type Provider struct {
 	fetch   *fetch.Fetcher
 	models  catalog.Set
 	journal syncjob.Journal
+	gate    *syncjob.Gate
 }
 
 // New builds a Provider.
@@ -153,6 +158,7 @@ func New(cfg Config) (*Provider, error) {
 		fetch:   fetch.New(cfg.Fetch),
 		models:  catalog.NewSet(cfg.Models, Name),
 		journal: syncjob.Journal{Spool: cfg.Spool, Provider: Name},
+		gate:    syncjob.NewGate(cfg.MaxConcurrentCalls, 0),
 	}
 	return p, nil
 }
@@ -197,6 +203,13 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	body, err := p.body(ctx, e, req)
 	if err != nil {
 		return provider.Job{}, err
+	}
+	if e.API != "veo" {
+		leave, err := p.gate.Enter(Name)
+		if err != nil {
+			return provider.Job{}, err
+		}
+		defer leave()
 	}
 	n, err := p.journal.Begin(ctx, req.IdempotencyKey)
 	if err != nil {

@@ -73,6 +73,10 @@ type Config struct {
 	// CallTimeout bounds one image call (default 5 min: a high-quality
 	// gpt-image-1 edit can take over a minute).
 	CallTimeout time.Duration
+	// MaxConcurrentCalls bounds the synchronous calls held open at once
+	// (default 4): each holds a runner worker while it lasts; more wait
+	// queued.
+	MaxConcurrentCalls int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -84,6 +88,7 @@ type Provider struct {
 	http    *httpx.Client
 	models  catalog.Set
 	journal syncjob.Journal
+	gate    *syncjob.Gate
 }
 
 // New builds a Provider.
@@ -123,6 +128,7 @@ func New(cfg Config) (*Provider, error) {
 		}),
 		models:  catalog.NewSet(cfg.Models, Name),
 		journal: syncjob.Journal{Spool: cfg.Spool, Provider: Name},
+		gate:    syncjob.NewGate(cfg.MaxConcurrentCalls, 0),
 	}, nil
 }
 
@@ -156,6 +162,11 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	fields["model"] = e.Endpoint
+	leave, err := p.gate.Enter(Name)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	defer leave()
 	n, err := p.journal.Begin(ctx, req.IdempotencyKey)
 	if err != nil {
 		return provider.Job{}, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 )
@@ -110,5 +111,20 @@ func TestStoreAndOpen(t *testing.T) {
 	}
 	if _, err := j.Open(ctx, provider.Output{URL: "spool:spool/openai/g/out-1-0"}); err == nil {
 		t.Fatal("opened another provider's spool")
+	}
+}
+
+func TestGate(t *testing.T) {
+	g := NewGate(2, time.Second)
+	a, err1 := g.Enter("x")
+	_, err2 := g.Enter("x")
+	_, err3 := g.Enter("x")
+	var re *provider.RetryableError
+	if err1 != nil || err2 != nil || !errors.As(err3, &re) || re.After != time.Second || !errors.Is(err3, provider.ErrNotCreated) {
+		t.Fatalf("enter: %v %v %v", err1, err2, err3)
+	}
+	a()
+	if _, err := g.Enter("x"); err != nil {
+		t.Fatalf("a freed slot: %v", err)
 	}
 }
