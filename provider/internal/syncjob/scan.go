@@ -2,6 +2,7 @@ package syncjob
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -176,32 +177,37 @@ func (v *valueReader) Read(p []byte) (int, error) {
 	}
 	n := 0
 	for n < len(p) {
-		c, err := v.r.ReadByte()
-		if err != nil {
+		// Copy the run up to the next quote or escape in one go.
+		buf, err := v.r.Peek(max(min(v.r.Buffered(), len(p)-n), 1))
+		if len(buf) == 0 {
 			return n, errUnexpectedEnd(err)
 		}
-		switch c {
-		case '"':
+		if i := bytes.IndexAny(buf, `\"`); i != 0 {
+			if i < 0 {
+				i = len(buf)
+			}
+			n += copy(p[n:], buf[:i])
+			v.r.Discard(i)
+			continue
+		}
+		c, _ := v.r.ReadByte()
+		if c == '"' {
 			v.done = true
 			if n == 0 {
 				return 0, io.EOF
 			}
 			return n, nil
-		case '\\':
-			e, err := v.r.ReadByte()
-			if err != nil {
-				return n, errUnexpectedEnd(err)
-			}
-			if e == '/' {
-				p[n] = '/'
-				n++
-			}
-			// \n, \r and the like are line breaks base64 ignores.
-		default:
-			p[n] = c
+		}
+		e, err := v.r.ReadByte() // after a backslash
+		if err != nil {
+			return n, errUnexpectedEnd(err)
+		}
+		if e == '/' {
+			p[n] = '/'
 			n++
 		}
-		if v.r.Buffered() == 0 && n > 0 {
+		// \n, \r and the like are line breaks base64 ignores.
+		if v.r.Buffered() == 0 {
 			return n, nil
 		}
 	}
