@@ -20,12 +20,16 @@ type rig struct {
 	p  *google.Provider
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, opts ...func(*emulator.Options)) *rig {
 	t.Helper()
-	em := emulator.New(emulator.Options{
+	o := emulator.Options{
 		Clock:  emulator.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		Timing: func(string) (time.Duration, time.Duration) { return time.Second, 40 * time.Second },
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	em := emulator.New(o)
 	t.Cleanup(em.Close)
 	p, err := google.New(google.Config{
 		Key: "gemini_test", BaseURL: em.Google.URL, Spool: provider.DirSpool(t.TempDir()),
@@ -243,5 +247,29 @@ func TestGoogleVeoLostReply(t *testing.T) {
 	// A crash after the operation was journalled finds that operation.
 	if found, ok, err := r.p.Find(ctx, req.IdempotencyKey); !ok || err != nil || found.ID != job.ID || !strings.Contains(job.ID, "/operations/") {
 		t.Fatalf("Find: %v %v %v", found, ok, err)
+	}
+}
+
+// TestGoogleVeoOutages: a status call during an outage is a retry, not
+// an end; a refused cancel leaves the operation running to its end.
+func TestGoogleVeoOutages(t *testing.T) {
+	r := newRig(t, func(o *emulator.Options) { o.GoogleNoCancel = true })
+	ctx := context.Background()
+	job, err := r.p.Submit(ctx, provider.Request{IdempotencyKey: "gen-o", Model: r.model(t, "google-veo-3"), Prompt: "rain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.em.Inject(emulator.Rule{Provider: "google", Op: emulator.OpStatus, Fault: emulator.Fault500, Times: 1})
+	var re *provider.RetryableError
+	if _, err := r.p.Status(ctx, job); !errors.As(err, &re) {
+		t.Fatalf("status during an outage: %v", err)
+	}
+	st, err := r.p.Cancel(ctx, job)
+	if err != nil || st.State != provider.StateRunning || !strings.Contains(st.Message, "does not cancel") {
+		t.Fatalf("refused cancel: %+v %v", st, err)
+	}
+	r.em.Advance(time.Minute)
+	if st, err := r.p.Status(ctx, job); err != nil || st.State != provider.StateCompleted {
+		t.Fatalf("after the outage: %+v %v", st, err)
 	}
 }

@@ -129,6 +129,9 @@ type Options struct {
 	// FalIgnoreCancelInProgress makes an in-progress fal request run on
 	// after a cancel (fal: "the app may ignore it").
 	FalIgnoreCancelInProgress bool
+	// GoogleNoCancel refuses Veo operation cancels (400), as a model
+	// that does not offer it would.
+	GoogleNoCancel bool
 	// Timing gives a model's queue and run times; nil: video models
 	// (kling, video, wan, veo in the name) 5 s + 175 s, images 0.5 s + 1.5 s.
 	Timing func(model string) (queue, run time.Duration)

@@ -207,6 +207,10 @@ func (e *Emulator) veoOperation(j *job, now time.Time) map[string]any {
 }
 
 func (e *Emulator) googleCancel(w http.ResponseWriter, name string) {
+	if e.opts.GoogleNoCancel {
+		writeGoogleError(w, 400, "FAILED_PRECONDITION", "Cancellation is not supported for this operation.")
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	j := e.jobs[name[strings.LastIndex(name, "/")+1:]]
