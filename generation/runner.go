@@ -332,7 +332,7 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 	}
 	var perm *provider.PermanentError
 	if errors.As(err, &perm) {
-		r.fail(ctx, g.ID, ErrorProvider, perm.Message)
+		r.providerFailed(ctx, g, perm.Message, hook{})
 		return -1, true
 	}
 	r.mu.Lock()
@@ -585,6 +585,30 @@ func (r *Runner) wakeOwner(ctx context.Context, owner string) {
 
 func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string) {
 	r.failWith(ctx, id, kind, msg, hook{})
+}
+
+// providerFailed ends g failed with the provider's reason. Where the
+// vendor bills no refused or failed request (provider.RefundsFailures),
+// the credits are refunded too.
+func (r *Runner) providerFailed(ctx context.Context, g *Generation, msg string, h hook) {
+	rf, ok := provider.As[provider.RefundsFailures](r.s.providers[g.Provider])
+	if !ok || !rf.RefundsFailures() {
+		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
+		return
+	}
+	r.mu.Lock()
+	delete(r.fails, g.ID)
+	r.mu.Unlock()
+	c := change(g.ID, EventAbandon, "")
+	c.ErrorKind, c.ErrorMessage = ErrorProvider, msg
+	c.Message = fmt.Sprintf("failed: %s; %s refunded", msg, credits(g.Credits))
+	after, err := r.apply(ctx, c, h)
+	if err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Error("runner: record failure", "generation", g.ID, "err", err)
+	}
+	if after != nil {
+		r.wakeOwner(ctx, after.Owner)
+	}
 }
 
 // failWith is fail, consuming the deliveries h folded in the same

@@ -196,7 +196,8 @@ type CreateRequest struct {
 	valid *provider.Model
 }
 
-// DefaultAspectRatio is used when the caller gives none.
+// DefaultAspectRatio is used when the caller gives none (or the model's
+// first ratio when it does not offer this one).
 const DefaultAspectRatio = "16:9"
 
 // Bounds on a request, in characters (Unicode code points, as JSON
@@ -237,6 +238,9 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	}
 	if req.AspectRatio == "" {
 		req.AspectRatio = DefaultAspectRatio
+		if !slices.Contains(m.AspectRatios, DefaultAspectRatio) && len(m.AspectRatios) > 0 {
+			req.AspectRatio = m.AspectRatios[0] // a model without 16:9 (OpenAI's: 1:1, 3:2, 2:3)
+		}
 	}
 	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
 		return m, inputErrorf("aspectRatio %q is not offered by %s; choose %s", req.AspectRatio, m.ID, words.Or(m.AspectRatios))

@@ -122,6 +122,11 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 		return 0, nil
 	case err == nil:
 		return r.submit(ctx, p, m, g) // the provider says there is none
+	case errors.Is(err, provider.ErrResubmitOnce):
+		// A synchronous call was cut off once (a crash mid-call): the
+		// provider allows one more, which the vendor may bill too.
+		r.cfg.Logger.Warn("runner: resubmitting once after an interrupted call; the provider may bill both", "generation", g.ID, "provider", p.Name())
+		return r.submit(ctx, p, m, g)
 	case !errors.Is(err, provider.ErrUnsupported):
 		return 0, err
 	}
@@ -294,6 +299,9 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		msg := st.Message
 		if msg == "" || !strings.Contains(msg, "before the cancel") {
 			msg = fmt.Sprintf("completed: %d output(s)", len(outs))
+			if strings.HasPrefix(st.Message, provider.ResubmittedNote) {
+				msg += "; " + st.Message // the provider says how it got there
+			}
 		}
 		c := change(g.ID, EventComplete, "")
 		c.Message, c.Outputs = msg, string(ob)
@@ -304,7 +312,7 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		if msg == "" {
 			msg = "the provider reported a failure without a message"
 		}
-		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
+		r.providerFailed(ctx, g, msg, h)
 		return -1, nil
 	case provider.StateCancelled:
 		c := change(g.ID, EventCancelled, "")

@@ -43,6 +43,9 @@ type Model struct {
 // URL get one that stays valid long enough for the job; the local provider
 // reads the bytes through Open.
 type Input struct {
+	// Role is what an Extra input is for ("mask", "lastFrame",
+	// "reference"); empty for the main input image.
+	Role     string
 	MimeType string
 	URL      string
 	Open     func(ctx context.Context) (io.ReadCloser, error)
@@ -60,6 +63,9 @@ type Request struct {
 	Seed            int64
 	DurationSeconds int // video only
 	InputImage      *Input
+	// Extra are further input files by role, for models that take them
+	// (an edit mask, a video's last frame, reference images).
+	Extra []Input
 	// Deadline is when darkroom gives up on the job (provider-side
 	// cancel-after where supported).
 	Deadline time.Time

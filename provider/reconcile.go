@@ -1,6 +1,9 @@
 package provider
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // ErrNotCreated marks a Submit failure after which the provider surely
 // made no job: the request was never sent (a local rate or concurrency
@@ -27,4 +30,18 @@ var ErrNotCreated = errors.New("provider: no job was created")
 // unless the operator opted into at-least-once resubmits.
 type DuplicateRisk interface {
 	ResubmitMayDuplicate() bool
+}
+
+// RefundsFailures is implemented by providers whose vendor bills no
+// refused or failed request (a safety refusal, a quota error, an
+// operation that ends in error): the runner then refunds a generation
+// that fails at the provider, as it does one darkroom gives up on.
+type RefundsFailures interface {
+	RefundsFailures() bool
+}
+
+// Pinger is implemented by providers that can tell cheaply whether
+// their vendor answers with our credential (readiness reports it).
+type Pinger interface {
+	Ping(ctx context.Context) error
 }

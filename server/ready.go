@@ -22,6 +22,10 @@ import (
 type Check struct {
 	Name  string
 	Probe func(ctx context.Context) error
+	// Advisory checks are reported (and logged) but do not make the
+	// server unavailable: a vendor every replica shares being down is no
+	// reason to take this one out of rotation.
+	Advisory bool
 }
 
 // NotReady is a probe's failure with the category /readyz names for it.
@@ -82,6 +86,10 @@ func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Ha
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		res := make(map[string]string, len(checks))
+		advisory := map[string]bool{}
+		for _, c := range checks {
+			advisory[c.Name] = c.Advisory
+		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, c := range checks {
@@ -103,8 +111,8 @@ func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Ha
 			Checks map[string]string `json:"checks"`
 		}{"ready", res}
 		code := http.StatusOK
-		for _, v := range res {
-			if v != "ok" {
+		for k, v := range res {
+			if v != "ok" && !advisory[k] {
 				body.Status, code = "unavailable", http.StatusServiceUnavailable
 			}
 		}

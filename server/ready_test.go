@@ -74,3 +74,19 @@ func slogQuote(s string) string {
 	}
 	return s
 }
+
+// TestReadinessAdvisory: a failing advisory check is named but leaves the
+// server ready.
+func TestReadinessAdvisory(t *testing.T) {
+	h := Readiness(nil, time.Second,
+		Check{Name: "provider:google", Advisory: true, Probe: func(context.Context) error {
+			return &NotReady{Category: "unreachable", Err: errors.New("down")}
+		}},
+		Check{Name: "store", Probe: func(context.Context) error { return nil }})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	want := `{"status":"ready","checks":{"provider:google":"unreachable","store":"ok"}}`
+	if body := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusOK || body != want {
+		t.Fatalf("readyz: %d %s, want 200 %s", rec.Code, body, want)
+	}
+}

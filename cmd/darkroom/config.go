@@ -69,6 +69,12 @@ type config struct {
 	FalConcurrency   int
 	FalJWKSURL       string // fal's webhook signing keys
 	FalUserID        string // our fal account, as its webhooks name it
+	GeminiKey        string
+	GeminiBaseURL    string
+	OpenAIKey        string
+	OpenAIBaseURL    string
+	OpenAIOrg        string
+	OpenAIProject    string
 	ModelsFile       string
 	OutputHosts      []string // extra hosts outputs may be fetched from
 	// UnsafeOutputFetch allows plain-http and private-address output
@@ -507,6 +513,24 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "fal-max-concurrent", env: envs("DARKROOM_FAL_MAX_CONCURRENT"), def: "2",
 			help: "fal requests in flight at once; more wait queued",
 			set:  func(c *config, v string) (err error) { c.FalConcurrency, err = count(v, 1); return err }},
+		{flag: "gemini-api-key", env: envs("DARKROOM_GEMINI_API_KEY", "GEMINI_API_KEY"),
+			help: "Google Gemini API key; turns Veo, Imagen and the Gemini image models on",
+			set:  text(func(c *config) *string { return &c.GeminiKey })},
+		{flag: "gemini-base-url", env: envs("DARKROOM_GEMINI_BASE_URL"), doc: "`https://generativelanguage.googleapis.com`",
+			help: "Gemini API origin",
+			set:  text(func(c *config) *string { return &c.GeminiBaseURL })},
+		{flag: "openai-api-key", env: envs("DARKROOM_OPENAI_API_KEY", "OPENAI_API_KEY"),
+			help: "OpenAI API key; turns the OpenAI image models on",
+			set:  text(func(c *config) *string { return &c.OpenAIKey })},
+		{flag: "openai-base-url", env: envs("DARKROOM_OPENAI_BASE_URL"), doc: "`https://api.openai.com`",
+			help: "OpenAI API origin (or an OpenAI-compatible gateway)",
+			set:  text(func(c *config) *string { return &c.OpenAIBaseURL })},
+		{flag: "openai-organization", env: envs("DARKROOM_OPENAI_ORGANIZATION"), doc: "none",
+			help: "sent as OpenAI-Organization",
+			set:  text(func(c *config) *string { return &c.OpenAIOrg })},
+		{flag: "openai-project", env: envs("DARKROOM_OPENAI_PROJECT"), doc: "none",
+			help: "sent as OpenAI-Project",
+			set:  text(func(c *config) *string { return &c.OpenAIProject })},
 		{flag: "models-file", env: envs("DARKROOM_MODELS_FILE"), doc: "embedded catalog",
 			help: "JSON model catalog merged over the embedded one",
 			set:  text(func(c *config) *string { return &c.ModelsFile })},

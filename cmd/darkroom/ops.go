@@ -72,23 +72,24 @@ func (a *app) opsRoutes() map[string]http.Handler {
 }
 
 // readiness is 200 only when the store takes a write, blob storage
-// answers, the runner runs and the server is not draining.
+// answers, the runner runs and the server is not draining; it also names
+// each pingable vendor's state (advisory: a vendor outage leaves it 200).
 func (a *app) readiness() http.Handler {
-	return server.Readiness(a.log, 3*time.Second,
-		server.Check{Name: "store", Probe: func(ctx context.Context) error {
+	checks := append([]server.Check{
+		{Name: "store", Probe: func(ctx context.Context) error {
 			err := a.db.Probe(ctx)
 			if errors.Is(err, pgconn.ErrConnClosed) { // PostgreSQL's connection went away
 				return &server.NotReady{Category: "unreachable", Err: err}
 			}
 			return err
 		}},
-		server.Check{Name: "blobs", Probe: func(ctx context.Context) error {
+		{Name: "blobs", Probe: func(ctx context.Context) error {
 			if p, ok := a.blobs.(blob.Pinger); ok {
 				return p.Ping(ctx)
 			}
 			return nil
 		}},
-		server.Check{Name: "runner", Probe: func(context.Context) error {
+		{Name: "runner", Probe: func(context.Context) error {
 			if err := a.runner.Alive(); err != nil {
 				c := "not running"
 				if a.draining.Load() {
@@ -98,13 +99,14 @@ func (a *app) readiness() http.Handler {
 			}
 			return nil
 		}},
-		server.Check{Name: "server", Probe: func(context.Context) error {
+		{Name: "server", Probe: func(context.Context) error {
 			if a.draining.Load() {
 				return &server.NotReady{Category: "draining", Err: errors.New("draining: shutting down")}
 			}
 			return nil
 		}},
-	)
+	}, a.vendorChecks()...)
+	return server.Readiness(a.log, 3*time.Second, checks...)
 }
 
 // metricsHandler serves the metrics listener.

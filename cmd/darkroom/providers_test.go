@@ -72,6 +72,8 @@ func (tm emuTiming) of(model string) (time.Duration, time.Duration) {
 		d = tm.slowRun
 	case strings.Contains(model, "kling"):
 		d = tm.slowQueue
+	case strings.Contains(model, "veo-3.0-generate-001"): // Veo 3 runs long, Veo 3 Fast is fast
+		d = tm.slowRun
 	default:
 		d = tm.fast
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -26,7 +27,9 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/openai"
 	"github.com/darkroom-mcp/darkroom/provider/replicate"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -98,7 +101,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	if a.local, err = local.New(local.Options{Dir: cmp.Or(a.cfg.LocalDir, a.cfg.DataDir), Scale: a.cfg.LocalLatency}); err != nil {
 		return nil, fmt.Errorf("local provider: %w", err)
 	}
-	providers, err := remoteProviders(ctx, cfg, log)
+	providers, err := remoteProviders(ctx, cfg, log, blobSpool{a.blobs})
 	if err != nil {
 		return nil, err
 	}
@@ -277,9 +280,11 @@ func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
 	}
 }
 
-// remoteProviders builds Replicate and fal when their credentials are
-// set; a provider without a key is simply absent, and so are its models.
-func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]provider.Provider, error) {
+// remoteProviders builds Replicate, fal, Google and OpenAI when their
+// credentials are set; a provider without a key is simply absent, and so
+// are its models. spool holds synchronous calls' results (Google's and
+// OpenAI's) until the runner copies them.
+func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool provider.Spool) ([]provider.Provider, error) {
 	entries := catalog.Default()
 	if cfg.ModelsFile != "" {
 		over, err := catalog.Load(cfg.ModelsFile)
@@ -322,8 +327,54 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger) ([]prov
 		}
 		out = append(out, p)
 	}
+	vendors, err := vendorProviders(cfg, entries, fetchOpts, spool)
+	return append(out, vendors...), err
+}
+
+// vendorProviders builds Google's Gemini API and OpenAI's image API.
+func vendorProviders(cfg *config, entries []catalog.Entry, fetchOpts func([]string) fetch.Options, spool provider.Spool) ([]provider.Provider, error) {
+	var out []provider.Provider
+	if cfg.GeminiKey != "" {
+		p, err := google.New(google.Config{
+			Key: cfg.GeminiKey, BaseURL: cfg.GeminiBaseURL, Spool: spool,
+			Models: catalog.ForProvider(entries, google.Name), Fetch: fetchOpts(google.DefaultOutputHosts),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("google: %w", err)
+		}
+		out = append(out, p)
+	}
+	if cfg.OpenAIKey != "" {
+		p, err := openai.New(openai.Config{
+			Key: cfg.OpenAIKey, BaseURL: cfg.OpenAIBaseURL, Organization: cfg.OpenAIOrg, Project: cfg.OpenAIProject,
+			Spool: spool, Models: catalog.ForProvider(entries, openai.Name),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("openai: %w", err)
+		}
+		out = append(out, p)
+	}
 	return out, nil
 }
+
+// blobSpool is the blob store as a provider.Spool: a replica that takes
+// a generation over reads what another one spooled.
+type blobSpool struct{ s blob.Store }
+
+func (b blobSpool) Put(ctx context.Context, key string, r io.Reader, contentType string) error {
+	_, err := b.s.Put(ctx, key, r, contentType, 0)
+	return err
+}
+
+func (b blobSpool) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, _, err := b.s.Open(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", provider.ErrNotFound, err)
+	}
+	return rc, err
+}
+
+func (b blobSpool) Delete(ctx context.Context, key string) error { return b.s.Delete(ctx, key) }
 
 // openBlobs picks the output store: S3 when a bucket is configured (the
 // bucket must exist and be writable, or darkroom refuses to start), else

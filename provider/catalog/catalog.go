@@ -1,4 +1,5 @@
-// Package catalog holds the Replicate and fal model catalog as data: an
+// Package catalog holds the remote providers' model catalog (Replicate,
+// fal, Google's Gemini API, OpenAI's image API) as data: an
 // embedded default (models.json) and an optional override file
 // (DARKROOM_MODELS_FILE, read with Load). Each entry says how darkroom's
 // request maps onto the provider's input fields and where the output URLs
@@ -28,7 +29,7 @@ var defaultJSON []byte
 type Entry struct {
 	// ID is darkroom's model id, unique across providers.
 	ID          string        `json:"modelId"`
-	Provider    string        `json:"provider"` // "replicate" or "fal"
+	Provider    string        `json:"provider"` // replicate, fal, google or openai
 	Kind        provider.Kind `json:"kind"`
 	Title       string        `json:"title"`
 	Description string        `json:"description"`
@@ -39,8 +40,14 @@ type Entry struct {
 	Durations       []int    `json:"durations,omitempty"`
 	NeedsInputImage bool     `json:"needsInputImage,omitempty"`
 	// Endpoint is the provider's model path: Replicate "owner/name"
-	// (official model endpoint), fal "owner/app[/subpath]".
+	// (official model endpoint), fal "owner/app[/subpath]", Google and
+	// OpenAI the model name ("veo-3.0-generate-001", "gpt-image-1").
 	Endpoint string `json:"endpoint"`
+	// API is the vendor method a google or openai model is called by:
+	// google "veo" (predictLongRunning), "imagen" (predict) or "gemini"
+	// (generateContent); openai "images" (generations, or edits when an
+	// input image comes).
+	API string `json:"api,omitempty"`
 	// Version pins a Replicate version ("hash" or "owner/name:hash"); set,
 	// it is sent to POST /v1/predictions instead of the model endpoint.
 	Version string `json:"version,omitempty"`
@@ -143,8 +150,16 @@ func (e Entry) validate() error {
 	}
 	switch e.Provider {
 	case "replicate", "fal":
+	case "google":
+		if e.API != "veo" && e.API != "imagen" && e.API != "gemini" {
+			return fmt.Errorf("google api %q is not veo, imagen or gemini", e.API)
+		}
+	case "openai":
+		if e.API != "images" {
+			return fmt.Errorf("openai api %q is not images", e.API)
+		}
 	default:
-		return fmt.Errorf("provider %q is not replicate or fal", e.Provider)
+		return fmt.Errorf("provider %q is not replicate, fal, google or openai", e.Provider)
 	}
 	if e.Kind != provider.KindImage && e.Kind != provider.KindVideo {
 		return fmt.Errorf("kind %q is not image or video", e.Kind)

@@ -147,7 +147,7 @@ func TestLoadMerge(t *testing.T) {
 	for _, e := range all {
 		ids[e.ID] = true
 	}
-	if ids["fal-flux-dev"] || !ids["fal-veo3"] || len(all) != 6 {
+	if ids["fal-flux-dev"] || !ids["fal-veo3"] || len(all) != len(catalog.Default()) {
 		t.Fatalf("%v", ids)
 	}
 	in, _ := all[len(all)-1].BuildInput(provider.Request{Prompt: "x", DurationSeconds: 8})
@@ -160,6 +160,8 @@ func TestLoadMerge(t *testing.T) {
 		`{"models":[{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1,"output":{"path":"a[x]"}}]}`,
 		`{"models":[{"modelId":"x","provider":"replicate","kind":"image","endpoint":"a/b/c","input":{"prompt":"p"},"expectedSeconds":1}]}`,
 		`{"models":[],"extra":1}`,
+		`{"models":[{"modelId":"x","provider":"google","api":"vertex","kind":"image","endpoint":"imagen","input":{"prompt":"p"},"expectedSeconds":1}]}`,
+		`{"models":[{"modelId":"x","provider":"openai","api":"videos","kind":"video","endpoint":"sora-2","input":{"prompt":"p"},"expectedSeconds":1}]}`,
 	} {
 		if _, err := catalog.Parse([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)

@@ -93,6 +93,12 @@ func New(o Options) *Fetcher {
 			if len(via) >= o.MaxRedirects {
 				return ErrTooManyHops
 			}
+			if creds, _ := req.Context().Value(credKey{}).([]string); len(creds) > 0 && !strings.EqualFold(req.URL.Host, via[0].URL.Host) {
+				// Go copies custom headers across hosts; a key must not.
+				for _, k := range creds {
+					req.Header.Del(k)
+				}
+			}
 			return f.Check(req.URL)
 		},
 	}
@@ -190,6 +196,22 @@ func Public(a netip.Addr) bool {
 // Errors: policy violations wrap the Err* values above; an HTTP error
 // status is an *HTTPError.
 func (f *Fetcher) Open(ctx context.Context, rawURL string) (io.ReadCloser, error) {
+	return f.OpenWith(ctx, rawURL, nil)
+}
+
+type credKey struct{}
+
+// OpenWith is Open with credential headers (Gemini's x-goog-api-key for
+// its file downloads): they go to the URL's own host and are dropped
+// from any redirect to another host.
+func (f *Fetcher) OpenWith(ctx context.Context, rawURL string, creds http.Header) (io.ReadCloser, error) {
+	var names []string
+	for k := range creds {
+		names = append(names, k)
+	}
+	if len(names) > 0 {
+		ctx = context.WithValue(ctx, credKey{}, names)
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bad URL", ErrHostNotAllowed)
@@ -200,6 +222,9 @@ func (f *Fetcher) Open(ctx context.Context, rawURL string) (io.ReadCloser, error
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+	for k, vs := range creds {
+		req.Header[k] = vs
 	}
 	req.Header.Set("User-Agent", "darkroom")
 	resp, err := f.client.Do(req)

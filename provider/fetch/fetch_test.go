@@ -128,3 +128,30 @@ func TestHostAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWithDropsCredentialsAcrossHosts: a key header reaches the
+// URL's own host and never the host a redirect points at.
+func TestOpenWithDropsCredentialsAcrossHosts(t *testing.T) {
+	seen := make(chan string, 2)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- "other:" + r.Header.Get("X-Goog-Api-Key")
+		w.Write([]byte("file"))
+	}))
+	t.Cleanup(other.Close)
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- "first:" + r.Header.Get("X-Goog-Api-Key")
+		// 127.0.0.1 and localhost are different hosts to the client.
+		http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+"/f", http.StatusFound)
+	}))
+	t.Cleanup(first.Close)
+	f := fetch.New(fetch.Options{Hosts: []string{"127.0.0.1", "localhost"}, AllowHTTP: true, AllowPrivate: true})
+	rc, err := f.OpenWith(context.Background(), first.URL+"/file", http.Header{"X-Goog-Api-Key": {"secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if got := []string{<-seen, <-seen}; got[0] != "first:secret" || got[1] != "other:" || string(b) != "file" {
+		t.Fatalf("headers seen %v, body %q", got, b)
+	}
+}

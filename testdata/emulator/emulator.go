@@ -1,8 +1,11 @@
-// Package emulator serves Replicate and fal wire shapes for tests, built
-// from the golden fixtures in testdata/replicate and testdata/fal.
+// Package emulator serves Replicate, fal, Google Gemini API and OpenAI
+// image API wire shapes for tests, built from the golden fixtures in
+// testdata/replicate and testdata/fal and from the vendors' published
+// references (google.go, openai.go).
 //
-// An Emulator runs three httptest servers: Replicate's API, fal's queue,
-// and a separate file host for outputs (which expire). Jobs move on an
+// An Emulator runs five httptest servers: Replicate's API, fal's queue,
+// the Gemini API, OpenAI's API, and a separate file host for outputs
+// (which expire). Jobs move on an
 // injectable Clock, never on wall time: a job is queued for its queue
 // time, running (with progress logs) for its run time, then done. Prompt
 // tokens steer a job: "[fail]" fails it, "[nsfw]" trips fal's safety
@@ -110,6 +113,10 @@ type Options struct {
 	// "r8_test" and "fal_test").
 	ReplicateToken string
 	FalKey         string
+	// GeminiKey and OpenAIKey are the Gemini and OpenAI API keys accepted
+	// (defaults "gemini_test" and "sk-test").
+	GeminiKey string
+	OpenAIKey string
 	// WebhookSecret signs Replicate webhooks (default: the fixture's).
 	WebhookSecret string
 	// OutputTTL is how long output files stay (default 1 h, Replicate's).
@@ -122,6 +129,9 @@ type Options struct {
 	// FalIgnoreCancelInProgress makes an in-progress fal request run on
 	// after a cancel (fal: "the app may ignore it").
 	FalIgnoreCancelInProgress bool
+	// GoogleNoCancel refuses Veo operation cancels (400), as a model
+	// that does not offer it would.
+	GoogleNoCancel bool
 	// Timing gives a model's queue and run times; nil: video models
 	// (kling, video, wan, veo in the name) 5 s + 175 s, images 0.5 s + 1.5 s.
 	Timing func(model string) (queue, run time.Duration)
@@ -148,6 +158,8 @@ var DefaultWebhookSecret string
 type Emulator struct {
 	Replicate *httptest.Server
 	Fal       *httptest.Server
+	Google    *httptest.Server
+	OpenAI    *httptest.Server
 	Files     *httptest.Server
 
 	opts  Options
@@ -211,6 +223,12 @@ func New(o Options) *Emulator {
 	if o.FalKey == "" {
 		o.FalKey = "fal_test"
 	}
+	if o.GeminiKey == "" {
+		o.GeminiKey = "gemini_test"
+	}
+	if o.OpenAIKey == "" {
+		o.OpenAIKey = "sk-test"
+	}
 	if o.WebhookSecret == "" {
 		o.WebhookSecret = DefaultWebhookSecret
 	}
@@ -236,6 +254,8 @@ func New(o Options) *Emulator {
 	}
 	e.Replicate = httptest.NewServer(e.wrap("replicate", http.HandlerFunc(e.replicate)))
 	e.Fal = httptest.NewServer(e.wrap("fal", http.HandlerFunc(e.fal)))
+	e.Google = httptest.NewServer(e.wrap("google", http.HandlerFunc(e.google)))
+	e.OpenAI = httptest.NewServer(e.wrap("openai", http.HandlerFunc(e.openai)))
 	e.Files = httptest.NewServer(e.wrap("files", http.HandlerFunc(e.files)))
 	return e
 }
@@ -245,6 +265,8 @@ func (e *Emulator) Close() {
 	e.Release()
 	e.Replicate.Close()
 	e.Fal.Close()
+	e.Google.Close()
+	e.OpenAI.Close()
 	e.Files.Close()
 }
 
@@ -572,14 +594,30 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 			w.Header().Set("Retry-After", fmt.Sprint(int(after.Seconds())))
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
-			if prov == "replicate" {
+			switch prov {
+			case "replicate":
 				w.Write(Fixture("replicate", "error_429.json"))
-			} else {
+			case "google":
+				w.Write(googleError(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."))
+			case "openai":
+				w.Write(openaiError("Rate limit reached for images per minute. Please try again later.", "requests", "rate_limit_exceeded"))
+			default:
 				w.Write([]byte(`{"detail":"Too many requests"}`))
 			}
 			return
 		case Fault500:
-			http.Error(w, `{"detail":"internal server error"}`, http.StatusInternalServerError)
+			switch prov {
+			case "google":
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write(googleError(503, "UNAVAILABLE", "The model is overloaded. Please try again later."))
+			case "openai":
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				w.Write(openaiError("The server had an error while processing your request. Sorry about that!", "server_error", ""))
+			default:
+				http.Error(w, `{"detail":"internal server error"}`, http.StatusInternalServerError)
+			}
 			return
 		case FaultDrop:
 			hijackClose(w)
@@ -649,6 +687,13 @@ func opOf(prov string, r *http.Request) Op {
 	switch prov {
 	case "files":
 		return OpFile
+	case "google":
+		return googleOp(r)
+	case "openai":
+		if r.Method == http.MethodPost {
+			return OpCreate
+		}
+		return OpStatus
 	case "replicate":
 		switch {
 		case r.Method == http.MethodGet && p == "/v1/predictions":
@@ -733,6 +778,12 @@ func MP4() []byte { return mp4Bytes }
 // files serves /files/<job>/<name> while the job's outputs live, and
 // /redirect?to=<url> (for redirect tests).
 func (e *Emulator) files(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Goog-Api-Key") != "" || r.Header.Get("Authorization") != "" {
+		// A vendor key must never reach the file host (Count "files"/"credential").
+		e.mu.Lock()
+		e.counts["files/credential"]++
+		e.mu.Unlock()
+	}
 	if r.URL.Path == "/redirect" {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 		return

@@ -50,6 +50,9 @@ type Config struct {
 	Provider string
 	// AuthValue is the Authorization header value ("Bearer ...", "Key ...").
 	AuthValue string
+	// AuthHeader is the header AuthValue goes in (default Authorization;
+	// Gemini's is x-goog-api-key).
+	AuthHeader string
 	// HTTPClient sends the requests; nil means a client with Timeout.
 	HTTPClient *http.Client
 	// Timeout bounds one request (default 30 s) when HTTPClient is nil.
@@ -153,11 +156,22 @@ func (c *Client) Do(ctx context.Context, class Class, method, url string, body a
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	if c.cfg.AuthValue != "" {
-		req.Header.Set("Authorization", c.cfg.AuthValue)
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.readAll(ctx, resp, method)
+}
+
+// send adds the credential and common headers and sends req; a
+// transport failure is a RetryableError (wrapping ErrNotSent when the
+// connection was never made).
+func (c *Client) send(ctx context.Context, req *http.Request) (*http.Response, error) {
+	if c.cfg.AuthValue != "" {
+		req.Header.Set(cmpOr(c.cfg.AuthHeader, "Authorization"), c.cfg.AuthValue)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
@@ -166,12 +180,51 @@ func (c *Client) Do(ctx context.Context, class Class, method, url string, body a
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		err = fmt.Errorf("%s: %s %s: %w", c.cfg.Provider, method, redact(url), err)
+		err = fmt.Errorf("%s: %s %s: %w", c.cfg.Provider, req.Method, redact(req.URL.String()), err)
 		if isDialError(err) {
 			err = fmt.Errorf("%w (%w)", err, ErrNotSent)
 		}
 		return nil, &provider.RetryableError{Err: err}
 	}
+	return resp, nil
+}
+
+func cmpOr(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+// Open sends one request like Do, its body streamed from body (of
+// contentType), and leaves a 2xx reply's body open for the caller to
+// stream and close (stream); any other reply is read whole (r), as Do's.
+func (c *Client) Open(ctx context.Context, class Class, method, url string, body io.Reader, contentType string, hdr http.Header) (stream *http.Response, r *Response, err error) {
+	if err := c.wait(ctx, class); err != nil {
+		return nil, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.cfg.Provider, err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.send(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil, nil
+	}
+	r, err = c.readAll(ctx, resp, method)
+	return nil, r, err
+}
+
+func (c *Client) readAll(ctx context.Context, resp *http.Response, method string) (*Response, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
 	if err != nil {

@@ -1,0 +1,269 @@
+package main
+
+// End-to-end tests of the google (Gemini API) and openai (image API)
+// providers: darkroom in-process, or as a process killed with SIGKILL,
+// against the emulator's Gemini and OpenAI servers, each with only its
+// own key set.
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/darkroom-mcp/darkroom/blob"
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// vendorCatalog writes the google and openai entries with short expected
+// durations, so the runner's first look comes within the emulator's run
+// times (the embedded ones expect real Veo and OpenAI latencies).
+func vendorCatalog(t *testing.T) string {
+	t.Helper()
+	var es []catalog.Entry
+	for _, e := range catalog.Default() {
+		if e.Provider == "google" || e.Provider == "openai" {
+			e.ExpectedSeconds = 0.5
+			es = append(es, e)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"models": es})
+	p := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// vendorServer starts darkroom with only vendor's key ("google" or
+// "openai"), pointed at rig.
+func vendorServer(t *testing.T, rig *emuRig, vendor string, opts ...func(*config)) *testServer {
+	t.Helper()
+	models := vendorCatalog(t)
+	base := func(c *config) {
+		c.ReplicateToken, c.FalKey, c.GeminiKey, c.OpenAIKey = "", "", "", ""
+		switch vendor {
+		case "google":
+			c.GeminiKey, c.GeminiBaseURL = "gemini_test", rig.Google.URL
+		case "openai":
+			c.OpenAIKey, c.OpenAIBaseURL = "sk-test", rig.OpenAI.URL
+		}
+		c.UnsafeOutputFetch = true
+		c.OutputHosts = []string{rig.filesHost()}
+		c.ModelsFile = models
+		c.PollRate, c.PollBurst = 1000, 1000
+		c.CreateRate, c.CreateBurst = 1000, 1000
+		c.MaxInFlight = 0
+		c.Webhooks = false
+	}
+	return startServer(t, 0, append([]func(*config){base}, opts...)...)
+}
+
+// checkFile fetches an output link and compares it with the emulator's
+// bytes.
+func checkFile(t *testing.T, link string, want []byte) {
+	t.Helper()
+	code, body := httpGet(t, link)
+	if code != 200 || !bytes.Equal(body, want) {
+		t.Fatalf("output link %s: %d, %d bytes (want %d)", link, code, len(body), len(want))
+	}
+}
+
+func TestVendorListModels(t *testing.T) {
+	cases := []struct {
+		vendor string
+		want   []string
+	}{
+		{"google", []string{"google-veo-3-fast", "google-veo-3", "google-imagen-4", "google-imagen-4-fast", "google-gemini-2.5-flash-image"}},
+		{"openai", []string{"openai-gpt-image-1", "openai-gpt-image-1-mini"}},
+		{"none", nil},
+	}
+	rig := startEmulator(t, defaultTiming)
+	for _, c := range cases {
+		t.Run(c.vendor, func(t *testing.T) {
+			s := vendorServer(t, rig, c.vendor, func(cfg *config) { cfg.ModelsFile = "" })
+			cs := connect(t, s.url, "2026-07-28")
+			var l struct {
+				Models []struct {
+					ID       string `json:"modelId"`
+					Provider string `json:"provider"`
+					Credits  int64  `json:"credits"`
+				} `json:"models"`
+			}
+			call(t, cs, "list_models", map[string]any{}, &l)
+			var got []string
+			for _, m := range l.Models {
+				if m.Provider == "google" || m.Provider == "openai" {
+					got = append(got, m.ID)
+					if m.Credits <= 0 {
+						t.Errorf("%s costs %d credits", m.ID, m.Credits)
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("listed %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// vendorCase is one generation through a vendor, start to end.
+type vendorCase struct {
+	name, vendor, model, prompt string
+	tasks                       bool // the Tasks flow, else the generationId tools
+	image                       bool // with an input image (an edit, a first frame)
+	cancel                      bool // cancel once it runs at the vendor
+	want                        string
+	wantMsg                     string // in the failure's message
+}
+
+var vendorCases = []vendorCase{
+	{name: "veo/tools", vendor: "google", model: "google-veo-3-fast", prompt: "a lighthouse at dusk", want: "completed"},
+	{name: "veo/tasks", vendor: "google", model: "google-veo-3-fast", prompt: "a heron in fog", tasks: true, want: "completed"},
+	{name: "veo first frame", vendor: "google", model: "google-veo-3-fast", prompt: "the photo comes alive", image: true, want: "completed"},
+	{name: "veo late failure", vendor: "google", model: "google-veo-3-fast", prompt: "a storm [fail]", want: "failed", wantMsg: "Veo failed"},
+	{name: "veo safety filter", vendor: "google", model: "google-veo-3-fast", prompt: "a storm [nsfw]", tasks: true, want: "failed", wantMsg: "safety filters removed the video"},
+	{name: "veo cancel", vendor: "google", model: "google-veo-3", prompt: "a long take", cancel: true, want: "cancelled"},
+	{name: "imagen/tools", vendor: "google", model: "google-imagen-4", prompt: "a fox", want: "completed"},
+	{name: "imagen/tasks", vendor: "google", model: "google-imagen-4-fast", prompt: "a hare", tasks: true, want: "completed"},
+	{name: "gemini edit", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "make it night", image: true, want: "completed"},
+	{name: "gemini refusal", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "x [nsfw]", want: "failed", wantMsg: "IMAGE_SAFETY"},
+	{name: "gpt-image/tools", vendor: "openai", model: "openai-gpt-image-1", prompt: "a kite", want: "completed"},
+	{name: "gpt-image/tasks", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "a boat", tasks: true, want: "completed"},
+	{name: "gpt-image edit", vendor: "openai", model: "openai-gpt-image-1", prompt: "add a moon", image: true, want: "completed"},
+	{name: "gpt-image moderation", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [nsfw]", want: "failed", wantMsg: "safety system refused"},
+	{name: "gpt-image quota", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [quota]", tasks: true, want: "failed", wantMsg: "insufficient_quota"},
+}
+
+// TestVendorLifecycle runs each case on a server holding only its
+// vendor's key: the file lands in darkroom's store, a refusal ends
+// failed with the vendor's reason and refunds, a cancel reaches Veo.
+func TestVendorLifecycle(t *testing.T) {
+	for _, vendor := range []string{"google", "openai"} {
+		t.Run(vendor, func(t *testing.T) {
+			t.Parallel()
+			rig := startEmulator(t, defaultTiming)
+			s := vendorServer(t, rig, vendor)
+			cs := connect(t, s.url, "2026-07-28")
+			tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+			for _, c := range vendorCases {
+				if c.vendor != vendor {
+					continue
+				}
+				t.Run(c.name, func(t *testing.T) { runVendorCase(t, rig, s, cs, tc, c) })
+			}
+		})
+	}
+}
+
+// startVendorCase starts c over the tools or the Tasks flow and returns
+// the generation (and task) id.
+func startVendorCase(t *testing.T, s *testServer, cs *mcp.ClientSession, tc *rpcClient, c vendorCase) (id, taskID string) {
+	t.Helper()
+	args := map[string]any{"modelId": c.model, "prompt": c.prompt}
+	if c.image {
+		args["inputImage"] = map[string]any{"data": base64.StdEncoding.EncodeToString(emulator.PNG()), "mimeType": "image/png"}
+	}
+	if c.tasks {
+		r := tc.tool("generate", args)
+		if r.Error != nil || r.Result["resultType"] != "task" {
+			t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+		}
+		taskID = r.Result["taskId"].(string)
+		return taskGeneration(t, s, taskID), taskID
+	}
+	var g genView
+	if res := call(t, cs, "generate", args, &g); res.IsError || g.GenerationID == "" {
+		t.Fatalf("generate: %s", text(res))
+	}
+	return g.GenerationID, ""
+}
+
+func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSession, tc *rpcClient, c vendorCase) {
+	cancels := rig.Count(c.vendor, emulator.OpCancel)
+	id, taskID := startVendorCase(t, s, cs, tc, c)
+	if c.cancel {
+		waitRow(t, s, id, "running at "+c.vendor, func(r generation.Row) bool { return afterObserved(r) && r.Status == "running" })
+		waitIdle(t, s, id)
+		var cg genView
+		call(t, cs, "cancel_generation", map[string]any{"generationId": id}, &cg)
+	}
+	var status, msg string
+	var outs []map[string]any
+	if c.tasks {
+		done := tc.waitTask(taskID)
+		_, sc := structuredOf(t, done)
+		status, _ = sc["status"].(string)
+		if e, ok := sc["error"].(map[string]any); ok {
+			msg = fmt.Sprint(e["message"])
+		}
+		for _, o := range asList(sc["outputs"]) {
+			outs = append(outs, o.(map[string]any))
+		}
+	} else {
+		var w genView
+		res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
+		status = w.Status
+		if w.Error != nil {
+			msg = w.Error.Message
+		}
+		if w.Status == "failed" && !res.IsError {
+			t.Errorf("a failure is not an isError result: %s", text(res))
+		}
+		for _, o := range w.Outputs {
+			outs = append(outs, map[string]any{"url": o.URL, "mimeType": o.MimeType})
+		}
+	}
+	if status != c.want || !strings.Contains(msg, c.wantMsg) {
+		t.Fatalf("ended %s (%q), want %s (%q)", status, msg, c.want, c.wantMsg)
+	}
+	row := generationRow(t, s, id)
+	switch c.want {
+	case "completed":
+		want, mime := emulator.PNG(), "image/png"
+		if strings.Contains(c.model, "veo") {
+			want, mime = emulator.MP4(), "video/mp4"
+		}
+		if len(outs) != 1 || outs[0]["mimeType"] != mime {
+			t.Fatalf("outputs %v", outs)
+		}
+		checkFile(t, outs[0]["url"].(string), want)
+		for _, k := range []string{"journal.json", "out-1-0"} {
+			// The spool keeps nothing once the output is copied.
+			if _, err := s.app.blobs.Stat(context.Background(), "spool/"+c.vendor+"/"+id+"/"+k); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("spool %s after completion: %v", k, err)
+			}
+		}
+		if row.Charged != row.Credits || row.Credits == 0 {
+			t.Errorf("charged %d of %d credits", row.Charged, row.Credits)
+		}
+	default:
+		if row.Charged != 0 {
+			t.Errorf("%s generation charged %d credits, want a refund", c.want, row.Charged)
+		}
+	}
+	if c.cancel && rig.Count(c.vendor, emulator.OpCancel)-cancels != 1 {
+		t.Errorf("%d cancel calls, want 1", rig.Count(c.vendor, emulator.OpCancel)-cancels)
+	}
+	if n := rig.JobsByPrompt(c.vendor)[c.prompt]; n != 1 && !strings.Contains(c.prompt, "[quota]") {
+		t.Errorf("%d vendor jobs for %q, want 1", n, c.prompt)
+	}
+	if n := rig.Count("files", "credential"); n != 0 {
+		t.Errorf("the file host saw a vendor key %d times", n)
+	}
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}

@@ -1,0 +1,310 @@
+// Package google is darkroom's adapter for Google's Gemini API
+// (https://generativelanguage.googleapis.com/v1beta): Veo for video,
+// Imagen and the Gemini image models for images.
+//
+// Wire facts it relies on (from the Gemini API reference; the emulator,
+// testdata/emulator/google.go, serves the same shapes):
+//
+//   - every call carries the key in x-goog-api-key; errors are
+//     {"error": {"code", "message", "status"}} (400 INVALID_ARGUMENT,
+//     403 PERMISSION_DENIED, 429 RESOURCE_EXHAUSTED, 500 INTERNAL,
+//     503 UNAVAILABLE).
+//   - Veo: POST models/{model}:predictLongRunning with {"instances":
+//     [{"prompt", "image", "lastFrame", "referenceImages"}],
+//     "parameters": {"aspectRatio", "negativePrompt", "durationSeconds",
+//     "resolution", "personGeneration", ...}} returns an operation
+//     {"name"}; GET /v1beta/{name} until "done"; then either "error"
+//     {"code", "message"} or response.generateVideoResponse with
+//     generatedSamples[].video.uri (downloaded with the key) or, when the
+//     safety filters removed the video, raiMediaFilteredCount and
+//     raiMediaFilteredReasons. Cancel is POST /v1beta/{name}:cancel where
+//     the API takes it. Images go inline as {"bytesBase64Encoded",
+//     "mimeType"} (the Developer API's Veo image; some gateways document
+//     an inlineData form instead).
+//   - Imagen: POST models/{model}:predict with {"instances": [{"prompt"}],
+//     "parameters": {"sampleCount", "aspectRatio", "personGeneration",
+//     ...}} answers at once with predictions[].bytesBase64Encoded (a
+//     filtered image comes back as raiFilteredReason, or not at all).
+//   - Gemini image models: POST models/{model}:generateContent with
+//     contents[].parts (text, inlineData for an image to edit) and
+//     generationConfig.responseModalities ["TEXT", "IMAGE"]; image parts
+//     come back as candidates[].content.parts[].inlineData.data; a refusal
+//     is promptFeedback.blockReason or a finishReason such as
+//     IMAGE_SAFETY.
+//
+// Imagen and Gemini calls are synchronous: Submit makes the call, streams
+// the base64 images through a decoder into the Spool, and the job it
+// returns is already complete (see provider/internal/syncjob for how a
+// crash mid-call resubmits at most once). Veo's operation name is
+// journalled the same way, so a crash after the operation was made and
+// before darkroom recorded it still finds that one operation.
+package google
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
+)
+
+// Name is the provider's id in the catalog.
+const Name = "google"
+
+// DefaultBaseURL is the Gemini API's origin.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
+
+// DefaultOutputHosts are where Veo downloads may lead: the API itself
+// (files/...:download) and the storage it redirects to.
+var DefaultOutputHosts = []string{"generativelanguage.googleapis.com", "*.googleusercontent.com"}
+
+// Config configures a Provider. Key and Spool are required.
+type Config struct {
+	// Key is the Gemini API key (DARKROOM_GEMINI_API_KEY or
+	// GEMINI_API_KEY, read by the caller).
+	Key string
+	// BaseURL is the API origin (default DefaultBaseURL).
+	BaseURL string
+	// Models are the catalog entries to serve; entries of other providers
+	// are ignored. nil means the embedded default catalog.
+	Models []catalog.Entry
+	// Spool holds synchronous results until the runner copies them, and
+	// the submit journal.
+	Spool provider.Spool
+	// RequestsPerMinute is an outbound limit per key (default 300;
+	// negative disables it).
+	RequestsPerMinute int
+	MaxRateWait       time.Duration
+	// HTTPClient sends API requests (nil: one per timeout below).
+	HTTPClient *http.Client
+	// RequestTimeout bounds a status or submit call (default 30 s);
+	// CallTimeout a synchronous image call (default 5 min).
+	RequestTimeout time.Duration
+	CallTimeout    time.Duration
+	// Fetch is the video download policy; Hosts defaults to
+	// DefaultOutputHosts plus BaseURL's host.
+	Fetch fetch.Options
+	// MaxConcurrentCalls bounds the synchronous calls held open at once
+	// (default 4): each holds a runner worker while it lasts; more wait
+	// queued.
+	MaxConcurrentCalls int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Provider is the Gemini API adapter. It is safe for concurrent use.
+type Provider struct {
+	cfg     Config
+	base    string
+	http    *httpx.Client // status, submit, cancel
+	call    *httpx.Client // synchronous calls
+	fetch   *fetch.Fetcher
+	models  catalog.Set
+	journal syncjob.Journal
+	gate    *syncjob.Gate
+}
+
+// New builds a Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Key == "" {
+		return nil, errors.New("google: a Gemini API key is required")
+	}
+	if cfg.Spool == nil {
+		return nil, errors.New("google: a spool is required")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if cfg.Models == nil {
+		cfg.Models = catalog.Default()
+	}
+	if cfg.RequestsPerMinute == 0 {
+		cfg.RequestsPerMinute = 300
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return nil, fmt.Errorf("google: bad base URL %q", cfg.BaseURL)
+	}
+	if cfg.Fetch.Hosts == nil {
+		cfg.Fetch.Hosts = DefaultOutputHosts
+	}
+	cfg.Fetch.Hosts = append(append([]string(nil), cfg.Fetch.Hosts...), u.Hostname())
+	client := func(timeout time.Duration) *httpx.Client {
+		return httpx.New(httpx.Config{
+			Provider: Name, AuthHeader: "X-Goog-Api-Key", AuthValue: cfg.Key, HTTPClient: cfg.HTTPClient, Timeout: timeout,
+			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
+			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
+		})
+	}
+	p := &Provider{
+		cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/"),
+		http: client(cfg.RequestTimeout), call: client(cfg.CallTimeout),
+		fetch:   fetch.New(cfg.Fetch),
+		models:  catalog.NewSet(cfg.Models, Name),
+		journal: syncjob.Journal{Spool: cfg.Spool, Provider: Name},
+		gate:    syncjob.NewGate(cfg.MaxConcurrentCalls, 0),
+	}
+	return p, nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Models implements provider.Provider.
+func (p *Provider) Models() []provider.Model { return p.models.Models() }
+
+// ResubmitMayDuplicate implements provider.DuplicateRisk: the Gemini API
+// takes no idempotency key, so after a second interrupted submit (Find
+// answers ErrUnsupported) the runner must not call again.
+func (p *Provider) ResubmitMayDuplicate() bool { return true }
+
+// jobData is what Job.Data holds.
+type jobData struct {
+	Model string `json:"modelId"`
+	// Key is the generation's id (its submit journal's name).
+	Key string `json:"key,omitempty"`
+	// Operation is a Veo operation's name ("models/.../operations/...").
+	Operation string `json:"operation,omitempty"`
+	// Outputs are a synchronous call's spooled files.
+	Outputs     []provider.Output `json:"outputs,omitempty"`
+	Resubmitted bool              `json:"resubmitted,omitempty"`
+}
+
+func (p *Provider) data(job provider.Job) (jobData, error) {
+	var d jobData
+	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Operation == "" && len(d.Outputs) == 0) {
+		return d, &provider.PermanentError{Message: "google job record lacks its operation or outputs"}
+	}
+	return d, nil
+}
+
+// Submit implements provider.Provider.
+func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
+	e, ok := p.models.Get(req.Model.ID)
+	if !ok {
+		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("google does not serve model %q here", req.Model.ID)}
+	}
+	body, err := p.body(ctx, e, req)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	if e.API != "veo" {
+		leave, err := p.gate.Enter(Name)
+		if err != nil {
+			return provider.Job{}, err
+		}
+		defer leave()
+	}
+	n, err := p.journal.Begin(ctx, req.IdempotencyKey)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	d := jobData{Model: e.ID, Key: req.IdempotencyKey, Resubmitted: n > 1}
+	if e.API == "veo" {
+		d.Operation, err = p.startVeo(ctx, e, body)
+	} else {
+		d.Outputs, err = p.generate(ctx, e, body, req.IdempotencyKey, n)
+	}
+	if err != nil {
+		if errors.Is(err, provider.ErrNotCreated) {
+			p.journal.Undo(ctx, req.IdempotencyKey, n)
+		}
+		return provider.Job{}, err
+	}
+	b, _ := json.Marshal(d)
+	job := provider.Job{ID: d.Operation, Data: b}
+	if job.ID == "" {
+		job.ID = "sync-" + req.IdempotencyKey
+	}
+	// The work is done whether or not this record lands: the runner
+	// records the job from our answer; the record only serves a crash.
+	_ = p.journal.Done(ctx, req.IdempotencyKey, n, job)
+	return job, nil
+}
+
+// Find implements provider.Provider from the submit journal.
+func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, error) {
+	return p.journal.Find(ctx, key)
+}
+
+// Status implements provider.Provider.
+func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Status, error) {
+	d, err := p.data(job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	if d.Operation == "" {
+		p.journal.Forget(ctx, d.Key)
+		return syncDone(d), nil
+	}
+	st, err := p.veoStatus(ctx, d)
+	if err == nil && st.State.Terminal() {
+		p.journal.Forget(ctx, d.Key)
+	}
+	return st, err
+}
+
+func syncDone(d jobData) provider.Status {
+	st := provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed", Outputs: d.Outputs}
+	if d.Resubmitted {
+		st.Message = provider.ResubmittedNote + "; Google may bill both calls"
+	}
+	return st
+}
+
+// Cancel implements provider.Provider: a synchronous job is already
+// done; a Veo operation is asked to stop (see cancelVeo).
+func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
+	d, err := p.data(job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	if d.Operation == "" {
+		return syncDone(d), nil
+	}
+	return p.cancelVeo(ctx, d)
+}
+
+// OpenOutput implements provider.Provider: spooled files from the spool,
+// Veo videos from their uri with the key (only on the API's own origin;
+// a redirect elsewhere gets no key).
+func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provider.Output) (io.ReadCloser, error) {
+	if strings.HasPrefix(out.URL, syncjob.URLPrefix) {
+		return p.journal.Open(ctx, out)
+	}
+	var creds http.Header
+	if httpx.SameOrigin(p.base, out.URL) || httpx.SameOrigin(DefaultBaseURL, out.URL) {
+		creds = http.Header{"X-Goog-Api-Key": {p.cfg.Key}}
+	}
+	rc, err := p.fetch.OpenWith(ctx, out.URL, creds)
+	if err != nil {
+		return nil, fetch.ProviderError(Name, err)
+	}
+	return rc, nil
+}
+
+// RefundsFailures implements provider.RefundsFailures: Google bills the
+// images and videos it delivers, not refused calls or failed operations.
+func (p *Provider) RefundsFailures() bool { return true }
+
+// Ping implements provider.Pinger: the Gemini API's model list, one
+// entry.
+func (p *Provider) Ping(ctx context.Context) error {
+	return p.http.Ping(ctx, p.base+"/v1beta/models?pageSize=1")
+}

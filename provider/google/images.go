@@ -1,0 +1,70 @@
+package google
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
+)
+
+// generate makes a synchronous Imagen or Gemini call and spools its
+// images as attempt n of generation key.
+func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[string]any, key string, n int) ([]provider.Output, error) {
+	method, stream := "generateContent", "data"
+	if e.API == "imagen" {
+		method, stream = "predict", "bytesBase64Encoded"
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("google: encode request: %w", err)
+	}
+	resp, refused, err := p.call.Open(ctx, httpx.Create, http.MethodPost, p.base+"/v1beta/models/"+e.Endpoint+":"+method, bytes.NewReader(b), "application/json", nil)
+	if err != nil {
+		return nil, httpx.SubmitErr(err, nil)
+	}
+	if refused != nil {
+		return nil, p.replyErr(e, refused)
+	}
+	defer resp.Body.Close()
+	sc := syncjob.NewScanner(resp.Body, []string{stream}, []string{"raiFilteredReason", "blockReason", "finishReason", "finishMessage", "text"})
+	outs, err := p.journal.Store(ctx, key, n, sc, 0)
+	if err != nil {
+		// The reply broke off: the images were made (and billed), so
+		// the outcome is unknown, not refused.
+		return nil, &provider.RetryableError{Err: fmt.Errorf("google: read %s reply: %w", method, err)}
+	}
+	if len(outs) == 0 {
+		return nil, &provider.PermanentError{Message: refusal(e, sc.Small)}
+	}
+	return outs, nil
+}
+
+// refusal says in plain words why a reply carried no image.
+func refusal(e catalog.Entry, small map[string][]string) string {
+	if r := small["raiFilteredReason"]; len(r) > 0 {
+		return "Google's safety filters removed the image: " + strings.Join(r, "; ")
+	}
+	if r := small["blockReason"]; len(r) > 0 {
+		return "Google blocked the prompt (" + r[0] + ")"
+	}
+	for _, r := range small["finishReason"] {
+		if r != "STOP" {
+			msg := "Google returned no image (finish reason " + r + ")"
+			if m := small["finishMessage"]; len(m) > 0 {
+				msg += ": " + m[0]
+			}
+			return msg
+		}
+	}
+	if t := small["text"]; len(t) > 0 {
+		return fmt.Sprintf("%s answered with text and no image: %q", e.Endpoint, t[0])
+	}
+	return fmt.Sprintf("%s returned no image (likely filtered by its safety settings)", e.Endpoint)
+}

@@ -1,0 +1,135 @@
+package openai_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/openai"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+func newRig(t *testing.T, base func(*emulator.Emulator) string) (*emulator.Emulator, *openai.Provider) {
+	t.Helper()
+	em := emulator.New(emulator.Options{Clock: emulator.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))})
+	t.Cleanup(em.Close)
+	p, err := openai.New(openai.Config{
+		Key: "sk-test", BaseURL: base(em), Organization: "org-1", Project: "proj-1",
+		Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1, Now: em.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return em, p
+}
+
+func model(t *testing.T, p *openai.Provider, id string) provider.Model {
+	for _, m := range p.Models() {
+		if m.ID == id {
+			return m
+		}
+	}
+	t.Fatalf("no model %s", id)
+	return provider.Model{}
+}
+
+func png(role string) provider.Input {
+	return provider.Input{Role: role, MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(emulator.PNG())), nil
+	}}
+}
+
+// TestOpenAIImages: a generation, an edit, a masked edit, and each
+// refusal OpenAI documents, as darkroom sees them.
+func TestOpenAIImages(t *testing.T) {
+	cases := []struct {
+		name, prompt string
+		image, mask  bool
+		baseV1       bool // a base URL ending in /v1, as gateways give it
+		wantErr      string
+		retryable    bool
+	}{
+		{name: "generation", prompt: "a lighthouse"},
+		{name: "generation via /v1 base", prompt: "a harbour", baseV1: true},
+		{name: "edit", prompt: "add a moon", image: true},
+		{name: "masked edit", prompt: "fill the sky", image: true, mask: true},
+		{name: "moderation", prompt: "x [nsfw]", wantErr: "safety system refused"},
+		{name: "quota", prompt: "x [quota]", wantErr: "insufficient_quota"},
+		{name: "invalid", prompt: "x [invalid]", wantErr: "Invalid value"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			em, p := newRig(t, func(em *emulator.Emulator) string {
+				if c.baseV1 {
+					return em.OpenAI.URL + "/v1"
+				}
+				return em.OpenAI.URL
+			})
+			ctx := context.Background()
+			req := provider.Request{IdempotencyKey: "gen-" + c.name, Model: model(t, p, "openai-gpt-image-1"), Prompt: c.prompt, AspectRatio: "3:2"}
+			if c.image {
+				in := png("")
+				req.InputImage = &in
+			}
+			if c.mask {
+				req.Extra = []provider.Input{png("mask")}
+			}
+			job, err := p.Submit(ctx, req)
+			var perm *provider.PermanentError
+			if c.wantErr != "" {
+				if !errors.As(err, &perm) || !strings.Contains(perm.Message, c.wantErr) {
+					t.Fatalf("Submit err = %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.Status(ctx, job)
+			if err != nil || st.State != provider.StateCompleted || len(st.Outputs) != 1 {
+				t.Fatalf("status %+v %v", st, err)
+			}
+			rc, err := p.OpenOutput(ctx, job, st.Outputs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if !bytes.Equal(b, emulator.PNG()) {
+				t.Fatalf("image: %d bytes", len(b))
+			}
+			in := em.Inputs("openai")[0]
+			if in["size"] != "1536x1024" || in["quality"] != "medium" || in["model"] != "gpt-image-1" || in["output_format"] != "png" ||
+				in["header:OpenAI-Organization"] != "org-1" || in["header:OpenAI-Project"] != "proj-1" {
+				t.Fatalf("request fields: %v", in)
+			}
+			if c.image && in["image"] != "image/png" || c.mask != (in["mask"] == true) {
+				t.Fatalf("edit files: %v", in)
+			}
+		})
+	}
+}
+
+// TestOpenAIRateLimit: a 429 with Retry-After is a retry after that
+// wait, known to have made nothing (not counted as an attempt).
+func TestOpenAIRateLimit(t *testing.T) {
+	em, p := newRig(t, func(em *emulator.Emulator) string { return em.OpenAI.URL })
+	em.Inject(emulator.Rule{Provider: "openai", Op: emulator.OpCreate, Fault: emulator.Fault429, Times: 1, RetryAfter: 7 * time.Second})
+	req := provider.Request{IdempotencyKey: "gen-rl", Model: model(t, p, "openai-gpt-image-1-mini"), Prompt: "a kite"}
+	_, err := p.Submit(context.Background(), req)
+	var re *provider.RetryableError
+	if !errors.As(err, &re) || re.After != 7*time.Second || !errors.Is(err, provider.ErrNotCreated) {
+		t.Fatalf("429: %v", err)
+	}
+	if _, ok, err := p.Find(context.Background(), req.IdempotencyKey); ok || err != nil {
+		t.Fatalf("a throttled call counted as an attempt: %v %v", ok, err)
+	}
+	if _, err := p.Submit(context.Background(), req); err != nil {
+		t.Fatalf("after the wait: %v", err)
+	}
+}
