@@ -1,7 +1,7 @@
 // Package fal is darkroom's adapter for the fal.ai queue
 // (https://queue.fal.run).
 //
-// Wire facts it relies on (see shared/spec/media-landscape.md §3.2):
+// Wire facts it relies on (fal's queue API reference):
 //
 //   - submit: POST {queue}/{model_id}[/{subpath}] with the JSON input,
 //     Authorization: Key $FAL_KEY; the reply has request_id, status_url,

@@ -1,7 +1,7 @@
 // Package replicate is darkroom's adapter for Replicate predictions
 // (https://api.replicate.com/v1).
 //
-// Wire facts it relies on (see shared/spec/media-landscape.md §3.1):
+// Wire facts it relies on (Replicate's HTTP API reference):
 //
 //   - create: POST /v1/models/{owner}/{name}/predictions {input} for
 //     official models, or POST /v1/predictions {version, input} for a
