@@ -202,6 +202,7 @@ func longLived(b *testing.B, n, m int) {
 		})
 		return pct(sortedDurations(lats), 0.99)
 	}
+	tasksGet(500) // warm: connections, caches
 	getIdle := tasksGet(2000)
 	idle := c.footprint(b, hc)
 
