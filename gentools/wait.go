@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/sse"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -17,6 +18,9 @@ import (
 // ProgressEvery.
 func (t *Tools) wait(ctx context.Context, req *mcp.CallToolRequest, owner, id string, d time.Duration) (*generation.Generation, bool, error) {
 	d = min(d, t.cfg.MaxWait)
+	// Over HTTP, an SSE comment every DARKROOM_STREAM_KEEPALIVE while the
+	// wait holds, so a proxy's idle timeout does not cut it.
+	defer sse.Hold(ctx)()
 	token := req.Params.GetProgressToken()
 	if token == nil || req.Session == nil {
 		return t.svc.Wait(ctx, owner, id, d)

@@ -53,6 +53,7 @@ type Set struct {
 	providerDuration *prometheus.HistogramVec
 	webhooks         *prometheus.CounterVec
 	leaseTakeovers   prometheus.Counter
+	acceptErrors     prometheus.Counter
 	inFlightHolds    prometheus.Counter
 
 	commitDuration *prometheus.HistogramVec
@@ -105,6 +106,8 @@ func New() *Set {
 		[]string{"provider", "verdict"})
 	s.leaseTakeovers = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runner_lease_takeovers_total",
 		Help: "Leases of another (ended) runner taken over at start."})
+	s.acceptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "accept_errors_total",
+		Help: "Connections the HTTP listener failed to accept (mostly out of file descriptors: raise the open-files limit); net/http retries with backoff."})
 	s.inFlightHolds = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runner_in_flight_holds_total",
 		Help: "Times a generation was held queued because its owner had the in-flight maximum at the provider."})
 	s.commitDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_commit_duration_seconds",
@@ -121,7 +124,7 @@ func New() *Set {
 		Help: "Storage failures, by component (store, blob) and operation."}, []string{"component", "operation"})
 	for _, c := range []prometheus.Collector{s.requests, s.requestDuration, s.byPathVec, s.rateLimited, s.listenStreams, s.created, s.finished,
 		s.toSubmit, s.toFinish, s.creditsCharged, s.creditsRefunded, s.providerCalls, s.providerDuration, s.webhooks,
-		s.leaseTakeovers, s.inFlightHolds, s.commitDuration, s.commitBatch, s.blobBytes, s.blobDuration, s.storageErrors} {
+		s.leaseTakeovers, s.acceptErrors, s.inFlightHolds, s.commitDuration, s.commitBatch, s.blobBytes, s.blobDuration, s.storageErrors} {
 		f(c)
 	}
 	return s
@@ -189,6 +192,13 @@ func (s *Set) ServedBy(transport, path string) {
 func (s *Set) RateLimited(class string) {
 	if s != nil {
 		s.rateLimited.WithLabelValues(class).Inc()
+	}
+}
+
+// AcceptFailed counts a connection the listener failed to accept.
+func (s *Set) AcceptFailed() {
+	if s != nil {
+		s.acceptErrors.Inc()
 	}
 }
 

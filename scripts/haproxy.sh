@@ -6,6 +6,7 @@
 #   scripts/haproxy.sh stop STATE                  # stops it by PID
 #   scripts/haproxy.sh install                     # only installs it
 # STATE is a folder of its own (config, pid, log, stats socket).
+# HAPROXY_TIMEOUT (default 5m) is its client and server idle timeout.
 set -euo pipefail
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -26,8 +27,8 @@ global
 defaults
   mode http
   timeout connect 2s
-  timeout client 5m
-  timeout server 5m
+  timeout client ${HAPROXY_TIMEOUT:-5m}
+  timeout server ${HAPROXY_TIMEOUT:-5m}
   timeout tunnel 1h
   # A check's whole time (else 'inter': a replica busy for 300 ms on a
   # loaded machine would be marked down, and all three at once is a 503).

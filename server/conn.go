@@ -1,9 +1,14 @@
 package server
 
 import (
+	"errors"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -154,3 +159,49 @@ func (w *connWriter) FlushError() error {
 }
 
 func (w *connWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// AcceptErrors wraps a listener so that a failed accept is counted
+// (failed, e.g. metrics' AcceptFailed) and said in one clear log line
+// (at most one every 10 s, with the count since the last), then handed
+// on: net/http retries a temporary one (EMFILE, ENFILE) with backoff up
+// to 1 s, so the server goes on serving the connections it holds and
+// accepts again once a descriptor is free. Each open connection (a
+// listen stream, a held wait) is one descriptor.
+func AcceptErrors(ln net.Listener, log *slog.Logger, failed func()) net.Listener {
+	return &acceptWatch{Listener: ln, log: log, failed: failed}
+}
+
+type acceptWatch struct {
+	net.Listener
+	log    *slog.Logger
+	failed func()
+	mu     sync.Mutex
+	last   time.Time
+	since  int
+}
+
+func (l *acceptWatch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil || errors.Is(err, net.ErrClosed) {
+		return c, err
+	}
+	if l.failed != nil {
+		l.failed()
+	}
+	l.mu.Lock()
+	l.since++
+	now := time.Now()
+	if now.Sub(l.last) >= 10*time.Second {
+		n := l.since
+		l.last, l.since = now, 0
+		l.mu.Unlock()
+		msg := "accept failed: new connections wait until it succeeds"
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			msg = "accept failed: out of file descriptors (each open stream or held wait is one); raise the open-files limit (ulimit -n, systemd LimitNOFILE, a container's nofile); new connections wait"
+		}
+		l.log.Error(msg, "err", err.Error(), "failures", n)
+		return nil, err
+	}
+	l.mu.Unlock()
+	return nil, err
+}

@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
+	"github.com/darkroom-mcp/darkroom/internal/sse"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -62,6 +64,9 @@ type Config struct {
 	Configure func(*mcp.Server)
 	// Capabilities are advertised in server/discover.
 	Capabilities *mcp.ServerCapabilities
+	// StreamKeepAlive spaces the SSE comments on go-sdk's held answers
+	// (wait_generation, generate with wait:true; sse.Hold); 0: none.
+	StreamKeepAlive time.Duration
 }
 
 // New builds the MCP server with the compatibility tools registered.
@@ -201,6 +206,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		Logger:              cfg.Logger,
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 	})
+	h = sse.KeepAlive(cfg.StreamKeepAlive, h)
 	if cfg.Tasks != nil {
 		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}

@@ -46,7 +46,7 @@ const (
 	methodUpdate              = "tasks/update"
 	methodCancel              = "tasks/cancel"
 	methodListen              = "subscriptions/listen"
-	defaultKeepAlive          = 25 * time.Second
+	defaultKeepAlive          = 15 * time.Second
 	notFoundMessage           = "Task not found"
 	missingExtensionMessage   = "Missing required client capability"
 	missingMetaMessagePreface = "missing required _meta"
@@ -94,7 +94,8 @@ type Options struct {
 	// error it returns is the answer instead. release is called when the
 	// stream ends.
 	OpenListen func(ctx context.Context, owner string) (release func(), e *RPCError)
-	// KeepAlive spaces SSE comments on listen streams (default 25 s).
+	// KeepAlive spaces SSE comments on listen streams (default 15 s,
+	// DARKROOM_STREAM_KEEPALIVE).
 	KeepAlive time.Duration
 	Logger    *slog.Logger
 	// Bytes is the process-wide budget of output bytes in flight, which

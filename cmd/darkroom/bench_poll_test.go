@@ -45,6 +45,9 @@ type serverSpec struct {
 	Keys string
 	// CPUs, when set, pins the child to these CPUs (taskset -c).
 	CPUs string
+	// LongLived lifts the open-listen bound and serves /metrics beside
+	// /mcp (BenchmarkLongLived reads go_goroutines there).
+	LongLived bool
 }
 
 // TestBenchServerChild is a server for BenchmarkPollPaths, run only as its
@@ -90,12 +93,22 @@ func TestBenchServerChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.DataDir, cfg.PublicURL, cfg.Auth = s.Dir, "http://"+ln.Addr().String(), auth.Config{Keys: keys}
+		if s.LongLived {
+			cfg.MaxListens = 1 << 20
+			raiseNoFile(t)
+		}
 		a, err := build(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.close()
 		h, timeouts = a.handler(), &cfg.Timeouts
+		if s.LongLived {
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", a.metricsGate())
+			mux.Handle("/", h)
+			h = mux
+		}
 	default:
 		t.Fatalf("unknown server kind %q", s.Kind)
 	}

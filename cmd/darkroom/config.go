@@ -26,38 +26,39 @@ import (
 // comes from its environment variable. README.md's table lists the same
 // settings (TestREADMESettings).
 type config struct {
-	Addr           string
-	DataDir        string
-	DatabaseURL    string // postgres://...: PostgreSQL instead of SQLite in DataDir
-	PublicURL      string
-	LocalLatency   float64
-	LocalDir       string // the local provider's folder; empty: DataDir
-	MaxBodyBytes   int64
-	MaxInputBytes  int64
-	Timeouts       server.Timeouts // connection bounds
-	LinkTTL        time.Duration
-	AllowedOrigins []string
-	TrustedProxies limit.TrustedProxies
-	LogLevel       slog.Level
-	TaskTTL        time.Duration
-	tasksNow       func() time.Time // tests only: the tasks store's clock (nil: time.Now)
-	MaxWait        time.Duration    // the longest wait_generation / generate wait:true
-	PollRate       float64
-	PollBurst      int
-	CreateRate     float64
-	CreateBurst    int
-	ByteRate       int64 // request body bytes per second per caller
-	ByteBurst      int64
-	MaxListens     int    // open subscriptions/listen streams per caller
-	ApprovalAbove  *int64 // credits above which a spend needs approval
-	DailyBudget    *int64
-	MaxInFlight    int
-	S3             blob.S3Config // Bucket set: outputs go to S3
-	CreateBucket   bool
-	Retention      time.Duration
-	History        time.Duration // how long an ended generation's record is kept
-	StorageGiveUp  time.Duration
-	RunnerLease    time.Duration
+	Addr            string
+	DataDir         string
+	DatabaseURL     string // postgres://...: PostgreSQL instead of SQLite in DataDir
+	PublicURL       string
+	LocalLatency    float64
+	LocalDir        string // the local provider's folder; empty: DataDir
+	MaxBodyBytes    int64
+	MaxInputBytes   int64
+	Timeouts        server.Timeouts // connection bounds
+	LinkTTL         time.Duration
+	AllowedOrigins  []string
+	TrustedProxies  limit.TrustedProxies
+	LogLevel        slog.Level
+	TaskTTL         time.Duration
+	tasksNow        func() time.Time // tests only: the tasks store's clock (nil: time.Now)
+	MaxWait         time.Duration    // the longest wait_generation / generate wait:true
+	StreamKeepAlive time.Duration    // SSE comment interval on listen streams and held waits
+	PollRate        float64
+	PollBurst       int
+	CreateRate      float64
+	CreateBurst     int
+	ByteRate        int64 // request body bytes per second per caller
+	ByteBurst       int64
+	MaxListens      int    // open subscriptions/listen streams per caller
+	ApprovalAbove   *int64 // credits above which a spend needs approval
+	DailyBudget     *int64
+	MaxInFlight     int
+	S3              blob.S3Config // Bucket set: outputs go to S3
+	CreateBucket    bool
+	Retention       time.Duration
+	History         time.Duration // how long an ended generation's record is kept
+	StorageGiveUp   time.Duration
+	RunnerLease     time.Duration
 	// MaxLifetime per kind: a generation live longer is abandoned.
 	MaxLifetimeImage, MaxLifetimeVideo time.Duration
 	// Providers beyond the local one; each is on only with its credential.
@@ -379,6 +380,12 @@ func serverSettings(cmd string) []setting[config] {
 			help: "the longest a wait_generation or generate with wait:true waits before answering timedOut:true, progress or not (clients that cut a request at 60 s need it below 60s)",
 			set: func(c *config, v string) (err error) {
 				c.MaxWait, err = duration(v, time.Second, gentools.MaxWaitSeconds*time.Second)
+				return err
+			}},
+		{flag: "stream-keepalive", env: envs("DARKROOM_STREAM_KEEPALIVE"), def: "15s",
+			help: "the interval of SSE keep-alive comments on listen streams and held waits (wait_generation, generate with wait:true), so a proxy that cuts idle connections (HAProxy's timeout server) does not cut them; keep it well below the proxy's idle timeout",
+			set: func(c *config, v string) (err error) {
+				c.StreamKeepAlive, err = duration(v, 100*time.Millisecond, time.Hour)
 				return err
 			}},
 		{flag: "task-ttl", env: envs("DARKROOM_TASK_TTL"), def: "24h",

@@ -31,9 +31,20 @@ import (
 // cannot be started, unless DARKROOM_TEST_REQUIRE_PG is set (CI).
 func startHAProxy(t *testing.T, backends ...string) (string, string) {
 	t.Helper()
+	return startHAProxyTimeout(t, 0, backends...)
+}
+
+// startHAProxyTimeout is startHAProxy with its client and server idle
+// timeout set (0: the script's default, 5 minutes).
+func startHAProxyTimeout(t *testing.T, timeout time.Duration, backends ...string) (string, string) {
+	t.Helper()
 	state := t.TempDir()
 	script, _ := filepath.Abs("../../scripts/haproxy.sh")
-	out, err := exec.Command(script, append([]string{"start", state}, backends...)...).Output()
+	cmd := exec.Command(script, append([]string{"start", state}, backends...)...)
+	if timeout > 0 {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("HAPROXY_TIMEOUT=%dms", timeout.Milliseconds()))
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		msg := fmt.Sprintf("haproxy did not start: %v %s", err, stderrOf(err))
 		if os.Getenv("DARKROOM_TEST_REQUIRE_PG") != "" {

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	stdlog "log"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/server"
@@ -64,7 +67,10 @@ func serve(ctx context.Context, args []string) error {
 	}
 	bgDone := a.background(ctx)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// Out of descriptors: a log line and darkroom_accept_errors_total,
+	// while net/http retries (its own line per retry is left out).
+	srv.ErrorLog = stdlog.New(httpErrors{log}, "", 0)
+	go func() { served <- srv.Serve(server.AcceptErrors(ln, log, a.metrics.AcceptFailed)) }()
 	log.Info("darkroom serving", a.banner("http://"+ln.Addr().String()+"/mcp", mln)...)
 	select {
 	case err := <-served: // the listener failed
@@ -88,4 +94,15 @@ func listen(cfg *config) (net.Listener, error) {
 		cfg.PublicURL = "http://" + ln.Addr().String()
 	}
 	return ln, nil
+}
+
+// httpErrors is net/http's error log as slog lines, without its
+// "Accept error ... retrying" line: server.AcceptErrors says it once.
+type httpErrors struct{ log *slog.Logger }
+
+func (h httpErrors) Write(p []byte) (int, error) {
+	if line := strings.TrimSpace(string(p)); !strings.HasPrefix(line, "http: Accept error") {
+		h.log.Warn(line)
+	}
+	return len(p), nil
 }

@@ -118,7 +118,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
 	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
-		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes})
+		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes, KeepAlive: a.cfg.StreamKeepAlive})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)
@@ -489,20 +489,21 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 
 func (a *app) serverConfig() server.Config {
 	return server.Config{
-		Version:        buildVersion(),
-		Tools:          a.tools,
-		Files:          a.files,
-		Routes:         a.opsRoutes(),
-		AllowedOrigins: a.cfg.AllowedOrigins,
-		TrustedProxies: a.cfg.TrustedProxies,
-		MaxBodyBytes:   a.cfg.MaxBodyBytes,
-		Logger:         server.QuietSDK(a.log),
-		Auth:           a.auth,
-		ResourceURL:    a.cfg.PublicURL + "/mcp",
-		AuthServers:    a.cfg.AuthServers,
-		Limits:         a.limits,
-		Tasks:          a.tasks,
-		Capabilities:   capabilities(),
+		Version:         buildVersion(),
+		Tools:           a.tools,
+		Files:           a.files,
+		Routes:          a.opsRoutes(),
+		AllowedOrigins:  a.cfg.AllowedOrigins,
+		TrustedProxies:  a.cfg.TrustedProxies,
+		MaxBodyBytes:    a.cfg.MaxBodyBytes,
+		Logger:          server.QuietSDK(a.log),
+		Auth:            a.auth,
+		ResourceURL:     a.cfg.PublicURL + "/mcp",
+		AuthServers:     a.cfg.AuthServers,
+		Limits:          a.limits,
+		Tasks:           a.tasks,
+		Capabilities:    capabilities(),
+		StreamKeepAlive: a.cfg.StreamKeepAlive,
 		Configure: func(s *mcp.Server) {
 			// The viewer first: middleware added later wraps it, so the
 			// era's list shaping and the resources errors apply to what
