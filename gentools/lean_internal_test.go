@@ -7,8 +7,8 @@ import (
 )
 
 // TestViewKeyCoversTheView: every field of a view without outputs is in
-// its memo key, so a field added to GenerationView cannot be left out
-// (a shared result would then hide its changes).
+// its reply key, so a field added to GenerationView cannot be left out
+// (a kept reply would then hide its changes).
 func TestViewKeyCoversTheView(t *testing.T) {
 	base := GenerationView{Outputs: []OutputView{}}
 	typ := reflect.TypeOf(base)
@@ -22,7 +22,7 @@ func TestViewKeyCoversTheView(t *testing.T) {
 			field := reflect.ValueOf(&v).Elem().Field(i)
 			reflect.NewAt(f.Type, unsafe.Pointer(field.UnsafeAddr())).Elem().Set(variant)
 			if keyOf(&v) == keyOf(&base) {
-				t.Errorf("GenerationView.%s = %v leaves the memo key unchanged", f.Name, variant)
+				t.Errorf("GenerationView.%s = %v leaves the reply key unchanged", f.Name, variant)
 			}
 		}
 	}
