@@ -67,6 +67,7 @@ func series(t *testing.T, s *metrics.Set) map[string]float64 {
 
 // baseline is what a fresh Set holds: the metrics without labels.
 var baseline = map[string]float64{
+	"darkroom_accept_errors_total":           0,
 	"darkroom_runner_lease_takeovers_total":  0,
 	"darkroom_runner_in_flight_holds_total":  0,
 	"darkroom_store_commit_batch_size_count": 0,
@@ -106,6 +107,9 @@ func TestRecord(t *testing.T) {
 		want map[string]float64
 	}{
 		{"nothing", func(*metrics.Set) {}, nil},
+		{"accept error", func(s *metrics.Set) { s.AcceptFailed(); s.AcceptFailed() }, map[string]float64{
+			"darkroom_accept_errors_total": 2,
+		}},
 		{"request", func(s *metrics.Set) {
 			s.Request("http", "tools/call", "generate", "ok", 250*time.Millisecond)
 			s.Request("http", "tools/call", "generate", "ok", 500*time.Millisecond)
