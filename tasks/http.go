@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/sse"
 )
 
 // decodeHeader undoes SEP-2243's =?base64?...?= encoding and trims
@@ -232,7 +234,7 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 		return nil
 	}
 	keepAlive := func() error {
-		_, err := io.WriteString(w, ":\r\n\r\n")
+		_, err := io.WriteString(w, sse.Comment)
 		if flusher != nil {
 			flusher.Flush()
 		}

@@ -201,8 +201,8 @@ func TestMiddlewarePassesOtherRequests(t *testing.T) {
 	<-f.passed
 }
 
-// sse reads a listen stream's data lines into a channel, closed at EOF.
-func sse(t *testing.T, resp *http.Response) <-chan rpcResponse {
+// readStream reads a listen stream's data lines into a channel, closed at EOF.
+func readStream(t *testing.T, resp *http.Response) <-chan rpcResponse {
 	t.Helper()
 	out := make(chan rpcResponse, 64)
 	// Hanging up ends a stream the server failed to end, so that the
@@ -312,7 +312,7 @@ func TestListenStream(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	stream := sse(t, resp)
+	stream := readStream(t, resp)
 	ack := next(t, stream)
 	if ack.Method != notificationSubscribed {
 		t.Fatalf("first message is %s %s, want the acknowledgement", ack.Method, ack.Result)
@@ -477,7 +477,7 @@ func TestListenTaskIDsCap(t *testing.T) {
 				if perr != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 					t.Fatalf("parse %v; HTTP %d %s: want the stream", perr, resp.StatusCode, resp.Header.Get("Content-Type"))
 				}
-				if ack := next(t, sse(t, resp)); ack.Method != notificationSubscribed || !strings.Contains(string(ack.Params), a.ID) {
+				if ack := next(t, readStream(t, resp)); ack.Method != notificationSubscribed || !strings.Contains(string(ack.Params), a.ID) {
 					t.Fatalf("first message %s %s, want the acknowledgement of %s", ack.Method, ack.Params, a.ID)
 				}
 				return

@@ -21,7 +21,7 @@ type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (Reply, err
 // comparable, and include everything the result shows.
 type Reply struct {
 	Result *mcp.CallToolResult
-	ID     string // the generation a keyed reply is of
+	ID     string // what a keyed reply shows (a generation's id): its reply-cache slot
 	Key    any
 	Render func() *mcp.CallToolResult
 }
