@@ -450,21 +450,13 @@ func humanDuration(d time.Duration) string {
 // without waiting on it, to cancel a job it holds. Deciding first means
 // a provider that hangs on Cancel too cannot keep the generation live.
 func (r *Runner) abandon(ctx context.Context, g *Generation, kind ErrorKind, why string) {
-	r.mu.Lock()
-	delete(r.fails, g.ID)
-	delete(r.storageDown, g.ID)
-	r.mu.Unlock()
-	c := change(g.ID, EventAbandon, "")
-	c.ErrorKind, c.ErrorMessage = kind, why
-	c.Message = fmt.Sprintf("failed: %s; %s refunded", why, credits(g.Credits))
-	after, err := r.s.apply(ctx, c)
+	after, err := r.refundedFailure(ctx, g, kind, why, hook{})
 	if err != nil {
 		if ctx.Err() == nil {
 			r.cfg.Logger.Error("runner: record abandon", "generation", g.ID, "err", err)
 		}
 		return
 	}
-	r.wakeOwner(ctx, g.Owner)
 	if after.Status != StatusFailed || after.ErrorMessage != why {
 		return // it ended otherwise meanwhile
 	}
@@ -596,19 +588,28 @@ func (r *Runner) providerFailed(ctx context.Context, g *Generation, msg string, 
 		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
 		return
 	}
-	r.mu.Lock()
-	delete(r.fails, g.ID)
-	r.mu.Unlock()
-	c := change(g.ID, EventAbandon, "")
-	c.ErrorKind, c.ErrorMessage = ErrorProvider, msg
-	c.Message = fmt.Sprintf("failed: %s; %s refunded", msg, credits(g.Credits))
-	after, err := r.apply(ctx, c, h)
-	if err != nil && ctx.Err() == nil {
+	if _, err := r.refundedFailure(ctx, g, ErrorProvider, msg, h); err != nil && ctx.Err() == nil {
 		r.cfg.Logger.Error("runner: record failure", "generation", g.ID, "err", err)
 	}
-	if after != nil {
-		r.wakeOwner(ctx, after.Owner)
+}
+
+// refundedFailure ends g failed for why with its credits refunded (the
+// abandon event), folding the deliveries h names, and wakes its owner's
+// queued generations.
+func (r *Runner) refundedFailure(ctx context.Context, g *Generation, kind ErrorKind, why string, h hook) (*Generation, error) {
+	r.mu.Lock()
+	delete(r.fails, g.ID)
+	delete(r.storageDown, g.ID)
+	r.mu.Unlock()
+	c := change(g.ID, EventAbandon, "")
+	c.ErrorKind, c.ErrorMessage = kind, why
+	c.Message = fmt.Sprintf("failed: %s; %s refunded", why, credits(g.Credits))
+	after, err := r.apply(ctx, c, h)
+	if err != nil {
+		return nil, err
 	}
+	r.wakeOwner(ctx, g.Owner)
+	return after, nil
 }
 
 // failWith is fail, consuming the deliveries h folded in the same
