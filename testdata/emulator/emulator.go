@@ -37,32 +37,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 )
 
-// Clock is a settable clock, safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// Clock is the settable test clock jobs move on.
+type Clock = testclock.Clock
 
 // NewClock starts a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Set moves the clock to t (forward only).
-func (c *Clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.t) {
-		c.t = t
-	}
-}
+func NewClock(t time.Time) *Clock { return testclock.New(t) }
 
 // Op names an emulated operation, for faults and counters.
 type Op string
