@@ -35,16 +35,35 @@ type Model struct {
 	Durations       []int    `json:"durations,omitempty"` // seconds, video only
 	NeedsInputImage bool     `json:"needsInputImage"`
 	// AcceptsInputImage: an input image is optional (it guides the result).
-	AcceptsInputImage bool          `json:"acceptsInputImage,omitempty"`
-	ExpectedDuration  time.Duration `json:"-"` // typical time from submit to completion
+	AcceptsInputImage bool `json:"acceptsInputImage,omitempty"`
+	// MaxCount is the most outputs one call may ask for (0 means 1).
+	MaxCount int `json:"maxCount,omitempty"`
+	// Roles are the further input roles the model takes (RoleMask,
+	// RoleReference, RoleLastFrame), each with how many at most. The main
+	// input image (RoleImage, or RoleFirstFrame for video) is
+	// NeedsInputImage/AcceptsInputImage.
+	Roles            map[string]int `json:"roles,omitempty"`
+	ExpectedDuration time.Duration  `json:"-"` // typical time from submit to completion
 }
+
+// Input roles: what an input file is for.
+const (
+	RoleImage      = "image"       // the image to edit or start from
+	RoleMask       = "mask"        // where an edit may change the image
+	RoleReference  = "reference"   // a style or subject reference
+	RoleFirstFrame = "first_frame" // a video's first frame (the main input of a video model)
+	RoleLastFrame  = "last_frame"  // a video's last frame
+)
+
+// Roles lists every input role, in the order docs name them.
+var Roles = []string{RoleImage, RoleMask, RoleReference, RoleFirstFrame, RoleLastFrame}
 
 // Input is an input image already stored by darkroom. Providers that need a
 // URL get one that stays valid long enough for the job; the local provider
 // reads the bytes through Open.
 type Input struct {
-	// Role is what an Extra input is for ("mask", "lastFrame",
-	// "reference"); empty for the main input image.
+	// Role is what an Extra input is for (RoleMask, RoleReference,
+	// RoleLastFrame); empty for the main input image.
 	Role     string
 	MimeType string
 	URL      string
@@ -62,7 +81,9 @@ type Request struct {
 	AspectRatio     string // "16:9", "1:1", ...
 	Seed            int64
 	DurationSeconds int // video only
-	InputImage      *Input
+	// Count is how many outputs to make (0 means 1; at most Model.MaxCount).
+	Count      int
+	InputImage *Input
 	// Extra are further input files by role, for models that take them
 	// (an edit mask, a video's last frame, reference images).
 	Extra []Input

@@ -57,6 +57,12 @@ type Entry struct {
 	Defaults map[string]any `json:"defaults,omitempty"`
 	// Output says where the result's files are.
 	Output OutputMap `json:"output"`
+	// MaxCount is the most outputs one call may ask for (0 means 1); the
+	// count goes to Input.Count.
+	MaxCount int `json:"maxCount,omitempty"`
+	// Roles are the input roles the model takes besides its main input
+	// image (Input.InputImage): "mask", "reference", "last_frame".
+	Roles map[string]Role `json:"roles,omitempty"`
 	// Disabled removes the model (in an override file).
 	Disabled bool `json:"disabled,omitempty"`
 }
@@ -76,6 +82,20 @@ type InputMap struct {
 	DurationFormat string `json:"durationFormat,omitempty"`
 	Seed           string `json:"seed,omitempty"`
 	InputImage     string `json:"inputImage,omitempty"`
+	// Count is the provider's field for how many outputs to make
+	// (Replicate "num_outputs", fal "num_images").
+	Count string `json:"count,omitempty"`
+}
+
+// Role is how one input role reaches the provider.
+type Role struct {
+	// Field is the provider's input field the file's URL goes in.
+	Field string `json:"field"`
+	// Max is how many files of the role one call may give (0 means 1);
+	// more than one needs List.
+	Max int `json:"max,omitempty"`
+	// List: the field takes an array of URLs, not one URL.
+	List bool `json:"list,omitempty"`
 }
 
 // OutputMap locates output files in the provider's result.

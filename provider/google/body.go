@@ -102,14 +102,14 @@ func veoExtras(ctx context.Context, inst map[string]any, extra []provider.Input)
 	var refs []any
 	for i := range extra {
 		x := &extra[i]
-		if x.Role != "lastFrame" && x.Role != "reference" {
+		if x.Role != provider.RoleLastFrame && x.Role != provider.RoleReference {
 			continue
 		}
 		img, err := inline(ctx, x)
 		if err != nil {
 			return err
 		}
-		if x.Role == "lastFrame" {
+		if x.Role == provider.RoleLastFrame {
 			inst["lastFrame"] = veoImage(img)
 		} else {
 			refs = append(refs, map[string]any{"image": veoImage(img), "referenceType": "asset"})

@@ -93,7 +93,7 @@ func TestGoogleVeo(t *testing.T) {
 			ctx := context.Background()
 			req := provider.Request{IdempotencyKey: "gen-" + c.name, Model: r.model(t, "google-veo-3-fast"), Prompt: c.prompt,
 				NegativePrompt: "blur", AspectRatio: "9:16", DurationSeconds: 8, InputImage: pngInput(""),
-				Extra: []provider.Input{*pngInput("lastFrame"), *pngInput("reference")}}
+				Extra: []provider.Input{*pngInput(provider.RoleLastFrame), *pngInput(provider.RoleReference)}}
 			job, err := r.p.Submit(ctx, req)
 			if err != nil {
 				t.Fatal(err)

@@ -97,7 +97,7 @@ func writeForm(ctx context.Context, mw *multipart.Writer, fields map[string]any,
 		return err
 	}
 	for i := range req.Extra {
-		if req.Extra[i].Role == "mask" {
+		if req.Extra[i].Role == provider.RoleMask {
 			if err := writeFile(ctx, mw, "mask", "mask", &req.Extra[i]); err != nil {
 				return err
 			}
