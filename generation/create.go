@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
@@ -42,11 +43,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	}
 	earlier, err := s.insert(ctx, c)
 	if earlier != nil && err == nil {
-		s.dropInput(ctx, c.input)
+		s.dropInputs(ctx, c.stored)
 		return s.repeat(*earlier, &req, hash)
 	}
 	if err != nil {
-		s.dropInput(ctx, c.input)
+		s.dropInputs(ctx, c.stored)
 		if errors.Is(err, ErrDuplicateKey) {
 			// An engine whose transactions do not serialize on LockOwner
 			// lost the race to a concurrent create: answer as a repeat.
@@ -72,42 +73,39 @@ type creation struct {
 	m     provider.Model
 	limit *int64 // daily budget (nil: unlimited)
 	rate  *Rate  // create rate (nil: unlimited)
-	now   time.Time
-	input *StoredBlob // the input image stored for it, if any
-	row   Row
+	now    time.Time
+	stored []StoredBlob // the input files stored for it
+	row    Row
 	fresh *Generation // the record as inserted (the defaults are the schema's): no read-back
 }
 
-// prepare stores c's input image, if any, and builds the record to insert.
+// prepare stores c's input files sent as bytes, and builds the record to
+// insert.
 func (s *Service) prepare(ctx context.Context, c *creation, hash string) error {
 	req, m := c.req, c.m
 	id := NewID()
 	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds}
-	if req.InputImage != nil {
-		if c.limit != nil && m.Credits > *c.limit {
-			return budgetError(m, *c.limit, 0)
-		}
-		in, err := s.storeInput(ctx, c.owner, id, "input", req.InputImage)
-		if err != nil {
-			return err
-		}
-		params.InputImage, c.input = in, in
+	if req.Count > 1 {
+		params.Count = req.Count
+	}
+	if err := s.storeInputs(ctx, c, id, &params); err != nil {
+		return err
 	}
 	status, msg := StatusQueued, "queued"
-	params.AwaitsImage = m.NeedsInputImage && params.InputImage == nil
+	awaited(req, m, &params)
 	params.AwaitsApproval = req.HoldForApproval
 	switch {
-	case params.AwaitsImage:
-		status, msg = StatusReserved, msgAwaitsImage
+	case params.awaitsInput():
+		status, msg = StatusReserved, waitingFor(params)
 	case params.AwaitsApproval:
-		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", m.Credits)
+		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", req.credits)
 	}
 	pj, _ := json.Marshal(params)
 	now := s.cfg.Now().UTC().Truncate(time.Millisecond)
 	c.now = now
 	c.row = Row{
 		ID: id, Owner: c.owner, ModelID: m.ID, Provider: m.Provider, Kind: string(m.Kind),
-		Prompt: req.Prompt, Params: string(pj), ArgsHash: hash, Credits: m.Credits, Charged: m.Credits,
+		Prompt: req.Prompt, Params: string(pj), ArgsHash: hash, Credits: req.credits, Charged: req.credits,
 		Status: status, StatusMessage: msg, CreatedAt: now, UpdatedAt: now, IdempotencyKey: req.IdempotencyKey,
 	}
 	if status == StatusQueued {
@@ -115,8 +113,54 @@ func (s *Service) prepare(ctx context.Context, c *creation, hash string) error {
 	}
 	c.fresh = &Generation{
 		ID: id, Owner: c.owner, ModelID: m.ID, Provider: m.Provider, Kind: m.Kind, Prompt: req.Prompt, Params: params,
-		Credits: m.Credits, Charged: m.Credits, Status: status, StatusMessage: msg, Outputs: []Output{},
+		Credits: req.credits, Charged: req.credits, Status: status, StatusMessage: msg, Outputs: []Output{},
 		IdempotencyKey: req.IdempotencyKey, CreatedAt: now, UpdatedAt: now,
+	}
+	return nil
+}
+
+// storeInputs keeps the input files c's request sent as bytes (an output
+// it names is used where it is) and lists them in p: the main image as
+// p.InputImage, the others in p.Inputs. A request over the budget stores
+// nothing.
+func (s *Service) storeInputs(ctx context.Context, c *creation, id string, p *Params) error {
+	req := c.req
+	if req.InputImage == nil && !slices.ContainsFunc(req.Inputs, func(in RoleInput) bool { return in.Output != nil }) {
+		return nil
+	}
+	if c.limit != nil && req.credits > *c.limit {
+		return budgetError(c.m, req.credits, *c.limit, 0)
+	}
+	main := MainRole(c.m.Kind)
+	if req.InputImage != nil {
+		f, err := s.storeInput(ctx, c.owner, id, "input", req.InputImage)
+		if err != nil {
+			return err
+		}
+		c.stored = append(c.stored, f)
+		p.InputImage = &InputFile{StoredBlob: f, Role: main, Width: req.mainDims[0], Height: req.mainDims[1]}
+	}
+	for i, in := range req.Inputs {
+		if in.Output == nil {
+			continue // awaited: upload_input brings it
+		}
+		f := *in.Output
+		f.Role = in.Role
+		if in.Image != nil {
+			b, err := s.storeInput(ctx, c.owner, id, fmt.Sprintf("%s-%d", in.Role, i), in.Image)
+			if err != nil {
+				s.dropInputs(ctx, c.stored)
+				c.stored = nil
+				return err
+			}
+			c.stored = append(c.stored, b)
+			f.StoredBlob = b
+		}
+		if in.Role == main {
+			p.InputImage = &f
+		} else {
+			p.Inputs = append(p.Inputs, f)
+		}
 	}
 	return nil
 }
@@ -172,8 +216,8 @@ func (s *Service) refusal(ctx context.Context, tx Tx, c *creation) (refused, err
 		if err != nil {
 			return nil, err
 		}
-		if c.m.Credits > *c.limit-spent {
-			return budgetError(c.m, *c.limit, spent), nil
+		if c.req.credits > *c.limit-spent {
+			return budgetError(c.m, c.req.credits, *c.limit, spent), nil
 		}
 	}
 	if c.rate != nil {

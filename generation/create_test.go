@@ -107,7 +107,7 @@ func TestConcurrentUploads(t *testing.T) {
 	for i := range n {
 		data := append(append([]byte{}, base...), byte(i)) // distinct files
 		wg.Go(func() {
-			got, err := e.svc.UploadInput(ctx, "alice", g.ID, InputImage{Data: data})
+			got, err := e.svc.UploadInput(ctx, "alice", g.ID, "", InputImage{Data: data})
 			results <- result{data, got, err}
 		})
 	}

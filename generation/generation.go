@@ -52,13 +52,40 @@ type Params struct {
 	NegativePrompt  string      `json:"negativePrompt,omitempty"`
 	Seed            *int64      `json:"seed,omitempty"`
 	DurationSeconds int         `json:"durationSeconds,omitempty"`
-	InputImage      *StoredBlob `json:"inputImage,omitempty"`
-	// AwaitsImage marks a generation reserved until upload_input, and
+	// InputImage is the main input image (role image, or first_frame for
+	// a video model).
+	InputImage *InputFile `json:"inputImage,omitempty"`
+	// Inputs are the further input files by role (a mask, references, a
+	// last frame), in the order given.
+	Inputs []InputFile `json:"inputs,omitempty"`
+	// Count is how many outputs were asked for (omitted: 1).
+	Count int `json:"count,omitempty"`
+	// AwaitsImage marks a generation reserved until upload_input brings
+	// its main image, Awaits the further roles it still waits for, and
 	// AwaitsApproval one reserved until its spend is approved; it is
-	// queued once neither holds.
-	AwaitsImage    bool `json:"awaitsImage,omitempty"`
-	AwaitsApproval bool `json:"awaitsApproval,omitempty"`
+	// queued once none holds.
+	AwaitsImage    bool     `json:"awaitsImage,omitempty"`
+	Awaits         []string `json:"awaits,omitempty"`
+	AwaitsApproval bool     `json:"awaitsApproval,omitempty"`
 }
+
+// Outputs is how many outputs the generation was asked for.
+func (p Params) Outputs() int { return max(p.Count, 1) }
+
+// files lists every input file, the main image first.
+func (p Params) files() []*InputFile {
+	var out []*InputFile
+	if p.InputImage != nil {
+		out = append(out, p.InputImage)
+	}
+	for i := range p.Inputs {
+		out = append(out, &p.Inputs[i])
+	}
+	return out
+}
+
+// awaitsInput reports whether an input is still to upload.
+func (p Params) awaitsInput() bool { return p.AwaitsImage || len(p.Awaits) > 0 }
 
 // StoredBlob is a file darkroom keeps in its blob store.
 type StoredBlob struct {
@@ -115,9 +142,23 @@ type Generation struct {
 	UpdatedAt       time.Time
 }
 
-// UploadRequired reports whether the generation waits for an input image.
+// InputFiles lists the generation's input files, the main image first,
+// each with its role.
+func (g *Generation) InputFiles() []InputFile {
+	var out []InputFile
+	for _, f := range g.Params.files() {
+		in := *f
+		if in.Role == "" { // recorded before roles
+			in.Role = MainRole(g.Kind)
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// UploadRequired reports whether the generation waits for an input file.
 func (g *Generation) UploadRequired() bool {
-	return g.Status == StatusReserved && g.Params.AwaitsImage
+	return g.Status == StatusReserved && g.Params.awaitsInput()
 }
 
 func fromRow(r Row) (*Generation, error) {

@@ -17,8 +17,8 @@ func TestHeadline(t *testing.T) {
 		{StatusQueued, "position 3 in line", 0, "Queued: position 3 in line"},
 		{StatusQueued, "queued, position 3", 0, "Queued: position 3"},
 		{StatusQueued, "submitted to replicate", 0, "Queued: submitted to replicate"},
-		{StatusQueued, "2 of your generations are in flight (limit 2); this one starts when one finishes", 0,
-			"Queued: 2 of your generations are in flight (limit 2); this one starts when one finishes"},
+		{StatusQueued, "2 of your outputs are in flight (limit 2); this one starts when one finishes", 0,
+			"Queued: 2 of your outputs are in flight (limit 2); this one starts when one finishes"},
 		{StatusQueued, "queuedness", 0, "Queued: queuedness"}, // a longer word is kept
 		{StatusRunning, "rendering", 0.45, "Running: rendering, 45%"},
 		{StatusRunning, "rendering", 0.999, "Running: rendering, 99%"},

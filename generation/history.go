@@ -35,9 +35,12 @@ func (s *Service) PurgeHistory(ctx context.Context) (gens, deliveries int64, err
 			if err := json.Unmarshal([]byte(r.Params), &p); err != nil {
 				return gens, deliveries, fmt.Errorf("generation %s params: %w", r.ID, err)
 			}
-			if p.InputImage != nil {
-				if err := s.cfg.Blobs.Delete(ctx, p.InputImage.Key); err != nil {
-					return gens, deliveries, fmt.Errorf("delete input %s: %w", p.InputImage.Key, err)
+			for _, in := range p.files() {
+				if !in.owned() {
+					continue // an output of another generation, deleted with it
+				}
+				if err := s.cfg.Blobs.Delete(ctx, in.Key); err != nil {
+					return gens, deliveries, fmt.Errorf("delete input %s: %w", in.Key, err)
 				}
 			}
 		}

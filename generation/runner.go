@@ -45,7 +45,7 @@ type RunnerConfig struct {
 	// accept webhooks get {WebhookBase}/webhooks/{provider} per job and
 	// are polled only as a slow safety net.
 	WebhookBase string
-	// MaxInFlight caps an owner's generations at the provider at once;
+	// MaxInFlight caps an owner's outputs at the provider at once;
 	// more wait queued (0 or nil: no cap).
 	MaxInFlight func(owner string) int
 	Logger      *slog.Logger

@@ -92,7 +92,7 @@ func TestRunnerUploadThenComplete(t *testing.T) {
 	if g.Status != StatusReserved || !g.UploadRequired() {
 		t.Fatalf("created %s", g.Status)
 	}
-	if _, err := e.svc.UploadInput(context.Background(), "alice", g.ID, InputImage{Data: pngBytes(t)}); err != nil {
+	if _, err := e.svc.UploadInput(context.Background(), "alice", g.ID, "", InputImage{Data: pngBytes(t)}); err != nil {
 		t.Fatal(err)
 	}
 	done := e.waitDone(g.ID)

@@ -184,8 +184,13 @@ type CreateRequest struct {
 	AspectRatio     string
 	Seed            *int64
 	DurationSeconds int
-	InputImage      *InputImage
-	IdempotencyKey  string
+	InputImage      *InputImage // the main input image, sent as bytes
+	// Inputs are input files by role (RoleInput); the main image may be
+	// one of them instead of InputImage.
+	Inputs []RoleInput
+	// Count is how many outputs to make (0 means 1).
+	Count          int
+	IdempotencyKey string
 	// HoldForApproval keeps the generation reserved until Approve.
 	HoldForApproval bool
 	// InTx runs inside the creating transaction (the tasks layer creates its
@@ -194,7 +199,16 @@ type CreateRequest struct {
 	// valid is the model Validate accepted the request for: Create then
 	// validates it no second time (its fields must not change between).
 	valid *provider.Model
+	// credits is what the request costs (Validate): the model's price per
+	// output times the count.
+	credits int64
+	// mainDims is InputImage's size, read from its header by Validate.
+	mainDims [2]int
 }
+
+// Credits is what the validated request costs: the model's credits per
+// output times the outputs asked for.
+func (req *CreateRequest) Credits() int64 { return req.credits }
 
 // DefaultAspectRatio is used when the caller gives none (or the model's
 // first ratio when it does not offer this one).
@@ -262,10 +276,23 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 		return m, inputErrorf("%s does not take an input image", m.ID)
 	}
 	if req.InputImage != nil {
-		if err := s.checkImage(req.InputImage); err != nil {
+		w, h, err := s.checkImage(req.InputImage, "inputImage")
+		if err != nil {
 			return m, err
 		}
+		req.mainDims = [2]int{w, h}
 	}
+	if err := s.checkInputs(req, m); err != nil {
+		return m, err
+	}
+	most := max(m.MaxCount, 1)
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count < 1 || req.Count > most {
+		return m, inputErrorf("count %d is not offered by %s: it makes 1 to %d outputs per call", req.Count, m.ID, most)
+	}
+	req.credits = m.Credits * int64(req.Count)
 	req.valid = &m
 	return m, nil
 }
@@ -280,34 +307,35 @@ func (s *Service) validated(req *CreateRequest) (provider.Model, error) {
 
 // checkImage refuses an input image that cannot be used, from its bytes'
 // size, type and header (image.DecodeConfig reads no pixels), so nothing
-// is stored or charged for it. It sets MimeType to the real type.
-func (s *Service) checkImage(img *InputImage) error {
+// is stored or charged for it. It sets MimeType to the real type and
+// returns the size. field names the image in errors.
+func (s *Service) checkImage(img *InputImage, field string) (width, height int, err error) {
 	if len(img.Data) == 0 {
-		return inputErrorf("inputImage is empty")
+		return 0, 0, inputErrorf("%s is empty", field)
 	}
 	if int64(len(img.Data)) > s.cfg.MaxInputBytes {
-		return inputErrorf("inputImage is %d bytes; the limit is %d bytes", len(img.Data), s.cfg.MaxInputBytes)
+		return 0, 0, inputErrorf("%s is %d bytes; the limit is %d bytes", field, len(img.Data), s.cfg.MaxInputBytes)
 	}
 	real := SniffImage(img.Data)
 	if real == "" {
-		return inputErrorf("inputImage is not a PNG, JPEG or WebP image")
+		return 0, 0, inputErrorf("%s is not a PNG, JPEG or WebP image", field)
 	}
 	if img.MimeType != "" && img.MimeType != real {
-		return inputErrorf("inputImage claims %s but its bytes are %s", img.MimeType, real)
+		return 0, 0, inputErrorf("%s claims %s but its bytes are %s", field, img.MimeType, real)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(img.Data))
 	if err != nil || "image/"+format != real {
-		return inputErrorf("inputImage is not a valid %s file (its header cannot be read); send the image again or in another format", real)
+		return 0, 0, inputErrorf("%s is not a valid %s file (its header cannot be read); send the image again or in another format", field, real)
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return inputErrorf("inputImage is %d×%d pixels; it has no pixels", cfg.Width, cfg.Height)
+		return 0, 0, inputErrorf("%s is %d×%d pixels; it has no pixels", field, cfg.Width, cfg.Height)
 	}
 	if cfg.Width > MaxInputSide || cfg.Height > MaxInputSide || int64(cfg.Width)*int64(cfg.Height) > MaxInputPixels {
-		return inputErrorf("inputImage is %d×%d pixels; the limit is %d pixels a side and %d million pixels: scale it down",
-			cfg.Width, cfg.Height, MaxInputSide, MaxInputPixels/1_000_000)
+		return 0, 0, inputErrorf("%s is %d×%d pixels; the limit is %d pixels a side and %d million pixels: scale it down",
+			field, cfg.Width, cfg.Height, MaxInputSide, MaxInputPixels/1_000_000)
 	}
 	img.MimeType = real
-	return nil
+	return cfg.Width, cfg.Height, nil
 }
 
 // SniffImage names the image type from magic bytes, or "" if it is not a
@@ -337,8 +365,30 @@ func argsHash(req *CreateRequest) string {
 	if req.Seed != nil {
 		seed = fmt.Sprint(*req.Seed)
 	}
-	_ = json.NewEncoder(h).Encode([]any{req.ModelID, req.Prompt, req.NegativePrompt, req.AspectRatio, seed, req.DurationSeconds, img, req.HoldForApproval})
+	args := []any{req.ModelID, req.Prompt, req.NegativePrompt, req.AspectRatio, seed, req.DurationSeconds, img, req.HoldForApproval}
+	// What later releases added joins the digest only when used, so a
+	// key repeated across an upgrade still matches its first request.
+	if req.Count > 1 {
+		args = append(args, "count", req.Count)
+	}
+	for _, in := range req.Inputs {
+		args = append(args, "input", in.Role, inputDigest(in))
+	}
+	_ = json.NewEncoder(h).Encode(args)
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// inputDigest names an input's content: its bytes' digest, the output it
+// is, or "" for one still to upload.
+func inputDigest(in RoleInput) string {
+	switch {
+	case in.Image != nil:
+		sum := sha256.Sum256(in.Image.Data)
+		return hex.EncodeToString(sum[:])
+	case in.Output != nil:
+		return in.Output.From
+	}
+	return ""
 }
 
 func dayStart(t time.Time) time.Time {
@@ -346,25 +396,25 @@ func dayStart(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 }
 
-func budgetError(m provider.Model, limit, spent int64) error {
-	return inputErrorf("%s costs %d credits but your balance today is %d (spent %d of %d); nothing was generated", m.ID, m.Credits, max(limit-spent, 0), spent, limit)
+func budgetError(m provider.Model, credits, limit, spent int64) error {
+	return inputErrorf("%s costs %d credits but your balance today is %d (spent %d of %d); nothing was generated", m.ID, credits, max(limit-spent, 0), spent, limit)
 }
 
 // storeInput keeps an input image under a name unique to this attempt, so
 // that a losing concurrent upload never overwrites the winner's file.
-func (s *Service) storeInput(ctx context.Context, owner, id, name string, img *InputImage) (*StoredBlob, error) {
+func (s *Service) storeInput(ctx context.Context, owner, id, name string, img *InputImage) (StoredBlob, error) {
 	ext := strings.TrimPrefix(img.MimeType, "image/")
 	obj, err := s.cfg.Blobs.Put(ctx, blob.OwnerHash(owner)+"/"+id+"/"+name+"."+ext, bytes.NewReader(img.Data), img.MimeType, s.cfg.MaxInputBytes)
 	if err != nil {
-		return nil, fmt.Errorf("store input image: %w", err)
+		return StoredBlob{}, fmt.Errorf("store input image: %w", err)
 	}
-	return &StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}, nil
+	return StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}, nil
 }
 
-// dropInput deletes an input stored for a write that did not commit.
-func (s *Service) dropInput(ctx context.Context, in *StoredBlob) {
-	if in != nil {
-		_ = s.cfg.Blobs.Delete(context.WithoutCancel(ctx), in.Key)
+// dropInputs deletes inputs stored for a write that did not commit.
+func (s *Service) dropInputs(ctx context.Context, in []StoredBlob) {
+	for _, b := range in {
+		_ = s.cfg.Blobs.Delete(context.WithoutCancel(ctx), b.Key)
 	}
 }
 
@@ -552,51 +602,101 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 	return g, outcome, nil
 }
 
-// UploadInput attaches the input image to a reserved generation and queues
-// it. The check that it still waits for its image and the change are one
-// transaction: of concurrent uploads exactly one wins, and the record
-// names the file that upload stored.
-func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputImage) (*Generation, error) {
+// UploadInput attaches an input file the reserved generation waits for
+// (role: its main image, a mask, a reference, a last frame; "" the first
+// it waits for), and queues it once nothing else is awaited. The check
+// that it still waits for that role and the change are one transaction:
+// of concurrent uploads exactly one wins, and the record names the file
+// that upload stored.
+func (s *Service) UploadInput(ctx context.Context, owner, id, role string, img InputImage) (*Generation, error) {
 	g, err := s.Get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	m, _ := s.Model(g.ModelID)
-	if err := uploadable(g, m); err != nil {
+	if role == "" {
+		role = nextAwaited(g, m)
+	}
+	if err := uploadable(g, m, role); err != nil {
 		return nil, err
 	}
-	if err := s.checkImage(&img); err != nil {
+	w, h, err := s.checkImage(&img, "image")
+	if err != nil {
+		return nil, err
+	}
+	f := InputFile{Role: role, Width: w, Height: h}
+	if err := fitsMask(g.Params, f); err != nil {
 		return nil, err
 	}
 	// Each upload its own file: a losing one deletes only its own. (An id's
 	// first 12 digits are its millisecond, shared by concurrent uploads.)
-	in, err := s.storeInput(ctx, owner, id, "input-"+ids.New()[12:28], &img)
-	if err != nil {
+	if f.StoredBlob, err = s.storeInput(ctx, owner, id, role+"-"+ids.New()[12:28], &img); err != nil {
 		return nil, err
 	}
 	after, err := s.release(ctx, id, func(g *Generation) error {
-		if err := uploadable(g, m); err != nil {
+		if err := uploadable(g, m, role); err != nil {
 			return err
 		}
-		g.Params.InputImage, g.Params.AwaitsImage = in, false
+		attach(&g.Params, MainRole(m.Kind), f)
 		return nil
 	}, "queued")
 	if err != nil {
-		s.dropInput(ctx, in)
+		s.dropInputs(ctx, []StoredBlob{f.StoredBlob})
 	}
 	return after, err
 }
 
-func uploadable(g *Generation, m provider.Model) error {
+// nextAwaited is the role an upload without one is for: the main image
+// first, then the further roles in the order inputs named them.
+func nextAwaited(g *Generation, m provider.Model) string {
+	if g.Params.AwaitsImage || len(g.Params.Awaits) == 0 {
+		return MainRole(m.Kind)
+	}
+	return g.Params.Awaits[0]
+}
+
+func uploadable(g *Generation, m provider.Model, role string) error {
 	switch {
 	case g.Status != StatusReserved:
 		return inputErrorf("generation %s is %s; upload_input applies only to a reserved generation", g.ID, g.Status)
-	case !m.NeedsInputImage:
-		return inputErrorf("model %s does not take an input image", g.ModelID)
-	case !g.Params.AwaitsImage:
-		return inputErrorf("generation %s already has its input image", g.ID)
+	case maxOf(m, role) == 0:
+		return inputErrorf("model %s takes no %s input; it takes %s", g.ModelID, role, rolesInWords(m))
+	case role == MainRole(m.Kind) && !g.Params.AwaitsImage:
+		return inputErrorf("generation %s already has its %s", g.ID, strings.ReplaceAll(role, "_", " "))
+	case role != MainRole(m.Kind) && !slices.Contains(g.Params.Awaits, role):
+		return inputErrorf("generation %s waits for no %s input", g.ID, role)
 	}
 	return nil
+}
+
+// fitsMask refuses an upload whose size differs from its counterpart's:
+// a mask against the main image, the main image against a mask.
+func fitsMask(p Params, f InputFile) error {
+	var main [2]int
+	var inputs []RoleInput
+	if p.InputImage != nil {
+		main = [2]int{p.InputImage.Width, p.InputImage.Height}
+	}
+	for i := range p.Inputs {
+		inputs = append(inputs, RoleInput{Role: p.Inputs[i].Role, Output: &p.Inputs[i]})
+	}
+	if f.Role == provider.RoleMask {
+		inputs = append(inputs, RoleInput{Role: f.Role, Output: &f})
+	} else if f.Role == provider.RoleImage {
+		main = [2]int{f.Width, f.Height}
+	}
+	return checkMaskSize(main, inputs)
+}
+
+// attach records an uploaded file and what the generation still awaits.
+func attach(p *Params, main string, f InputFile) {
+	if f.Role == main {
+		p.InputImage, p.AwaitsImage = &f, false
+		return
+	}
+	p.Inputs = append(p.Inputs, f)
+	i := slices.Index(p.Awaits, f.Role)
+	p.Awaits = slices.Delete(p.Awaits, i, i+1)
 }
 
 // Approve releases a generation held for spend approval (it still waits
@@ -630,9 +730,9 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 		pj, _ := json.Marshal(p)
 		c := change(id, EventQueue, "")
 		c.Message = msg
-		if p.AwaitsImage || p.AwaitsApproval {
+		if p.awaitsInput() || p.AwaitsApproval {
 			c = change(id, EventHold, "")
-			c.Message = msgAwaitsImage
+			c.Message = waitingFor(p)
 			if p.AwaitsApproval {
 				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
 			}

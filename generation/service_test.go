@@ -641,14 +641,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	for _, u := range ups {
 		t.Run("upload "+u.name, func(t *testing.T) {
-			_, err := e.svc.UploadInput(ctx, "alice", u.id, u.img)
+			_, err := e.svc.UploadInput(ctx, "alice", u.id, "", u.img)
 			var ie *InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("UploadInput = %v, want InputError", err)
 			}
 		})
 	}
-	if _, err := e.svc.UploadInput(ctx, "bob", reserved.ID, InputImage{Data: img}); !errors.Is(err, ErrNotFound) {
+	if _, err := e.svc.UploadInput(ctx, "bob", reserved.ID, "", InputImage{Data: img}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("foreign upload: %v", err)
 	}
 	if e.count("WHERE status = 'reserved'") != before {
@@ -656,11 +656,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	assertNoFiles(t, e.blobs.Dir())
 	// The right upload works and queues.
-	g, err := e.svc.UploadInput(ctx, "alice", reserved.ID, InputImage{Data: img})
+	g, err := e.svc.UploadInput(ctx, "alice", reserved.ID, "", InputImage{Data: img})
 	if err != nil || g.Status != StatusQueued || g.Params.InputImage == nil || g.Params.AwaitsImage {
 		t.Fatalf("upload: %v %+v", err, g)
 	}
-	if _, err := e.svc.UploadInput(ctx, "alice", reserved.ID, InputImage{Data: img}); err == nil {
+	if _, err := e.svc.UploadInput(ctx, "alice", reserved.ID, "", InputImage{Data: img}); err == nil {
 		t.Fatal("a second upload was accepted")
 	}
 }

@@ -51,7 +51,8 @@ type Tx interface {
 	Generation(ctx context.Context, id string) (Row, error)
 	GenerationByKey(ctx context.Context, owner, key string) (Row, error)
 	SpentSince(ctx context.Context, owner string, since time.Time) (int64, error)
-	// CountInFlight counts the owner's generations at the provider.
+	// CountInFlight counts the owner's outputs at the provider (a
+	// generation of several counts each).
 	CountInFlight(ctx context.Context, owner string) (int64, error)
 	// TakeCreateToken takes one token from the owner's create-rate bucket
 	// (Rate.Take at now, after LockOwner): 0 when taken, else the wait

@@ -151,7 +151,8 @@ func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, 
 }
 
 // markSubmitting records that the provider is about to be called, unless
-// the owner already has the in-flight maximum at the provider: both are
+// the owner's outputs at the provider and this one's would pass the
+// in-flight maximum: both are
 // decided in one transaction, so concurrent steps never exceed the cap.
 // held is the owner's count in flight when the cap holds it back, else -1.
 // The same transaction renews the step's lease (claim: the claim's
@@ -179,7 +180,9 @@ func (r *Runner) markSubmitting(ctx context.Context, g *Generation, claim int64)
 			if err != nil {
 				return err
 			}
-			if n >= int64(limit) {
+			// Outputs count, not generations; one larger than the cap
+			// runs alone rather than never.
+			if n > 0 && n+int64(g.Params.Outputs()) > int64(limit) {
 				held = n
 				return nil
 			}
@@ -209,7 +212,7 @@ func (r *Runner) holdOverCap(ctx context.Context, g *Generation, n int64, err er
 	}
 	c := change(g.ID, EventProgress, StatusQueued)
 	r.s.cfg.Metrics.InFlightHold()
-	c.Message = fmt.Sprintf("%d of your generations are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
+	c.Message = fmt.Sprintf("%d of your outputs are in flight (limit %d); this one starts when one finishes", n, r.cfg.MaxInFlight(g.Owner))
 	_, err = r.s.apply(ctx, c)
 	// The end of one of the owner's generations wakes this one; the long
 	// fallback only covers an end seen by another process.
@@ -234,16 +237,19 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if g.Params.Seed != nil {
 		req.Seed = *g.Params.Seed
 	}
-	if in := g.Params.InputImage; in != nil {
-		url, _, err := r.s.Link(ctx, *in)
+	if g.Params.Count > 1 {
+		req.Count = g.Params.Count
+	}
+	for _, f := range g.Params.files() {
+		in, err := r.input(ctx, f)
 		if err != nil {
 			return 0, err
 		}
-		key := in.Key
-		req.InputImage = &provider.Input{MimeType: in.MimeType, URL: url, Open: func(ctx context.Context) (io.ReadCloser, error) {
-			rc, _, err := r.s.cfg.Blobs.Open(ctx, key)
-			return rc, err
-		}}
+		if f == g.Params.InputImage {
+			req.InputImage = &in
+		} else {
+			req.Extra = append(req.Extra, in)
+		}
 	}
 	if r.webhooks(p) {
 		req.WebhookURL = r.cfg.WebhookBase + "/webhooks/" + p.Name()
@@ -271,6 +277,24 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 		return r.nextPoll(p, m, g, st, 1, r.s.cfg.Now()), nil
 	}
 	return r.observe(ctx, p, m, g, job, st, hook{})
+}
+
+// input hands one input file to the provider: a short-lived signed link
+// of ours, and its bytes on demand (for providers that inline them).
+func (r *Runner) input(ctx context.Context, f *InputFile) (provider.Input, error) {
+	url, _, err := r.s.Link(ctx, f.StoredBlob)
+	if err != nil {
+		return provider.Input{}, err
+	}
+	key := f.Key
+	in := provider.Input{MimeType: f.MimeType, URL: url, Open: func(ctx context.Context) (io.ReadCloser, error) {
+		rc, _, err := r.s.cfg.Blobs.Open(ctx, key)
+		return rc, err
+	}}
+	if f.Role != provider.RoleImage && f.Role != provider.RoleFirstFrame {
+		in.Role = f.Role
+	}
+	return in, nil
 }
 
 func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {

@@ -132,14 +132,14 @@ func BasePoll(m provider.Model) time.Duration {
 
 // approvalPrompt is the spend-approval question, one for both ways of
 // asking it (a task's input request, an MRTR InputRequiredResult).
-func approvalPrompt(m provider.Model) (message string, schema map[string]any) {
-	return fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, m.Credits),
+func approvalPrompt(m provider.Model, credits int64) (message string, schema map[string]any) {
+	return fmt.Sprintf("Generating with %s costs %d credits, above your approval threshold. Spend them?", m.ID, credits),
 		map[string]any{"type": "object", "required": []string{"confirm"},
 			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}}
 }
 
-func approvalRequest(m provider.Model) map[string]any {
-	msg, schema := approvalPrompt(m)
+func approvalRequest(m provider.Model, credits int64) map[string]any {
+	msg, schema := approvalPrompt(m, credits)
 	return map[string]any{"method": "elicitation/create", "params": map[string]any{
 		"mode": "form", "message": msg, "requestedSchema": schema,
 	}}
@@ -150,12 +150,12 @@ func approvalRequest(m provider.Model) map[string]any {
 func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *gentools.GenerateArgs) (*mcp.CallToolResult, error) {
 	m, _ := g.Svc.Model(cr.ModelID) // gentools validated the request
 	threshold := g.ApprovalAbove(ctx)
-	needsApproval := threshold != nil && m.Credits > *threshold && !args.ConfirmSpend
+	needsApproval := gentools.NeedsApproval(cr.Credits(), threshold) && !args.ConfirmSpend
 	if !tasks.Declared(req) {
 		if !needsApproval {
 			return nil, nil
 		}
-		return g.gateWithoutTasks(req, owner, m, args, *threshold)
+		return g.gateWithoutTasks(req, owner, m, cr.Credits(), *threshold)
 	}
 	if needsApproval && !tasks.ElicitationDeclared(req) {
 		return nil, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
@@ -165,7 +165,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 	task := &tasks.Task{Owner: owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
 	if needsApproval {
 		task.Status = tasks.StatusInputRequired
-		task.AddInputRequest(approveKeyPrefix, approvalRequest(m))
+		task.AddInputRequest(approveKeyPrefix, approvalRequest(m, cr.Credits()))
 	}
 	cr.HoldForApproval = needsApproval
 	cr.InTx = func(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
@@ -194,10 +194,10 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 
 // gateWithoutTasks asks for spend approval by MRTR when the client can
 // elicit, else by the confirmSpend argument.
-func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, args *gentools.GenerateArgs, threshold int64) (*mcp.CallToolResult, error) {
+func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, credits, threshold int64) (*mcp.CallToolResult, error) {
 	if !tasks.ElicitationDeclared(req) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, m.Credits, threshold)}}}, nil
+			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, credits, threshold)}}}, nil
 	}
 	digest := argsDigest(req)
 	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.Approval.Valid(req.Params.RequestState, owner, digest) {
@@ -206,7 +206,7 @@ func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m pr
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "spend not approved: nothing was generated"}}}, nil
 	}
-	msg, schema := approvalPrompt(m)
+	msg, schema := approvalPrompt(m, credits)
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{Message: msg, RequestedSchema: schema}},
 		RequestState:  g.Approval.Sign(owner, digest),

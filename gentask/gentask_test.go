@@ -80,6 +80,12 @@ func TestApprovalWithoutTasks(t *testing.T) {
 	for _, owner := range []string{"auth0|5f7c8ec7e5b1", "a b", "x=y", "José|ü", "a.b", "|"} {
 		t.Run(owner, func(t *testing.T) {
 			cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
+	if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
+		t.Fatal(err)
+	}
+			if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
+				t.Fatal(err)
+			}
 			ask, err := g.BeforeGenerate(ctx, call(args, "", nil), owner, cr, &gentools.GenerateArgs{})
 			if err != nil || ask == nil || ask.RequestState == "" || ask.InputRequests["approve_spend"] == nil {
 				t.Fatalf("first call: %v %+v", err, ask)
@@ -114,6 +120,9 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
 		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
 	cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
+	if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
+		t.Fatal(err)
+	}
 	// Served as go-sdk's path serves it: SDKMiddleware sends the task the
 	// handler left.
 	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {

@@ -155,7 +155,7 @@ func TestInputImageRefusedUpFront(t *testing.T) {
 	cases := []struct {
 		name, data, want string
 	}{
-		{"16-bit bomb", header(20000, 20000, 16, 6), "inputImage is 20000×20000 pixels; the limit is 8192 pixels a side and 40 million"},
+		{"16-bit bomb", header(20000, 20000, 16, 6), " is 20000×20000 pixels; the limit is 8192 pixels a side and 40 million"},
 		{"too many pixels", header(8000, 5001, 8, 2), "40 million pixels: scale it down"},
 		{"broken header", base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nIHDR")), "not a valid image/png"},
 		{"not an image", base64.StdEncoding.EncodeToString([]byte("GIF89a")), "not a PNG, JPEG or WebP"},
@@ -166,9 +166,11 @@ func TestInputImageRefusedUpFront(t *testing.T) {
 	for _, c := range cases {
 		img := map[string]any{"data": c.data}
 		for tool, args := range map[string]map[string]any{
-			"generate":     {"modelId": "local-animate", "prompt": "x", "inputImage": img},
-			"upload_input": {"generationId": reserved.GenerationID, "image": img},
+			"generate":        {"modelId": "local-animate", "prompt": "x", "inputImage": img},
+			"upload_input":    {"generationId": reserved.GenerationID, "image": img},
+			"generate inputs": {"modelId": "local-animate", "prompt": "x", "inputs": []any{map[string]any{"role": "first_frame", "image": img}}},
 		} {
+			tool, _, _ := strings.Cut(tool, " ")
 			t.Run(tool+"/"+c.name, func(t *testing.T) {
 				res := call(t, cs, tool, args)
 				if !res.IsError || !strings.Contains(text(res), c.want) {

@@ -12,11 +12,11 @@ import (
 // by the view (the dispatcher keeps its encoding, and renders it only on a
 // change).
 func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
-	g, _, res, err := t.generationOf(ctx, req)
+	g, res, err := t.generationOf(ctx, req, &idArgs{})
 	if g == nil {
 		return tasks.Reply{Result: res}, err
 	}
-	if len(g.Outputs) > 0 && !g.OutputsExpired {
+	if (len(g.Outputs) > 0 && !g.OutputsExpired) || len(g.InputFiles()) > 0 {
 		// Fresh links (and their validity in the text) per read.
 		res, err := t.Result(ctx, g, nil)
 		return tasks.Reply{Result: res}, err

@@ -39,11 +39,13 @@ var bounds = strings.NewReplacer(
 	"MAX_NEGATIVE", strconv.Itoa(generation.MaxNegativePromptChars),
 	"MAX_KEY", strconv.Itoa(generation.MaxIdempotencyKeyChars),
 	"MAX_DURATION", strconv.Itoa(generation.MaxDurationSeconds),
+	"MAX_FILES", strconv.Itoa(generation.MaxInputs),
+	"ROLES", `["image","mask","reference","first_frame","last_frame"]`,
 )
 
 const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":MAX_ID}`
 
-const inputImageSchema = `{"type":"object","description":"An input image: either {url} (http or https) or {data (base64), mimeType}. PNG, JPEG or WebP.",
+const inputImageSchema = `{"type":"object","additionalProperties":false,"description":"An input image: either {url} (http or https) or {data (base64), mimeType}. PNG, JPEG or WebP.",
  "properties":{"url":{"type":"string"},"data":{"type":"string","description":"base64-encoded image bytes"},"mimeType":{"type":"string","enum":["image/png","image/jpeg","image/webp"]}}}`
 
 const outputSchema = `{"type":"object","properties":{
@@ -58,9 +60,21 @@ const generationSchema = `{"type":"object","properties":{
  "statusMessage":{"type":"string"},"progress":{"type":"number","minimum":0,"maximum":1},
  "createdAt":{"type":"string"},"updatedAt":{"type":"string"},
  "outputs":{"type":"array","items":` + outputSchema + `},
+ "inputs":{"type":"array","items":` + inputViewSchema + `},
  "error":{"type":"object","properties":{"kind":{"type":"string"},"message":{"type":"string"}},"required":["kind","message"]},
  "credits":{"type":"integer"},"outputsExpired":{"type":"boolean"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
  "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
+
+const inputViewSchema = `{"type":"object","properties":{
+ "role":{"type":"string"},"uri":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
+ "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","mimeType"]}`
+
+const dryRunOut = `{"type":"object","properties":{
+ "dryRun":{"type":"boolean"},"modelId":{"type":"string"},"kind":{"type":"string"},"count":{"type":"integer"},
+ "creditsPerOutput":{"type":"integer"},"credits":{"type":"integer"},
+ "budget":{"type":"object","properties":{"spent":{"type":"integer"},"limit":{"type":["integer","null"]},"balance":{"type":["integer","null"]},"allowed":{"type":"boolean"}}},
+ "approval":{"type":"object","properties":{"threshold":{"type":["integer","null"]},"required":{"type":"boolean"}}}},
+ "required":["dryRun","modelId","count","credits","budget","approval"]}`
 
 // raw is a schema with its bounds filled in.
 func raw(s string) json.RawMessage { return json.RawMessage(bounds.Replace(s)) }
@@ -76,25 +90,30 @@ func generateInputSchema(ratios []string) json.RawMessage {
  "seed":{"type":"integer","description":"Same model, prompt, parameters and seed give the same result where the model allows."},
  "durationSeconds":{"type":"integer","minimum":1,"maximum":MAX_DURATION,"description":"Video models only; see durations in list_models."},
  "inputImage":INPUT,
+ "inputs":{"type":"array","maxItems":MAX_FILES,"description":"Input files by role, for models that take them (see roles in list_models): the image to edit (image) and its mask (white where it may change; the image's size), style or subject references, a video's first_frame and last_frame. Give each as uri (the darkroom://generations/{generationId}/outputs/{index} of one of your outputs: no download needed), as image, or by role alone to upload it next with upload_input.",
+  "items":{"type":"object","additionalProperties":false,"required":["role"],"properties":{"role":{"type":"string","enum":ROLES},"uri":{"type":"string"},"image":INPUT}}},
+ "count":{"type":"integer","minimum":1,"default":1,"description":"How many outputs to make, up to the model's maxCount (list_models); each is charged."},
+ "dryRun":{"type":"boolean","default":false,"description":"Check everything and say what it would cost and whether the budget and approval rule allow it; creates nothing."},
  "idempotencyKey":{"type":"string","maxLength":MAX_KEY,"description":"Repeat a generate safely: the same key returns the same generation."},
  "wait":{"type":"boolean","default":false,"description":"Wait for the result (up to waitSeconds) before answering."},
  "waitSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT},
  "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."}},
- "required":["modelId","prompt"]}`))
+ "required":["modelId","prompt"],"additionalProperties":false}`))
 }
 
 const (
 	emptyInput         = `{"type":"object","additionalProperties":false}`
-	getInput           = `{"type":"object","properties":{"generationId":` + generationIDSchema + `},"required":["generationId"]}`
-	waitInput          = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT}},"required":["generationId"]}`
-	downloadInput      = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"index":{"type":"integer","minimum":0,"default":0}},"required":["generationId"]}`
-	uploadInput        = `{"type":"object","properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `},"required":["generationId","image"]}`
-	listGenerationsIn  = `{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":MAX_LIMIT,"default":DEF_LIMIT},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
+	getInput           = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `},"required":["generationId"]}`
+	waitInput          = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT}},"required":["generationId"]}`
+	downloadInput      = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"index":{"type":"integer","minimum":0,"default":0}},"required":["generationId"]}`
+	uploadInput        = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `,"role":{"type":"string","enum":ROLES,"description":"What the image is for; default: the first input the generation waits for."}},"required":["generationId","image"]}`
+	listGenerationsIn  = `{"type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":MAX_LIMIT,"default":DEF_LIMIT},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
 	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":` + generationSchema + `},"nextCursor":{"type":"string"}},"required":["generations"]}`
 	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
  "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},
  "description":{"type":"string"},"credits":{"type":"integer"},"aspectRatios":{"type":"array","items":{"type":"string"}},
- "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"},"acceptsInputImage":{"type":"boolean"}},
+ "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"},"acceptsInputImage":{"type":"boolean"},
+ "maxCount":{"type":"integer"},"roles":{"type":"object","additionalProperties":{"type":"integer"}}},
  "required":["modelId","provider","kind","title","description","credits","aspectRatios","needsInputImage"]}}},"required":["models"]}`
 	creditsOut  = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
 	downloadOut = outputSchema

@@ -7,7 +7,6 @@ package gentools
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,6 +39,9 @@ type Config struct {
 	// asks for confirmation. It returns (nil, nil) to let the plain
 	// compatibility flow continue.
 	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
+	// ApprovalAbove is the caller's spend threshold above which a create
+	// needs approval (nil func or nil: no gate); a dry run reports it.
+	ApprovalAbove func(ctx context.Context) *int64
 	// ProgressEvery is the keep-alive of a wait whose request carries a
 	// progressToken: notifications/progress at least this often, and on
 	// every change (default 10 s).
@@ -197,7 +199,7 @@ func (t *Tools) generationTools() []Tool {
 				"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
 				"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
 			InputSchema:  generateInputSchema(t.aspectRatios()),
-			OutputSchema: raw(generationSchema),
+			OutputSchema: raw(`{"type":"object","anyOf":[` + generationSchema + `,` + dryRunOut + `]}`),
 			Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
 		}, Handler: t.Generate, Class: ClassCreate},
 		{Def: def("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
@@ -240,37 +242,6 @@ func (t *Tools) aspectRatios() []string {
 	return ratios
 }
 
-// decodeArgs unmarshals the arguments, turning type errors into messages a
-// model can act on.
-func decodeArgs(req *mcp.CallToolRequest, v any) *mcp.CallToolResult {
-	args := req.Params.Arguments
-	if len(args) == 0 || string(args) == "null" {
-		args = []byte("{}")
-	}
-	if err := json.Unmarshal(args, v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return toolError("argument %s must be %s, not %s", te.Field, jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		return toolError("arguments must be a JSON object: %v", err)
-	}
-	return nil
-}
-
-func jsonKind(goKind string) string {
-	switch {
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
-		return "an integer"
-	case strings.HasPrefix(goKind, "float"):
-		return "a number"
-	case goKind == "bool":
-		return "true or false"
-	case goKind == "string":
-		return "a string"
-	}
-	return "an object"
-}
-
 func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string {
 	return t.cfg.Owner(ctx, req)
 }
@@ -294,6 +265,9 @@ func fail(err error, id string) (*mcp.CallToolResult, error) {
 }
 
 func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if r := decodeArgs(req, &struct{}{}); r != nil {
+		return r, nil
+	}
 	models := t.svc.Models()
 	for i := range models {
 		if models[i].AspectRatios == nil {
@@ -304,6 +278,9 @@ func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 }
 
 func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if r := decodeArgs(req, &struct{}{}); r != nil {
+		return r, nil
+	}
 	owner := t.owner(ctx, req)
 	spent, err := t.svc.Spent(ctx, owner)
 	if err != nil {
@@ -336,10 +313,18 @@ type GenerateArgs struct {
 	Seed            *int64    `json:"seed"`
 	DurationSeconds *int      `json:"durationSeconds"`
 	InputImage      *ImageArg `json:"inputImage"`
-	IdempotencyKey  string    `json:"idempotencyKey"`
-	Wait            bool      `json:"wait"`
-	WaitSeconds     *int      `json:"waitSeconds"`
-	ConfirmSpend    bool      `json:"confirmSpend"`
+	// Inputs are input files by role (an image to edit, its mask,
+	// references, a video's first and last frames).
+	Inputs []InputArg `json:"inputs"`
+	// Count is how many outputs to make (1 up to the model's maxCount).
+	Count          *int   `json:"count"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	Wait           bool   `json:"wait"`
+	WaitSeconds    *int   `json:"waitSeconds"`
+	ConfirmSpend   bool   `json:"confirmSpend"`
+	// DryRun validates everything and says what the call would cost and
+	// what the budget and the approval rule would say; it creates nothing.
+	DryRun bool `json:"dryRun"`
 }
 
 func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
@@ -405,28 +390,14 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if bad != nil {
 		return bad, nil
 	}
-	cr := generation.CreateRequest{
-		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
-		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
-	}
-	if d := a.DurationSeconds; d != nil {
-		// 0 is generation's "model default": only an absent argument means that.
-		if *d < 1 || *d > generation.MaxDurationSeconds {
-			return toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
-		}
-		cr.DurationSeconds = *d
-	}
-	if a.InputImage != nil {
-		img, bad := t.image(ctx, a.InputImage, "inputImage")
-		if bad != nil {
-			return bad, nil
-		}
-		cr.InputImage = img
-	}
-	if _, err := t.svc.Validate(&cr); err != nil {
-		return fail(err, "")
+	cr, res, err := t.createRequest(ctx, req, &a)
+	if res != nil || err != nil {
+		return res, err
 	}
 	owner := t.owner(ctx, req)
+	if a.DryRun {
+		return t.dryRun(ctx, owner, &cr)
+	}
 	if t.cfg.BeforeGenerate != nil {
 		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, &a)
 		if err != nil || res != nil {
@@ -451,44 +422,86 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	return t.Result(ctx, g, &timedOut)
 }
 
+// idArgs is the generationId every per-generation tool takes; each
+// tool's argument struct embeds it with that tool's own fields.
 type idArgs struct {
-	GenerationID   string    `json:"generationId"`
-	TimeoutSeconds *int      `json:"timeoutSeconds"`
-	Index          *int      `json:"index"`
-	Image          *ImageArg `json:"image"`
+	GenerationID string `json:"generationId"`
 }
 
-func (t *Tools) idArgs(req *mcp.CallToolRequest) (idArgs, *mcp.CallToolResult) {
-	var a idArgs
-	if r := decodeArgs(req, &a); r != nil {
-		return a, r
+// createRequest builds and validates the request generate's arguments
+// make; res answers a refused one.
+func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *GenerateArgs) (cr generation.CreateRequest, res *mcp.CallToolResult, err error) {
+	cr = generation.CreateRequest{
+		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
+		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
 	}
-	if a.GenerationID == "" {
-		return a, toolError("generationId is required")
+	if d := a.DurationSeconds; d != nil {
+		// 0 is generation's "model default": only an absent argument means that.
+		if *d < 1 || *d > generation.MaxDurationSeconds {
+			return cr, toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
+		}
+		cr.DurationSeconds = *d
 	}
-	if n := utf8.RuneCountInString(a.GenerationID); n > maxIDChars {
-		return a, toolError("generationId is %d characters; the limit is %d: pass the generationId returned by generate", n, maxIDChars)
+	if c := a.Count; c != nil {
+		// 0 is generation's "one": only an absent argument means that.
+		if *c < 1 {
+			return cr, toolError("count must be at least 1; got %d", *c), nil
+		}
+		cr.Count = *c
 	}
-	return a, nil
+	if a.InputImage != nil {
+		img, bad := t.image(ctx, a.InputImage, "inputImage")
+		if bad != nil {
+			return cr, bad, nil
+		}
+		cr.InputImage = img
+	}
+	if len(a.Inputs) > 0 {
+		if cr.Inputs, res, err = t.roleInputs(ctx, t.owner(ctx, req), a.Inputs); res != nil || err != nil {
+			return cr, res, err
+		}
+	}
+	if _, err := t.svc.Validate(&cr); err != nil {
+		res, err = fail(err, "")
+		return cr, res, err
+	}
+	return cr, nil, nil
 }
 
-// generationOf reads the caller's generation named by the arguments; or,
-// when g is nil, answers with res and err.
-func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest) (g *generation.Generation, a idArgs, res *mcp.CallToolResult, err error) {
-	a, res = t.idArgs(req)
-	if res != nil {
-		return nil, a, res, nil
+func (a idArgs) generationID() string { return a.GenerationID }
+
+// decodeWithID decodes a tool's arguments into a and checks their
+// generationId.
+func decodeWithID(req *mcp.CallToolRequest, a interface{ generationID() string }) *mcp.CallToolResult {
+	if r := decodeArgs(req, a); r != nil {
+		return r
 	}
-	g, err = t.svc.Get(ctx, t.owner(ctx, req), a.GenerationID)
+	id := a.generationID()
+	if id == "" {
+		return toolError("generationId is required")
+	}
+	if n := utf8.RuneCountInString(id); n > maxIDChars {
+		return toolError("generationId is %d characters; the limit is %d: pass the generationId returned by generate", n, maxIDChars)
+	}
+	return nil
+}
+
+// generationOf decodes the arguments into a and reads the caller's
+// generation they name; or, when g is nil, answers with res and err.
+func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest, a interface{ generationID() string }) (g *generation.Generation, res *mcp.CallToolResult, err error) {
+	if res := decodeWithID(req, a); res != nil {
+		return nil, res, nil
+	}
+	g, err = t.svc.Get(ctx, t.owner(ctx, req), a.generationID())
 	if err != nil {
-		res, err = fail(err, a.GenerationID)
-		return nil, a, res, err
+		res, err = fail(err, a.generationID())
+		return nil, res, err
 	}
-	return g, a, nil, nil
+	return g, nil, nil
 }
 
 func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	g, _, res, err := t.generationOf(ctx, req)
+	g, res, err := t.generationOf(ctx, req, &idArgs{})
 	if g == nil {
 		return res, err
 	}
@@ -496,8 +509,11 @@ func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*m
 }
 
 func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, bad := t.idArgs(req)
-	if bad != nil {
+	var a struct {
+		idArgs
+		TimeoutSeconds *int `json:"timeoutSeconds"`
+	}
+	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
 	d, bad := waitBound("timeoutSeconds", a.TimeoutSeconds)
@@ -512,7 +528,11 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 }
 
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	g, a, res, err := t.generationOf(ctx, req)
+	var a struct {
+		idArgs
+		Index *int `json:"index"`
+	}
+	g, res, err := t.generationOf(ctx, req, &a)
 	if g == nil {
 		return res, err
 	}
@@ -541,8 +561,14 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 }
 
 func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, bad := t.idArgs(req)
-	if bad != nil {
+	var a struct {
+		idArgs
+		Image *ImageArg `json:"image"`
+		// Role is what the image is for ("": the first input the
+		// generation waits for).
+		Role string `json:"role"`
+	}
+	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
 	if a.Image == nil {
@@ -552,7 +578,7 @@ func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if bad != nil {
 		return bad, nil
 	}
-	g, err := t.svc.UploadInput(ctx, t.owner(ctx, req), a.GenerationID, *img)
+	g, err := t.svc.UploadInput(ctx, t.owner(ctx, req), a.GenerationID, a.Role, *img)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
@@ -560,8 +586,8 @@ func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 }
 
 func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	a, bad := t.idArgs(req)
-	if bad != nil {
+	var a idArgs
+	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
 	g, _, err := t.svc.Cancel(ctx, t.owner(ctx, req), a.GenerationID)

@@ -357,6 +357,15 @@ func TestArgumentErrors(t *testing.T) {
 		{"list_generations", map[string]any{"limit": 0}, "limit must be between 1 and 100"},
 		{"list_generations", map[string]any{"limit": "ten"}, "argument limit must be an integer, not string"},
 		{"list_generations", map[string]any{"status": "done"}, `status "done" is not reserved, queued, running, completed, failed or cancelled`},
+		// An argument a tool does not know is named, never ignored.
+		{"generate", map[string]any{"modelId": "local-sketch", "prompt": "x", "numImages": 3}, `generate takes no argument "numImages"; its arguments are `},
+		{"get_generation", map[string]any{"generationId": "g", "index": 1}, `get_generation takes no argument "index"; its arguments are generationId`},
+		{"wait_generation", map[string]any{"generationId": "g", "index": 1}, `wait_generation takes no argument "index"; its arguments are generationId and timeoutSeconds`},
+		{"download_output", map[string]any{"generationId": "g", "timeoutSeconds": 5}, `download_output takes no argument "timeoutSeconds"; its arguments are generationId and index`},
+		{"cancel_generation", map[string]any{"generationId": "g", "force": true}, `cancel_generation takes no argument "force"`},
+		{"list_generations", map[string]any{"page": 2}, `list_generations takes no argument "page"; its arguments are cursor, limit and status`},
+		{"list_models", map[string]any{"kind": "video"}, `list_models takes no argument "kind"`},
+		{"get_credits", map[string]any{"owner": "bob"}, `get_credits takes no argument "owner"`},
 		// Choices in words, never Go's [2 4 6].
 		{"generate", map[string]any{"modelId": "local-motion", "prompt": "x", "durationSeconds": 3}, "durationSeconds 3 is not offered by local-motion; choose 2, 4 or 6"},
 		{"generate", map[string]any{"modelId": "local-sketch", "prompt": "x", "aspectRatio": "2:1"}, `aspectRatio "2:1" is not offered by local-sketch; choose 1:1, 16:9, 9:16, 4:3, 3:4 or 21:9`},

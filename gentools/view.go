@@ -22,6 +22,8 @@ type GenerationView struct {
 	CreatedAt       string       `json:"createdAt"`
 	UpdatedAt       string       `json:"updatedAt"`
 	Outputs         []OutputView `json:"outputs"`
+	// Inputs are the input files it was given, by role (none: omitted).
+	Inputs []InputView `json:"inputs,omitempty"`
 	Error           *ErrorView   `json:"error,omitempty"`
 	Credits         int64        `json:"credits"`
 	OutputsExpired  bool         `json:"outputsExpired,omitempty"`
@@ -45,6 +47,18 @@ type OutputView struct {
 	// preview is the inline preview's JPEG, shown after the resource_link
 	// (nil: none, or previews are off); never in the JSON.
 	preview []byte
+}
+
+// InputView is one input file with a freshly minted link. URI is set
+// for an input that is an earlier output (its darkroom:// URI).
+type InputView struct {
+	Role      string `json:"role"`
+	URI       string `json:"uri,omitempty"`
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt"`
+	MimeType  string `json:"mimeType"`
+	Width     int    `json:"width,omitempty"`
+	Height    int    `json:"height,omitempty"`
 }
 
 // ErrorView explains a failed generation.
@@ -79,6 +93,13 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 	}
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
+	}
+	for _, f := range g.InputFiles() {
+		url, exp, err := svc.Link(ctx, f.StoredBlob)
+		if err != nil {
+			return nil, fmt.Errorf("sign input link: %w", err)
+		}
+		v.Inputs = append(v.Inputs, InputView{Role: f.Role, URI: f.From, URL: url, ExpiresAt: isoTime(exp), MimeType: f.MimeType, Width: f.Width, Height: f.Height})
 	}
 	if g.OutputsExpired {
 		v.OutputsExpired = true

@@ -205,6 +205,7 @@ func (a *app) buildTools() {
 		MaxInputBytes:  a.cfg.MaxInputBytes,
 		Budget:         a.budget,
 		BeforeGenerate: a.gen.BeforeGenerate,
+		ApprovalAbove:  a.approvalAbove,
 		MaxReadBytes:   a.cfg.MaxResourceBytes,
 		Bytes:          a.bytes,
 		MaxWait:        a.cfg.MaxWait,

@@ -9,7 +9,12 @@ import (
 
 // Or is the items in words, the last two joined by "or": "16:9", "2 or 4",
 // "2, 4 or 6"; "" for none.
-func Or[T any](items []T) string {
+func Or[T any](items []T) string { return join(items, " or ") }
+
+// And is the items in words, the last two joined by "and".
+func And[T any](items []T) string { return join(items, " and ") }
+
+func join[T any](items []T, last string) string {
 	s := make([]string, len(items))
 	for i, it := range items {
 		s[i] = fmt.Sprint(it)
@@ -17,5 +22,5 @@ func Or[T any](items []T) string {
 	if len(s) < 2 {
 		return strings.Join(s, "")
 	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
 }

@@ -18,3 +18,9 @@ func TestOr(t *testing.T) {
 		}
 	}
 }
+
+func TestAnd(t *testing.T) {
+	if got := And([]string{"a", "b", "c"}); got != "a, b and c" {
+		t.Errorf("And = %q", got)
+	}
+}

@@ -30,7 +30,9 @@ SELECT COALESCE(SUM(charged), 0)::bigint AS spent
 FROM generations WHERE owner = @owner AND created_at >= @since;
 
 -- name: CountInFlight :one
-SELECT COUNT(*) FROM generations
+-- Counts the outputs the owner has at the provider: a generation of
+-- several outputs counts each (params.count, absent for one).
+SELECT COALESCE(SUM(COALESCE((params::jsonb->>'count')::bigint, 1)), 0)::bigint FROM generations
 WHERE owner = @owner AND status IN ('queued', 'running') AND submit_state != '';
 
 -- name: ClaimDue :one

@@ -49,7 +49,9 @@ SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
 FROM generations WHERE owner = @owner AND created_at >= @since;
 
 -- name: CountInFlight :one
-SELECT COUNT(*) FROM generations
+-- Counts the outputs the owner has at the provider: a generation of
+-- several outputs counts each (params.count, absent for one).
+SELECT CAST(COALESCE(SUM(COALESCE(json_extract(params, '$.count'), 1)), 0) AS INTEGER) FROM generations
 WHERE owner = @owner AND status IN ('queued', 'running') AND submit_state != '';
 
 -- name: ClaimDue :one

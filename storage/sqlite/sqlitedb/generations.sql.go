@@ -272,15 +272,17 @@ func (q *Queries) ConsumeDeliveries(ctx context.Context, arg ConsumeDeliveriesPa
 }
 
 const countInFlight = `-- name: CountInFlight :one
-SELECT COUNT(*) FROM generations
+SELECT CAST(COALESCE(SUM(COALESCE(json_extract(params, '$.count'), 1)), 0) AS INTEGER) FROM generations
 WHERE owner = ?1 AND status IN ('queued', 'running') AND submit_state != ''
 `
 
+// Counts the outputs the owner has at the provider: a generation of
+// several outputs counts each (params.count, absent for one).
 func (q *Queries) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	row := q.queryRow(ctx, q.countInFlightStmt, countInFlight, owner)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const deleteGeneration = `-- name: DeleteGeneration :execrows

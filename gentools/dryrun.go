@@ -1,0 +1,56 @@
+package gentools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// NeedsApproval is the approval rule: a create costing more than the
+// caller's threshold (nil: none) waits for the caller to approve it.
+func NeedsApproval(credits int64, threshold *int64) bool {
+	return threshold != nil && credits > *threshold
+}
+
+// dryRun answers generate with dryRun: the validated request's price and
+// what the budget and the approval rule would say of it now. It creates,
+// stores and charges nothing.
+func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateRequest) (*mcp.CallToolResult, error) {
+	m, _ := t.svc.Model(cr.ModelID) // validated
+	spent, err := t.svc.Spent(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	credits := cr.Credits()
+	budget := map[string]any{"spent": spent, "limit": nil, "balance": nil, "allowed": true}
+	verdict := "the daily budget allows it"
+	if limit := t.cfg.Budget(ctx, owner); limit != nil {
+		bal := max(*limit-spent, 0)
+		ok := credits <= *limit-spent
+		budget["limit"], budget["balance"], budget["allowed"] = *limit, bal, ok
+		if !ok {
+			verdict = fmt.Sprintf("over today's balance of %d credits: it would be refused", bal)
+		} else {
+			verdict = fmt.Sprintf("within today's balance of %d credits", bal)
+		}
+	}
+	var threshold *int64
+	if t.cfg.ApprovalAbove != nil {
+		threshold = t.cfg.ApprovalAbove(ctx)
+	}
+	approval := map[string]any{"threshold": nil, "required": NeedsApproval(credits, threshold)}
+	if threshold != nil {
+		approval["threshold"] = *threshold
+	}
+	out := map[string]any{
+		"dryRun": true, "modelId": m.ID, "kind": m.Kind, "count": cr.Count,
+		"creditsPerOutput": m.Credits, "credits": credits, "budget": budget, "approval": approval,
+	}
+	text := fmt.Sprintf("Dry run: %s would make %d %s output(s) for %d credits (%d each), %s", m.ID, cr.Count, m.Kind, credits, m.Credits, verdict)
+	if approval["required"] == true {
+		text += fmt.Sprintf("; above your approval threshold of %d, so it would ask for approval (or confirmSpend:true)", *threshold)
+	}
+	return structured(text+". Nothing was created or charged.", out), nil
+}
