@@ -207,6 +207,22 @@ func (e Entry) validate() error {
 	default:
 		return fmt.Errorf("durationFormat %q is not int, string or seconds", e.Input.DurationFormat)
 	}
+	if e.MaxCount > 1 && e.Input.Count == "" {
+		return errors.New("maxCount > 1 without input.count")
+	}
+	for role, r := range e.Roles {
+		switch role {
+		case provider.RoleMask, provider.RoleReference, provider.RoleLastFrame:
+		default:
+			return fmt.Errorf("roles: %q is not mask, reference or last_frame (the main image is input.inputImage)", role)
+		}
+		if r.Field == "" && (e.Provider == "replicate" || e.Provider == "fal") {
+			return fmt.Errorf("roles.%s: field is required (only google and openai send a role's file themselves)", role)
+		}
+		if r.Max > 1 && !r.List && r.Field != "" {
+			return fmt.Errorf("roles.%s: max %d needs list", role, r.Max)
+		}
+	}
 	if _, err := splitPath(e.Output.Path); err != nil {
 		return fmt.Errorf("output.path: %w", err)
 	}
@@ -297,7 +313,20 @@ func (e Entry) Model() provider.Model {
 		ID: e.ID, Provider: e.Provider, Kind: e.Kind, Title: e.Title, Description: e.Description,
 		Credits: e.Credits, AspectRatios: slices.Clone(e.AspectRatios), Durations: slices.Clone(e.Durations),
 		NeedsInputImage: e.NeedsInputImage, AcceptsInputImage: e.Input.InputImage != "", ExpectedDuration: e.Expected(),
+		MaxCount: e.MaxCount, Roles: e.roleCounts(),
 	}
+}
+
+// roleCounts is how many inputs of each further role the model takes.
+func (e Entry) roleCounts() map[string]int {
+	if len(e.Roles) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(e.Roles))
+	for role, r := range e.Roles {
+		out[role] = max(r.Max, 1)
+	}
+	return out
 }
 
 // DerivedSeed is the seed sent when a request has none: a hash of the
@@ -363,7 +392,38 @@ func (e Entry) BuildInput(req provider.Request) (map[string]any, error) {
 	} else if e.NeedsInputImage {
 		return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s needs an input image", e.ID)}
 	}
+	if err := e.roleInputs(in, req.Extra); err != nil {
+		return nil, err
+	}
+	if req.Count > 1 {
+		if req.Count > max(e.MaxCount, 1) || e.Input.Count == "" {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("model %s makes at most %d outputs per call", e.ID, max(e.MaxCount, 1))}
+		}
+		in[e.Input.Count] = req.Count
+	}
 	return in, nil
+}
+
+// roleInputs puts each further input's URL in its role's field: one URL,
+// or a list for a role that takes several. A role without a field is the
+// provider's to send (Google and OpenAI inline the bytes).
+func (e Entry) roleInputs(in map[string]any, extra []provider.Input) error {
+	for _, x := range extra {
+		r, ok := e.Roles[x.Role]
+		if !ok {
+			return &provider.PermanentError{Message: fmt.Sprintf("model %s takes no %s input", e.ID, x.Role)}
+		}
+		if r.Field == "" {
+			continue
+		}
+		if !r.List {
+			in[r.Field] = x.URL
+			continue
+		}
+		list, _ := in[r.Field].([]any)
+		in[r.Field] = append(list, x.URL)
+	}
+	return nil
 }
 
 // Outputs extracts the output files from a result value (decoded JSON).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -169,5 +170,53 @@ func TestLoadMerge(t *testing.T) {
 	}
 	if _, err := catalog.Load(filepath.Join(dir, "missing.json")); err == nil {
 		t.Fatal("missing file")
+	}
+}
+
+// TestBuildInputRolesAndCount: further inputs go to their role's field
+// (a list for a role that takes several), the count to the model's count
+// field; a role or count the model does not take is refused.
+func TestBuildInputRolesAndCount(t *testing.T) {
+	e := catalog.Entry{
+		ID: "edit", Provider: "fal", Kind: provider.KindImage, MaxCount: 4,
+		Input: catalog.InputMap{Prompt: "prompt", InputImage: "image_url", Count: "num_images"},
+		Roles: map[string]catalog.Role{
+			provider.RoleMask:      {Field: "mask_url"},
+			provider.RoleReference: {Field: "reference_image_urls", Max: 2, List: true},
+		},
+	}
+	in := func(role, url string) provider.Input { return provider.Input{Role: role, URL: url} }
+	cases := []struct {
+		name    string
+		req     provider.Request
+		want    map[string]any
+		wantErr string
+	}{
+		{name: "mask and references", req: provider.Request{Prompt: "p", Count: 3, InputImage: &provider.Input{URL: "https://x/i"},
+			Extra: []provider.Input{in(provider.RoleMask, "https://x/m"), in(provider.RoleReference, "https://x/r1"), in(provider.RoleReference, "https://x/r2")}},
+			want: map[string]any{"prompt": "p", "image_url": "https://x/i", "mask_url": "https://x/m", "reference_image_urls": []any{"https://x/r1", "https://x/r2"}, "num_images": 3}},
+		{name: "one output sends no count", req: provider.Request{Prompt: "p", Count: 1}, want: map[string]any{"prompt": "p"}},
+		{name: "a role it does not take", req: provider.Request{Prompt: "p", Extra: []provider.Input{in(provider.RoleLastFrame, "https://x/l")}}, wantErr: "takes no last_frame input"},
+		{name: "too many outputs", req: provider.Request{Prompt: "p", Count: 5}, wantErr: "at most 4 outputs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := e.BuildInput(c.req)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("input %v, want %v", got, c.want)
+			}
+		})
+	}
+	if m := e.Model(); m.MaxCount != 4 || m.Roles[provider.RoleMask] != 1 || m.Roles[provider.RoleReference] != 2 {
+		t.Errorf("model %+v: want maxCount 4, 1 mask, 2 references", m)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
@@ -31,8 +32,16 @@ func newRig(t *testing.T, opts ...func(*emulator.Options)) *rig {
 	}
 	em := emulator.New(o)
 	t.Cleanup(em.Close)
+	// Veo 3.0 takes no last frame or references; a catalog entry that says
+	// it does drives veoExtras against the emulator.
+	models := catalog.Default()
+	for i := range models {
+		if models[i].ID == "google-veo-3-fast" {
+			models[i].Roles = map[string]catalog.Role{provider.RoleLastFrame: {}, provider.RoleReference: {Max: 3}}
+		}
+	}
 	p, err := google.New(google.Config{
-		Key: "gemini_test", BaseURL: em.Google.URL, Spool: provider.DirSpool(t.TempDir()),
+		Key: "gemini_test", BaseURL: em.Google.URL, Spool: provider.DirSpool(t.TempDir()), Models: models,
 		RequestsPerMinute: -1, Now: em.Now,
 		Fetch: fetch.Options{Hosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivate: true},
 	})
