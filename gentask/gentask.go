@@ -46,12 +46,12 @@ func (g *GenTasks) Register(generate mcp.ToolHandler) {
 }
 
 // leanGenerate is generate for the dispatcher's own tools/call path. A
-// call with an input image goes the full way: the image is fetched or
+// call with input files goes the full way: the image is fetched or
 // decoded before generate knows its answer, and a refused call would
 // fetch it twice.
 func leanGenerate(generate mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) {
+		if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) || bytes.Contains(req.Params.Arguments, []byte(`"inputs"`)) {
 			return nil, nil
 		}
 		return generate(ctx, req)

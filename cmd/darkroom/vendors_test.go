@@ -122,6 +122,8 @@ type vendorCase struct {
 	name, vendor, model, prompt string
 	tasks                       bool // the Tasks flow, else the generationId tools
 	image                       bool // with an input image (an edit, a first frame)
+	mask                        bool // an edit with a mask, both given as inputs
+	count                       int  // outputs asked for (0: one)
 	cancel                      bool // cancel once it runs at the vendor
 	want                        string
 	wantMsg                     string // in the failure's message
@@ -136,11 +138,14 @@ var vendorCases = []vendorCase{
 	{name: "veo cancel", vendor: "google", model: "google-veo-3", prompt: "a long take", cancel: true, want: "cancelled"},
 	{name: "imagen/tools", vendor: "google", model: "google-imagen-4", prompt: "a fox", want: "completed"},
 	{name: "imagen/tasks", vendor: "google", model: "google-imagen-4-fast", prompt: "a hare", tasks: true, want: "completed"},
+	{name: "imagen two", vendor: "google", model: "google-imagen-4", prompt: "two hares", count: 2, want: "completed"},
 	{name: "gemini edit", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "make it night", image: true, want: "completed"},
 	{name: "gemini refusal", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "x [nsfw]", want: "failed", wantMsg: "IMAGE_SAFETY"},
 	{name: "gpt-image/tools", vendor: "openai", model: "openai-gpt-image-1", prompt: "a kite", want: "completed"},
 	{name: "gpt-image/tasks", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "a boat", tasks: true, want: "completed"},
 	{name: "gpt-image edit", vendor: "openai", model: "openai-gpt-image-1", prompt: "add a moon", image: true, want: "completed"},
+	{name: "gpt-image masked edit", vendor: "openai", model: "openai-gpt-image-1", prompt: "a moon in the mask", mask: true, want: "completed"},
+	{name: "gpt-image three", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "three kites", count: 3, tasks: true, want: "completed"},
 	{name: "gpt-image moderation", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [nsfw]", want: "failed", wantMsg: "safety system refused"},
 	{name: "gpt-image quota", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [quota]", tasks: true, want: "failed", wantMsg: "insufficient_quota"},
 }
@@ -171,8 +176,15 @@ func TestVendorLifecycle(t *testing.T) {
 func startVendorCase(t *testing.T, s *testServer, cs *mcp.ClientSession, tc *rpcClient, c vendorCase) (id, taskID string) {
 	t.Helper()
 	args := map[string]any{"modelId": c.model, "prompt": c.prompt}
+	img := map[string]any{"data": base64.StdEncoding.EncodeToString(emulator.PNG()), "mimeType": "image/png"}
 	if c.image {
-		args["inputImage"] = map[string]any{"data": base64.StdEncoding.EncodeToString(emulator.PNG()), "mimeType": "image/png"}
+		args["inputImage"] = img
+	}
+	if c.mask {
+		args["inputs"] = []any{map[string]any{"role": "image", "image": img}, map[string]any{"role": "mask", "image": img}}
+	}
+	if c.count > 0 {
+		args["count"] = c.count
 	}
 	if c.tasks {
 		r := tc.tool("generate", args)
@@ -234,10 +246,20 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 		if strings.Contains(c.model, "veo") {
 			want, mime = emulator.MP4(), "video/mp4"
 		}
-		if len(outs) != 1 || outs[0]["mimeType"] != mime {
-			t.Fatalf("outputs %v", outs)
+		if len(outs) != max(c.count, 1) {
+			t.Fatalf("%d outputs, want %d: %v", len(outs), max(c.count, 1), outs)
 		}
-		checkFile(t, outs[0]["url"].(string), want)
+		for _, o := range outs {
+			if o["mimeType"] != mime {
+				t.Fatalf("outputs %v", outs)
+			}
+			checkFile(t, o["url"].(string), want)
+		}
+		if c.mask {
+			if in := rig.Inputs(c.vendor); len(in) == 0 || in[len(in)-1]["mask"] != true {
+				t.Errorf("the vendor's edit came without its mask: %v", in)
+			}
+		}
 		for _, k := range []string{"journal.json", "out-1-0"} {
 			// The spool keeps nothing once the output is copied.
 			if _, err := s.app.blobs.Stat(context.Background(), "spool/"+c.vendor+"/"+id+"/"+k); !errors.Is(err, blob.ErrNotFound) {
