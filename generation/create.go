@@ -68,15 +68,15 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 // creation is one Create on its way: the owner's limits, read before its
 // transaction, and the record it inserts.
 type creation struct {
-	owner string
-	req   *CreateRequest
-	m     provider.Model
-	limit *int64 // daily budget (nil: unlimited)
-	rate  *Rate  // create rate (nil: unlimited)
+	owner  string
+	req    *CreateRequest
+	m      provider.Model
+	limit  *int64 // daily budget (nil: unlimited)
+	rate   *Rate  // create rate (nil: unlimited)
 	now    time.Time
 	stored []StoredBlob // the input files stored for it
 	row    Row
-	fresh *Generation // the record as inserted (the defaults are the schema's): no read-back
+	fresh  *Generation // the record as inserted (the defaults are the schema's): no read-back
 }
 
 // prepare stores c's input files sent as bytes, and builds the record to

@@ -48,10 +48,10 @@ const (
 
 // Params are the request parameters beyond model and prompt.
 type Params struct {
-	AspectRatio     string      `json:"aspectRatio"`
-	NegativePrompt  string      `json:"negativePrompt,omitempty"`
-	Seed            *int64      `json:"seed,omitempty"`
-	DurationSeconds int         `json:"durationSeconds,omitempty"`
+	AspectRatio     string `json:"aspectRatio"`
+	NegativePrompt  string `json:"negativePrompt,omitempty"`
+	Seed            *int64 `json:"seed,omitempty"`
+	DurationSeconds int    `json:"durationSeconds,omitempty"`
 	// InputImage is the main input image (role image, or first_frame for
 	// a video model).
 	InputImage *InputFile `json:"inputImage,omitempty"`

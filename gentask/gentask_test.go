@@ -80,9 +80,9 @@ func TestApprovalWithoutTasks(t *testing.T) {
 	for _, owner := range []string{"auth0|5f7c8ec7e5b1", "a b", "x=y", "José|ü", "a.b", "|"} {
 		t.Run(owner, func(t *testing.T) {
 			cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
-	if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
-		t.Fatal(err)
-	}
+			if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
+				t.Fatal(err)
+			}
 			if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
 				t.Fatal(err)
 			}

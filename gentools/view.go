@@ -13,23 +13,23 @@ import (
 
 // GenerationView is a generation as the tools return it.
 type GenerationView struct {
-	GenerationID    string       `json:"generationId"`
-	ModelID         string       `json:"modelId"`
-	Kind            string       `json:"kind"`
-	Status          string       `json:"status"`
-	StatusMessage   string       `json:"statusMessage"`
-	Progress        float64      `json:"progress"`
-	CreatedAt       string       `json:"createdAt"`
-	UpdatedAt       string       `json:"updatedAt"`
-	Outputs         []OutputView `json:"outputs"`
+	GenerationID  string       `json:"generationId"`
+	ModelID       string       `json:"modelId"`
+	Kind          string       `json:"kind"`
+	Status        string       `json:"status"`
+	StatusMessage string       `json:"statusMessage"`
+	Progress      float64      `json:"progress"`
+	CreatedAt     string       `json:"createdAt"`
+	UpdatedAt     string       `json:"updatedAt"`
+	Outputs       []OutputView `json:"outputs"`
 	// Inputs are the input files it was given, by role (none: omitted).
-	Inputs []InputView `json:"inputs,omitempty"`
-	Error           *ErrorView   `json:"error,omitempty"`
-	Credits         int64        `json:"credits"`
-	OutputsExpired  bool         `json:"outputsExpired,omitempty"`
-	UploadRequired  bool         `json:"uploadRequired,omitempty"`
-	CancelRequested bool         `json:"cancelRequested,omitempty"`
-	TimedOut        *bool        `json:"timedOut,omitempty"`
+	Inputs          []InputView `json:"inputs,omitempty"`
+	Error           *ErrorView  `json:"error,omitempty"`
+	Credits         int64       `json:"credits"`
+	OutputsExpired  bool        `json:"outputsExpired,omitempty"`
+	UploadRequired  bool        `json:"uploadRequired,omitempty"`
+	CancelRequested bool        `json:"cancelRequested,omitempty"`
+	TimedOut        *bool       `json:"timedOut,omitempty"`
 	// provider names where it runs, in the text line only.
 	provider string
 }
