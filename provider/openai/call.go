@@ -98,7 +98,9 @@ func writeForm(ctx context.Context, mw *multipart.Writer, fields map[string]any,
 	}
 	for i := range req.Extra {
 		if req.Extra[i].Role == provider.RoleMask {
-			if err := writeFile(ctx, mw, "mask", "mask", &req.Extra[i]); err != nil {
+			mask := req.Extra[i]
+			mask.MimeType = "image/png" // as writeMask writes it
+			if err := writeFile(ctx, mw, "mask", "mask", &mask); err != nil {
 				return err
 			}
 		}
@@ -120,6 +122,9 @@ func writeFile(ctx context.Context, mw *multipart.Writer, field, name string, in
 	w, err := mw.CreatePart(h)
 	if err != nil {
 		return err
+	}
+	if field == "mask" {
+		return writeMask(ctx, w, in)
 	}
 	rc, err := in.Open(ctx)
 	if err != nil {
