@@ -17,7 +17,7 @@ func BenchmarkRenderImage(b *testing.B) {
 		b.Run(model, func(b *testing.B) {
 			s := spec{model: model, prompt: "a lighthouse on a cliff at dusk", ratio: "1:1", seed: 7}
 			for b.Loop() {
-				if err := renderImage(io.Discard, s); err != nil {
+				if err := renderImage(context.Background(), io.Discard, s); err != nil {
 					b.Fatal(err)
 				}
 			}
