@@ -48,16 +48,16 @@ type record struct {
 	Duration       int    `json:"durationSeconds,omitempty"`
 	// Input names the copy of the input image in jobs/. It is named by
 	// its content, so a losing concurrent submit cannot overwrite it.
-	Input         string        `json:"input,omitempty"`
-	InputMimeType string        `json:"inputMimeType,omitempty"`
+	Input         string `json:"input,omitempty"`
+	InputMimeType string `json:"inputMimeType,omitempty"`
 	// Extras are the further inputs (mask, references, last frame), kept
 	// beside Input in the order the request gave them.
 	Extras []extraFile `json:"extras,omitempty"`
 	// Count is how many outputs the job makes (0 means 1, so records
 	// written before outputs could be several read as one).
-	Count         int           `json:"count,omitempty"`
-	SubmittedAt   time.Time     `json:"submittedAt"`
-	Latency       time.Duration `json:"latencyNs"`
+	Count       int           `json:"count,omitempty"`
+	SubmittedAt time.Time     `json:"submittedAt"`
+	Latency     time.Duration `json:"latencyNs"`
 
 	// Final is set once the job is terminal, which it then stays even if
 	// the clock steps back.
@@ -93,7 +93,6 @@ type extraFile struct {
 
 // count is how many outputs r makes.
 func (r *record) count() int { return max(r.Count, 1) }
-
 
 func hasToken(prompt, token string) bool {
 	return strings.Contains(strings.ToLower(prompt), token)
