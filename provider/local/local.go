@@ -282,7 +282,7 @@ func (p *Provider) newRecord(id string, req provider.Request) (*record, error) {
 	switch {
 	case m.NeedsInputImage && req.InputImage == nil:
 		return nil, &provider.PermanentError{Message: m.ID + " needs an input image"}
-	case !m.NeedsInputImage && req.InputImage != nil:
+	case !m.NeedsInputImage && !m.AcceptsInputImage && req.InputImage != nil:
 		return nil, &provider.PermanentError{Message: m.ID + " does not take an input image"}
 	case req.InputImage != nil:
 		r.InputMimeType = req.InputImage.MimeType
