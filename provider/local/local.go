@@ -3,11 +3,15 @@
 // be exercised on one machine.
 //
 // Outputs are procedural and deterministic: the same model, prompt,
-// negative prompt, aspect ratio, duration, seed (and input image) give
+// negative prompt, aspect ratio, duration, seed (and input images) give
 // byte-identical files from one build of darkroom (another CPU architecture
 // may round floating point differently). Image models write a PNG, video
 // models an animated GIF, or an MP4 when ffmpeg is on PATH (the job reports
-// the real type).
+// the real type). A job makes Request.Count outputs, output n rendered
+// with seed+n. Every input role is drawn: an image model given a main
+// image edits it, inside a mask if there is one (edit.go); reference
+// images set the palette (render.go); a video's last frame ends its clip
+// (video.go).
 //
 // Jobs are durable. Each is a JSON file under <Dir>/local-provider/jobs,
 // written atomically, and its state follows from its submit time and the
