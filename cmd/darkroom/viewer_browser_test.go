@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
+	"image/color"
 	"image/gif"
 	"image/png"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,7 +57,13 @@ func TestViewerInBrowser(t *testing.T) {
 	s := startServer(t, 0.25, func(c *config) { c.MaxInFlight = 1 })
 	target, _ := url.Parse(s.url)
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	var fixture atomic.Pointer[[]byte] // what the host page hands the view with fixture=1
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := fixture.Load(); r.URL.Path == "/apphost/fixture.json" && f != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(*f)
+			return
+		}
 		if r.URL.Path == "/apphost/" {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = w.Write(hostPage)
@@ -101,6 +110,16 @@ func TestViewerInBrowser(t *testing.T) {
 			t.Fatalf("decoded %dx%d, the file is %v", got.W, got.H, want.Bounds().Size())
 		}
 		checkPixels(t, got.Px, want)
+		// Today's shape: one output, no inputs, no grid.
+		var shape struct {
+			Figures, Captions     int
+			InputsHidden, Several bool
+		}
+		b.inView(t, `({figures: document.querySelectorAll("#media figure").length, captions: document.querySelectorAll("#media figcaption").length,
+			inputsHidden: document.getElementById("inputs").hidden, several: document.getElementById("media").classList.contains("several")})`, &shape)
+		if shape.Figures != 1 || shape.Captions != 0 || !shape.InputsHidden || shape.Several {
+			t.Fatalf("one output renders as %+v", shape)
+		}
 		if got.Prompt != prompt || !strings.Contains(got.Facts, fmt.Sprintf("%d×%d", got.W, got.H)) || !strings.Contains(got.Facts, "local-sketch") {
 			t.Fatalf("prompt %q, facts %q", got.Prompt, got.Facts)
 		}
@@ -122,6 +141,121 @@ func TestViewerInBrowser(t *testing.T) {
 		if len(opened) != 1 || !strings.HasPrefix(opened[0], s.url+"/files/") {
 			t.Fatalf("opened %v", opened)
 		}
+	})
+
+	// The shapes of issue 23 (several outputs, an edit's inputs), handed to
+	// the view as a tool result by the host page (fixture=1), with the
+	// bytes of every darkroom:// URI they name.
+	useFixture := func(f viewFixture) {
+		t.Helper()
+		js, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixture.Store(&js)
+		open("generate", nil, "&fixture=1")
+	}
+
+	t.Run("several outputs in a grid, each with its index and download", func(t *testing.T) {
+		colours := []color.RGBA{{220, 40, 40, 255}, {40, 170, 60, 255}, {40, 80, 220, 255}}
+		f := newViewFixture("gen-several", "three lanterns", "local-sketch")
+		for _, c := range colours {
+			f.output(t, solidPNG(t, 160, 90, c), "image/png", 160, 90)
+		}
+		useFixture(f)
+		b.waitView(t, `[...document.querySelectorAll("#media img[data-kind=full]")].filter((i) => i.naturalWidth > 0).length === 3`)
+		var got struct {
+			Captions, Alts, Buttons []string
+			Px                      [][]int
+			MainDownload, Inputs    bool
+			Several                 bool
+		}
+		b.inView(t, `(async () => {
+			const imgs = [...document.querySelectorAll("#media figure img")];
+			const px = await Promise.all(imgs.map(async (img) => { await img.decode();
+				const c = document.createElement("canvas"); c.width = img.naturalWidth; c.height = img.naturalHeight;
+				const g = c.getContext("2d"); g.drawImage(img, 0, 0); return [...g.getImageData(80, 45, 1, 1).data.slice(0, 3)]; }));
+			return {captions: [...document.querySelectorAll("#media figcaption .index")].map((e) => e.textContent),
+				alts: imgs.map((i) => i.alt), buttons: [...document.querySelectorAll("#media .download-one")].map((e) => e.getAttribute("aria-label")),
+				px, mainDownload: !document.getElementById("download").hidden, inputs: !document.getElementById("inputs").hidden,
+				several: document.getElementById("media").classList.contains("several")}; })()`, &got)
+		if !slices.Equal(got.Captions, []string{"Output 1 of 3", "Output 2 of 3", "Output 3 of 3"}) ||
+			!slices.Equal(got.Buttons, []string{"Download output 1 of 3", "Download output 2 of 3", "Download output 3 of 3"}) {
+			t.Fatalf("captions %q, buttons %q", got.Captions, got.Buttons)
+		}
+		if len(got.Alts) != 3 || got.Alts[1] != "three lanterns (output 2 of 3)" || got.MainDownload || got.Inputs || !got.Several {
+			t.Fatalf("alts %q, main download %v, inputs %v, grid %v", got.Alts, got.MainDownload, got.Inputs, got.Several)
+		}
+		for i, c := range colours { // each output in its own place
+			if p := got.Px[i]; abs(p[0]-int(c.R)) > 2 || abs(p[1]-int(c.G)) > 2 || abs(p[2]-int(c.B)) > 2 {
+				t.Fatalf("output %d shows %v, want %v", i, p, c)
+			}
+		}
+		var reads []string
+		b.host(t, `window.host.reads`, &reads)
+		if !slices.Equal(reads, f.outputURIs()) {
+			t.Fatalf("the view read %q, want each output once: %q", reads, f.outputURIs())
+		}
+		shot("outputs-3")
+		b.inView(t, `document.querySelector("#media figure[data-index='2'] .download-one").click(), true`, nil)
+		b.waitHost(t, `window.host.opened.length > 0`)
+		var opened []string
+		b.host(t, `window.host.opened`, &opened)
+		if len(opened) != 1 || opened[0] != f.Result.StructuredContent.Outputs[2].URL {
+			t.Fatalf("download of output 3 opened %q", opened)
+		}
+	})
+
+	t.Run("an edit shows its inputs by role beside the result", func(t *testing.T) {
+		f := newViewFixture("gen-edit", "paint a sunny hill inside the mask", "local-edit")
+		f.output(t, gradientPNG(t, 240, 160), "image/png", 240, 160)
+		f.input(t, "image", "darkroom://generations/gen-earlier/outputs/0", solidPNG(t, 240, 160, color.RGBA{120, 120, 130, 255}), 240, 160)
+		f.input(t, "mask", "darkroom://generations/gen-edit/inputs/1", maskPNG(t, 240, 160), 240, 160)
+		f.input(t, "reference", "darkroom://generations/gen-edit/inputs/2", solidPNG(t, 64, 64, color.RGBA{230, 150, 30, 255}), 64, 64)
+		f.input(t, "reference", "darkroom://generations/gen-edit/inputs/3", nil, 64, 64) // not readable: labelled, not shown
+		useFixture(f)
+		b.waitView(t, `document.querySelector("#media img[data-kind=full]")?.naturalWidth > 0 &&
+			[...document.querySelectorAll("#inputs img")].filter((i) => i.naturalWidth > 0).length === 3 &&
+			document.querySelector("#inputs .missing")?.textContent === "Not available"`)
+		var got struct {
+			Roles, Labels, Alts []string
+			Dims                []string
+			Beside              bool
+			MainDownload        bool
+		}
+		b.inView(t, `(() => { const figs = [...document.querySelectorAll("#inputs figure")];
+			const a = document.getElementById("inputs").getBoundingClientRect(), m = document.getElementById("media").getBoundingClientRect();
+			return {roles: figs.map((f) => f.dataset.role), labels: figs.map((f) => f.querySelector(".role").textContent),
+				alts: [...document.querySelectorAll("#inputs img")].map((i) => i.alt),
+				dims: figs.map((f) => f.querySelector("figcaption").textContent),
+				beside: a.right <= m.left && a.top < m.bottom && m.top < a.bottom,
+				mainDownload: !document.getElementById("download").hidden}; })()`, &got)
+		if !slices.Equal(got.Roles, []string{"image", "mask", "reference", "reference"}) ||
+			!slices.Equal(got.Labels, []string{"Image", "Mask", "Reference 1", "Reference 2"}) ||
+			!slices.Equal(got.Alts, []string{"Image (input)", "Mask (input)", "Reference 1 (input)"}) {
+			t.Fatalf("inputs shown: roles %q, labels %q, alts %q", got.Roles, got.Labels, got.Alts)
+		}
+		if !strings.Contains(got.Dims[1], "240×160") || !got.Beside || !got.MainDownload {
+			t.Fatalf("captions %q, inputs beside the result %v, download %v", got.Dims, got.Beside, got.MainDownload)
+		}
+		shot("edit-inputs")
+	})
+
+	t.Run("a video's first and last frames", func(t *testing.T) {
+		f := newViewFixture("gen-frames", "from dawn to dusk", "local-animate")
+		f.Result.StructuredContent.Kind = "video"
+		f.output(t, gradientPNG(t, 240, 135), "image/png", 240, 135)
+		f.output(t, gradientPNG(t, 240, 135), "image/png", 240, 135)
+		f.input(t, "first_frame", "darkroom://generations/gen-frames/inputs/0", solidPNG(t, 96, 54, color.RGBA{250, 200, 120, 255}), 96, 54)
+		f.input(t, "last_frame", "darkroom://generations/gen-frames/inputs/1", solidPNG(t, 96, 54, color.RGBA{40, 40, 110, 255}), 96, 54)
+		useFixture(f)
+		b.waitView(t, `document.querySelectorAll("#media img[data-kind=full]").length === 2 && document.querySelectorAll("#inputs img").length === 2`)
+		var labels []string
+		b.inView(t, `[...document.querySelectorAll("#inputs .role")].map((e) => e.textContent)`, &labels)
+		if !slices.Equal(labels, []string{"First frame", "Last frame"}) {
+			t.Fatalf("labels %q", labels)
+		}
+		shot("video-frames")
 	})
 
 	t.Run("dark theme", func(t *testing.T) {
@@ -265,6 +399,142 @@ func TestViewerInBrowser(t *testing.T) {
 	if v := b.cspViolations(); len(v) > 0 {
 		t.Errorf("CSP violations: %q", v)
 	}
+}
+
+// viewFixture is a tool result for the host page's fixture=1, with the
+// bytes of the darkroom:// URIs it names.
+type viewFixture struct {
+	Args      map[string]any             `json:"args"`
+	Result    fixtureResult              `json:"result"`
+	Resources map[string]fixtureResource `json:"resources"`
+}
+
+type fixtureResult struct {
+	Content           []map[string]any `json:"content"`
+	StructuredContent fixtureView      `json:"structuredContent"`
+}
+
+// fixtureView is the generation view's JSON as the viewer reads it,
+// with inputs as issue 23 adds them.
+type fixtureView struct {
+	GenerationID string        `json:"generationId"`
+	ModelID      string        `json:"modelId"`
+	Kind         string        `json:"kind"`
+	Status       string        `json:"status"`
+	Progress     float64       `json:"progress"`
+	Credits      int64         `json:"credits"`
+	Outputs      []fixtureFile `json:"outputs"`
+	Inputs       []fixtureFile `json:"inputs,omitempty"`
+}
+
+type fixtureFile struct {
+	Role      string `json:"role,omitempty"`
+	URI       string `json:"uri,omitempty"`
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt"`
+	MimeType  string `json:"mimeType"`
+	Bytes     int    `json:"bytes,omitempty"`
+	Width     int    `json:"width"`
+	Height    int    `json:"height"`
+}
+
+type fixtureResource struct {
+	MimeType string `json:"mimeType"`
+	Blob     string `json:"blob"`
+}
+
+func newViewFixture(id, prompt, model string) viewFixture {
+	return viewFixture{
+		Args: map[string]any{"modelId": model, "prompt": prompt},
+		Result: fixtureResult{
+			Content:           []map[string]any{{"type": "text", "text": "Done"}},
+			StructuredContent: fixtureView{GenerationID: id, ModelID: model, Kind: "image", Status: "completed", Progress: 1, Credits: 4, Outputs: []fixtureFile{}},
+		},
+		Resources: map[string]fixtureResource{},
+	}
+}
+
+func (f *viewFixture) expires() string { return time.Now().Add(time.Hour).UTC().Format(time.RFC3339) }
+
+// output adds output n with its resource_link, as darkroom's results name it.
+func (f *viewFixture) output(t *testing.T, data []byte, mime string, w, h int) {
+	t.Helper()
+	v := &f.Result.StructuredContent
+	n := len(v.Outputs)
+	uri := fmt.Sprintf("darkroom://generations/%s/outputs/%d", v.GenerationID, n)
+	v.Outputs = append(v.Outputs, fixtureFile{URL: fmt.Sprintf("https://files.example/%s/%d", v.GenerationID, n), ExpiresAt: f.expires(),
+		MimeType: mime, Bytes: len(data), Width: w, Height: h})
+	f.Result.Content = append(f.Result.Content, map[string]any{"type": "resource_link", "uri": uri, "name": fmt.Sprintf("output %d", n), "mimeType": mime})
+	f.Resources[uri] = fixtureResource{MimeType: mime, Blob: base64.StdEncoding.EncodeToString(data)}
+}
+
+// input adds an input; nil data leaves its URI unreadable.
+func (f *viewFixture) input(t *testing.T, role, uri string, data []byte, w, h int) {
+	t.Helper()
+	v := &f.Result.StructuredContent
+	v.Inputs = append(v.Inputs, fixtureFile{Role: role, URI: uri, URL: "https://files.example/in/" + role, ExpiresAt: f.expires(),
+		MimeType: "image/png", Width: w, Height: h})
+	if data != nil {
+		f.Resources[uri] = fixtureResource{MimeType: "image/png", Blob: base64.StdEncoding.EncodeToString(data)}
+	}
+}
+
+func (f *viewFixture) outputURIs() []string {
+	var uris []string
+	for n := range f.Result.StructuredContent.Outputs {
+		uris = append(uris, fmt.Sprintf("darkroom://generations/%s/outputs/%d", f.Result.StructuredContent.GenerationID, n))
+	}
+	return uris
+}
+
+func encodePNG(t *testing.T, img image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func solidPNG(t *testing.T, w, h int, c color.RGBA) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.SetRGBA(x, y, c)
+		}
+	}
+	return encodePNG(t, img)
+}
+
+func gradientPNG(t *testing.T, w, h int) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			img.SetRGBA(x, y, color.RGBA{uint8(60 + 150*x/w), uint8(90 + 120*y/h), 200, 255})
+		}
+	}
+	return encodePNG(t, img)
+}
+
+// maskPNG is black with a white ellipse: where an edit may change the image.
+func maskPNG(t *testing.T, w, h int) []byte {
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			dx, dy := float64(x-w/2)/float64(w/4), float64(y-h/2)/float64(h/4)
+			if dx*dx+dy*dy < 1 {
+				img.Pix[y*img.Stride+x] = 255
+			}
+		}
+	}
+	return encodePNG(t, img)
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // pixelsJS decodes the image at sel into a canvas and samples it.

@@ -12,7 +12,7 @@ import (
 	"io"
 
 	"github.com/darkroom-mcp/darkroom/provider"
-	_ "golang.org/x/image/webp" // input images: DecodeConfig only
+	_ "golang.org/x/image/webp" // input images
 	"golang.org/x/sync/semaphore"
 )
 
@@ -30,8 +30,7 @@ const decodeBudget = 128 << 20
 
 var decodeSem = semaphore.NewWeighted(decodeBudget)
 
-// readInput reads and checks an input image. PNG, JPEG and GIF are
-// drawn; WebP is kept (and seeds the output) but not drawn.
+// readInput reads and checks an input image (PNG, JPEG, GIF or WebP).
 func readInput(ctx context.Context, in *provider.Input) ([]byte, error) {
 	if in.Open == nil {
 		return nil, fmt.Errorf("local: input image %q has no Open", in.URL)
@@ -67,9 +66,10 @@ func usableSize(cfg image.Config) bool {
 // coverImage decodes an input image and scales it to cover w×h, cropping
 // the overflow evenly; it is 8-bit and w×h whatever the input. Memory is
 // bounded: a PNG (8 or 16 bits) is decoded a row at a time into the
-// output's samples; a JPEG or GIF is decoded whole within decodeBudget. It
-// returns nil when there is no input, or one it does not draw (WebP, one
-// over the limits, a JPEG needing more than decodeBudget, a broken file).
+// output's samples; a JPEG, GIF or WebP is decoded whole within
+// decodeBudget. It returns nil when there is no input, or one it does not
+// draw (one over the limits, a JPEG needing more than decodeBudget, a
+// broken file).
 func coverImage(ctx context.Context, data []byte, w, h int) *image.RGBA {
 	if len(data) == 0 {
 		return nil
@@ -85,7 +85,7 @@ func coverImage(ctx context.Context, data []byte, w, h int) *image.RGBA {
 			return nil
 		}
 		return c.image()
-	case "jpeg", "gif":
+	case "jpeg", "gif", "webp":
 		cost := wholeDecodeCost(format, data, cfg)
 		if cost > decodeBudget || decodeSem.Acquire(ctx, cost) != nil {
 			return nil
@@ -103,11 +103,15 @@ func coverImage(ctx context.Context, data []byte, w, h int) *image.RGBA {
 // wholeDecodeCost is an upper bound on what image.Decode allocates for the
 // image: a baseline JPEG holds up to a byte per pixel and component, a
 // progressive one also every coefficient (an int32 per pixel and
-// component); a GIF holds a frame of a byte per pixel.
+// component); a GIF holds a frame of a byte per pixel; a WebP an NRGBA
+// image (lossless) or YCbCr and alpha planes (lossy), at most 4 bytes.
 func wholeDecodeCost(format string, data []byte, cfg image.Config) int64 {
 	px := int64(cfg.Width+16) * int64(cfg.Height+16) // MCU padding
-	if format == "gif" {
+	switch format {
+	case "gif":
 		return 2 * px
+	case "webp":
+		return 4 * px
 	}
 	comps, progressive := jpegFrame(data)
 	if progressive {

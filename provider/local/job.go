@@ -48,18 +48,51 @@ type record struct {
 	Duration       int    `json:"durationSeconds,omitempty"`
 	// Input names the copy of the input image in jobs/. It is named by
 	// its content, so a losing concurrent submit cannot overwrite it.
-	Input         string        `json:"input,omitempty"`
-	InputMimeType string        `json:"inputMimeType,omitempty"`
-	SubmittedAt   time.Time     `json:"submittedAt"`
-	Latency       time.Duration `json:"latencyNs"`
+	Input         string `json:"input,omitempty"`
+	InputMimeType string `json:"inputMimeType,omitempty"`
+	// Extras are the further inputs (mask, references, last frame), kept
+	// beside Input in the order the request gave them.
+	Extras []extraFile `json:"extras,omitempty"`
+	// Count is how many outputs the job makes (0 means 1, so records
+	// written before outputs could be several read as one).
+	Count       int           `json:"count,omitempty"`
+	SubmittedAt time.Time     `json:"submittedAt"`
+	Latency     time.Duration `json:"latencyNs"`
 
 	// Final is set once the job is terminal, which it then stays even if
 	// the clock steps back.
 	Final       provider.State `json:"final,omitempty"`
 	CancelledAt time.Time      `json:"cancelledAt,omitzero"`
-	Output      string         `json:"output,omitempty"` // file name in outputs/<id>/
+	Output      string         `json:"output,omitempty"` // output 0's file name in outputs/<id>/
 	OutputMime  string         `json:"outputMimeType,omitempty"`
+	// More are outputs 1 and on; each has its own type, since a video's
+	// ffmpeg conversion may fail for one and not another.
+	More []outputFile `json:"more,omitempty"`
 }
+
+type outputFile struct {
+	Name string `json:"name"`
+	Mime string `json:"mimeType"`
+}
+
+// outputs lists r's rendered outputs in order.
+func (r *record) outputs() []outputFile {
+	if r.Output == "" {
+		return nil
+	}
+	return append([]outputFile{{r.Output, r.OutputMime}}, r.More...)
+}
+
+// extraFile is one stored extra input.
+type extraFile struct {
+	Role     string `json:"role"`
+	File     string `json:"file"` // in jobs/, named by content as Input is
+	MimeType string `json:"mimeType"`
+	Sum      string `json:"sha256"` // of the bytes: seeds the output without reading them
+}
+
+// count is how many outputs r makes.
+func (r *record) count() int { return max(r.Count, 1) }
 
 func hasToken(prompt, token string) bool {
 	return strings.Contains(strings.ToLower(prompt), token)

@@ -3,11 +3,15 @@
 // be exercised on one machine.
 //
 // Outputs are procedural and deterministic: the same model, prompt,
-// negative prompt, aspect ratio, duration, seed (and input image) give
+// negative prompt, aspect ratio, duration, seed (and input images) give
 // byte-identical files from one build of darkroom (another CPU architecture
 // may round floating point differently). Image models write a PNG, video
 // models an animated GIF, or an MP4 when ffmpeg is on PATH (the job reports
-// the real type).
+// the real type). A job makes Request.Count outputs, output n rendered
+// with seed+n. Every input role is drawn: an image model given a main
+// image edits it, inside a mask if there is one (edit.go); reference
+// images set the palette (render.go); a video's last frame ends its clip
+// (video.go).
 //
 // Jobs are durable. Each is a JSON file under <Dir>/local-provider/jobs,
 // written atomically, and its state follows from its submit time and the
@@ -27,6 +31,7 @@
 package local
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -34,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"image"
 	"io"
 	"io/fs"
 	"os"
@@ -162,25 +168,88 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	if req.InputImage != nil {
-		data, err := readInput(ctx, req.InputImage)
+		if r.Input, err = p.storeInput(ctx, id, "input", req.InputImage, nil, nil); err != nil {
+			return provider.Job{}, err
+		}
+	}
+	for i := range req.Extra {
+		in := &req.Extra[i]
+		var check func(image.Config) error
+		if in.Role == provider.RoleMask {
+			check = func(cfg image.Config) error { return p.sameSize(r.Input, cfg) }
+		}
+		var sum string
+		name, err := p.storeInput(ctx, id, in.Role, in, func(data []byte) {
+			s := sha256.Sum256(data)
+			sum = hex.EncodeToString(s[:])
+		}, check)
 		if err != nil {
 			return provider.Job{}, err
 		}
-		sum := sha256.Sum256(data)
-		r.Input = id + "-" + hex.EncodeToString(sum[:8]) + ".input"
-		err = writeFile(p.inputPath(r.Input), false, func(w io.Writer) error {
-			_, err := w.Write(data)
-			return err
-		})
-		if err != nil {
-			return provider.Job{}, err
-		}
+		r.Extras = append(r.Extras, extraFile{Role: in.Role, File: name, MimeType: in.MimeType, Sum: sum})
 	}
 	// Another process may have created the job meanwhile; its job wins.
 	if err := p.save(r, true); err != nil && !errors.Is(err, fs.ErrExist) {
 		return provider.Job{}, err
 	}
 	return provider.Job{ID: id}, nil
+}
+
+// storeInput reads and checks one input and keeps it in jobs/, named by
+// the job, its role and its content. Only one input's bytes are held at a
+// time. seen, when set, is given the bytes; check, the decoded header.
+func (p *Provider) storeInput(ctx context.Context, id, role string, in *provider.Input, seen func([]byte), check func(image.Config) error) (string, error) {
+	data, err := readInput(ctx, in)
+	if err != nil {
+		return "", roleError(role, err)
+	}
+	if check != nil {
+		cfg, _, _ := image.DecodeConfig(bytes.NewReader(data)) // readInput read it
+		if err := check(cfg); err != nil {
+			return "", err
+		}
+	}
+	if seen != nil {
+		seen(data)
+	}
+	sum := sha256.Sum256(data)
+	name := id + "-" + hex.EncodeToString(sum[:8]) + ".input"
+	if role != "input" {
+		name = id + "-" + role + "-" + hex.EncodeToString(sum[:8]) + ".input"
+	}
+	err = writeFile(p.inputPath(name), false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	return name, err
+}
+
+// roleError names the role in a refusal of an extra input.
+func roleError(role string, err error) error {
+	var pe *provider.PermanentError
+	if role == "input" || !errors.As(err, &pe) {
+		return err
+	}
+	return &provider.PermanentError{Message: strings.Replace(pe.Message, "the input image", "the "+role+" image", 1)}
+}
+
+// sameSize refuses a mask whose size is not the stored main image's: a
+// mask says which of its pixels may change.
+func (p *Provider) sameSize(imageName string, mask image.Config) error {
+	f, err := os.Open(p.inputPath(imageName))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cfg, _, err := image.DecodeConfig(f)
+	if err != nil {
+		return err
+	}
+	if cfg.Width != mask.Width || cfg.Height != mask.Height {
+		return &provider.PermanentError{Message: fmt.Sprintf("the mask is %d×%d pixels but the image is %d×%d; they must be the same size",
+			mask.Width, mask.Height, cfg.Width, cfg.Height)}
+	}
+	return nil
 }
 
 // newRecord validates req against the catalog and fills in defaults.
@@ -217,15 +286,41 @@ func (p *Provider) newRecord(id string, req provider.Request) (*record, error) {
 	switch {
 	case m.NeedsInputImage && req.InputImage == nil:
 		return nil, &provider.PermanentError{Message: m.ID + " needs an input image"}
-	case !m.NeedsInputImage && req.InputImage != nil:
+	case !m.NeedsInputImage && !m.AcceptsInputImage && req.InputImage != nil:
 		return nil, &provider.PermanentError{Message: m.ID + " does not take an input image"}
 	case req.InputImage != nil:
 		r.InputMimeType = req.InputImage.MimeType
 	}
+	if err := checkExtras(m, req); err != nil {
+		return nil, err
+	}
+	if req.Count < 0 || req.Count > max(m.MaxCount, 1) {
+		return nil, &provider.PermanentError{Message: fmt.Sprintf("%s makes 1 to %d outputs a call, not %d", m.ID, max(m.MaxCount, 1), req.Count)}
+	}
+	r.Count = req.Count
 	if hasToken(r.Prompt, slowToken) {
 		r.Latency *= 2
 	}
 	return r, nil
+}
+
+// checkExtras refuses extra inputs the model does not take, or too many of
+// one role, or a mask with no image to edit.
+func checkExtras(m provider.Model, req provider.Request) error {
+	n := map[string]int{}
+	for _, in := range req.Extra {
+		n[in.Role]++
+		most, ok := m.Roles[in.Role]
+		switch {
+		case !ok:
+			return &provider.PermanentError{Message: fmt.Sprintf("%s does not take a %s input", m.ID, in.Role)}
+		case n[in.Role] > most:
+			return &provider.PermanentError{Message: fmt.Sprintf("%s takes at most %d %s input(s)", m.ID, most, in.Role)}
+		case in.Role == provider.RoleMask && req.InputImage == nil:
+			return &provider.PermanentError{Message: "a mask needs an image to edit"}
+		}
+	}
+	return nil
 }
 
 // Find implements provider.Provider.
@@ -297,7 +392,9 @@ func (p *Provider) observe(ctx context.Context, r *record, now time.Time) (provi
 		if err := p.ensureOutput(ctx, r); err != nil {
 			return provider.Status{}, err
 		}
-		st.Outputs = []provider.Output{{URL: outputURL(r.ID, 0), MimeType: r.OutputMime}}
+		for n, o := range r.outputs() {
+			st.Outputs = append(st.Outputs, provider.Output{URL: outputURL(r.ID, n), MimeType: o.Mime})
+		}
 	case st.State.Terminal() && r.Final == "":
 		r.Final = st.State
 		if err := p.save(r, false); err != nil {
@@ -307,12 +404,18 @@ func (p *Provider) observe(ctx context.Context, r *record, now time.Time) (provi
 	return st, nil
 }
 
-// ensureOutput renders a completed job's output unless it is on disk.
+// ensureOutput renders a completed job's outputs unless they are on disk.
 // Rendering is deterministic, so a second render after a crash (or by
 // another process) writes the same bytes.
 func (p *Provider) ensureOutput(ctx context.Context, r *record) error {
-	if r.Final == provider.StateCompleted && r.Output != "" {
-		if _, err := os.Stat(filepath.Join(p.outputDir(r.ID), r.Output)); err == nil {
+	if r.Final == provider.StateCompleted && len(r.outputs()) == r.count() {
+		have := true
+		for _, o := range r.outputs() {
+			if _, err := os.Stat(filepath.Join(p.outputDir(r.ID), o.Name)); err != nil {
+				have = false
+			}
+		}
+		if have {
 			return nil
 		}
 	}
@@ -324,8 +427,19 @@ func (p *Provider) ensureOutput(ctx context.Context, r *record) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
-	if r.Output, r.OutputMime, err = render(ctx, s, dir, p.ffmpeg); err != nil {
-		return fmt.Errorf("local: render job %s: %w", r.ID, err)
+	outs := make([]outputFile, r.count())
+	for n := range outs {
+		// Output n is the same request with seed+n: each differs, and
+		// output 0 is what a single-output job makes.
+		sn := s
+		sn.seed, sn.index = s.seed+int64(n), n
+		if outs[n].Name, outs[n].Mime, err = render(ctx, sn, dir, p.ffmpeg); err != nil {
+			return fmt.Errorf("local: render job %s output %d: %w", r.ID, n, err)
+		}
+	}
+	r.Output, r.OutputMime, r.More = outs[0].Name, outs[0].Mime, outs[1:]
+	if len(r.More) == 0 {
+		r.More = nil
 	}
 	r.Final = provider.StateCompleted
 	return p.save(r, false)
@@ -334,6 +448,9 @@ func (p *Provider) ensureOutput(ctx context.Context, r *record) error {
 func (p *Provider) spec(r *record) (spec, error) {
 	s := spec{model: r.Model, prompt: r.Prompt, negative: r.NegativePrompt,
 		ratio: r.AspectRatio, seed: r.Seed, duration: r.Duration}
+	for _, e := range r.Extras {
+		s.extras = append(s.extras, specInput{role: e.Role, path: p.inputPath(e.File), sum: e.Sum})
+	}
 	if r.Input == "" {
 		return s, nil
 	}
@@ -344,10 +461,22 @@ func (p *Provider) spec(r *record) (spec, error) {
 
 func outputURL(id string, index int) string { return fmt.Sprintf("local:%s/%d", id, index) }
 
+// outputIndex parses outputURL(id, n); n is canonical (no sign, no
+// leading zero) so each output has one URL.
+func outputIndex(id, url string) (int, bool) {
+	rest, ok := strings.CutPrefix(url, "local:"+id+"/")
+	n, err := strconv.Atoi(rest)
+	if !ok || err != nil || n < 0 || strconv.Itoa(n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
 // OpenOutput implements provider.Provider for the "local:<job>/<index>"
 // URLs of a completed job.
 func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provider.Output) (io.ReadCloser, error) {
-	if out.URL != outputURL(job.ID, 0) {
+	n, ok := outputIndex(job.ID, out.URL)
+	if !ok {
 		return nil, fmt.Errorf("local: %q is not an output of job %s: %w", out.URL, job.ID, provider.ErrNotFound)
 	}
 	unlock := p.lock(job.ID)
@@ -363,7 +492,11 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 	if st.State != provider.StateCompleted {
 		return nil, fmt.Errorf("local: job %s is %s, it has no output yet", job.ID, st.State)
 	}
+	outs := r.outputs()
+	if n >= len(outs) {
+		return nil, fmt.Errorf("local: job %s has no output %d: %w", job.ID, n, provider.ErrNotFound)
+	}
 	// The file is only ever replaced by rename, so it is safe to read
 	// without the lock.
-	return os.Open(filepath.Join(p.outputDir(job.ID), r.Output))
+	return os.Open(filepath.Join(p.outputDir(job.ID), outs[n].Name))
 }

@@ -343,7 +343,7 @@ func TestSubmitRejects(t *testing.T) {
 		{"bad ratio", provider.Request{Model: model(t, "local-sketch"), AspectRatio: "2:1"}},
 		{"bad duration", provider.Request{Model: model(t, "local-motion"), DurationSeconds: 5}},
 		{"missing input", provider.Request{Model: model(t, "local-animate")}},
-		{"unwanted input", provider.Request{Model: model(t, "local-photo"), InputImage: input(small, "image/png")}},
+		{"unwanted input", provider.Request{Model: model(t, "local-sketch"), InputImage: input(small, "image/png")}},
 	}
 	p := newProvider(t, t.TempDir(), 1, newClock())
 	for _, tt := range tests {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -24,6 +26,29 @@ type spec struct {
 	seed                           int64
 	duration                       int
 	input                          []byte
+	// extras are read from disk only when drawn, one at a time, so a
+	// spec never holds more than the main input's bytes.
+	extras []specInput
+	index  int // which output of the job: names the file, not the pixels
+}
+
+// specInput is one extra input: its role, where its bytes are, and their
+// SHA-256 (which is what seeds the output).
+type specInput struct{ role, path, sum string }
+
+// read returns the bytes of the extras of role, one at a time, stopping
+// at the first fn that returns false. An unreadable file is skipped: its
+// header was checked at submit.
+func (s spec) read(role string, fn func([]byte) bool) {
+	for _, e := range s.extras {
+		if e.role != role {
+			continue
+		}
+		data, err := os.ReadFile(e.path)
+		if err == nil && !fn(data) {
+			return
+		}
+	}
 }
 
 // rng is the generator for s: PCG seeded from a SHA-256 of every field,
@@ -40,43 +65,56 @@ func (s spec) rng() *rand.Rand {
 	h.Write(n[:])
 	binary.LittleEndian.PutUint64(n[:], uint64(s.duration))
 	h.Write(n[:])
+	// Only after every older field, so a job without extras renders as
+	// it did before they existed.
+	for _, e := range s.extras {
+		for _, f := range []string{e.role, e.sum} {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+			h.Write(n[:])
+			h.Write([]byte(f))
+		}
+	}
 	sum := h.Sum(nil)
 	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum), binary.LittleEndian.Uint64(sum[8:])))
 }
 
-// render writes the output for s into dir and returns its file name and
-// MIME type. Videos are GIF unless ffmpeg is given and converts them.
+// render writes output s.index for s into dir and returns its file name
+// and MIME type. Videos are GIF unless ffmpeg is given and converts them.
 func render(ctx context.Context, s spec, dir, ffmpeg string) (name, mime string, err error) {
 	write := func(name string, fn func(io.Writer) error) error {
 		return writeFile(filepath.Join(dir, name), false, fn)
 	}
+	stem := strconv.Itoa(s.index)
 	if m, _ := lookup(s.model); m.Kind == provider.KindImage {
-		return "0.png", "image/png", write("0.png", func(w io.Writer) error { return renderImage(w, s) })
+		return stem + ".png", "image/png", write(stem+".png", func(w io.Writer) error { return renderImage(ctx, w, s) })
 	}
-	if err := write("0.gif", func(w io.Writer) error { return renderGIF(ctx, w, s) }); err != nil {
+	if err := write(stem+".gif", func(w io.Writer) error { return renderGIF(ctx, w, s) }); err != nil {
 		return "", "", err
 	}
 	if ffmpeg == "" {
-		return "0.gif", "image/gif", nil
+		return stem + ".gif", "image/gif", nil
 	}
-	gif := filepath.Join(dir, "0.gif")
-	if err := write("0.mp4", func(w io.Writer) error { return encodeMP4(ctx, ffmpeg, gif, w) }); err != nil {
+	gif := filepath.Join(dir, stem+".gif")
+	if err := write(stem+".mp4", func(w io.Writer) error { return encodeMP4(ctx, ffmpeg, gif, w) }); err != nil {
 		if ctx.Err() != nil {
 			return "", "", ctx.Err()
 		}
-		return "0.gif", "image/gif", nil // a broken ffmpeg still leaves a true GIF
+		return stem + ".gif", "image/gif", nil // a broken ffmpeg still leaves a true GIF
 	}
 	os.Remove(gif)
-	return "0.mp4", "video/mp4", nil
+	return stem + ".mp4", "video/mp4", nil
 }
 
 // renderImage writes the PNG for an image spec: a hatched-shapes sketch or
-// a landscape.
-func renderImage(w io.Writer, s spec) error {
+// a landscape, or, given a main image, an edit of it (edit.go).
+func renderImage(ctx context.Context, w io.Writer, s spec) error {
+	if len(s.input) > 0 {
+		return renderEdit(ctx, w, s)
+	}
 	width, height := frameSize(s.ratio, imageLongSide)
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	r := s.rng()
-	t := newTheme(r, s.prompt)
+	t := newTheme(r, s.prompt, s.palette(ctx))
 	if s.model == "local-sketch" {
 		paintSketch(img, r, t)
 	} else {
@@ -145,10 +183,16 @@ var (
 	nightWords = map[string]bool{"night": true, "moon": true, "stars": true, "midnight": true, "dark": true}
 )
 
-func newTheme(r *rand.Rand, prompt string) theme {
+// newTheme picks a picture's colours. Reference colours (refs), when
+// given, decide the hue and are the accents, whatever the prompt says;
+// the generator is drawn from the same either way.
+func newTheme(r *rand.Rand, prompt string, refs []rgb) theme {
 	hue := r.Float64() * 360
 	night := r.Float64() < 0.15
 	hueSet := false
+	if len(refs) > 0 {
+		hue, hueSet = refs[0].hue(), true
+	}
 	for _, w := range strings.FieldsFunc(strings.ToLower(prompt), func(c rune) bool { return !unicode.IsLetter(c) }) {
 		if h, ok := hueWords[w]; ok && !hueSet {
 			hue, hueSet = h, true
@@ -172,7 +216,63 @@ func newTheme(r *rand.Rand, prompt string) theme {
 		h := hue + float64(i)*[]float64{25, 40, 72}[r.IntN(3)] + r.Float64()*20
 		t.accents = append(t.accents, hsl(h, 0.55+0.3*r.Float64(), 0.45+0.25*r.Float64()))
 	}
+	if len(refs) > 0 {
+		for i := range t.accents {
+			t.accents[i] = refs[i%len(refs)]
+		}
+	}
 	return t
+}
+
+// hue is c's hue in degrees (0 for a grey).
+func (c rgb) hue() float64 {
+	hi, lo := max(c.r, c.g, c.b), min(c.r, c.g, c.b)
+	d := hi - lo
+	var h float64
+	switch {
+	case d == 0:
+		return 0
+	case hi == c.r:
+		h = math.Mod((c.g-c.b)/d, 6)
+	case hi == c.g:
+		h = (c.b-c.r)/d + 2
+	default:
+		h = (c.r-c.g)/d + 4
+	}
+	return math.Mod(h*60+360, 360)
+}
+
+// palette is the average colour of each reference image, in order; a
+// reference that cannot be drawn adds none.
+func (s spec) palette(ctx context.Context) []rgb {
+	var refs []rgb
+	s.read(provider.RoleReference, func(data []byte) bool {
+		if c, ok := averageColor(ctx, data); ok {
+			refs = append(refs, c)
+		}
+		return true
+	})
+	return refs
+}
+
+// averageColor is the mean colour of an image, from a small cover of it
+// with its own shape (so little is cropped and little memory is used).
+func averageColor(ctx context.Context, data []byte) (rgb, bool) {
+	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
+	if err != nil || !usableSize(cfg) {
+		return rgb{}, false
+	}
+	w, h := fitSize(cfg.Width, cfg.Height, 32)
+	img := coverImage(ctx, data, w, h)
+	if img == nil {
+		return rgb{}, false
+	}
+	var sum [3]int
+	for i := 0; i < len(img.Pix); i += 4 {
+		sum[0], sum[1], sum[2] = sum[0]+int(img.Pix[i]), sum[1]+int(img.Pix[i+1]), sum[2]+int(img.Pix[i+2])
+	}
+	n := float64(255 * w * h)
+	return rgb{float64(sum[0]) / n, float64(sum[1]) / n, float64(sum[2]) / n}, true
 }
 
 // setPix stores c at byte offset i of an RGBA buffer.

@@ -13,6 +13,8 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"slices"
+
+	"github.com/darkroom-mcp/darkroom/provider"
 )
 
 // Videos run at 8 frames a second; maxFrames bounds a clip whatever the
@@ -22,29 +24,49 @@ const (
 	maxFrames = 64
 )
 
-// renderGIF writes a looping animated GIF for a video spec: a still (the
-// input image, or a landscape) with drifting lights that grow from nothing,
-// so the first frame is the still itself. Every later frame holds only the
-// rectangle that changed, its unchanged pixels transparent, which keeps a
-// 6 s clip to a few hundred KB.
+// renderGIF writes an animated GIF for a video spec: a still (the input
+// image, or a landscape) with drifting lights that grow from nothing, so
+// the first frame is the still itself. Without a last frame the clip
+// loops; with one, a wipe crosses from the still to it, left to right,
+// and the lights shrink away again, so the clip ends on the last frame
+// exactly as given (in the GIF's palette). Every later frame holds only
+// the rectangle that changed, its unchanged pixels transparent, which
+// keeps a 6 s clip to a few hundred KB.
 func renderGIF(ctx context.Context, w io.Writer, s spec) error {
 	width, height := frameSize(s.ratio, videoLongSide)
 	r := s.rng()
-	t := newTheme(r, s.prompt)
+	t := newTheme(r, s.prompt, s.palette(ctx))
 	still := coverImage(ctx, s.input, width, height)
 	if still == nil { // no input, or one not drawn (see coverImage)
 		still = image.NewRGBA(image.Rect(0, 0, width, height))
 		paintLandscape(still, r, t)
 	}
 	ls := newLights(r, t, width, height)
-	pal, base := quantize(still, ls.colors)
+	stills := []*image.RGBA{still}
+	s.read(provider.RoleLastFrame, func(data []byte) bool {
+		if last := coverImage(ctx, data, width, height); last != nil {
+			stills = append(stills, last)
+		}
+		return false
+	})
+	pal, bases := quantize(stills, ls.colors)
+	base := bases[0]
 
 	n := min(s.duration*fps, maxFrames)
 	anim := &gif.GIF{Config: image.Config{ColorModel: pal, Width: width, Height: height}}
 	prev, cur := make([]uint8, len(base)), make([]uint8, len(base))
 	for i := range n {
-		copy(cur, base)
-		ls.draw(cur, width, height, float64(i)/float64(n))
+		at := float64(i) / float64(n) // a loop: frame n would be frame 0
+		if len(bases) == 1 {
+			copy(cur, base)
+			ls.draw(cur, width, height, at)
+		} else {
+			at = float64(i) / float64(n-1) // from the first frame to the last
+			wipe(cur, bases[0], bases[1], width, int(math.Round(at*float64(width))))
+			if i > 0 && i < n-1 {
+				ls.draw(cur, width, height, at)
+			}
+		}
 		var frame *image.Paletted
 		if i == 0 {
 			frame = &image.Paletted{Pix: slices.Clone(cur), Stride: width, Rect: image.Rect(0, 0, width, height), Palette: pal}
@@ -57,6 +79,14 @@ func renderGIF(ctx context.Context, w io.Writer, s spec) error {
 		prev, cur = cur, prev
 	}
 	return gif.EncodeAll(w, anim)
+}
+
+// wipe fills dst with to left of column x and from from it on.
+func wipe(dst, from, to []uint8, w, x int) {
+	for row := 0; row < len(dst); row += w {
+		copy(dst[row:row+x], to[row:row+x])
+		copy(dst[row+x:row+w], from[row+x:row+w])
+	}
 }
 
 // delta is the bounding box of the pixels that differ from prev to cur,
@@ -143,27 +173,30 @@ func disc(pix []uint8, w, h int, cx, cy, r float64, c uint8) {
 	}
 }
 
-// quantize maps img onto a palette of index 0 (transparent), then
-// reserved, then img's most common colours (popularity over a 5-bit per
-// channel histogram, each bucket averaged), and returns img as indices.
-// Index 0 is never a colour of img, so delta frames can use it freely.
-func quantize(img *image.RGBA, reserved []color.Color) (color.Palette, []uint8) {
+// quantize maps imgs (of one size) onto one palette of index 0
+// (transparent), then reserved, then the images' most common colours
+// (popularity over a 5-bit per channel histogram, each bucket averaged),
+// and returns each image as indices. Index 0 is never a colour of an
+// image, so delta frames can use it freely.
+func quantize(imgs []*image.RGBA, reserved []color.Color) (color.Palette, [][]uint8) {
 	type bucket struct{ n, r, g, b int }
 	hist := make([]bucket, 1<<15)
-	w, h := img.Rect.Dx(), img.Rect.Dy()
-	key := func(x, y int) int {
+	w, h := imgs[0].Rect.Dx(), imgs[0].Rect.Dy()
+	key := func(img *image.RGBA, x, y int) int {
 		p := img.Pix[y*img.Stride+4*x:]
 		return int(p[0]>>3)<<10 | int(p[1]>>3)<<5 | int(p[2]>>3)
 	}
 	var used []int
-	for y := range h {
-		for x := range w {
-			k, p := key(x, y), img.Pix[y*img.Stride+4*x:]
-			if hist[k].n == 0 {
-				used = append(used, k)
+	for _, img := range imgs {
+		for y := range h {
+			for x := range w {
+				k, p := key(img, x, y), img.Pix[y*img.Stride+4*x:]
+				if hist[k].n == 0 {
+					used = append(used, k)
+				}
+				hist[k].n++
+				hist[k].r, hist[k].g, hist[k].b = hist[k].r+int(p[0]), hist[k].g+int(p[1]), hist[k].b+int(p[2])
 			}
-			hist[k].n++
-			hist[k].r, hist[k].g, hist[k].b = hist[k].r+int(p[0]), hist[k].g+int(p[1]), hist[k].b+int(p[2])
 		}
 	}
 	avg := func(k int) color.RGBA {
@@ -179,17 +212,21 @@ func quantize(img *image.RGBA, reserved []color.Color) (color.Palette, []uint8) 
 	}
 	own := pal[first:]
 	lut := make([]uint8, len(hist)) // 0 means not looked up yet
-	out := make([]uint8, w*h)
-	for y := range h {
-		for x := range w {
-			k := key(x, y)
-			if lut[k] == 0 {
-				lut[k] = uint8(first + own.Index(avg(k)))
+	outs := make([][]uint8, len(imgs))
+	for i, img := range imgs {
+		out := make([]uint8, w*h)
+		for y := range h {
+			for x := range w {
+				k := key(img, x, y)
+				if lut[k] == 0 {
+					lut[k] = uint8(first + own.Index(avg(k)))
+				}
+				out[y*w+x] = lut[k]
 			}
-			out[y*w+x] = lut[k]
 		}
+		outs[i] = out
 	}
-	return pal, out
+	return pal, outs
 }
 
 // encodeMP4 converts the GIF at src into an H.264 (or the build's default)

@@ -6,7 +6,9 @@
 // so an inline event handler would not run, and no network at all.
 //
 // Query: tool, args (JSON), theme (light|dark), refuse=1 (the host refuses
-// the view's calls).
+// the view's calls), fixture=1 (the tool result, and the resources it
+// names, come from /apphost/fixture.json instead of darkroom: shapes of
+// result darkroom's tools cannot make yet; the view itself is darkroom's).
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { AppBridge, PostMessageTransport, getToolUiResourceUri, RESOURCE_MIME_TYPE } from "@modelcontextprotocol/ext-apps/app-bridge";
 
@@ -52,8 +54,9 @@ async function main() {
   const view = res.contents[0];
   if (view.mimeType !== RESOURCE_MIME_TYPE) throw new Error(`view mimeType ${view.mimeType}`);
 
-  const args = JSON.parse(q.get("args") || "{}");
-  const result = client.callTool({ name: tool.name, arguments: args }); // the model's call
+  const fixture = q.get("fixture") === "1" ? await (await fetch("/apphost/fixture.json")).json() : null;
+  const args = fixture ? fixture.args : JSON.parse(q.get("args") || "{}");
+  const result = fixture ? Promise.resolve(fixture.result) : client.callTool({ name: tool.name, arguments: args }); // the model's call
 
   const iframe = document.createElement("iframe");
   iframe.sandbox = "allow-scripts";
@@ -83,6 +86,8 @@ async function main() {
   bridge.onreadresource = async (params, extra) => {
     host.reads.push(params.uri);
     if (refuse) throw new Error("the host refused this read");
+    const canned = fixture?.resources?.[params.uri];
+    if (canned) return { contents: [{ uri: params.uri, ...canned }] };
     try {
       return await client.readResource(params, extra);
     } catch (e) {

@@ -9,7 +9,7 @@ const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  media: $("media"), status: $("status-text"), bar: $("bar"), fill: $("bar-fill"),
+  media: $("media"), inputs: $("inputs"), status: $("status-text"), bar: $("bar"), fill: $("bar-fill"),
   prompt: $("prompt"), facts: $("facts"), error: $("error"), note: $("note"),
   cancel: $("cancel"), download: $("download"),
 };
@@ -18,10 +18,15 @@ const state = {
   gen: null, // the generation as darkroom's tools return it
   prompt: "", model: "",
   pollMs: 0, timer: 0, // 0: the first poll soon, then the generation's own interval
-  shown: "", // key of the media on screen
-  preview: "", // data: URL of the inline preview from the tool result
-  linkUri: "", // darkroom:// URI of output 0, when the result names one
+  shown: [], // per output: key of the media on screen ("preview", "full")
+  preview: "", // data: URL of the inline preview (of output 0) from the tool result
+  links: [], // darkroom:// URIs the result names (resource_link blocks)
+  inputsKey: "", // which inputs are on screen
+  loading: false, // loadMedia is running
 };
+
+// What each input role is called on screen.
+const ROLE_LABEL = { image: "Image", mask: "Mask", reference: "Reference", first_frame: "First frame", last_frame: "Last frame" };
 
 const app = new App({ name: "darkroom-viewer", version: "1" }, {}, { autoResize: true });
 
@@ -70,6 +75,7 @@ function renderFacts(g) {
   if (state.model || g.modelId) rows.push(["Model", state.model || g.modelId]);
   if (g.credits != null) rows.push(["Cost", `${g.credits} credit${g.credits === 1 ? "" : "s"}` + (g.status === "cancelled" ? " (refunded)" : "")]);
   const o = g.outputs?.[0];
+  if ((g.outputs?.length || 0) > 1) rows.push(["Outputs", `${g.outputs.length}`]);
   if (o) {
     const dims = o.width && o.height ? `${o.width}×${o.height}` : "";
     rows.push(["Size", [dims, typeText(o.mimeType), bytesText(o.bytes)].filter(Boolean).join(" · ")]);
@@ -95,26 +101,137 @@ function render() {
   ui.prompt.textContent = state.prompt;
   show(ui.prompt, !!state.prompt);
   renderFacts(g);
+  renderInputs(g);
   if (g.status === "failed") {
     ui.error.textContent = failureText(g.error);
     show(ui.error, true);
   }
   show(ui.cancel, live && !g.cancelRequested);
-  show(ui.download, g.status === "completed" && (g.outputs?.length || 0) > 0);
-  if (g.status === "completed" && !state.shown && state.preview) showMedia(state.preview, "image/jpeg", "preview");
+  // One output: the Download button; several: one in each output's caption.
+  show(ui.download, g.status === "completed" && (g.outputs?.length || 0) === 1);
+  if (g.status === "completed" && !state.shown[0] && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
 }
 
-function showMedia(src, mime, key) {
-  if (state.shown === key) return;
+// layout makes one figure per output: the picture alone for one, a grid
+// of numbered figures, each with its own Download, for several.
+function layout(n) {
+  if (ui.media.childElementCount === n) return;
+  state.shown = [];
+  ui.media.classList.toggle("several", n > 1);
+  const figs = [];
+  for (let i = 0; i < n; i++) {
+    const fig = document.createElement("figure");
+    fig.dataset.index = String(i);
+    const slot = document.createElement("div");
+    slot.className = "slot";
+    fig.append(slot);
+    if (n === 1 && state.inputsKey) {
+      // Beside its inputs, the one output says what it is.
+      const cap = document.createElement("figcaption");
+      cap.textContent = "Result";
+      fig.append(cap);
+    }
+    if (n > 1) {
+      const cap = document.createElement("figcaption");
+      const label = document.createElement("span");
+      label.className = "index";
+      label.textContent = `Output ${i + 1} of ${n}`;
+      const dl = document.createElement("button");
+      Object.assign(dl, { type: "button", className: "download-one", textContent: "Download" });
+      dl.setAttribute("aria-label", `Download output ${i + 1} of ${n}`);
+      dl.addEventListener("click", () => download(i));
+      cap.append(label, dl);
+      fig.append(cap);
+    }
+    figs.push(fig);
+  }
+  ui.media.replaceChildren(...figs);
+}
+
+function altText(n, count) {
+  const base = state.prompt || "generated image";
+  return count > 1 ? `${base} (output ${n + 1} of ${count})` : base;
+}
+
+function showMedia(n, src, mime, key) {
+  if (state.shown[n] === key) return;
+  const count = Math.max(state.gen?.outputs?.length || 0, 1);
+  layout(count);
+  const slot = ui.media.children[n]?.querySelector(".slot");
+  if (!slot) return;
   const isVideo = mime.startsWith("video/");
   const el = document.createElement(isVideo ? "video" : "img");
-  if (isVideo) Object.assign(el, { controls: true, autoplay: true, muted: true, loop: true, playsInline: true });
-  else el.alt = state.prompt || "generated image";
+  if (isVideo) {
+    Object.assign(el, { controls: true, autoplay: true, muted: true, loop: true, playsInline: true });
+    el.setAttribute("aria-label", altText(n, count));
+  } else el.alt = altText(n, count);
   el.src = src;
   el.dataset.kind = key;
-  ui.media.replaceChildren(el);
+  el.dataset.index = String(n);
+  slot.replaceChildren(el);
   show(ui.media, true);
-  state.shown = key;
+  state.shown[n] = key;
+}
+
+// renderInputs shows what an edit (or a video's frames) started from,
+// beside the result, each labelled by its role; the bytes come by
+// resources/read of the input's darkroom:// URI, so a host that does not
+// proxy resources shows the labels only.
+function renderInputs(g) {
+  const list = Array.isArray(g.inputs) ? g.inputs.filter((i) => i && typeof i.role === "string") : [];
+  const key = list.map((i) => `${i.role} ${i.uri || ""}`).join("|");
+  if (key === state.inputsKey) return;
+  state.inputsKey = key;
+  const total = {}, seen = {};
+  for (const i of list) total[i.role] = (total[i.role] || 0) + 1;
+  const figs = list.map((inp) => {
+    seen[inp.role] = (seen[inp.role] || 0) + 1;
+    const label = (ROLE_LABEL[inp.role] || inp.role) + (total[inp.role] > 1 ? ` ${seen[inp.role]}` : "");
+    const fig = document.createElement("figure");
+    fig.dataset.role = inp.role;
+    const slot = document.createElement("div");
+    slot.className = "slot";
+    const cap = document.createElement("figcaption");
+    const name = document.createElement("span");
+    name.className = "role";
+    name.textContent = label;
+    cap.append(name);
+    if (inp.width && inp.height) {
+      const dims = document.createElement("span");
+      dims.textContent = `${inp.width}×${inp.height}`;
+      cap.append(dims);
+    }
+    fig.append(slot, cap);
+    loadInput(inp, slot, label);
+    return fig;
+  });
+  const heading = document.createElement("h2");
+  heading.textContent = "Inputs";
+  ui.inputs.replaceChildren(heading, ...figs);
+  show(ui.inputs, figs.length > 0);
+}
+
+async function loadInput(inp, slot, label) {
+  const missing = (text) => {
+    const p = document.createElement("div");
+    p.className = "missing";
+    p.textContent = text;
+    slot.replaceChildren(p);
+  };
+  if (!inp.uri || !app.getHostCapabilities()?.serverResources) { missing("Not shown by this host"); return; }
+  missing("Loading…");
+  try {
+    const r = await app.readServerResource({ uri: inp.uri });
+    const c = r.contents?.[0];
+    if (!c?.blob) throw new Error("no bytes");
+    const img = document.createElement("img");
+    img.alt = `${label} (input)`;
+    img.dataset.role = inp.role;
+    img.src = b64ToDataURL(c.blob, c.mimeType || inp.mimeType || "image/png");
+    slot.replaceChildren(img);
+  } catch {
+    missing("Not available");
+  }
 }
 
 function b64ToDataURL(b64, mime) { return `data:${mime};base64,${b64}`; }
@@ -165,28 +282,46 @@ async function poll() {
   else schedule();
 }
 
-// loadMedia shows output 0 at full size: by resources/read of its
-// darkroom:// URI when the result named one, else through the view tool.
+// loadMedia shows every output at full size, one after the other: by
+// resources/read of its darkroom:// URI when the result named it, else
+// through the view tool. A host refusal stops it (the note says why).
 async function loadMedia() {
   const g = state.gen;
-  if (g.status !== "completed" || !g.outputs?.length || state.shown === "full") return;
-  const o = g.outputs[0];
-  if (state.linkUri && app.getHostCapabilities()?.serverResources) {
+  if (g.status !== "completed" || !g.outputs?.length || state.loading) return;
+  state.loading = true;
+  try {
+    layout(g.outputs.length);
+    for (let n = 0; n < g.outputs.length; n++) {
+      if (state.shown[n] !== "full" && !(await loadOutput(g, n))) break;
+    }
+  } finally {
+    state.loading = false;
+  }
+}
+
+function ownURI(g, n) { return `darkroom://generations/${g.generationId}/outputs/${n}`; }
+
+async function loadOutput(g, n) {
+  const o = g.outputs[n];
+  const uri = o.uri || state.links.find((u) => u === ownURI(g, n));
+  if (uri && app.getHostCapabilities()?.serverResources) {
     try {
-      const r = await app.readServerResource({ uri: state.linkUri });
+      const r = await app.readServerResource({ uri });
       const c = r.contents?.[0];
-      if (c?.blob) { showMedia(b64ToDataURL(c.blob, c.mimeType || o.mimeType), c.mimeType || o.mimeType, "full"); return; }
+      if (c?.blob) { showMedia(n, b64ToDataURL(c.blob, c.mimeType || o.mimeType), c.mimeType || o.mimeType, "full"); return true; }
     } catch { /* fall back to the view tool */ }
   }
   try {
-    const res = await call(VIEW_TOOL, { generationId: g.generationId, output: 0 });
+    const res = await call(VIEW_TOOL, { generationId: g.generationId, output: n });
     const blk = (res.content || []).find((c) => c.type === "resource" && c.resource?.blob);
     if (res.isError || !blk) throw new Error((res.content || []).map((c) => c.text || "").join(" ") || "no bytes");
     adopt(res.structuredContent);
-    showMedia(b64ToDataURL(blk.resource.blob, blk.resource.mimeType || o.mimeType), blk.resource.mimeType || o.mimeType, "full");
+    showMedia(n, b64ToDataURL(blk.resource.blob, blk.resource.mimeType || o.mimeType), blk.resource.mimeType || o.mimeType, "full");
+    return true;
   } catch (err) {
     refused("fetch the full-size file", err);
-    if (!state.shown && state.preview) showMedia(state.preview, "image/jpeg", "preview");
+    if (!state.shown[0] && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
+    return false;
   }
 }
 
@@ -202,7 +337,7 @@ app.ontoolresult = (result) => {
   const sc = result.structuredContent;
   for (const c of result.content || []) {
     if (c.type === "image" && c.data && !state.preview) state.preview = b64ToDataURL(c.data, c.mimeType || "image/jpeg");
-    if (c.type === "resource_link" && typeof c.uri === "string" && c.uri.startsWith("darkroom://") && !state.linkUri) state.linkUri = c.uri;
+    if (c.type === "resource_link" && typeof c.uri === "string" && c.uri.startsWith("darkroom://")) state.links.push(c.uri);
   }
   if (!sc?.generationId) {
     const text = (result.content || []).filter((c) => c.type === "text").map((c) => c.text).join(" ");
@@ -250,12 +385,13 @@ ui.cancel.addEventListener("click", async () => {
   }
 });
 
-ui.download.addEventListener("click", async () => {
-  let o = state.gen?.outputs?.[0];
+// download opens output n's signed link through the host, asking for a
+// fresh one first when it is about to expire.
+async function download(n) {
+  let o = state.gen?.outputs?.[n];
   if (!o) return;
   if (Date.parse(o.expiresAt) - Date.now() < 30_000) {
-    // The link is stale: ask for a fresh one.
-    try { adopt((await call(VIEW_TOOL, { generationId: state.gen.generationId })).structuredContent); o = state.gen.outputs[0]; } catch { /* try the old one */ }
+    try { adopt((await call(VIEW_TOOL, { generationId: state.gen.generationId })).structuredContent); o = state.gen.outputs[n] || o; } catch { /* try the old one */ }
   }
   try {
     const r = await app.openLink({ url: o.url });
@@ -263,7 +399,8 @@ ui.download.addEventListener("click", async () => {
   } catch (err) {
     refused("open the download link", err);
   }
-});
+}
+ui.download.addEventListener("click", () => download(0));
 
 app.connect().then(() => applyContext(app.getHostContext()), (err) => {
   ui.status.textContent = "This viewer needs a host that renders MCP Apps.";
