@@ -20,19 +20,24 @@ func withBudget(limit int64) envOption {
 
 // TestBudgetDecidedInTransaction: concurrent creates against a daily
 // budget that fits exactly five accept exactly five, with or without
-// (fresh) idempotency keys, and never report more spent than the limit.
+// (fresh) idempotency keys and with one output or three (each charged),
+// and never report more spent than the limit.
 func TestBudgetDecidedInTransaction(t *testing.T) {
-	for _, keyed := range []bool{false, true} {
-		t.Run(fmt.Sprintf("keys=%v", keyed), func(t *testing.T) {
-			e := newEnv(t, withBudget(5)) // local-sketch costs 1
+	for _, c := range []struct {
+		keyed bool
+		count int
+	}{{false, 1}, {true, 1}, {false, 3}, {true, 3}} {
+		t.Run(fmt.Sprintf("keys=%v/count=%d", c.keyed, c.count), func(t *testing.T) {
+			fits := int64(5 * c.count)
+			e := newEnv(t, withBudget(fits)) // local-sketch costs 1 an output
 			ctx := context.Background()
 			const n = 50
 			var wg sync.WaitGroup
 			errs := make(chan error, n)
 			for i := range n {
 				wg.Go(func() {
-					req := CreateRequest{ModelID: "local-sketch", Prompt: "budget"}
-					if keyed {
+					req := CreateRequest{ModelID: "local-sketch", Prompt: "budget", Count: c.count}
+					if c.keyed {
 						req.IdempotencyKey = fmt.Sprintf("fresh-%d", i)
 					}
 					_, _, err := e.svc.Create(ctx, "alice", req)
@@ -56,8 +61,8 @@ func TestBudgetDecidedInTransaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if accepted != 5 || spent != 5 || e.count("") != 5 {
-				t.Fatalf("accepted %d, spent %d, rows %d; want 5 each", accepted, spent, e.count(""))
+			if accepted != 5 || spent != fits || e.count("") != 5 {
+				t.Fatalf("accepted %d, spent %d, rows %d; want 5, %d, 5", accepted, spent, e.count(""), fits)
 			}
 		})
 	}

@@ -212,3 +212,41 @@ func TestOverCapStartsWhenOneFinishes(t *testing.T) {
 			g.Status, g.StatusMessage, timedOut, err)
 	}
 }
+
+// TestInFlightCountsOutputs: the in-flight cap counts outputs. With a cap
+// of 3 and a generation of 2 outputs at the provider, another of 2 waits
+// while one of 1 starts; the waiting one starts when the first ends.
+func TestInFlightCountsOutputs(t *testing.T) {
+	e := newEnv(t)
+	inStatus, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.prov.beforeStatus = func(provider.Job) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(inStatus)
+			<-release
+		}
+	}
+	startRunnerWith(t, e, RunnerConfig{MaxInFlight: func(string) int { return 3 }})
+	first := e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "two", Count: 2})
+	select {
+	case <-inStatus:
+	case <-time.After(waitLimit):
+		t.Fatal("the first generation never reached the provider")
+	}
+	held := e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "two more", Count: 2})
+	e.waitUntil(held.ID, func(g *Generation) bool { return strings.Contains(g.StatusMessage, "2 of your outputs are in flight (limit 3)") })
+	if g := e.waitDone(e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "one"}).ID); g.Status != StatusCompleted {
+		t.Fatalf("a generation of one output within the cap ended %s", g.Status)
+	}
+	if g, _ := e.svc.Get(context.Background(), "alice", held.ID); g.Status != StatusQueued {
+		t.Fatalf("the generation over the cap is %s, want queued", g.Status)
+	}
+	close(release)
+	for _, id := range []string{first.ID, held.ID} {
+		if g := e.waitDone(id); g.Status != StatusCompleted || len(g.Outputs) != 2 {
+			t.Fatalf("%s ended %s with %d outputs, want completed with 2", id, g.Status, len(g.Outputs))
+		}
+	}
+}

@@ -77,6 +77,7 @@ func Example() {
 	// Output:
 	// local/local-sketch: image, 1 credits
 	// local/local-photo: image, 4 credits
+	// local/local-edit: image, 4 credits
 	// local/local-motion: video, 20 credits
 	// local/local-animate: video, 20 credits
 	// state: completed completed
