@@ -411,7 +411,7 @@ func TestLogs(t *testing.T) {
 			b := p.messages("darkroom serving")[0]
 			abs, _ := filepath.Abs(filepath.Join(data, "darkroom.db"))
 			for key, want := range map[string]string{"version": "dev", "addr": "/mcp", "auth": "1 API key", "keys": "DARKROOM_API_KEYS",
-				"store": abs, "blobs": "local folder /", "providers": "local (4 models)", "metrics": "/metrics with the metrics token"} {
+				"store": abs, "blobs": "local folder /", "providers": "local (5 models)", "metrics": "/metrics with the metrics token"} {
 				if v, _ := b[key].(string); !strings.Contains(v, want) {
 					t.Errorf("banner %s = %q, want it to contain %q", key, v, want)
 				}
