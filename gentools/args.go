@@ -12,11 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// decodeArgs unmarshals the arguments, turning type errors into messages a
+// DecodeArgs unmarshals a tool's arguments, turning type errors into messages a
 // model can act on. An argument the tool does not know is refused by
 // name: a caller who sends count to a server without it must not get one
 // output and no word why.
-func decodeArgs(req *mcp.CallToolRequest, v any) *mcp.CallToolResult {
+func DecodeArgs(req *mcp.CallToolRequest, v any) *mcp.CallToolResult {
 	args := req.Params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = []byte("{}")

@@ -265,7 +265,7 @@ func fail(err error, id string) (*mcp.CallToolResult, error) {
 }
 
 func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := decodeArgs(req, &struct{}{}); r != nil {
+	if r := DecodeArgs(req, &struct{}{}); r != nil {
 		return r, nil
 	}
 	models := t.svc.Models()
@@ -278,7 +278,7 @@ func (t *Tools) listModels(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 }
 
 func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := decodeArgs(req, &struct{}{}); r != nil {
+	if r := DecodeArgs(req, &struct{}{}); r != nil {
 		return r, nil
 	}
 	owner := t.owner(ctx, req)
@@ -377,7 +377,7 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 	}()
 	var a GenerateArgs
-	if r := decodeArgs(req, &a); r != nil {
+	if r := DecodeArgs(req, &a); r != nil {
 		return r, nil
 	}
 	if a.ModelID == "" {
@@ -473,7 +473,7 @@ func (a idArgs) generationID() string { return a.GenerationID }
 // decodeWithID decodes a tool's arguments into a and checks their
 // generationId.
 func decodeWithID(req *mcp.CallToolRequest, a interface{ generationID() string }) *mcp.CallToolResult {
-	if r := decodeArgs(req, a); r != nil {
+	if r := DecodeArgs(req, a); r != nil {
 		return r
 	}
 	id := a.generationID()
@@ -607,7 +607,7 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 		Cursor string `json:"cursor"`
 		Status string `json:"status"`
 	}
-	if r := decodeArgs(req, &a); r != nil {
+	if r := DecodeArgs(req, &a); r != nil {
 		return r, nil
 	}
 	limit := defListLimit

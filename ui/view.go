@@ -71,8 +71,8 @@ func errResult(format string, a ...any) *mcp.CallToolResult {
 
 func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a viewArgs
-	if req.Params == nil || len(req.Params.Arguments) == 0 || json.Unmarshal(req.Params.Arguments, &a) != nil {
-		return errResult("arguments must be an object with generationId"), nil
+	if bad := gentools.DecodeArgs(req, &a); bad != nil {
+		return bad, nil
 	}
 	if a.GenerationID == "" || len(a.GenerationID) > 128 {
 		return errResult("generationId is required (at most 128 characters)"), nil

@@ -220,6 +220,7 @@ func TestViewTool(t *testing.T) {
 		{"no such output", map[string]any{"generationId": gid, "output": 3}, true},
 		{"no id", map[string]any{}, true},
 		{"not an object", nil, true},
+		{"an unknown argument", map[string]any{"generationId": gid, "page": 2}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := alice.tool(ui.ViewTool, c.args)
