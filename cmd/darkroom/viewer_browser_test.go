@@ -10,6 +10,7 @@ import (
 	"image/color"
 	"image/gif"
 	"image/png"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -29,6 +30,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/local"
 )
 
 // TestViewerInBrowser renders darkroom's MCP Apps view in headless
@@ -146,14 +150,14 @@ func TestViewerInBrowser(t *testing.T) {
 	// The shapes of issue 23 (several outputs, an edit's inputs), handed to
 	// the view as a tool result by the host page (fixture=1), with the
 	// bytes of every darkroom:// URI they name.
-	useFixture := func(f viewFixture) {
+	useFixture := func(f viewFixture, extra ...string) {
 		t.Helper()
 		js, err := json.Marshal(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		fixture.Store(&js)
-		open("generate", nil, "&fixture=1")
+		open("generate", nil, "&fixture=1"+strings.Join(extra, ""))
 	}
 
 	t.Run("several outputs in a grid, each with its index and download", func(t *testing.T) {
@@ -208,10 +212,12 @@ func TestViewerInBrowser(t *testing.T) {
 
 	t.Run("an edit shows its inputs by role beside the result", func(t *testing.T) {
 		f := newViewFixture("gen-edit", "paint a sunny hill inside the mask", "local-edit")
-		f.output(t, gradientPNG(t, 240, 160), "image/png", 240, 160)
-		f.input(t, "image", "darkroom://generations/gen-earlier/outputs/0", solidPNG(t, 240, 160, color.RGBA{120, 120, 130, 255}), 240, 160)
-		f.input(t, "mask", "darkroom://generations/gen-edit/inputs/1", maskPNG(t, 240, 160), 240, 160)
-		f.input(t, "reference", "darkroom://generations/gen-edit/inputs/2", solidPNG(t, 64, 64, color.RGBA{230, 150, 30, 255}), 64, 64)
+		// The result is the local provider's real edit of these inputs.
+		img, mask, ref := gradientPNG(t, 240, 160), maskPNG(t, 240, 160), solidPNG(t, 64, 64, color.RGBA{230, 150, 30, 255})
+		f.output(t, localEdit(t, img, mask, ref), "image/png", 240, 160)
+		f.input(t, "image", "darkroom://generations/gen-earlier/outputs/0", img, 240, 160)
+		f.input(t, "mask", "darkroom://generations/gen-edit/inputs/1", mask, 240, 160)
+		f.input(t, "reference", "darkroom://generations/gen-edit/inputs/2", ref, 64, 64)
 		f.input(t, "reference", "darkroom://generations/gen-edit/inputs/3", nil, 64, 64) // not readable: labelled, not shown
 		useFixture(f)
 		b.waitView(t, `document.querySelector("#media img[data-kind=full]")?.naturalWidth > 0 &&
@@ -239,6 +245,9 @@ func TestViewerInBrowser(t *testing.T) {
 			t.Fatalf("captions %q, inputs beside the result %v, download %v", got.Dims, got.Beside, got.MainDownload)
 		}
 		shot("edit-inputs")
+		useFixture(f, "&theme=dark")
+		b.waitView(t, `document.documentElement.dataset.theme === "dark" && [...document.querySelectorAll("#inputs img")].filter((i) => i.naturalWidth > 0).length === 3`)
+		shot("edit-inputs-dark")
 	})
 
 	t.Run("a video's first and last frames", func(t *testing.T) {
@@ -485,6 +494,43 @@ func (f *viewFixture) outputURIs() []string {
 		uris = append(uris, fmt.Sprintf("darkroom://generations/%s/outputs/%d", f.Result.StructuredContent.GenerationID, n))
 	}
 	return uris
+}
+
+// localEdit is what the local provider's local-edit makes of img, mask
+// and a reference.
+func localEdit(t *testing.T, img, mask, ref []byte) []byte {
+	t.Helper()
+	p, err := local.New(local.Options{Dir: t.TempDir(), Scale: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(role string, data []byte) provider.Input {
+		return provider.Input{Role: role, MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(data)), nil
+		}}
+	}
+	m := slices.IndexFunc(p.Models(), func(m provider.Model) bool { return m.ID == "local-edit" })
+	ctx := context.Background()
+	main := in("", img)
+	job, err := p.Submit(ctx, provider.Request{Model: p.Models()[m], Prompt: "a sunny hill", InputImage: &main,
+		Extra: []provider.Input{in(provider.RoleMask, mask), in(provider.RoleReference, ref)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Status(ctx, job)
+	if err != nil || len(st.Outputs) != 1 {
+		t.Fatalf("local edit: %+v %v", st, err)
+	}
+	rc, err := p.OpenOutput(ctx, job, st.Outputs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func encodePNG(t *testing.T, img image.Image) []byte {

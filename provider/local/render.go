@@ -184,8 +184,8 @@ var (
 )
 
 // newTheme picks a picture's colours. Reference colours (refs), when
-// given, decide the hue and are the accents, whatever the prompt says;
-// the generator is drawn from the same either way.
+// given, decide them, whatever the prompt says; the generator is drawn
+// from the same either way.
 func newTheme(r *rand.Rand, prompt string, refs []rgb) theme {
 	hue := r.Float64() * 360
 	night := r.Float64() < 0.15
@@ -217,6 +217,16 @@ func newTheme(r *rand.Rand, prompt string, refs []rgb) theme {
 		t.accents = append(t.accents, hsl(h, 0.55+0.3*r.Float64(), 0.45+0.25*r.Float64()))
 	}
 	if len(refs) > 0 {
+		// The references' own colours, not only their hue: the first
+		// makes the sky, sun and paper, the second the haze, the last the
+		// land, and each is an accent.
+		first, second, last := refs[0], refs[min(1, len(refs)-1)], refs[len(refs)-1]
+		white := rgb{1, 1, 1}
+		t.skyTop, t.skyLow, t.sun, t.land = first.scale(0.75), second.lerp(white, 0.45), first.lerp(white, 0.85), last.scale(0.45)
+		t.paper, t.ink = first.lerp(white, 0.85), first.scale(0.25)
+		if night {
+			t.skyTop, t.skyLow, t.land = first.scale(0.15), second.scale(0.45), last.scale(0.12)
+		}
 		for i := range t.accents {
 			t.accents[i] = refs[i%len(refs)]
 		}
