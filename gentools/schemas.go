@@ -66,8 +66,8 @@ const generationSchema = `{"type":"object","properties":{
  "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
 
 const inputViewSchema = `{"type":"object","properties":{
- "role":{"type":"string"},"uri":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
- "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","mimeType"]}`
+ "role":{"type":"string"},"uri":{"type":"string"},"from":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
+ "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","uri","url","mimeType"]}`
 
 const dryRunOut = `{"type":"object","properties":{
  "dryRun":{"type":"boolean"},"modelId":{"type":"string"},"kind":{"type":"string"},"count":{"type":"integer"},

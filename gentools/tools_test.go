@@ -68,6 +68,7 @@ func (r *rig) session(owner string) (*gentools.Tools, *mcp.ClientSession) {
 	})
 	s := mcp.NewServer(&mcp.Implementation{Name: "darkroom-test", Version: "1"}, nil)
 	tools.Register(s)
+	tools.RegisterResources(s)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
 	if err != nil {
