@@ -226,10 +226,11 @@ func (r *Registry) fetch(ctx context.Context, ref Ref, src Source, curated *cata
 	}
 	if err != nil {
 		var re *provider.RetryableError
+		var after time.Duration
 		if errors.As(err, &re) {
-			return nil, err
+			after = re.After
 		}
-		return nil, &provider.RetryableError{Err: fmt.Errorf("reading %s's schema from %s failed: %w; try again shortly (nothing was charged)", ref.ID(), ref.Provider, err)}
+		return nil, &provider.RetryableError{Err: fmt.Errorf("reading %s's schema from %s failed (%w); try again shortly (nothing was charged)", ref.ID(), ref.Provider, err), After: after}
 	}
 	if err := CheckBounds(info.Doc, MaxSchemaBytes, MaxSchemaDepth); err != nil {
 		return nil, fmt.Errorf("%s's schema %w: darkroom does not use it", ref.ID(), err)
