@@ -103,7 +103,8 @@ var modelsDown sync.Map // *Emulator → bool
 // search) answer 503, as a provider outage would.
 func (e *Emulator) SetModelsDown(down bool) { modelsDown.Store(e, down) }
 
-// ModelFetches counts schema document fetches (both providers).
+// ModelFetches counts schema document requests (both providers, answered
+// or refused).
 func (e *Emulator) ModelFetches() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -154,12 +155,12 @@ func (e *Emulator) replicateModels(w http.ResponseWriter, r *http.Request) bool 
 	if len(parts) != 2 && !(len(parts) == 4 && parts[2] == "versions") {
 		return false
 	}
-	if e.metaDown(w) {
-		return true
-	}
 	e.mu.Lock()
 	e.counts["models/schema"]++
 	e.mu.Unlock()
+	if e.metaDown(w) {
+		return true
+	}
 	m := modelData().replicate[parts[0]+"/"+parts[1]]
 	if m == nil || (len(parts) == 4 && parts[3] != m.version) {
 		writeJSON(w, 404, map[string]any{"detail": "Not found.", "status": 404})
@@ -194,12 +195,12 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 	q := r.URL.Query()
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/api/openapi/queue/openapi.json":
-		if e.metaDown(w) {
-			return true
-		}
 		e.mu.Lock()
 		e.counts["models/schema"]++
 		e.mu.Unlock()
+		if e.metaDown(w) {
+			return true
+		}
 		doc := modelData().fal[q.Get("endpoint_id")]
 		if doc == nil {
 			writeJSON(w, 404, map[string]any{"detail": "Endpoint not found"})
