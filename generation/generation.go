@@ -53,6 +53,8 @@ type Params struct {
 	Seed            *int64      `json:"seed,omitempty"`
 	DurationSeconds int         `json:"durationSeconds,omitempty"`
 	InputImage      *StoredBlob `json:"inputImage,omitempty"`
+	// Input are the caller's provider-native fields, as validated.
+	Input map[string]any `json:"input,omitempty"`
 	// AwaitsImage marks a generation reserved until upload_input, and
 	// AwaitsApproval one reserved until its spend is approved; it is
 	// queued once neither holds.

@@ -91,6 +91,9 @@ type Config struct {
 	// InlinePreview makes a preview of each image output as it is stored
 	// (see package preview), recorded in Output.Preview.
 	InlinePreview bool
+	// Models resolves qualified model ids and checks provider-native
+	// input (models.go); nil: the curated catalog only.
+	Models Models
 }
 
 // Service is the API over generations used by the tool handlers.
@@ -102,6 +105,7 @@ type Service struct {
 	modelByID map[string]provider.Model
 	providers map[string]provider.Provider
 	previews  *preview.Cache // inline previews' bytes by key (immutable)
+	resolved  resolvedModels // qualified models (models.go)
 }
 
 // NewService builds the service and its model catalog.
@@ -166,8 +170,13 @@ func (s *Service) Models() []provider.Model { return slices.Clone(s.models) }
 
 // Model looks a model up by id.
 func (s *Service) Model(id string) (provider.Model, bool) {
-	m, ok := s.modelByID[id]
-	return m, ok
+	if m, ok := s.modelByID[id]; ok {
+		return m, true
+	}
+	if m, ok := s.resolved.m.Load(id); ok {
+		return m.(provider.Model), true
+	}
+	return provider.Model{}, false
 }
 
 // InputImage is an input image sent inline.
@@ -185,7 +194,10 @@ type CreateRequest struct {
 	Seed            *int64
 	DurationSeconds int
 	InputImage      *InputImage
-	IdempotencyKey  string
+	// Input are provider-native fields (checked by Resolve against the
+	// model's schema), stored with the generation and sent as they are.
+	Input          map[string]any
+	IdempotencyKey string
 	// HoldForApproval keeps the generation reserved until Approve.
 	HoldForApproval bool
 	// InTx runs inside the creating transaction (the tasks layer creates its
@@ -194,6 +206,8 @@ type CreateRequest struct {
 	// valid is the model Validate accepted the request for: Create then
 	// validates it no second time (its fields must not change between).
 	valid *provider.Model
+	// resolved is the qualified model Resolve found (models.go).
+	resolved *provider.Model
 }
 
 // DefaultAspectRatio is used when the caller gives none (or the model's
@@ -220,9 +234,9 @@ const (
 
 // Validate checks a request against the catalog without touching storage.
 func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
-	m, ok := s.modelByID[req.ModelID]
+	m, ok := s.lookupModel(req)
 	if !ok {
-		return m, inputErrorf("unknown modelId %q: call list_models for the available ids", req.ModelID)
+		return m, inputErrorf("unknown modelId %q: it does not exist (list_models and search_models list the available ids)", req.ModelID)
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
 		return m, inputErrorf("prompt is required and must not be blank")
@@ -242,7 +256,9 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 			req.AspectRatio = m.AspectRatios[0] // a model without 16:9 (OpenAI's: 1:1, 3:2, 2:3)
 		}
 	}
-	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
+	if len(m.AspectRatios) == 0 && req.AspectRatio == DefaultAspectRatio {
+		req.AspectRatio = "" // a qualified model without an aspect-ratio field
+	} else if !slices.Contains(m.AspectRatios, req.AspectRatio) {
 		return m, inputErrorf("aspectRatio %q is not offered by %s; choose %s", req.AspectRatio, m.ID, words.Or(m.AspectRatios))
 	}
 	if req.DurationSeconds < 0 || req.DurationSeconds > MaxDurationSeconds {
@@ -337,7 +353,11 @@ func argsHash(req *CreateRequest) string {
 	if req.Seed != nil {
 		seed = fmt.Sprint(*req.Seed)
 	}
-	_ = json.NewEncoder(h).Encode([]any{req.ModelID, req.Prompt, req.NegativePrompt, req.AspectRatio, seed, req.DurationSeconds, img, req.HoldForApproval})
+	args := []any{req.ModelID, req.Prompt, req.NegativePrompt, req.AspectRatio, seed, req.DurationSeconds, img, req.HoldForApproval}
+	if req.Input != nil {
+		args = append(args, req.Input) // only when given: earlier generations' hashes stay
+	}
+	_ = json.NewEncoder(h).Encode(args)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 

@@ -40,6 +40,8 @@ type Hit struct {
 	Title       string        `json:"title,omitempty"`
 	Description string        `json:"description,omitempty"`
 	Kind        provider.Kind `json:"kind,omitempty"`
+	// Source is where a search found it: "curated", "replicate", "fal".
+	Source string `json:"source"`
 }
 
 // Stored is a schema document as a Store keeps it.
