@@ -18,6 +18,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	// Bytes is the process-wide budget of output bytes in flight (nil:
 	// unbounded); resources/read takes its shares.
 	Bytes *outbytes.Budget
+	// Models answers describe_model and search_models (nil: the two
+	// tools answer from the service's list alone).
+	Models *modelschema.Catalog
 }
 
 // Wait bounds (see Config).
@@ -152,6 +156,9 @@ func New(cfg Config) *Tools {
 	}
 	t := &Tools{cfg: cfg, svc: cfg.Service}
 	for _, row := range t.generationTools() {
+		t.Add(row)
+	}
+	for _, row := range t.modelTools() {
 		t.Add(row)
 	}
 	return t
@@ -340,6 +347,8 @@ type GenerateArgs struct {
 	Wait            bool      `json:"wait"`
 	WaitSeconds     *int      `json:"waitSeconds"`
 	ConfirmSpend    bool      `json:"confirmSpend"`
+	// Input are provider-native fields (see describe_model).
+	Input json.RawMessage `json:"input"`
 }
 
 func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
@@ -408,6 +417,9 @@ func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	cr := generation.CreateRequest{
 		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
 		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
+	}
+	if r := t.resolveModel(ctx, &cr, a.Input); r != nil { // before any input image is fetched
+		return r, nil
 	}
 	if d := a.DurationSeconds; d != nil {
 		// 0 is generation's "model default": only an absent argument means that.

@@ -90,6 +90,9 @@ func (c *Catalog) resolved(ctx context.Context, id string) (catalog.Entry, *Mode
 
 // CheckInput implements generation.Models.
 func (c *Catalog) CheckInput(ctx context.Context, pm provider.Model, input map[string]any) error {
+	if pm.Provider != "replicate" && pm.Provider != "fal" {
+		return &InputError{Msg: fmt.Sprintf("%s takes no input: its provider (%s) publishes no input schema darkroom can check it against", pm.ID, pm.Provider)}
+	}
 	e, m, err := c.resolved(ctx, pm.ID)
 	if err != nil {
 		return err

@@ -173,3 +173,9 @@ func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, e
 	}
 	return e, e.Provider == Name, nil
 }
+
+// SetResolve sets Config.Resolve, before the provider serves (the
+// resolver is built over the providers).
+func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.Entry, error)) {
+	p.cfg.Resolve = f
+}
