@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -53,8 +54,11 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 	if r := decodeArgs(req, &a); r != nil {
 		return tasks.Reply{Result: r}, nil
 	}
-	if a.ModelID == "" || len(a.ModelID) > maxModelIDChars {
-		return tasks.Reply{Result: toolError("modelId is required (at most %d characters): a modelId from list_models or search_models", maxModelIDChars)}, nil
+	if a.ModelID == "" {
+		return tasks.Reply{Result: toolError("modelId is required: a modelId from list_models or search_models")}, nil
+	}
+	if n := utf8.RuneCountInString(a.ModelID); n > maxModelIDChars {
+		return tasks.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
 	}
 	var d *modelschema.Description
 	key := a.ModelID
@@ -118,8 +122,8 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks
 	if r := decodeArgs(req, &a); r != nil {
 		return tasks.Reply{Result: r}, nil
 	}
-	if len([]rune(a.Query)) > maxQueryChars {
-		return tasks.Reply{Result: toolError("query is %d characters; the limit is %d", len([]rune(a.Query)), maxQueryChars)}, nil
+	if n := utf8.RuneCountInString(a.Query); n > maxQueryChars {
+		return tasks.Reply{Result: toolError("query is %d characters; the limit is %d", n, maxQueryChars)}, nil
 	}
 	if a.Kind != "" && a.Kind != string(provider.KindImage) && a.Kind != string(provider.KindVideo) {
 		return tasks.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
