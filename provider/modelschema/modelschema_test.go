@@ -361,7 +361,15 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 				t.Errorf("%s maps %q as %s; its schema says %s", e.ID, name, typ, fd.Type)
 			}
 		}
-		// Every value darkroom may send for the field is one the schema takes.
+		// Every value darkroom may send for the field is one the schema takes
+		// (the image fields, which come from inputs, aside).
+		images := map[string]string{}
+		if e.Input.InputImage != "" {
+			images[e.Input.InputImage] = "inputImage"
+		}
+		for _, r := range e.Roles {
+			images[r.Field] = "inputs"
+		}
 		in := map[string]any{e.Input.Prompt: "a prompt"}
 		for k, v := range e.Defaults {
 			in[k] = v
@@ -372,7 +380,7 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 				v = e.Input.AspectRatioValues[ar]
 			}
 			in[e.Input.AspectRatio] = v
-			if err := m.Schema.CheckInput(e.ID, in, nil); err != nil {
+			if err := m.Schema.CheckInput(e.ID, in, images); err != nil {
 				t.Errorf("%s: aspect ratio %s: %v", e.ID, ar, err)
 			}
 		}
@@ -384,12 +392,12 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 			case "seconds":
 				v = strconv.Itoa(d) + "s"
 			}
-			if err := m.Schema.CheckInput(e.ID, map[string]any{e.Input.Prompt: "a prompt", e.Input.Duration: v}, nil); err != nil {
+			if err := m.Schema.CheckInput(e.ID, map[string]any{e.Input.Prompt: "a prompt", e.Input.Duration: v}, images); err != nil {
 				t.Errorf("%s: duration %d: %v", e.ID, d, err)
 			}
 		}
 	}
-	if n < 6 {
+	if n < 16 {
 		t.Fatalf("checked %d curated entries", n)
 	}
 }
