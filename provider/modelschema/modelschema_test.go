@@ -117,7 +117,7 @@ type fixture struct {
 	now   time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	em := emulator.New(emulator.Options{})
 	t.Cleanup(em.Close)
 	rep, err := replicate.New(replicate.Config{Token: "r8_test", BaseURL: em.Replicate.URL, RequestsPerMinute: -1, CreatesPerMinute: -1, WebhookSecret: "whsec_dGVzdHNlY3JldA=="})
@@ -131,7 +131,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{em: em, rep: rep, fal: fp, store: &memStore{m: map[string]modelschema.Stored{}}, now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 }
 
-func (f *fixture) registry(t *testing.T, allow string, sources ...string) *modelschema.Registry {
+func (f *fixture) registry(t testing.TB, allow string, sources ...string) *modelschema.Registry {
 	a, err := modelschema.ParseAllow(allow)
 	if err != nil {
 		t.Fatal(err)
@@ -399,5 +399,48 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 	}
 	if n < 16 {
 		t.Fatalf("checked %d curated entries", n)
+	}
+}
+
+// BenchmarkDescribeCached is describe_model's work for a model whose
+// schema is in memory (the reply cache then spares even the encoding).
+func BenchmarkDescribeCached(b *testing.B) {
+	f := newFixture(b)
+	a, _ := modelschema.ParseAllow("fal:*")
+	reg := modelschema.New(modelschema.Config{Allow: a, Sources: map[string]modelschema.Source{"fal": f.fal}, Store: f.store, Now: func() time.Time { return f.now }})
+	c := modelschema.NewCatalog(reg, nil, nil)
+	ctx := context.Background()
+	if _, _, err := c.Describe(ctx, "fal:fal-ai/flux/dev"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := c.Describe(ctx, "fal:fal-ai/flux/dev"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckInput is what validating a caller's input adds to a
+// create (a valid input; a refusal validates once per field more).
+func BenchmarkCheckInput(b *testing.B) {
+	f := newFixture(b)
+	a, _ := modelschema.ParseAllow("replicate:*")
+	reg := modelschema.New(modelschema.Config{Allow: a, Sources: map[string]modelschema.Source{"replicate": f.rep}, Store: f.store})
+	m, err := reg.Resolve(context.Background(), "replicate:black-forest-labs/flux-dev")
+	if err != nil {
+		b.Fatal(err)
+	}
+	owned := modelschema.Owned(m.Entry)
+	raw := []byte(`{"output_quality": 90, "output_format": "png", "go_fast": false, "guidance": 3.5, "num_inference_steps": 30, "megapixels": "1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		in, err := modelschema.DecodeInput(raw)
+		if err == nil {
+			err = m.Schema.CheckInput(m.Entry.ID, in, owned)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
