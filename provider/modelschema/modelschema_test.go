@@ -444,3 +444,28 @@ func BenchmarkCheckInput(b *testing.B) {
 		}
 	}
 }
+
+// TestCuratedAndQualifiedApart: a curated entry and the qualified id of
+// the same model share the stored document, not the entry.
+func TestCuratedAndQualifiedApart(t *testing.T) {
+	f := newFixture(t)
+	r := f.registry(t, "replicate:*", "replicate")
+	ctx := context.Background()
+	var curated catalog.Entry
+	for _, e := range catalog.Default() {
+		if e.ID == "replicate-flux-schnell" {
+			curated = e
+		}
+	}
+	c, ok, err := r.ForEntry(ctx, curated)
+	if err != nil || !ok || c.Entry.ID != "replicate-flux-schnell" {
+		t.Fatalf("ForEntry: %v %v %+v", ok, err, c)
+	}
+	q, err := r.Resolve(ctx, "replicate:black-forest-labs/flux-schnell")
+	if err != nil || q.Entry.ID != "replicate:black-forest-labs/flux-schnell" {
+		t.Fatalf("Resolve after ForEntry: %v, entry %s", err, q.Entry.ID)
+	}
+	if f.em.ModelFetches() != 1 {
+		t.Errorf("%d fetches; the stored document serves both", f.em.ModelFetches())
+	}
+}

@@ -118,8 +118,8 @@ func New(cfg Config) *Registry {
 // Allow is the registry's allow list.
 func (r *Registry) Allow() Allow { return r.cfg.Allow }
 
-// Sources names the providers that may serve qualified ids (configured
-// and named by an allow pattern).
+// Searchable is a provider's source when it may serve qualified ids
+// (configured and named by an allow pattern).
 func (r *Registry) Searchable(name string) (Source, bool) {
 	s, ok := r.cfg.Sources[name]
 	return s, ok && r.cfg.Allow.Provider(name)
@@ -189,19 +189,20 @@ func cutLast(s, sep string) (string, string, bool) {
 }
 
 func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalog.Entry) (*Model, error) {
-	key := ref.ID()
+	key := cacheKey(ref, curated)
 	now := r.cfg.Now()
 	r.mu.Lock()
 	m := r.cache[key]
 	r.mu.Unlock()
 	if m == nil && r.cfg.Store != nil {
-		st, err := r.cfg.Store.ModelSchema(ctx, key)
+		st, err := r.cfg.Store.ModelSchema(ctx, ref.ID())
 		switch {
 		case err == nil:
 			var info Info
 			if json.Unmarshal(st.Info, &info) == nil {
 				if built, err := r.build(ref, info, st.FetchedAt, curated); err == nil {
 					m = built
+					r.keep(key, m)
 				}
 			}
 		case !errors.Is(err, provider.ErrNotFound):
@@ -209,9 +210,6 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 		}
 	}
 	if m != nil {
-		r.mu.Lock()
-		r.cache[key] = m
-		r.mu.Unlock()
 		if now.Sub(m.FetchedAt) >= r.cfg.Refresh {
 			r.refresh(ref, src, curated)
 		}
@@ -249,16 +247,40 @@ func (r *Registry) fetch(ctx context.Context, ref Ref, src Source, curated *cata
 			r.cfg.Logger.Warn("model schema not stored", "model", ref.ID(), "err", err)
 		}
 	}
-	r.mu.Lock()
-	r.cache[ref.ID()] = m
-	r.mu.Unlock()
+	r.keep(cacheKey(ref, curated), m)
 	return m, nil
+}
+
+// cacheKey is where a model is held in memory: a curated entry's schema
+// apart from the same model's qualified id (their entries differ; the
+// stored document, keyed by the qualified id, is one).
+func cacheKey(ref Ref, curated *catalog.Entry) string {
+	if curated != nil {
+		return ref.ID() + "\x00" + curated.ID
+	}
+	return ref.ID()
+}
+
+// maxCached bounds the models held in memory (a stored one is read again
+// from the store when it has left).
+const maxCached = 1024
+
+func (r *Registry) keep(key string, m *Model) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cache[key]; !ok && len(r.cache) >= maxCached {
+		for k := range r.cache { // a random one leaves
+			delete(r.cache, k)
+			break
+		}
+	}
+	r.cache[key] = m
 }
 
 // refresh fetches again in the background, once at a time per model; a
 // failure keeps the copy held.
 func (r *Registry) refresh(ref Ref, src Source, curated *catalog.Entry) {
-	key := ref.ID()
+	key := cacheKey(ref, curated)
 	r.mu.Lock()
 	if r.refreshing[key] {
 		r.mu.Unlock()
