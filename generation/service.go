@@ -581,7 +581,7 @@ func (s *Service) UploadInput(ctx context.Context, owner, id string, img InputIm
 	if err != nil {
 		return nil, err
 	}
-	m, _ := s.Model(g.ModelID)
+	m := s.modelOf(ctx, g)
 	if err := uploadable(g, m); err != nil {
 		return nil, err
 	}
