@@ -153,7 +153,7 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks
 	// The slot is the question: the same one within the search's life
 	// answers from the reply cache.
 	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
-	return tasks.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: fmt.Sprintf("%p", res.Models), Render: func() *mcp.CallToolResult {
+	return tasks.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
 		line := fmt.Sprintf("%d models found for %q", len(res.Models), a.Query)
 		if res.NextCursor != "" {
 			line += "; more with cursor"

@@ -217,6 +217,9 @@ type SearchResult struct {
 	// Sources are where the results come from: "curated" and each
 	// provider searched.
 	Sources []string `json:"sources"`
+	// At is when the search ran (its results are reused until SearchTTL):
+	// a reply cache key.
+	At time.Time `json:"-"`
 }
 
 // Search answers search_models: the curated models matching query (in
@@ -238,8 +241,8 @@ func (c *Catalog) Search(ctx context.Context, query string, kind provider.Kind, 
 			return nil, &InputError{Msg: "cursor is not one search_models gave for this query and kind: start again without it"}
 		}
 	}
-	hits, sources := c.searchAll(ctx, query, kind, skey)
-	res := &SearchResult{Models: []Hit{}, Sources: sources}
+	hits, sources, at := c.searchAll(ctx, query, kind, skey)
+	res := &SearchResult{Models: []Hit{}, Sources: sources, At: at}
 	end := min(off+limit, len(hits))
 	if off < end {
 		res.Models = hits[off:end]
@@ -250,12 +253,12 @@ func (c *Catalog) Search(ctx context.Context, query string, kind provider.Kind, 
 	return res, nil
 }
 
-func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kind, skey string) ([]Hit, []string) {
+func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kind, skey string) ([]Hit, []string, time.Time) {
 	now := c.now()
 	c.mu.Lock()
 	if s, ok := c.searches[skey]; ok && now.Sub(s.at) < SearchTTL {
 		c.mu.Unlock()
-		return s.hits, sourcesOf(s.hits)
+		return s.hits, sourcesOf(s.hits), s.at
 	}
 	c.mu.Unlock()
 	q := strings.ToLower(query)
@@ -303,7 +306,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 	}
 	c.searches[skey] = searchEntry{hits: hits, at: now}
 	c.mu.Unlock()
-	return hits, sourcesOf(hits)
+	return hits, sourcesOf(hits), now
 }
 
 func sourcesOf(hits []Hit) []string {
