@@ -184,3 +184,44 @@ func TestDescribeCuratedModel(t *testing.T) {
 	}
 	_ = emulator.ReplicateVersion
 }
+
+// TestQualifiedModelAfterRestart: a generation of a qualified model
+// created by one process is finished by the next, on the same data
+// directory, with the provider's metadata down: the model comes from the
+// stored schema, not a fetch.
+func TestQualifiedModelAfterRestart(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	dir := t.TempDir()
+	opts := func(c *config) {
+		c.DataDir, c.DatabaseURL = dir, "" // one SQLite file for both processes
+		c.FalAPIURL, c.FalOpenAPIURL = rig.Fal.URL, rig.Fal.URL
+		c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*")
+	}
+	var id string
+	t.Run("first process", func(t *testing.T) {
+		s := providerServer(t, rig, false, opts)
+		cs := connect(t, s.url, "2026-07-28")
+		var g genView
+		res := call(t, cs, "generate", map[string]any{"modelId": "fal:fal-ai/flux/schnell", "prompt": "a lighthouse", "input": map[string]any{"output_format": "png"}}, &g)
+		if res.IsError || g.GenerationID == "" {
+			t.Fatalf("generate: %s", text(res))
+		}
+		id = g.GenerationID
+	})
+	rig.SetModelsDown(true)
+	fetches := rig.ModelFetches()
+	s := providerServer(t, rig, false, opts)
+	cs := connect(t, s.url, "2026-07-28")
+	var w genView
+	res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
+	if w.Status != "completed" || len(w.Outputs) != 1 {
+		t.Fatalf("after the restart: %s", text(res))
+	}
+	if n := rig.ModelFetches(); n != fetches {
+		t.Errorf("the second process fetched the schema %d times; the stored copy serves", n-fetches)
+	}
+	inputs := rig.Inputs("fal")
+	if len(inputs) != 1 || inputs[0]["output_format"] != "png" {
+		t.Errorf("fal got %v", inputs)
+	}
+}
