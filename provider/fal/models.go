@@ -152,17 +152,7 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 // entry finds the catalog entry of a model id: the curated set, else a
 // qualified id through Config.Resolve.
 func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, error) {
-	if e, ok := p.models.Get(id); ok {
-		return e, true, nil
-	}
-	if p.cfg.Resolve == nil || !modelschema.Qualified(id) {
-		return catalog.Entry{}, false, nil
-	}
-	e, err := p.cfg.Resolve(ctx, id)
-	if err != nil {
-		return catalog.Entry{}, false, err
-	}
-	return e, e.Provider == Name, nil
+	return modelschema.Lookup(ctx, p.models, p.cfg.Resolve, Name, id)
 }
 
 // SetResolve sets Config.Resolve, before the provider serves (the
