@@ -840,8 +840,9 @@ func (b *browser) wait(t *testing.T, cond string, inView bool) {
 		}
 		b.tick()
 	}
-	var hostErr, text string
+	var hostErr, phase, text string
 	_ = b.eval(false, `window.host ? window.host.error : "no host"`, &hostErr)
+	_ = b.eval(false, `window.host ? window.host.phase : "no host"`, &phase)
 	_ = b.eval(true, `document.body.innerText`, &text)
-	t.Fatalf("timed out waiting for %s (last error %v; host error %q; view says %q)", cond, last, hostErr, text)
+	t.Fatalf("timed out waiting for %s (last error %v; host %s, error %q; view says %q)", cond, last, phase, hostErr, text)
 }
