@@ -831,7 +831,7 @@ func (b *browser) waitHost(t *testing.T, cond string) {
 
 func (b *browser) wait(t *testing.T, cond string, inView bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		var ok bool
