@@ -847,6 +847,18 @@ func TestProviderOutputHostNotAllowlisted(t *testing.T) {
 	}
 }
 
+// deliveryStatuses is what darkroom answered to each webhook the
+// emulator posted about job (none when the job is unknown).
+func deliveryStatuses(rig *emuRig, job string) []int {
+	var st []int
+	for _, d := range rig.Deliveries() {
+		if job != "" && bytes.Contains(d.Body, []byte(job)) {
+			st = append(st, d.Status)
+		}
+	}
+	return st
+}
+
 // TestProviderChaos injects faults into 30% of the provider calls (429s
 // with Retry-After, 500s, dropped connections, creates whose reply is
 // lost after the job was made, output downloads cut short), plus one of
@@ -951,7 +963,8 @@ func TestProviderChaos(t *testing.T) {
 						res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 120}, &w)
 						gr := generationRow(t, rn.s, id)
 						if w.Status != "completed" || len(w.Outputs) != 1 {
-							t.Errorf("generation %s (%d steps): %s", id, gr.Attempts, text(res))
+							t.Errorf("generation %s (%d steps, job %q, submit %s, next check in %s, webhooks about it answered %v): %s", id, gr.Attempts, gr.ProviderJobID,
+								gr.SubmitState, time.Until(gr.NextCheckAt).Round(time.Second), deliveryStatuses(rn.rig, gr.ProviderJobID), text(res))
 							continue
 						}
 						checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
