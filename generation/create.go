@@ -92,7 +92,7 @@ type creation struct {
 func (s *Service) prepare(ctx context.Context, c *creation, hash string) error {
 	req, m := c.req, c.m
 	id := NewID()
-	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds}
+	params := Params{AspectRatio: req.AspectRatio, NegativePrompt: req.NegativePrompt, Seed: req.Seed, DurationSeconds: req.DurationSeconds, Input: req.Input}
 	if req.Count > 1 {
 		params.Count = req.Count
 	}

@@ -60,6 +60,8 @@ type Params struct {
 	Inputs []InputFile `json:"inputs,omitempty"`
 	// Count is how many outputs were asked for (omitted: 1).
 	Count int `json:"count,omitempty"`
+	// Input are the caller's provider-native fields, as validated.
+	Input map[string]any `json:"input,omitempty"`
 	// AwaitsImage marks a generation reserved until upload_input brings
 	// its main image, Awaits the further roles it still waits for, and
 	// AwaitsApproval one reserved until its spend is approved; it is

@@ -236,7 +236,9 @@ func TestInFlightCountsOutputs(t *testing.T) {
 		t.Fatal("the first generation never reached the provider")
 	}
 	held := e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "two more", Count: 2})
-	e.waitUntil(held.ID, func(g *Generation) bool { return strings.Contains(g.StatusMessage, "2 of your outputs are in flight (limit 3)") })
+	e.waitUntil(held.ID, func(g *Generation) bool {
+		return strings.Contains(g.StatusMessage, "2 of your outputs are in flight (limit 3)")
+	})
 	if g := e.waitDone(e.create("alice", CreateRequest{ModelID: "local-sketch", Prompt: "one"}).ID); g.Status != StatusCompleted {
 		t.Fatalf("a generation of one output within the cap ended %s", g.Status)
 	}

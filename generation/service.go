@@ -91,6 +91,9 @@ type Config struct {
 	// InlinePreview makes a preview of each image output as it is stored
 	// (see package preview), recorded in Output.Preview.
 	InlinePreview bool
+	// Models resolves qualified model ids and checks provider-native
+	// input (models.go); nil: the curated catalog only.
+	Models Models
 }
 
 // Service is the API over generations used by the tool handlers.
@@ -102,6 +105,7 @@ type Service struct {
 	modelByID map[string]provider.Model
 	providers map[string]provider.Provider
 	previews  *preview.Cache // inline previews' bytes by key (immutable)
+	resolved  resolvedModels // qualified models (models.go)
 }
 
 // NewService builds the service and its model catalog.
@@ -166,8 +170,13 @@ func (s *Service) Models() []provider.Model { return slices.Clone(s.models) }
 
 // Model looks a model up by id.
 func (s *Service) Model(id string) (provider.Model, bool) {
-	m, ok := s.modelByID[id]
-	return m, ok
+	if m, ok := s.modelByID[id]; ok {
+		return m, true
+	}
+	if m, ok := s.resolved.m.Load(id); ok {
+		return m.(provider.Model), true
+	}
+	return provider.Model{}, false
 }
 
 // InputImage is an input image sent inline.
@@ -189,7 +198,10 @@ type CreateRequest struct {
 	// one of them instead of InputImage.
 	Inputs []RoleInput
 	// Count is how many outputs to make (0 means 1).
-	Count          int
+	Count int
+	// Input are provider-native fields (checked by Resolve against the
+	// model's schema), stored with the generation and sent as they are.
+	Input          map[string]any
 	IdempotencyKey string
 	// HoldForApproval keeps the generation reserved until Approve.
 	HoldForApproval bool
@@ -204,6 +216,8 @@ type CreateRequest struct {
 	credits int64
 	// mainDims is InputImage's size, read from its header by Validate.
 	mainDims [2]int
+	// resolved is the qualified model Resolve found (models.go).
+	resolved *provider.Model
 }
 
 // Credits is what the validated request costs: the model's credits per
@@ -234,9 +248,9 @@ const (
 
 // Validate checks a request against the catalog without touching storage.
 func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
-	m, ok := s.modelByID[req.ModelID]
+	m, ok := s.lookupModel(req)
 	if !ok {
-		return m, inputErrorf("unknown modelId %q: call list_models for the available ids", req.ModelID)
+		return m, inputErrorf("unknown modelId %q: it does not exist (list_models and search_models list the available ids)", req.ModelID)
 	}
 	if strings.TrimSpace(req.Prompt) == "" {
 		return m, inputErrorf("prompt is required and must not be blank")
@@ -256,7 +270,9 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 			req.AspectRatio = m.AspectRatios[0] // a model without 16:9 (OpenAI's: 1:1, 3:2, 2:3)
 		}
 	}
-	if !slices.Contains(m.AspectRatios, req.AspectRatio) {
+	if len(m.AspectRatios) == 0 && req.AspectRatio == DefaultAspectRatio {
+		req.AspectRatio = "" // a qualified model without an aspect-ratio field
+	} else if !slices.Contains(m.AspectRatios, req.AspectRatio) {
 		return m, inputErrorf("aspectRatio %q is not offered by %s; choose %s", req.AspectRatio, m.ID, words.Or(m.AspectRatios))
 	}
 	if req.DurationSeconds < 0 || req.DurationSeconds > MaxDurationSeconds {
@@ -373,6 +389,9 @@ func argsHash(req *CreateRequest) string {
 	}
 	for _, in := range req.Inputs {
 		args = append(args, "input", in.Role, inputDigest(in))
+	}
+	if req.Input != nil {
+		args = append(args, req.Input) // only when given: earlier generations' hashes stay
 	}
 	_ = json.NewEncoder(h).Encode(args)
 	return hex.EncodeToString(h.Sum(nil)[:16])
@@ -613,7 +632,7 @@ func (s *Service) UploadInput(ctx context.Context, owner, id, role string, img I
 	if err != nil {
 		return nil, err
 	}
-	m, _ := s.Model(g.ModelID)
+	m := s.modelOf(ctx, g)
 	if role == "" {
 		role = nextAwaited(g, m)
 	}

@@ -22,7 +22,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 	if !ok {
 		return 0, &provider.PermanentError{Message: fmt.Sprintf("provider %q is not configured on this server", g.Provider)}
 	}
-	m, _ := r.s.Model(g.ModelID)
+	m := r.s.modelOf(ctx, g)
 	var job provider.Job
 	switch row.SubmitState {
 	case "":
@@ -232,6 +232,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 		NegativePrompt:  g.Params.NegativePrompt,
 		AspectRatio:     g.Params.AspectRatio,
 		DurationSeconds: g.Params.DurationSeconds,
+		Input:           g.Params.Input,
 		Deadline:        g.CreatedAt.Add(r.lifetime(g.Kind)),
 	}
 	if g.Params.Seed != nil {

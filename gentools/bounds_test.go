@@ -37,6 +37,8 @@ func baseArgs(t *testing.T) map[string]map[string]any {
 		"list_generations":  {},
 		"list_models":       {},
 		"get_credits":       {},
+		"describe_model":    {"modelId": "local-sketch"},
+		"search_models":     {"query": "sketch"},
 	}
 }
 
@@ -126,9 +128,10 @@ func TestSchemaBoundsEnforced(t *testing.T) {
 			}
 		}
 	}
-	// generationId ×5, prompt, negativePrompt, idempotencyKey; durationSeconds,
-	// waitSeconds, timeoutSeconds, limit.
-	if want := 8*2 + 4*4; checked != want {
+	// generationId ×5, prompt, negativePrompt, idempotencyKey, modelId
+	// (describe_model), query; durationSeconds, waitSeconds,
+	// timeoutSeconds, limit ×2.
+	if want := 10*2 + 5*4; checked != want {
 		t.Errorf("checked %d probes, want %d: a bound was added or lost", checked, want)
 	}
 }

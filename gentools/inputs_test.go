@@ -2,6 +2,7 @@ package gentools_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"image"
 	"image/color"
@@ -84,8 +85,13 @@ func TestInputsJourney(t *testing.T) {
 	if edited.Status != "completed" || len(edited.Outputs) != 1 {
 		t.Fatalf("edit: %s with %d outputs", edited.Status, len(edited.Outputs))
 	}
-	if len(edited.Inputs) != 2 || edited.Inputs[0].Role != "image" || edited.Inputs[0].URI != second || edited.Inputs[1].Role != "mask" || edited.Inputs[1].URL == "" {
-		t.Errorf("edit inputs %+v: want the chained image (uri %s) and the uploaded mask", edited.Inputs, second)
+	if len(edited.Inputs) != 2 || edited.Inputs[0].Role != "image" || edited.Inputs[0].From != second || edited.Inputs[1].Role != "mask" || edited.Inputs[1].URL == "" {
+		t.Errorf("edit inputs %+v: want the chained image (from %s) and the uploaded mask", edited.Inputs, second)
+	}
+	// Each input reads as a resource: the mask is the uploaded bytes.
+	mask, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: edited.Inputs[1].URI})
+	if err != nil || len(mask.Contents) != 1 || base64.StdEncoding.EncodeToString(mask.Contents[0].Blob) != pngData(t, w, h) {
+		t.Errorf("reading the mask %s: %v", edited.Inputs[1].URI, err)
 	}
 
 	clip := callView(t, cs, "generate", map[string]any{"modelId": "local-animate", "prompt": "the tide comes in", "aspectRatio": "16:9", "wait": true,

@@ -16,10 +16,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Outputs as MCP resources: output n of generation G is
-// darkroom://generations/G/outputs/n (n from 0), readable by its owner.
+// Outputs and inputs as MCP resources: output n of generation G is
+// darkroom://generations/G/outputs/n, its input n (in the order the
+// view's inputs list them) darkroom://generations/G/inputs/n, n from 0,
+// readable by its owner.
 const (
 	OutputURITemplate = "darkroom://generations/{generationId}/outputs/{index}"
+	InputURITemplate  = "darkroom://generations/{generationId}/inputs/{index}"
 	outputURIPrefix   = "darkroom://generations/"
 	// DefaultMaxResourceBytes caps what resources/read returns inline
 	// (base64 makes it a third larger on the wire).
@@ -37,23 +40,35 @@ func OutputURI(id string, index int) string {
 	return outputURIPrefix + id + "/outputs/" + strconv.Itoa(index)
 }
 
+// InputURI names input index of generation id.
+func InputURI(id string, index int) string {
+	return outputURIPrefix + id + "/inputs/" + strconv.Itoa(index)
+}
+
 // parseOutputURI is OutputURI's inverse; ok is false for anything else
 // (extra parts, a query, a non-canonical index).
 func parseOutputURI(uri string) (id string, index int, ok bool) {
+	id, kind, index, ok := parseFileURI(uri)
+	return id, index, ok && kind == "outputs"
+}
+
+// parseFileURI is OutputURI's and InputURI's inverse: kind is "outputs"
+// or "inputs".
+func parseFileURI(uri string) (id, kind string, index int, ok bool) {
 	rest, found := strings.CutPrefix(uri, outputURIPrefix)
 	if !found {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	parts := strings.Split(rest, "/")
-	if len(parts) != 3 || parts[1] != "outputs" || !validID(parts[0]) {
-		return "", 0, false
+	if len(parts) != 3 || (parts[1] != "outputs" && parts[1] != "inputs") || !validID(parts[0]) {
+		return "", "", 0, false
 	}
 	n := parts[2]
 	if n == "" || len(n) > 4 || (len(n) > 1 && n[0] == '0') || strings.Trim(n, "0123456789") != "" {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	index, _ = strconv.Atoi(n)
-	return parts[0], index, true
+	return parts[0], parts[1], index, true
 }
 
 func validID(id string) bool {
@@ -124,6 +139,12 @@ func (t *Tools) RegisterResources(s *mcp.Server) {
 		Description: "One output file of your completed generation, by generationId and index (from 0), as each output's resource_link names it. " +
 			fmt.Sprintf("Readable by its owner while it is kept; above %d bytes use the signed link (download_output) instead.", t.cfg.MaxReadBytes),
 	}, t.readResource)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: InputURITemplate,
+		Name:        "generation-input",
+		Title:       "Generation input",
+		Description: "One input file of your generation (an image it edits, its mask, a reference, a frame), by generationId and index (from 0), in the order get_generation's inputs list them.",
+	}, t.readResource)
 	s.AddReceivingMiddleware(resourceErrors)
 }
 
@@ -161,7 +182,7 @@ func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
 
 func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	id, i, ok := parseOutputURI(uri)
+	id, kind, i, ok := parseFileURI(uri)
 	if !ok {
 		return nil, notFound(uri)
 	}
@@ -173,6 +194,14 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, err
 	}
 	// From here the caller owns the generation: the messages may say more.
+	if kind == "inputs" {
+		files := g.InputFiles()
+		if i >= len(files) {
+			return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "inputs": len(files)},
+				msg: fmt.Sprintf("Resource not found: generation %s has %d input(s), numbered from 0", id, len(files))}
+		}
+		return t.readBlob(ctx, uri, fmt.Sprintf("input %d of generation %s", i, id), "inputs", i, files[i].StoredBlob, nil)
+	}
 	gone := &resourceError{notFound: true, data: map[string]any{"uri": uri},
 		msg: fmt.Sprintf("Resource gone: the outputs of generation %s were deleted after the %s retention period; generate again if you need them", id, t.svc.Retention())}
 	switch {
@@ -185,29 +214,42 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "outputs": len(g.Outputs)},
 			msg: fmt.Sprintf("Resource not found: generation %s has %d output(s), numbered from 0", id, len(g.Outputs))}
 	}
-	o := g.Outputs[i]
+	return t.readBlob(ctx, uri, fmt.Sprintf("output %d of generation %s", i, id), "outputs", i, g.Outputs[i].StoredBlob, gone)
+}
+
+// readBlob answers resources/read with one stored file (what names it
+// in errors; list and i where its view lists it; gone, when set, is the
+// answer for a file deleted meanwhile).
+func (t *Tools) readBlob(ctx context.Context, uri, what, list string, i int, o generation.StoredBlob, gone *resourceError) (*mcp.ReadResourceResult, error) {
 	if o.Bytes > t.cfg.MaxReadBytes {
 		data := map[string]any{"uri": uri, "bytes": o.Bytes, "maxBytes": t.cfg.MaxReadBytes}
-		if url, exp, err := t.svc.Link(ctx, o.StoredBlob); err == nil {
+		if url, exp, err := t.svc.Link(ctx, o); err == nil {
 			data["url"], data["expiresAt"] = url, isoTime(exp)
 		}
+		hint := "download_output"
+		if list == "inputs" {
+			hint = "get_generation"
+		}
 		return nil, &resourceError{data: data, msg: fmt.Sprintf(
-			"Resource too large to read inline: output %d of generation %s is %d bytes, above this server's %d-byte resources/read limit; "+
-				"fetch it from its signed link instead (error data url, structuredContent.outputs[%d].url, or download_output)",
-			i, id, o.Bytes, t.cfg.MaxReadBytes, i)}
+			"Resource too large to read inline: %s is %d bytes, above this server's %d-byte resources/read limit; "+
+				"fetch it from its signed link instead (error data url, structuredContent.%s[%d].url, or %s)",
+			what, o.Bytes, t.cfg.MaxReadBytes, list, i, hint)}
 	}
 	src := outbytes.Source{Size: o.Bytes, SHA256: o.SHA256, Open: func(ctx context.Context) (io.ReadCloser, error) {
-		return t.svc.OpenOutput(ctx, o.StoredBlob)
+		return t.svc.OpenOutput(ctx, o)
 	}}
 	b, err := outbytes.Blob(ctx, t.cfg.Bytes, t.cfg.Owner(ctx, nil), src)
 	var refused *outbytes.Refused
 	switch {
 	case errors.Is(err, generation.ErrOutputGone):
+		if gone == nil {
+			gone = &resourceError{notFound: true, data: map[string]any{"uri": uri}, msg: fmt.Sprintf("Resource gone: %s has been deleted", what)}
+		}
 		return nil, gone
 	case errors.As(err, &refused):
 		return nil, ratelimited.RPCError(refused.RetryAfter)
 	case err != nil:
-		return nil, fmt.Errorf("read output %d of %s: %w", i, id, err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return &mcp.ReadResourceResult{
 		Cacheable: mcp.Cacheable{TTLMs: resourceTTLMs, CacheScope: "private"},

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
 
 // Schemas are written out by hand: they are the contract models read, and
@@ -25,6 +26,10 @@ const (
 	defWaitSeconds = 50
 	maxListLimit   = 100
 	defListLimit   = 20
+	// describe_model and search_models
+	maxModelIDChars = 300
+	maxQueryChars   = 200
+	defSearchLimit  = 20
 )
 
 // bounds fills the schema placeholders with the constants.
@@ -41,6 +46,10 @@ var bounds = strings.NewReplacer(
 	"MAX_DURATION", strconv.Itoa(generation.MaxDurationSeconds),
 	"MAX_FILES", strconv.Itoa(generation.MaxInputs),
 	"ROLES", `["image","mask","reference","first_frame","last_frame"]`,
+	"MAX_MODEL_ID", strconv.Itoa(maxModelIDChars),
+	"MAX_QUERY", strconv.Itoa(maxQueryChars),
+	"MAX_SEARCH", strconv.Itoa(modelschema.MaxSearchLimit),
+	"DEF_SEARCH", strconv.Itoa(defSearchLimit),
 )
 
 const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":MAX_ID}`
@@ -66,8 +75,8 @@ const generationSchema = `{"type":"object","properties":{
  "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
 
 const inputViewSchema = `{"type":"object","properties":{
- "role":{"type":"string"},"uri":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
- "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","mimeType"]}`
+ "role":{"type":"string"},"uri":{"type":"string"},"from":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
+ "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","uri","url","mimeType"]}`
 
 const dryRunOut = `{"type":"object","properties":{
  "dryRun":{"type":"boolean"},"modelId":{"type":"string"},"kind":{"type":"string"},"count":{"type":"integer"},
@@ -97,7 +106,8 @@ func generateInputSchema(ratios []string) json.RawMessage {
  "idempotencyKey":{"type":"string","maxLength":MAX_KEY,"description":"Repeat a generate safely: the same key returns the same generation."},
  "wait":{"type":"boolean","default":false,"description":"Wait for the result (up to waitSeconds) before answering."},
  "waitSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT},
- "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."}},
+ "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."},
+ "input":{"type":"object","description":"The model's own input fields (describe_model lists them), validated before anything is charged. Fields generate's own arguments set (prompt, aspectRatio, seed, images…) are refused here: pass them once, as those arguments."}},
  "required":["modelId","prompt"],"additionalProperties":false}`))
 }
 
@@ -111,10 +121,29 @@ const (
 	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":` + generationSchema + `},"nextCursor":{"type":"string"}},"required":["generations"]}`
 	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
  "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},
- "description":{"type":"string"},"credits":{"type":"integer"},"aspectRatios":{"type":"array","items":{"type":"string"}},
+ "description":{"type":"string"},"credits":{"type":"integer"},"priceUnit":{"type":"string","enum":["run","image","second","megapixel"]},"aspectRatios":{"type":"array","items":{"type":"string"}},
  "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"},"acceptsInputImage":{"type":"boolean"},
  "maxCount":{"type":"integer"},"roles":{"type":"object","additionalProperties":{"type":"integer"}}},
  "required":["modelId","provider","kind","title","description","credits","aspectRatios","needsInputImage"]}}},"required":["models"]}`
+	describeModelIn = `{"type":"object","properties":{"modelId":{"type":"string","minLength":1,"maxLength":MAX_MODEL_ID,"description":"A modelId from list_models or search_models, or a provider-qualified id (replicate:owner/name[:version], fal:owner/app[/path]) the server allows."}},"required":["modelId"],"additionalProperties":false}`
+	fieldSchema     = `{"type":"object","properties":{"name":{"type":"string"},"type":{"type":"string"},"format":{"type":"string"},"description":{"type":"string"},
+ "enum":{"type":"array"},"minimum":{"type":"number"},"maximum":{"type":"number"},"default":{},"required":{"type":"boolean"},"items":{"type":"string"}},"required":["name"]}`
+	describeModelOut = `{"type":"object","properties":{
+ "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},"description":{"type":"string"},
+ "credits":{"type":"integer","description":"The price of one call, per priceUnit."},"priceUnit":{"type":"string","enum":["run","image","second","megapixel"]},
+ "curated":{"type":"boolean"},"aspectRatios":{"type":"array","items":{"type":"string"}},"durations":{"type":"array","items":{"type":"integer"}},"maxCount":{"type":"integer"},
+ "mapping":{"type":"object","description":"Which provider field each of generate's own arguments sets.","properties":{"prompt":{"type":"string"},"negativePrompt":{"type":"string"},
+  "aspectRatio":{"type":"string"},"seed":{"type":"string"},"durationSeconds":{"type":"string"},"count":{"type":"string"},"inputImage":{"type":"string"},
+  "roles":{"type":"object","additionalProperties":{"type":"object","properties":{"field":{"type":"string"},"max":{"type":"integer"}},"required":["field","max"]}}},"required":["prompt"]},
+ "input":{"type":["array","null"],"items":` + fieldSchema + `,"description":"The fields generate's input may set; null when the provider publishes no schema."},
+ "schemaFetchedAt":{"type":"string"}},
+ "required":["modelId","provider","kind","title","description","credits","priceUnit","curated","aspectRatios","maxCount","mapping","input"]}`
+	searchModelsIn = `{"type":"object","properties":{"query":{"type":"string","maxLength":MAX_QUERY,"description":"Words to look for in model ids, titles and descriptions."},
+ "kind":{"type":"string","enum":["image","video"]},"cursor":{"type":"string","description":"nextCursor from the previous page."},
+ "limit":{"type":"integer","minimum":1,"maximum":MAX_SEARCH,"default":DEF_SEARCH}},"required":["query"],"additionalProperties":false}`
+	searchModelsOut = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
+ "modelId":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"kind":{"type":"string"},"source":{"type":"string"}},"required":["modelId","source"]}},
+ "nextCursor":{"type":"string"},"sources":{"type":"array","items":{"type":"string"}}},"required":["models","sources"]}`
 	creditsOut  = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
 	downloadOut = outputSchema
 )

@@ -7,6 +7,7 @@ package gentools
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,6 +59,9 @@ type Config struct {
 	// Bytes is the process-wide budget of output bytes in flight (nil:
 	// unbounded); resources/read takes its shares.
 	Bytes *outbytes.Budget
+	// Models answers describe_model and search_models (nil: the two
+	// tools answer from the service's list alone).
+	Models *modelschema.Catalog
 }
 
 // Wait bounds (see Config).
@@ -154,6 +159,9 @@ func New(cfg Config) *Tools {
 	}
 	t := &Tools{cfg: cfg, svc: cfg.Service}
 	for _, row := range t.generationTools() {
+		t.Add(row)
+	}
+	for _, row := range t.modelTools() {
 		t.Add(row)
 	}
 	return t
@@ -325,6 +333,8 @@ type GenerateArgs struct {
 	// DryRun validates everything and says what the call would cost and
 	// what the budget and the approval rule would say; it creates nothing.
 	DryRun bool `json:"dryRun"`
+	// Input are provider-native fields (see describe_model).
+	Input json.RawMessage `json:"input"`
 }
 
 func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
@@ -434,6 +444,9 @@ func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *
 	cr = generation.CreateRequest{
 		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
 		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
+	}
+	if r := t.resolveModel(ctx, &cr, a.Input); r != nil { // before any input image is fetched
+		return cr, r, nil
 	}
 	if d := a.DurationSeconds; d != nil {
 		// 0 is generation's "model default": only an absent argument means that.

@@ -68,6 +68,7 @@ func (r *rig) session(owner string) (*gentools.Tools, *mcp.ClientSession) {
 	})
 	s := mcp.NewServer(&mcp.Implementation{Name: "darkroom-test", Version: "1"}, nil)
 	tools.Register(s)
+	tools.RegisterResources(s)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
 	if err != nil {
@@ -401,6 +402,8 @@ func TestRateClass(t *testing.T) {
 		"get_credits":       gentools.ClassPoll,
 		"upload_input":      gentools.ClassPoll,
 		"cancel_generation": gentools.ClassPoll,
+		"describe_model":    gentools.ClassPoll,
+		"search_models":     gentools.ClassPoll,
 		"no_such_tool":      "",
 		"":                  "",
 	}
@@ -421,7 +424,7 @@ func TestRateClass(t *testing.T) {
 			t.Errorf("tool %s is registered but not in this test's table", tool.Name)
 		}
 	}
-	if len(listed.Tools) != 9 {
-		t.Errorf("%d tools registered, want 9", len(listed.Tools))
+	if len(listed.Tools) != 11 {
+		t.Errorf("%d tools registered, want 11", len(listed.Tools))
 	}
 }

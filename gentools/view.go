@@ -49,11 +49,12 @@ type OutputView struct {
 	preview []byte
 }
 
-// InputView is one input file with a freshly minted link. URI is set
-// for an input that is an earlier output (its darkroom:// URI).
+// InputView is one input file with a freshly minted link. URI reads it
+// (resources/read); From names the earlier output it is, when it is one.
 type InputView struct {
 	Role      string `json:"role"`
-	URI       string `json:"uri,omitempty"`
+	URI       string `json:"uri"`
+	From      string `json:"from,omitempty"`
 	URL       string `json:"url"`
 	ExpiresAt string `json:"expiresAt"`
 	MimeType  string `json:"mimeType"`
@@ -94,12 +95,13 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
 	}
-	for _, f := range g.InputFiles() {
+	for i, f := range g.InputFiles() {
 		url, exp, err := svc.Link(ctx, f.StoredBlob)
 		if err != nil {
 			return nil, fmt.Errorf("sign input link: %w", err)
 		}
-		v.Inputs = append(v.Inputs, InputView{Role: f.Role, URI: f.From, URL: url, ExpiresAt: isoTime(exp), MimeType: f.MimeType, Width: f.Width, Height: f.Height})
+		v.Inputs = append(v.Inputs, InputView{Role: f.Role, URI: InputURI(g.ID, i), From: f.From, URL: url, ExpiresAt: isoTime(exp),
+			MimeType: f.MimeType, Width: f.Width, Height: f.Height})
 	}
 	if g.OutputsExpired {
 		v.OutputsExpired = true

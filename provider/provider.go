@@ -42,8 +42,12 @@ type Model struct {
 	// RoleReference, RoleLastFrame), each with how many at most. The main
 	// input image (RoleImage, or RoleFirstFrame for video) is
 	// NeedsInputImage/AcceptsInputImage.
-	Roles            map[string]int `json:"roles,omitempty"`
-	ExpectedDuration time.Duration  `json:"-"` // typical time from submit to completion
+	Roles map[string]int `json:"roles,omitempty"`
+	// PriceUnit is what Credits is the price of: "run" (one call),
+	// "image" (each output), "second" (of video, charged for the default
+	// duration) or "megapixel".
+	PriceUnit        string        `json:"priceUnit,omitempty"`
+	ExpectedDuration time.Duration `json:"-"` // typical time from submit to completion
 }
 
 // Input roles: what an input file is for.
@@ -87,6 +91,10 @@ type Request struct {
 	// Extra are further input files by role, for models that take them
 	// (an edit mask, a video's last frame, reference images).
 	Extra []Input
+	// Input are provider-native input fields, validated against the
+	// model's schema before the generation was stored; they are sent as
+	// they are, beside the fields darkroom's own arguments map to.
+	Input map[string]any
 	// Deadline is when darkroom gives up on the job (provider-side
 	// cancel-after where supported).
 	Deadline time.Time

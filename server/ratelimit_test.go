@@ -62,6 +62,8 @@ func TestClassOf(t *testing.T) {
 		"get_credits":       gentools.ClassPoll,
 		"upload_input":      gentools.ClassPoll,
 		"cancel_generation": gentools.ClassPoll,
+		"describe_model":    gentools.ClassPoll,
+		"search_models":     gentools.ClassPoll,
 	}
 	for _, n := range names {
 		if _, ok := want[n]; !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -15,7 +16,9 @@ import (
 	"github.com/darkroom-mcp/darkroom/blob"
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -77,7 +80,14 @@ type config struct {
 	OpenAIOrg        string
 	OpenAIProject    string
 	ModelsFile       string
-	OutputHosts      []string // extra hosts outputs may be fetched from
+	// Models beyond the catalog (cmd/darkroom/models.go).
+	ModelsAllow    modelschema.Allow
+	SchemaRefresh  time.Duration
+	CreditsPerUSD  float64
+	DefaultCredits map[provider.Kind]int64
+	FalAPIURL      string
+	FalOpenAPIURL  string
+	OutputHosts    []string // extra hosts outputs may be fetched from
 	// UnsafeOutputFetch allows plain-http and private-address output
 	// hosts: for tests against a local provider emulator only.
 	UnsafeOutputFetch bool
@@ -541,6 +551,30 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "models-file", env: envs("DARKROOM_MODELS_FILE"), doc: "embedded catalog",
 			help: "JSON model catalog merged over the embedded one",
 			set:  text(func(c *config) *string { return &c.ModelsFile })},
+		{flag: "models-allow", env: envs("DARKROOM_MODELS_ALLOW"), doc: "none",
+			help: "comma-separated provider-qualified model patterns callers may use beyond the catalog (replicate:owner/*, fal:fal-ai/*)",
+			set:  func(c *config, v string) (err error) { c.ModelsAllow, err = modelschema.ParseAllow(v); return err }},
+		{flag: "schema-refresh", env: envs("DARKROOM_SCHEMA_REFRESH"), def: "24h",
+			help: "age after which a model's stored schema is fetched again, in the background",
+			set:  func(c *config, v string) (err error) { c.SchemaRefresh, err = duration(v, time.Minute, 0); return err }},
+		{flag: "credits-per-usd", env: envs("DARKROOM_CREDITS_PER_USD"), def: "100",
+			help: "credits charged per US dollar of a provider's published price (fal's pricing API)",
+			set: func(c *config, v string) (err error) {
+				c.CreditsPerUSD, err = strconv.ParseFloat(v, 64)
+				if err == nil && (c.CreditsPerUSD <= 0 || math.IsInf(c.CreditsPerUSD, 0) || math.IsNaN(c.CreditsPerUSD)) {
+					err = fmt.Errorf("%q is not a positive number", v)
+				}
+				return err
+			}},
+		{flag: "default-credits", env: envs("DARKROOM_DEFAULT_CREDITS"), def: "image=10,video=300",
+			help: "credits per run of an allowed model whose provider publishes no price, per kind",
+			set:  func(c *config, v string) (err error) { c.DefaultCredits, err = kindCredits(v); return err }},
+		{flag: "fal-api-url", env: envs("DARKROOM_FAL_API_URL"), doc: "`https://api.fal.ai`",
+			help: "fal Platform API origin (model search, pricing)",
+			set:  text(func(c *config) *string { return &c.FalAPIURL })},
+		{flag: "fal-openapi-url", env: envs("DARKROOM_FAL_OPENAPI_URL"), doc: "`https://fal.ai`",
+			help: "origin of fal's per-endpoint OpenAPI documents (model schemas)",
+			set:  text(func(c *config) *string { return &c.FalOpenAPIURL })},
 		{flag: "output-hosts", env: envs("DARKROOM_OUTPUT_HOSTS"), doc: "provider defaults",
 			help: "comma-separated extra hosts outputs may be fetched from",
 			set: func(c *config, v string) error {
@@ -565,6 +599,26 @@ const defaultMetricsAddr = "127.0.0.1:9464"
 func envs(names ...string) []string { return names }
 
 // list splits a comma-separated value, dropping empty items.
+// kindCredits reads "image=10,video=300".
+func kindCredits(v string) (map[provider.Kind]int64, error) {
+	out := map[provider.Kind]int64{}
+	for _, kv := range list(v) {
+		k, n, ok := strings.Cut(kv, "=")
+		c, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+		kind := provider.Kind(strings.TrimSpace(k))
+		if !ok || err != nil || c < 0 || (kind != provider.KindImage && kind != provider.KindVideo) {
+			return nil, fmt.Errorf("%q is not image=N,video=N", v)
+		}
+		out[kind] = c
+	}
+	for _, k := range []provider.Kind{provider.KindImage, provider.KindVideo} {
+		if _, ok := out[k]; !ok {
+			return nil, fmt.Errorf("%q names no %s price", v, k)
+		}
+	}
+	return out, nil
+}
+
 func list(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {

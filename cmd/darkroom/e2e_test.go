@@ -137,7 +137,7 @@ func httpGet(t *testing.T, url string) (int, []byte) {
 
 func TestToolsListedInEveryEra(t *testing.T) {
 	s := startServer(t, 0)
-	want := []string{"cancel_generation", "download_output", "generate", "get_credits", "get_generation", "list_generations", "list_models", "upload_input", "wait_generation"}
+	want := []string{"cancel_generation", "describe_model", "download_output", "generate", "get_credits", "get_generation", "list_generations", "list_models", "search_models", "upload_input", "wait_generation"}
 	for _, v := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
 		t.Run(v, func(t *testing.T) {
 			cs := connect(t, s.url, v)

@@ -142,7 +142,7 @@ func TestStdio(t *testing.T) {
 	}
 	defer cs.Close()
 	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(tools.Tools) != 9 {
+	if err != nil || len(tools.Tools) != 11 {
 		t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
 	}
 	var g genView

@@ -118,7 +118,7 @@ type emuRig struct {
 	hooks chan tapped
 }
 
-func startEmulator(t *testing.T, tm emuTiming) *emuRig {
+func startEmulator(t testing.TB, tm emuTiming) *emuRig {
 	t.Helper()
 	tap := &hookTap{ch: make(chan tapped, 4096)}
 	em := emulator.New(emulator.Options{

@@ -10,6 +10,7 @@ import (
 	"image/jpeg"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,9 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	}
 
 	tl, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(tl.ResourceTemplates) != 1 || tl.ResourceTemplates[0].URITemplate != gentools.OutputURITemplate {
+	if err != nil || len(tl.ResourceTemplates) != 2 || !slices.ContainsFunc(tl.ResourceTemplates, func(rt *mcp.ResourceTemplate) bool {
+		return rt.URITemplate == gentools.OutputURITemplate
+	}) || !slices.ContainsFunc(tl.ResourceTemplates, func(rt *mcp.ResourceTemplate) bool { return rt.URITemplate == gentools.InputURITemplate }) {
 		t.Fatalf("resources/templates/list: %+v, %v", tl, err)
 	}
 	rl, err := cs.ListResources(ctx, nil)
@@ -100,6 +103,8 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	}
 	for _, uri := range []string{
 		"darkroom://generations/" + generation.NewID() + "/outputs/0", // unknown
+		"darkroom://generations/" + generation.NewID() + "/inputs/0",  // unknown
+		"darkroom://generations/" + g.GenerationID + "/inputs/0",      // none: a local-sketch from a prompt
 		"darkroom://generations/" + g.GenerationID + "/outputs/01",    // not canonical
 		"file:///etc/passwd", // no template
 	} {

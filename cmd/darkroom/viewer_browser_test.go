@@ -31,6 +31,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 )
@@ -248,6 +249,29 @@ func TestViewerInBrowser(t *testing.T) {
 		useFixture(f, "&theme=dark")
 		b.waitView(t, `document.documentElement.dataset.theme === "dark" && [...document.querySelectorAll("#inputs img")].filter((i) => i.naturalWidth > 0).length === 3`)
 		shot("edit-inputs-dark")
+	})
+
+	t.Run("a real edit of an earlier output, through generate", func(t *testing.T) {
+		base := api.tool("generate", map[string]any{"modelId": "local-photo", "prompt": "hills", "count": 2, "wait": true, "aspectRatio": "16:9"})
+		sc, _ := base.Result["structuredContent"].(map[string]any)
+		outs, _ := sc["outputs"].([]any)
+		if len(outs) != 2 {
+			t.Fatalf("two variations: %v %v", base.Error, base.Result)
+		}
+		o := outs[1].(map[string]any)
+		w, h := int(o["width"].(float64)), int(o["height"].(float64))
+		open("generate", map[string]any{"modelId": "local-edit", "prompt": "a lake in the mask", "wait": true, "inputs": []any{
+			map[string]any{"role": "image", "uri": gentools.OutputURI(sc["generationId"].(string), 1)},
+			map[string]any{"role": "mask", "image": map[string]any{"data": base64.StdEncoding.EncodeToString(maskPNG(t, w, h)), "mimeType": "image/png"}},
+		}}, "")
+		b.waitView(t, `document.body.dataset.status === "completed" && document.querySelector("#media img[data-kind=full]")?.naturalWidth > 0 &&
+			[...document.querySelectorAll("#inputs img")].filter((i) => i.naturalWidth > 0).length === 2`)
+		var labels []string
+		b.inView(t, `[...document.querySelectorAll("#inputs .role")].map((e) => e.textContent)`, &labels)
+		if !slices.Equal(labels, []string{"Image", "Mask"}) {
+			t.Fatalf("labels %q", labels)
+		}
+		shot("edit-real")
 	})
 
 	t.Run("a video's first and last frames", func(t *testing.T) {
@@ -807,7 +831,7 @@ func (b *browser) waitHost(t *testing.T, cond string) {
 
 func (b *browser) wait(t *testing.T, cond string, inView bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		var ok bool
@@ -816,8 +840,9 @@ func (b *browser) wait(t *testing.T, cond string, inView bool) {
 		}
 		b.tick()
 	}
-	var hostErr, text string
+	var hostErr, phase, text string
 	_ = b.eval(false, `window.host ? window.host.error : "no host"`, &hostErr)
+	_ = b.eval(false, `window.host ? window.host.phase : "no host"`, &phase)
 	_ = b.eval(true, `document.body.innerText`, &text)
-	t.Fatalf("timed out waiting for %s (last error %v; host error %q; view says %q)", cond, last, hostErr, text)
+	t.Fatalf("timed out waiting for %s (last error %v; host %s, error %q; view says %q)", cond, last, phase, hostErr, text)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/provider/openai"
 	"github.com/darkroom-mcp/darkroom/provider/replicate"
 	"github.com/darkroom-mcp/darkroom/server"
@@ -49,6 +50,7 @@ type app struct {
 	svc    *generation.Service
 	runner *generation.Runner
 	tools  *gentools.Tools
+	models *modelschema.Catalog // models beyond the curated catalog (models.go)
 	blobs  blob.Store
 	files  http.Handler // signed links to the local store; nil with S3
 	mcp    *mcp.Server
@@ -123,6 +125,11 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)
 	a.providers = append([]provider.Provider{a.local}, providers...)
+	entries, err := curatedEntries(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.buildModels(entries)
 	if err := a.buildService(hub, mirror); err != nil {
 		return nil, err
 	}
@@ -175,6 +182,7 @@ func (a *app) buildService(hub *generation.Hub, mirror *gentask.Mirror) (err err
 		CreateRate:    a.createRate,
 		Exclusive:     a.exclusive(),
 		InlinePreview: a.cfg.InlinePreview,
+		Models:        a.models,
 	})
 	return err
 }
@@ -209,6 +217,7 @@ func (a *app) buildTools() {
 		MaxReadBytes:   a.cfg.MaxResourceBytes,
 		Bytes:          a.bytes,
 		MaxWait:        a.cfg.MaxWait,
+		Models:         a.models,
 	})
 	a.tools.Add(ui.Tool(a.viewerConfig()))
 	a.gen.Register(a.tools.Generate)
@@ -286,13 +295,9 @@ func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
 // are its models. spool holds synchronous calls' results (Google's and
 // OpenAI's) until the runner copies them.
 func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool provider.Spool) ([]provider.Provider, error) {
-	entries := catalog.Default()
-	if cfg.ModelsFile != "" {
-		over, err := catalog.Load(cfg.ModelsFile)
-		if err != nil {
-			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
-		}
-		entries = catalog.Merge(entries, over)
+	entries, err := curatedEntries(cfg)
+	if err != nil {
+		return nil, err
 	}
 	fetchOpts := func(defaults []string) fetch.Options {
 		o := fetch.Options{AllowHTTP: cfg.UnsafeOutputFetch, AllowPrivate: cfg.UnsafeOutputFetch}
@@ -319,7 +324,7 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool p
 	}
 	if cfg.FalKey != "" {
 		p, err := fal.New(fal.Config{
-			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency,
+			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency, APIURL: cfg.FalAPIURL, OpenAPIURL: cfg.FalOpenAPIURL,
 			WebhookJWKSURL: cfg.FalJWKSURL, WebhookUserID: cfg.FalUserID,
 			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
 		})

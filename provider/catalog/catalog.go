@@ -313,7 +313,7 @@ func (e Entry) Model() provider.Model {
 		ID: e.ID, Provider: e.Provider, Kind: e.Kind, Title: e.Title, Description: e.Description,
 		Credits: e.Credits, AspectRatios: slices.Clone(e.AspectRatios), Durations: slices.Clone(e.Durations),
 		NeedsInputImage: e.NeedsInputImage, AcceptsInputImage: e.Input.InputImage != "", ExpectedDuration: e.Expected(),
-		MaxCount: e.MaxCount, Roles: e.roleCounts(),
+		MaxCount: e.MaxCount, Roles: e.roleCounts(), PriceUnit: "run",
 	}
 }
 
@@ -345,6 +345,9 @@ func DerivedSeed(key string) int64 {
 func (e Entry) BuildInput(req provider.Request) (map[string]any, error) {
 	in := map[string]any{}
 	for k, v := range e.Defaults {
+		in[k] = v
+	}
+	for k, v := range req.Input { // validated against the schema; never a field darkroom maps
 		in[k] = v
 	}
 	if strings.TrimSpace(req.Prompt) == "" {

@@ -29,14 +29,15 @@ func TestDefault(t *testing.T) {
 	for _, e := range es {
 		kinds[e.Provider+"/"+string(e.Kind)]++
 		m := e.Model()
-		if m.ID != e.ID || m.ExpectedDuration <= 0 || len(m.AspectRatios) == 0 {
+		// No ratios only where the model has no ratio field (its input image decides).
+		if m.ID != e.ID || m.ExpectedDuration <= 0 || (len(m.AspectRatios) == 0) != (e.Input.AspectRatio == "") {
 			t.Errorf("model %+v", m)
 		}
 	}
-	if kinds["replicate/image"] != 2 || kinds["fal/image"] != 2 || kinds["replicate/video"] != 1 || kinds["fal/video"] != 1 {
+	if kinds["replicate/image"] != 5 || kinds["fal/image"] != 5 || kinds["replicate/video"] != 3 || kinds["fal/video"] != 3 {
 		t.Fatalf("catalog %v", kinds)
 	}
-	if len(catalog.ForProvider(es, "fal")) != 3 {
+	if len(catalog.ForProvider(es, "fal")) != 8 {
 		t.Fatal("ForProvider")
 	}
 }

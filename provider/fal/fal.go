@@ -29,6 +29,7 @@
 package fal
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
 
 // Name is the provider's id in the catalog.
@@ -109,18 +111,29 @@ type Config struct {
 	WebhookUserID string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// APIURL is fal's Platform API origin (pricing, search; default
+	// DefaultAPIURL); OpenAPIURL serves the endpoints' OpenAPI documents
+	// (default DefaultOpenAPIURL).
+	APIURL     string
+	OpenAPIURL string
+	// Resolve gives the entry of a provider-qualified model id
+	// ("fal:owner/app"), built from its schema (modelschema); nil: only
+	// the curated catalog is served.
+	Resolve func(ctx context.Context, id string) (catalog.Entry, error)
 }
 
 // Provider is the fal adapter. It is safe for concurrent use.
 type Provider struct {
-	cfg    Config
-	queue  string
-	http   *httpx.Client
-	fetch  *fetch.Fetcher
-	models catalog.Set
-	hooks  *seen.Set // verified deliveries (request ids)
-	mine   *seen.Set // request ids this process submitted
-	keys   *jwks
+	cfg     Config
+	queue   string
+	api     string
+	openapi string
+	http    *httpx.Client
+	fetch   *fetch.Fetcher
+	models  catalog.Set
+	hooks   *seen.Set // verified deliveries (request ids)
+	mine    *seen.Set // request ids this process submitted
+	keys    *jwks
 
 	mu        sync.Mutex
 	pending   int                  // submits in flight (concurrency cap)
@@ -158,6 +171,13 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Fetch.Hosts == nil {
 		cfg.Fetch.Hosts = DefaultOutputHosts
 	}
+	cfg.APIURL = strings.TrimSuffix(cmp.Or(cfg.APIURL, DefaultAPIURL), "/")
+	cfg.OpenAPIURL = strings.TrimSuffix(cmp.Or(cfg.OpenAPIURL, DefaultOpenAPIURL), "/")
+	for _, o := range []string{cfg.APIURL, cfg.OpenAPIURL} {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("fal: bad API URL %q", o)
+		}
+	}
 	if cfg.WebhookJWKSURL == "" {
 		cfg.WebhookJWKSURL = DefaultJWKSURL
 	}
@@ -175,8 +195,10 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("fal: bad queue URL %q", cfg.QueueURL)
 	}
 	p := &Provider{
-		cfg:   cfg,
-		queue: strings.TrimSuffix(cfg.QueueURL, "/"),
+		cfg:     cfg,
+		queue:   strings.TrimSuffix(cfg.QueueURL, "/"),
+		api:     cfg.APIURL,
+		openapi: cfg.OpenAPIURL,
 		http: httpx.New(httpx.Config{
 			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: cfg.HTTPClient, Timeout: cfg.RequestTimeout,
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
@@ -240,6 +262,9 @@ func (p *Provider) urlsFor(endpoint, requestID string) jobData {
 // generation's own model).
 func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
 	e, ok := p.models.Get(modelID)
+	if ref, err := modelschema.ParseID(modelID); !ok && err == nil && ref.Provider == Name {
+		e, ok = catalog.Entry{ID: modelID, Endpoint: ref.Path}, true // the endpoint is in the id
+	}
 	if !ok || requestID == "" {
 		return provider.Job{}, fmt.Errorf("fal: cannot build a job for model %q request %q", modelID, requestID)
 	}
@@ -249,7 +274,7 @@ func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
 	return provider.Job{ID: requestID, Data: b}, nil
 }
 
-func (p *Provider) data(job provider.Job) (jobData, catalog.Entry, error) {
+func (p *Provider) data(ctx context.Context, job provider.Job) (jobData, catalog.Entry, error) {
 	var d jobData
 	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || d.StatusURL == "" || d.ResponseURL == "" {
 		return d, catalog.Entry{}, &provider.PermanentError{Message: "fal job record lacks its queue URLs"}
@@ -257,13 +282,16 @@ func (p *Provider) data(job provider.Job) (jobData, catalog.Entry, error) {
 	if job.ID != "" && d.RequestID == "" {
 		d.RequestID = job.ID
 	}
-	e, _ := p.models.Get(d.Model) // zero for a model no longer in the catalog
+	e, _, _ := p.entry(ctx, d.Model) // zero for a model no longer in the catalog
 	return d, e, nil
 }
 
 // Submit implements provider.Provider.
 func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
-	e, ok := p.models.Get(req.Model.ID)
+	e, ok, err := p.entry(ctx, req.Model.ID)
+	if err != nil {
+		return provider.Job{}, err
+	}
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("fal does not serve model %q here", req.Model.ID)}
 	}
@@ -416,7 +444,7 @@ type logLine struct {
 // Status implements provider.Provider. For a COMPLETED request it also
 // fetches the result (response_url) to read the outputs or the error.
 func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Status, error) {
-	d, e, err := p.data(job)
+	d, e, err := p.data(ctx, job)
 	if err != nil {
 		return provider.Status{}, err
 	}
@@ -554,7 +582,7 @@ func logProgress(logs []logLine) (float64, bool) {
 // is what a status check says right after (StateCancelled only once fal
 // shows it ended that way).
 func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
-	d, e, err := p.data(job)
+	d, e, err := p.data(ctx, job)
 	if err != nil {
 		return provider.Status{}, err
 	}

@@ -153,27 +153,40 @@ func TestMaskedEdit(t *testing.T) {
 	}
 	rect := func(x, y int) bool { return x >= 10 && x < 30 && y >= 5 && y < 20 }
 	stripes := func(x, y int) bool { return x%3 == 0 }
+	src := noisePNG(t, w, h, 1)
+	// The same noise as a 16-bit PNG and as a JPEG: each format's decoded
+	// pixels are kept exactly outside the mask.
+	wide := image.NewNRGBA64(image.Rect(0, 0, w, h))
+	draw.Draw(wide, wide.Rect, decodeRGBA(t, src), image.Point{}, draw.Src)
+	var src16, srcJPEG bytes.Buffer
+	if err := png.Encode(&src16, wide); err != nil {
+		t.Fatal(err)
+	}
+	if err := encodeJPEG(&srcJPEG, decodeRGBA(t, src)); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		model string
+		src   []byte
 		mask  []byte
 		edits func(x, y int) bool // where the output may and must change
 	}{
-		{"white rectangle", "local-edit", opaque(color.NRGBA{255, 255, 255, 255}, rect), rect},
-		{"white stripes", "local-edit", opaque(color.NRGBA{255, 255, 255, 255}, stripes), stripes},
-		{"light grey edits", "local-photo", opaque(color.NRGBA{140, 140, 140, 255}, rect), rect},
-		{"dark grey keeps", "local-edit", opaque(color.NRGBA{100, 100, 100, 255}, rect), func(int, int) bool { return false }},
-		{"transparent white keeps", "local-edit", opaque(color.NRGBA{255, 255, 255, 0}, rect), func(int, int) bool { return false }},
+		{"white rectangle", "local-edit", src, opaque(color.NRGBA{255, 255, 255, 255}, rect), rect},
+		{"white stripes", "local-edit", src, opaque(color.NRGBA{255, 255, 255, 255}, stripes), stripes},
+		{"light grey edits", "local-photo", src, opaque(color.NRGBA{140, 140, 140, 255}, rect), rect},
+		{"dark grey keeps", "local-edit", src, opaque(color.NRGBA{100, 100, 100, 255}, rect), func(int, int) bool { return false }},
+		{"transparent white keeps", "local-edit", src, opaque(color.NRGBA{255, 255, 255, 0}, rect), func(int, int) bool { return false }},
+		{"16-bit image", "local-edit", src16.Bytes(), opaque(color.NRGBA{255, 255, 255, 255}, rect), rect},
+		{"JPEG image", "local-edit", srcJPEG.Bytes(), opaque(color.NRGBA{255, 255, 255, 255}, stripes), stripes},
 	}
-	src := noisePNG(t, w, h, 1)
-	want := decodeRGBA(t, src)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := newProvider(t, t.TempDir(), 0, newClock())
 			data, _ := output(t, p, submit(t, p, provider.Request{Model: model(t, tt.model), Prompt: "a sunny hill",
-				InputImage: input(src, "image/png"), Extra: []provider.Input{extra(provider.RoleMask, tt.mask, "image/png")}}))
-			got := decodeRGBA(t, data)
+				InputImage: input(tt.src, "image/png"), Extra: []provider.Input{extra(provider.RoleMask, tt.mask, "image/png")}}))
+			got, want := decodeRGBA(t, data), decodeRGBA(t, tt.src)
 			if got.Rect != want.Rect {
 				t.Fatalf("output is %v, want the input's %v", got.Rect, want.Rect)
 			}

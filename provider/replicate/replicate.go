@@ -87,6 +87,10 @@ type Config struct {
 	FindWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Resolve gives the entry of a provider-qualified model id
+	// ("replicate:owner/name"), built from its schema (modelschema); nil:
+	// only the curated catalog is served.
+	Resolve func(ctx context.Context, id string) (catalog.Entry, error)
 }
 
 // Provider is the Replicate adapter. It is safe for concurrent use.
@@ -203,7 +207,10 @@ func (pr prediction) created() time.Time {
 
 // Submit implements provider.Provider.
 func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
-	e, ok := p.models.Get(req.Model.ID)
+	e, ok, err := p.entry(ctx, req.Model.ID)
+	if err != nil {
+		return provider.Job{}, err
+	}
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("replicate does not serve model %q here", req.Model.ID)}
 	}
@@ -282,10 +289,10 @@ func WithKey(webhook, key string) (string, error) {
 	return u.String(), nil
 }
 
-func (p *Provider) entryFor(job provider.Job, pr *prediction) catalog.Entry {
+func (p *Provider) entryFor(ctx context.Context, job provider.Job, pr *prediction) catalog.Entry {
 	var d jobData
 	if len(job.Data) > 0 && json.Unmarshal(job.Data, &d) == nil {
-		if e, ok := p.models.Get(d.Model); ok {
+		if e, ok, _ := p.entry(ctx, d.Model); ok {
 			return e
 		}
 	}
@@ -316,7 +323,7 @@ func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Statu
 	if err != nil {
 		return provider.Status{}, err
 	}
-	return toStatus(pr, p.entryFor(job, &pr)), nil
+	return toStatus(pr, p.entryFor(ctx, job, &pr)), nil
 }
 
 func (p *Provider) get(ctx context.Context, id string) (prediction, error) {
@@ -353,7 +360,7 @@ func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Statu
 	if json.Unmarshal(resp.Body, &pr) != nil || pr.Status == "" {
 		return p.Status(ctx, job) // the reply did not carry the prediction
 	}
-	return toStatus(pr, p.entryFor(job, &pr)), nil
+	return toStatus(pr, p.entryFor(ctx, job, &pr)), nil
 }
 
 // OpenOutput implements provider.Provider: the URL must be on Replicate's

@@ -62,7 +62,7 @@ func req(t testing.TB, p provider.Provider, modelID, key, prompt string) provide
 func TestModels(t *testing.T) {
 	_, p := setup(t, emulator.Options{}, nil)
 	ms := p.Models()
-	if len(ms) != 3 {
+	if len(ms) != 8 {
 		t.Fatalf("models: %+v", ms)
 	}
 	for _, m := range ms {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
@@ -42,6 +43,9 @@ type Engine struct {
 	Shared bool
 	// Rows counts a table's rows (nil: the history test is skipped).
 	Rows func(t *testing.T, table string) int64
+	// Schemas is the engine's model schema store (nil: its test is
+	// skipped).
+	Schemas modelschema.Store
 }
 
 // Run runs the contract. open returns a fresh, empty engine for each
@@ -82,6 +86,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"TaskTerminalNeverChanges", testTaskTerminal},
 		{"TaskExpiryAndPurge", testTaskExpiry},
 		{"OneUnitOfWork", testOneUnitOfWork},
+		{"ModelSchemas", testModelSchemas},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
 	}

@@ -13,7 +13,7 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { AppBridge, PostMessageTransport, getToolUiResourceUri, RESOURCE_MIME_TYPE } from "@modelcontextprotocol/ext-apps/app-bridge";
 
 const q = new URLSearchParams(location.search);
-const host = (window.host = { ready: false, error: "", opened: [], sizes: [], viewCalls: [], reads: [], readErrors: [], result: null });
+const host = (window.host = { phase: "loaded", ready: false, error: "", opened: [], sizes: [], viewCalls: [], reads: [], readErrors: [], result: null });
 const log = (s) => { document.getElementById("log").textContent += s + "\n"; };
 
 async function sha256(text) {
@@ -44,12 +44,15 @@ async function main() {
     capabilities: { extensions: { "io.modelcontextprotocol/ui": { mimeTypes: [RESOURCE_MIME_TYPE] } } },
     versionNegotiation: { mode: { pin: "2026-07-28" } },
   });
+  host.phase = "connecting"; // each phase is named so a stalled test says where it stalled
   await client.connect(new StreamableHTTPClientTransport(new URL("/mcp", location.href)));
+  host.phase = "listing tools";
   const { tools } = await client.listTools();
   const tool = tools.find((t) => t.name === q.get("tool"));
   if (!tool) throw new Error(`no tool ${q.get("tool")}`);
   const uri = getToolUiResourceUri(tool);
   if (!uri) throw new Error(`${tool.name} has no ui resource`);
+  host.phase = "reading the view";
   const res = await client.readResource({ uri });
   const view = res.contents[0];
   if (view.mimeType !== RESOURCE_MIME_TYPE) throw new Error(`view mimeType ${view.mimeType}`);
@@ -58,6 +61,7 @@ async function main() {
   const args = fixture ? fixture.args : JSON.parse(q.get("args") || "{}");
   const result = fixture ? Promise.resolve(fixture.result) : client.callTool({ name: tool.name, arguments: args }); // the model's call
 
+  host.phase = "framing the view";
   const iframe = document.createElement("iframe");
   iframe.sandbox = "allow-scripts";
   iframe.title = "darkroom view";
@@ -69,11 +73,13 @@ async function main() {
   bridge.onopenlink = async ({ url }) => { host.opened.push(url); return {}; };
   bridge.onsizechange = ({ height }) => { if (height) iframe.style.height = `${Math.ceil(height)}px`; host.sizes.push(height); };
   bridge.oninitialized = async () => {
+    host.phase = "awaiting the tool result";
     try {
       await bridge.sendToolInput({ arguments: args });
       host.result = await result;
       await bridge.sendToolResult(host.result);
       host.ready = true;
+      host.phase = "result sent";
     } catch (e) { host.error = String(e); log(host.error); }
   };
   await bridge.connect(new PostMessageTransport(iframe.contentWindow, iframe.contentWindow));

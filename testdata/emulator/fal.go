@@ -28,10 +28,16 @@ func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
 		e.falJWKS(w, r)
 		return
 	}
+	if r.URL.Path == "/api/openapi/queue/openapi.json" && e.falMeta(w, r) {
+		return // public, as fal's documents are
+	}
 	if r.Header.Get("Authorization") != "Key "+e.opts.FalKey {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		w.Write(Fixture("fal", "error_401.json"))
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/models") && e.falMeta(w, r) {
 		return
 	}
 	p := strings.Trim(r.URL.Path, "/")
@@ -98,6 +104,9 @@ func (e *Emulator) falSubmit(w http.ResponseWriter, r *http.Request, endpoint st
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(422)
 		w.Write(Fixture("fal", "error_422.json"))
+		return
+	}
+	if falInvalid(w, endpoint, input) {
 		return
 	}
 	e.mu.Lock()
@@ -189,8 +198,21 @@ func (e *Emulator) falResult(j *job, now time.Time) (int, any) {
 		name = "result_flux_nsfw.json"
 	}
 	v := FixtureMap("fal", name)
-	img := v["images"].([]any)[0].(map[string]any)
-	img["url"], img["content_type"] = outs[0], "image/png"
+	tmpl := v["images"].([]any)[0].(map[string]any)
+	var imgs, nsfw []any
+	for _, u := range e.imageOutputs(j) {
+		img := map[string]any{}
+		for k, x := range tmpl {
+			img[k] = x
+		}
+		img["url"], img["content_type"] = u, "image/png"
+		imgs = append(imgs, img)
+		nsfw = append(nsfw, j.nsfw)
+	}
+	v["images"] = imgs
+	if _, ok := v["has_nsfw_concepts"]; ok {
+		v["has_nsfw_concepts"] = nsfw
+	}
 	return 200, v
 }
 

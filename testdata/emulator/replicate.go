@@ -21,6 +21,9 @@ func (e *Emulator) replicate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := r.URL.Path
+	if e.replicateModels(w, r) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && p == "/v1/webhooks/default/secret":
 		writeJSON(w, 200, map[string]string{"key": e.opts.WebhookSecret})
@@ -85,6 +88,9 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 		if !strings.Contains(model, "/") {
 			model, version = "unknown/versioned", body.Version
 		}
+	}
+	if replicateInvalid(w, model, body.Input) {
+		return
 	}
 	var deadline time.Duration
 	if ca := r.Header.Get("Cancel-After"); ca != "" {
@@ -194,11 +200,10 @@ func (e *Emulator) prediction(j *job, now time.Time) map[string]any {
 	case "succeeded":
 		v["started_at"], v["completed_at"] = ts(j.start), ts(j.end)
 		v["logs"] = progressLogs(1)
-		outs := e.outputs(j)
 		if j.video {
-			v["output"] = outs[0]
+			v["output"] = e.outputs(j)[0]
 		} else {
-			v["output"] = outs
+			v["output"] = e.imageOutputs(j)
 		}
 		if !now.Before(j.end.Add(e.opts.OutputTTL)) {
 			v["output"], v["input"], v["logs"], v["data_removed"] = nil, map[string]any{}, "", true

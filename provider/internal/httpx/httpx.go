@@ -463,3 +463,6 @@ func origin(s string) (scheme, host string, ok bool) {
 	}
 	return scheme, host, true
 }
+
+// Limit bounds a streamed 2xx body as readAll bounds a whole one.
+func Limit(resp *http.Response) io.Reader { return io.LimitReader(resp.Body, MaxBody) }

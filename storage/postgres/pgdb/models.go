@@ -47,6 +47,12 @@ type Generation struct {
 	LeaseUntil      int64
 }
 
+type ModelSchema struct {
+	ModelID   string
+	Info      []byte
+	FetchedAt int64
+}
+
 type Replica struct {
 	ID     string
 	SeenAt int64

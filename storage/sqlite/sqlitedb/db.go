@@ -114,6 +114,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.markSubmittingStmt, err = db.PrepareContext(ctx, markSubmitting); err != nil {
 		return nil, fmt.Errorf("error preparing query MarkSubmitting: %w", err)
 	}
+	if q.modelSchemaStmt, err = db.PrepareContext(ctx, modelSchema); err != nil {
+		return nil, fmt.Errorf("error preparing query ModelSchema: %w", err)
+	}
 	if q.nextDueAtStmt, err = db.PrepareContext(ctx, nextDueAt); err != nil {
 		return nil, fmt.Errorf("error preparing query NextDueAt: %w", err)
 	}
@@ -134,6 +137,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.putCreateBucketStmt, err = db.PrepareContext(ctx, putCreateBucket); err != nil {
 		return nil, fmt.Errorf("error preparing query PutCreateBucket: %w", err)
+	}
+	if q.putModelSchemaStmt, err = db.PrepareContext(ctx, putModelSchema); err != nil {
+		return nil, fmt.Errorf("error preparing query PutModelSchema: %w", err)
 	}
 	if q.releaseLeasesStmt, err = db.PrepareContext(ctx, releaseLeases); err != nil {
 		return nil, fmt.Errorf("error preparing query ReleaseLeases: %w", err)
@@ -329,6 +335,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing markSubmittingStmt: %w", cerr)
 		}
 	}
+	if q.modelSchemaStmt != nil {
+		if cerr := q.modelSchemaStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing modelSchemaStmt: %w", cerr)
+		}
+	}
 	if q.nextDueAtStmt != nil {
 		if cerr := q.nextDueAtStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing nextDueAtStmt: %w", cerr)
@@ -362,6 +373,11 @@ func (q *Queries) Close() error {
 	if q.putCreateBucketStmt != nil {
 		if cerr := q.putCreateBucketStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing putCreateBucketStmt: %w", cerr)
+		}
+	}
+	if q.putModelSchemaStmt != nil {
+		if cerr := q.putModelSchemaStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing putModelSchemaStmt: %w", cerr)
 		}
 	}
 	if q.releaseLeasesStmt != nil {
@@ -498,6 +514,7 @@ type Queries struct {
 	markOutputsExpiredStmt  *sql.Stmt
 	markSubmittedStmt       *sql.Stmt
 	markSubmittingStmt      *sql.Stmt
+	modelSchemaStmt         *sql.Stmt
 	nextDueAtStmt           *sql.Stmt
 	outputsToExpireStmt     *sql.Stmt
 	pendingDeliveriesStmt   *sql.Stmt
@@ -505,6 +522,7 @@ type Queries struct {
 	purgeDeliveriesStmt     *sql.Stmt
 	purgeTasksStmt          *sql.Stmt
 	putCreateBucketStmt     *sql.Stmt
+	putModelSchemaStmt      *sql.Stmt
 	releaseLeasesStmt       *sql.Stmt
 	releaseRunnerLeasesStmt *sql.Stmt
 	renewLeaseStmt          *sql.Stmt
@@ -554,6 +572,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		markOutputsExpiredStmt:  q.markOutputsExpiredStmt,
 		markSubmittedStmt:       q.markSubmittedStmt,
 		markSubmittingStmt:      q.markSubmittingStmt,
+		modelSchemaStmt:         q.modelSchemaStmt,
 		nextDueAtStmt:           q.nextDueAtStmt,
 		outputsToExpireStmt:     q.outputsToExpireStmt,
 		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
@@ -561,6 +580,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		purgeDeliveriesStmt:     q.purgeDeliveriesStmt,
 		purgeTasksStmt:          q.purgeTasksStmt,
 		putCreateBucketStmt:     q.putCreateBucketStmt,
+		putModelSchemaStmt:      q.putModelSchemaStmt,
 		releaseLeasesStmt:       q.releaseLeasesStmt,
 		releaseRunnerLeasesStmt: q.releaseRunnerLeasesStmt,
 		renewLeaseStmt:          q.renewLeaseStmt,

@@ -47,6 +47,12 @@ type Generation struct {
 	ArgsHash        string
 }
 
+type ModelSchema struct {
+	ModelID   string
+	Info      []byte
+	FetchedAt int64
+}
+
 type Task struct {
 	TaskID         string
 	Owner          string

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+)
+
+// curatedEntries is the model catalog: the embedded one, with the
+// operator's file merged over it.
+func curatedEntries(cfg *config) ([]catalog.Entry, error) {
+	entries := catalog.Default()
+	if cfg.ModelsFile != "" {
+		over, err := catalog.Load(cfg.ModelsFile)
+		if err != nil {
+			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
+		}
+		entries = catalog.Merge(entries, over)
+	}
+	return entries, nil
+}
+
+// schemaStore is the engine's store of fetched model schemas.
+type schemaStore interface {
+	ModelSchemas() modelschema.Store
+}
+
+// buildModels builds the model catalog beyond the curated one: the
+// registry of qualified ids over the configured Replicate and fal
+// providers (each its own schema source, fetching only from its
+// configured origin), the allow list, the store, the prices; and hands
+// each of those providers the resolver for the qualified ids it serves.
+func (a *app) buildModels(entries []catalog.Entry) {
+	sources := map[string]modelschema.Source{}
+	type resolvable interface {
+		SetResolve(func(ctx context.Context, id string) (catalog.Entry, error))
+	}
+	var providers []resolvable
+	var models []provider.Model
+	for _, p := range a.providers {
+		if s, ok := p.(modelschema.Source); ok {
+			sources[p.Name()] = s
+		}
+		if r, ok := p.(resolvable); ok {
+			providers = append(providers, r)
+		}
+		for _, m := range p.Models() {
+			m.Provider = p.Name()
+			models = append(models, m)
+		}
+	}
+	rc := modelschema.Config{Allow: a.cfg.ModelsAllow, Sources: sources, Refresh: a.cfg.SchemaRefresh, Logger: a.log,
+		Pricing: modelschema.Pricing{CreditsPerUSD: a.cfg.CreditsPerUSD, Default: a.cfg.DefaultCredits}}
+	if rc.Pricing.Default == nil {
+		rc.Pricing = modelschema.DefaultPricing
+	}
+	if s, ok := a.db.(schemaStore); ok {
+		rc.Store = s.ModelSchemas()
+	}
+	reg := modelschema.New(rc)
+	for _, p := range providers {
+		p.SetResolve(func(ctx context.Context, id string) (catalog.Entry, error) {
+			m, err := reg.Resolve(ctx, id)
+			if err != nil {
+				return catalog.Entry{}, err
+			}
+			return m.Entry, nil
+		})
+	}
+	a.models = modelschema.NewCatalog(reg, entries, models)
+}

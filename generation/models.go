@@ -1,0 +1,100 @@
+package generation
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+)
+
+// Models reaches models beyond the curated catalog: provider-qualified
+// ids resolved from the provider's own schema, and provider-native input
+// checked against it (provider/modelschema, wired by cmd/darkroom).
+type Models interface {
+	// Resolve answers a model id the curated catalog does not hold. Its
+	// error says why it cannot be used (not enabled, unknown, the
+	// provider's schema unreachable for now).
+	Resolve(ctx context.Context, id string) (provider.Model, error)
+	// CheckInput validates provider-native input for a model, naming the
+	// field and what it allows when it refuses.
+	CheckInput(ctx context.Context, m provider.Model, input map[string]any) error
+}
+
+// resolvedModels are the qualified models this process resolved, by id
+// (a resolution is cheap to repeat but a lookup by id is cheaper).
+type resolvedModels struct{ m sync.Map }
+
+// Resolve makes req's model known before Validate: a qualified id is
+// resolved (Config.Models), and provider-native input is checked against
+// the model's schema. Its errors are *InputError: nothing is stored or
+// charged for them.
+func (s *Service) Resolve(ctx context.Context, req *CreateRequest) error {
+	m, curated := s.modelByID[req.ModelID]
+	if curated && req.Input == nil {
+		return nil
+	}
+	if s.cfg.Models == nil {
+		if req.Input != nil {
+			return inputErrorf("this server takes no provider-native input")
+		}
+		return nil // Validate names the unknown id
+	}
+	if !curated {
+		var err error
+		if m, err = s.cfg.Models.Resolve(ctx, req.ModelID); err != nil {
+			return modelError(err)
+		}
+		if _, ok := s.providers[m.Provider]; !ok {
+			return inputErrorf("model %s needs the %s provider, which is not configured on this server", m.ID, m.Provider)
+		}
+		s.resolved.m.Store(m.ID, m)
+		req.resolved = &m
+	}
+	if req.Input != nil {
+		if err := s.cfg.Models.CheckInput(ctx, m, req.Input); err != nil {
+			return modelError(err)
+		}
+	}
+	return nil
+}
+
+func modelError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return err
+	}
+	return &InputError{Msg: err.Error()}
+}
+
+// lookupModel is the curated model of an id, or the one Resolve found
+// for this request.
+func (s *Service) lookupModel(req *CreateRequest) (provider.Model, bool) {
+	if m, ok := s.modelByID[req.ModelID]; ok {
+		return m, true
+	}
+	if r := req.resolved; r != nil && r.ID == req.ModelID {
+		return *r, true
+	}
+	return provider.Model{}, false
+}
+
+// modelOf is a generation's model: curated, resolved earlier in this
+// process, or resolved again (from the stored schema, after a restart);
+// failing all, the id and provider the row holds, which the provider
+// resolves itself.
+func (s *Service) modelOf(ctx context.Context, g *Generation) provider.Model {
+	if m, ok := s.Model(g.ModelID); ok {
+		return m
+	}
+	if s.cfg.Models != nil {
+		if m, err := s.cfg.Models.Resolve(ctx, g.ModelID); err == nil {
+			s.resolved.m.Store(m.ID, m)
+			return m
+		}
+	}
+	return provider.Model{ID: g.ModelID, Provider: g.Provider, Kind: g.Kind}
+}

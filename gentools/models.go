@@ -1,0 +1,184 @@
+package gentools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/tasks"
+)
+
+// modelTools are describe_model's and search_models' rows: read-only,
+// charged as a poll, served on the lean path with a keyed reply, so a
+// repeated question is answered from the reply cache.
+func (t *Tools) modelTools() []Tool {
+	ro := func(title string) *mcp.ToolAnnotations {
+		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(true)}
+	}
+	handler := func(read tasks.ReadHandler) mcp.ToolHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			r, err := read(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return r.Answer(), nil
+		}
+	}
+	return []Tool{
+		{Def: &mcp.Tool{Name: "describe_model",
+			Description: "Describe one model before using it: its kind, price (credits per priceUnit), the input fields generate's input takes (names, types, enums, ranges, defaults), " +
+				"which of generate's own arguments set which provider field, its input roles and maxCount. Works for list_models ids and for provider-qualified ids the server allows.",
+			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: ro("Describe model")},
+			Handler: handler(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
+		{Def: &mcp.Tool{Name: "search_models",
+			Description: "Search models by words (and kind): darkroom's curated models, then the providers this server allows. " +
+				"Results are kept " + modelschema.SearchTTL.String() + "; pass nextCursor back as cursor for more. Use describe_model on a result before generate.",
+			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: ro("Search models")},
+			Handler: handler(t.readSearch), Class: ClassPoll, Read: t.readSearch},
+	}
+}
+
+type describeArgs struct {
+	ModelID string `json:"modelId"`
+}
+
+func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+	var a describeArgs
+	if r := DecodeArgs(req, &a); r != nil {
+		return tasks.Reply{Result: r}, nil
+	}
+	if a.ModelID == "" {
+		return tasks.Reply{Result: toolError("modelId is required: a modelId from list_models or search_models")}, nil
+	}
+	if n := utf8.RuneCountInString(a.ModelID); n > maxModelIDChars {
+		return tasks.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
+	}
+	var d *modelschema.Description
+	key := a.ModelID
+	if t.cfg.Models != nil {
+		var err error
+		if d, key, err = t.cfg.Models.Describe(ctx, a.ModelID); err != nil {
+			return modelRefusal(err)
+		}
+	} else if m, ok := t.svc.Model(a.ModelID); ok {
+		d = modelschema.DescribeModel(m)
+	} else {
+		return tasks.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
+	}
+	return tasks.Reply{ID: "describe_model\x00" + a.ModelID, Key: key, Render: func() *mcp.CallToolResult {
+		return structured(describeLine(d), d)
+	}}, nil
+}
+
+// modelRefusal answers a model that cannot be described as an isError
+// result (not enabled, unknown, a bad input): a foreign or unknown id
+// says so, and nothing was charged but the poll.
+func modelRefusal(err error) (tasks.Reply, error) {
+	var ne *modelschema.NotEnabledError
+	var ue *modelschema.UnknownError
+	var ie *modelschema.InputError
+	var re *provider.RetryableError
+	switch {
+	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &ie):
+		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+	case errors.As(err, &re):
+		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return tasks.Reply{}, err
+	}
+	return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+}
+
+func describeLine(d *modelschema.Description) string {
+	price := fmt.Sprintf("%d credits per %s", d.Credits, d.PriceUnit)
+	fields := "no published input schema"
+	if d.Input != nil {
+		fields = fmt.Sprintf("%d input fields", len(d.Input))
+	}
+	return fmt.Sprintf("%s: %s model, %s, %s", d.ModelID, d.Kind, price, fields)
+}
+
+type searchArgs struct {
+	Query  string `json:"query"`
+	Kind   string `json:"kind"`
+	Cursor string `json:"cursor"`
+	Limit  *int   `json:"limit"`
+}
+
+type searchKey struct {
+	query, kind, cursor string
+	limit               int
+}
+
+func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+	var a searchArgs
+	if r := DecodeArgs(req, &a); r != nil {
+		return tasks.Reply{Result: r}, nil
+	}
+	if n := utf8.RuneCountInString(a.Query); n > maxQueryChars {
+		return tasks.Reply{Result: toolError("query is %d characters; the limit is %d", n, maxQueryChars)}, nil
+	}
+	if a.Kind != "" && a.Kind != string(provider.KindImage) && a.Kind != string(provider.KindVideo) {
+		return tasks.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
+	}
+	limit := defSearchLimit
+	if a.Limit != nil {
+		if *a.Limit < 1 || *a.Limit > modelschema.MaxSearchLimit {
+			return tasks.Reply{Result: toolError("limit must be between 1 and %d; got %d", modelschema.MaxSearchLimit, *a.Limit)}, nil
+		}
+		limit = *a.Limit
+	}
+	var res *modelschema.SearchResult
+	if t.cfg.Models != nil {
+		var err error
+		if res, err = t.cfg.Models.Search(ctx, a.Query, provider.Kind(a.Kind), limit, a.Cursor); err != nil {
+			return modelRefusal(err)
+		}
+	} else {
+		res = &modelschema.SearchResult{Models: []modelschema.Hit{}, Sources: []string{"curated"}}
+		q := strings.ToLower(a.Query)
+		for _, m := range t.svc.Models() {
+			if (a.Kind == "" || string(m.Kind) == a.Kind) && strings.Contains(strings.ToLower(m.ID+" "+m.Title+" "+m.Description), q) && len(res.Models) < limit {
+				res.Models = append(res.Models, modelschema.Hit{ID: m.ID, Title: m.Title, Description: m.Description, Kind: m.Kind, Source: "curated"})
+			}
+		}
+	}
+	// The slot is the question: the same one within the search's life
+	// answers from the reply cache.
+	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
+	return tasks.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
+		line := fmt.Sprintf("%d models found for %q", len(res.Models), a.Query)
+		if res.NextCursor != "" {
+			line += "; more with cursor"
+		}
+		return structured(line, res)
+	}}, nil
+}
+
+// resolveModel is generate's hook into the model catalog: the caller's
+// provider-native input, bounded and decoded, and a qualified model id
+// resolved, before anything is fetched, stored or charged.
+func (t *Tools) resolveModel(ctx context.Context, cr *generation.CreateRequest, input []byte) *mcp.CallToolResult {
+	if len(input) > 0 && string(input) != "null" {
+		in, err := modelschema.DecodeInput(input)
+		if err != nil {
+			return toolError("%s", err.Error())
+		}
+		cr.Input = in
+	}
+	if err := t.svc.Resolve(ctx, cr); err != nil {
+		var ie *generation.InputError
+		if errors.As(err, &ie) {
+			return toolError("%s", ie.Msg)
+		}
+		return toolError("model %s could not be resolved now: %v; try again shortly (nothing was charged)", cr.ModelID, err)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package fal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+)
+
+// Model metadata, from fal's references:
+//
+//   - the endpoint's OpenAPI document: GET {OpenAPIURL}/api/openapi/queue/
+//     openapi.json?endpoint_id={endpoint} (its info carries
+//     x-fal-metadata {endpointId, category}; the input is the JSON body
+//     of the POST to the endpoint, a $ref into components.schemas).
+//   - pricing: GET {APIURL}/v1/models/pricing?endpoint_id={endpoint} →
+//     {prices: [{endpoint_id, unit_price, unit, currency}]}.
+//   - search: GET {APIURL}/v1/models?q=&limit=&cursor= → {models:
+//     [{endpoint_id, metadata: {display_name, category, description}}],
+//     next_cursor, has_more}.
+//
+// Both origins are configured (never a caller's URL); the endpoint id is
+// a parsed model id, sent as a query parameter.
+
+// DefaultAPIURL is fal's Platform API origin; DefaultOpenAPIURL serves
+// the per-endpoint OpenAPI documents.
+const (
+	DefaultAPIURL     = "https://api.fal.ai"
+	DefaultOpenAPIURL = "https://fal.ai"
+)
+
+// Describe implements modelschema.Source.
+func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelschema.Info, error) {
+	u := p.openapi + "/api/openapi/queue/openapi.json?endpoint_id=" + url.QueryEscape(ref.Path)
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, u, nil, nil)
+	if err != nil {
+		return modelschema.Info{}, err
+	}
+	if resp.Status == http.StatusBadRequest || resp.Status == http.StatusNotFound {
+		return modelschema.Info{}, fmt.Errorf("fal: %w: %s", provider.ErrNotFound, ref.Path)
+	}
+	if err := p.http.Err(resp); err != nil {
+		return modelschema.Info{}, err
+	}
+	var doc struct {
+		Info struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+			Meta        struct {
+				Category string `json:"category"`
+			} `json:"x-fal-metadata"`
+		} `json:"info"`
+		Paths map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
+		return modelschema.Info{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable OpenAPI document: %w", err)}
+	}
+	if len(doc.Paths) == 0 {
+		return modelschema.Info{}, fmt.Errorf("fal: %w: %s has no paths", provider.ErrNotFound, ref.Path)
+	}
+	info := modelschema.Info{Format: modelschema.FormatFal, Doc: resp.Body, Title: doc.Info.Title, Description: doc.Info.Description,
+		Kind: kindOfCategory(doc.Info.Meta.Category)}
+	info.Price = p.price(ctx, ref.Path)
+	return info, nil
+}
+
+// price reads the endpoint's unit price; none (a failure included) leaves
+// the operator's default per kind.
+func (p *Provider) price(ctx context.Context, endpoint string) *modelschema.Price {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.api+"/v1/models/pricing?endpoint_id="+url.QueryEscape(endpoint), nil, nil)
+	if err != nil || !resp.OK() {
+		return nil
+	}
+	var v struct {
+		Prices []struct {
+			Endpoint  string  `json:"endpoint_id"`
+			UnitPrice float64 `json:"unit_price"`
+			Unit      string  `json:"unit"`
+			Currency  string  `json:"currency"`
+		} `json:"prices"`
+	}
+	if json.Unmarshal(resp.Body, &v) != nil {
+		return nil
+	}
+	for _, pr := range v.Prices {
+		if pr.Endpoint == endpoint && strings.EqualFold(pr.Currency, "USD") && pr.UnitPrice > 0 {
+			return &modelschema.Price{USD: pr.UnitPrice, Unit: pr.Unit}
+		}
+	}
+	return nil
+}
+
+func kindOfCategory(c string) provider.Kind {
+	switch {
+	case strings.HasSuffix(c, "-to-video") || c == "video":
+		return provider.KindVideo
+	case strings.HasSuffix(c, "-to-image") || c == "image":
+		return provider.KindImage
+	}
+	return ""
+}
+
+// Search implements modelschema.Source.
+func (p *Provider) Search(ctx context.Context, query string, limit int, cursor string) (modelschema.Page, error) {
+	q := url.Values{"q": {query}, "limit": {strconv.Itoa(limit)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.api+"/v1/models?"+q.Encode(), nil, nil)
+	if err != nil {
+		return modelschema.Page{}, err
+	}
+	if err := p.http.Err(resp); err != nil {
+		return modelschema.Page{}, err
+	}
+	var v struct {
+		Models []struct {
+			Endpoint string `json:"endpoint_id"`
+			Meta     struct {
+				Name        string `json:"display_name"`
+				Category    string `json:"category"`
+				Description string `json:"description"`
+			} `json:"metadata"`
+		} `json:"models"`
+		Next    *string `json:"next_cursor"`
+		HasMore bool    `json:"has_more"`
+	}
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		return modelschema.Page{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable search reply: %w", err)}
+	}
+	var out modelschema.Page
+	for _, m := range v.Models {
+		if len(out.Hits) == limit {
+			break
+		}
+		out.Hits = append(out.Hits, modelschema.Hit{ID: "fal:" + m.Endpoint, Title: m.Meta.Name, Description: m.Meta.Description, Kind: kindOfCategory(m.Meta.Category)})
+	}
+	if v.HasMore && v.Next != nil {
+		out.Next = *v.Next
+	}
+	return out, nil
+}
+
+// entry finds the catalog entry of a model id: the curated set, else a
+// qualified id through Config.Resolve.
+func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, error) {
+	return modelschema.Lookup(ctx, p.models, p.cfg.Resolve, Name, id)
+}
+
+// SetResolve sets Config.Resolve, before the provider serves (the
+// resolver is built over the providers).
+func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.Entry, error)) {
+	p.cfg.Resolve = f
+}

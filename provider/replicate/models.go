@@ -1,0 +1,171 @@
+package replicate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+)
+
+// Model metadata, from Replicate's HTTP API reference:
+//
+//   - GET /v1/models/{owner}/{name}: the model, with latest_version
+//     {id, openapi_schema} (Cog's OpenAPI document: the input is
+//     components.schemas.Input) and default_example (a prediction).
+//   - GET /v1/models/{owner}/{name}/versions/{id}: one version, with its
+//     openapi_schema.
+//   - QUERY /v1/models with the query as a text/plain body: search,
+//     paginated as {next, previous, results: [model]}.
+//
+// Every URL is built on the configured BaseURL from a parsed model id
+// (modelschema.ParseID's characters only): nothing a caller sends picks
+// the host.
+
+type modelObject struct {
+	Owner         string `json:"owner"`
+	Name          string `json:"name"`
+	Description   string `json:"description"`
+	LatestVersion *struct {
+		ID      string          `json:"id"`
+		Schema  json.RawMessage `json:"openapi_schema"`
+		Created string          `json:"created_at"`
+	} `json:"latest_version"`
+	DefaultExample *struct {
+		Output any `json:"output"`
+	} `json:"default_example"`
+}
+
+type versionObject struct {
+	ID     string          `json:"id"`
+	Schema json.RawMessage `json:"openapi_schema"`
+}
+
+// Describe implements modelschema.Source.
+func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelschema.Info, error) {
+	var m modelObject
+	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
+		return modelschema.Info{}, err
+	}
+	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: m.Description}
+	if m.DefaultExample != nil {
+		info.Kind = kindOfOutput(m.DefaultExample.Output)
+	}
+	if ref.Version == "" {
+		if m.LatestVersion == nil || len(m.LatestVersion.Schema) == 0 {
+			return modelschema.Info{}, fmt.Errorf("replicate: %w: %s has no published version", provider.ErrNotFound, ref.Path)
+		}
+		info.Version, info.Doc = m.LatestVersion.ID, m.LatestVersion.Schema
+		return info, nil
+	}
+	var v versionObject
+	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path+"/versions/"+ref.Version, &v); err != nil {
+		return modelschema.Info{}, err
+	}
+	if len(v.Schema) == 0 {
+		return modelschema.Info{}, fmt.Errorf("replicate: %w: version %s has no schema", provider.ErrNotFound, ref.Version)
+	}
+	info.Version, info.Doc = v.ID, v.Schema
+	return info, nil
+}
+
+// kindOfOutput reads a default example's output file type.
+func kindOfOutput(out any) provider.Kind {
+	var u string
+	switch t := out.(type) {
+	case string:
+		u = t
+	case []any:
+		if len(t) > 0 {
+			u, _ = t[0].(string)
+		}
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	switch strings.ToLower(path.Ext(pu.Path)) {
+	case ".mp4", ".mov", ".webm":
+		return provider.KindVideo
+	case ".png", ".jpg", ".jpeg", ".webp", ".gif":
+		return provider.KindImage
+	}
+	return ""
+}
+
+func (p *Provider) getJSON(ctx context.Context, u string, v any) error {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, u, nil, nil)
+	if err != nil {
+		return err
+	}
+	if err := p.http.Err(resp); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(resp.Body, v); err != nil {
+		return &provider.RetryableError{Err: fmt.Errorf("replicate: unreadable reply: %w", err)}
+	}
+	return nil
+}
+
+// Search implements modelschema.Source: QUERY /v1/models.
+func (p *Provider) Search(ctx context.Context, query string, limit int, cursor string) (modelschema.Page, error) {
+	u := p.base + "/v1/models"
+	if cursor != "" {
+		u += "?cursor=" + url.QueryEscape(cursor)
+	}
+	stream, r, err := p.http.Open(ctx, httpx.Other, "QUERY", u, strings.NewReader(query), "text/plain", nil)
+	if err != nil {
+		return modelschema.Page{}, err
+	}
+	if stream != nil {
+		defer stream.Body.Close()
+		var page struct {
+			Next    *string       `json:"next"`
+			Results []modelObject `json:"results"`
+		}
+		if err := json.NewDecoder(httpx.Limit(stream)).Decode(&page); err != nil {
+			return modelschema.Page{}, &provider.RetryableError{Err: fmt.Errorf("replicate: unreadable search reply: %w", err)}
+		}
+		var out modelschema.Page
+		for _, m := range page.Results {
+			if len(out.Hits) == limit {
+				break
+			}
+			h := modelschema.Hit{ID: "replicate:" + m.Owner + "/" + m.Name, Title: m.Owner + "/" + m.Name, Description: m.Description}
+			if m.DefaultExample != nil {
+				h.Kind = kindOfOutput(m.DefaultExample.Output)
+			}
+			out.Hits = append(out.Hits, h)
+		}
+		if page.Next != nil {
+			if nu, err := url.Parse(*page.Next); err == nil {
+				out.Next = nu.Query().Get("cursor")
+			}
+		}
+		return out, nil
+	}
+	if err := p.http.Err(r); err != nil {
+		return modelschema.Page{}, err
+	}
+	return modelschema.Page{}, errors.New("replicate: empty search reply")
+}
+
+// entry finds the catalog entry of a model id: the curated set, else a
+// qualified id through Config.Resolve.
+func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, error) {
+	return modelschema.Lookup(ctx, p.models, p.cfg.Resolve, Name, id)
+}
+
+// SetResolve sets Config.Resolve, before the provider serves (the
+// resolver is built over the providers).
+func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.Entry, error)) {
+	p.cfg.Resolve = f
+}
