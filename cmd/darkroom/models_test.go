@@ -207,6 +207,9 @@ func TestQualifiedModelAfterRestart(t *testing.T) {
 			t.Fatalf("generate: %s", text(res))
 		}
 		id = g.GenerationID
+		// Stopped between steps: a stop in the middle of a step leaves
+		// a lease the next process waits out.
+		waitIdle(t, s, id)
 	})
 	rig.SetModelsDown(true)
 	fetches := rig.ModelFetches()
