@@ -25,9 +25,11 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, false, err
 	}
 	hash := argsHash(&req)
-	if req.IdempotencyKey != "" {
+	if req.IdempotencyKey != "" && storesInputs(&req) {
 		// A repeat is answered before any input is stored (the transaction
-		// decides again, for a repeat that races this one).
+		// decides again, for a repeat that races this one). Without input
+		// bytes to store, the transaction's own look-up is enough: a
+		// round trip fewer.
 		if r, err := s.store.GenerationByKey(ctx, owner, req.IdempotencyKey); err == nil {
 			return s.repeat(r, &req, hash)
 		} else if !errors.Is(err, ErrNotFound) {
@@ -63,6 +65,12 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		s.kick()
 	}
 	return c.fresh, false, nil
+}
+
+// storesInputs is whether req sends input bytes that Create stores
+// before its transaction.
+func storesInputs(req *CreateRequest) bool {
+	return req.InputImage != nil || slices.ContainsFunc(req.Inputs, func(in RoleInput) bool { return in.Image != nil })
 }
 
 // creation is one Create on its way: the owner's limits, read before its

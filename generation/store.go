@@ -63,7 +63,8 @@ type Tx interface {
 	PruneCreateBuckets(ctx context.Context, now time.Time) (int64, error)
 
 	// InsertGeneration inserts a new row; ErrDuplicateKey when the owner
-	// already used its idempotency key.
+	// already used its idempotency key, from it or (an engine that sends
+	// the insert with a later statement) from Update.
 	InsertGeneration(ctx context.Context, r Row) error
 	// Apply makes one status change, as a compare-and-set on c.From (the
 	// lifecycle table's sources for c.Event): false when the row is in no

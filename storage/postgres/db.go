@@ -37,7 +37,7 @@ type DB struct {
 // tasks.Tx, so a generation and its task change in one unit of work.
 type Tx struct {
 	reads // its queries, bound to the transaction
-	tx    pgx.Tx
+	p     *pipe
 	// notes are the changes to announce to other replicas, sent by
 	// pg_notify inside the transaction just before commit (listen.go).
 	notes []note
@@ -45,7 +45,7 @@ type Tx struct {
 
 // Exec runs a statement sqlc does not cover (tests set up rows with it).
 func (t *Tx) Exec(ctx context.Context, query string, args ...any) (pgconn.CommandTag, error) {
-	return t.tx.Exec(ctx, query, args...)
+	return t.p.Exec(ctx, query, args...)
 }
 
 // Open connects to the database at url (postgres://...), applies the
@@ -87,10 +87,11 @@ func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	var err error
 	for range maxRetries {
 		if err = d.write(ctx, fn); !retryable(err) {
-			return err
+			break
 		}
 	}
-	return err
+	// A queued insert's failure surfaces at a later statement or at commit.
+	return duplicateKey(err)
 }
 
 func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
@@ -98,22 +99,28 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	// caller that gives up must still learn whether it committed.
 	ctx = context.WithoutCancel(ctx)
 	start := time.Now()
-	tx, err := d.Pool.Begin(ctx)
+	conn, err := d.Pool.Acquire(ctx)
 	if err != nil {
 		d.committed(start, err)
 		return fmt.Errorf("begin: %w", err)
 	}
-	t := &Tx{reads: reads{d.queries.WithTx(tx)}, tx: tx}
+	// The pool drops a connection left in a transaction or broken.
+	defer conn.Release()
+	p := &pipe{conn: conn.Conn()}
+	p.queued = append(p.queued, queuedExec{sql: "BEGIN"}) // sent with the first statement
+	t := &Tx{reads: reads{pgdb.New(p)}, p: p}
 	if err := fn(ctx, t); err != nil {
-		_ = tx.Rollback(ctx)
+		p.rollback(ctx)
 		return err
 	}
 	if err := d.announce(ctx, t); err != nil {
-		_ = tx.Rollback(ctx)
+		p.rollback(ctx)
 		d.committed(start, err)
 		return err
 	}
-	err = tx.Commit(ctx)
+	if err = p.commit(ctx); err != nil {
+		p.rollback(ctx)
+	}
 	d.committed(start, err)
 	return err
 }

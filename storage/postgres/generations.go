@@ -64,7 +64,10 @@ func (s genStore) PendingDeliveries(ctx context.Context, genID string) ([]genera
 // LockOwner takes a transaction-scoped advisory lock on the owner: the
 // decisions on one owner's rows (budget, idempotency, in-flight cap) are
 // serialized across every replica until commit.
-func (t *Tx) LockOwner(ctx context.Context, owner string) error { return t.q.LockOwner(ctx, owner) }
+// The lock is queued: it goes with the next statement (pipe).
+func (t *Tx) LockOwner(ctx context.Context, owner string) error {
+	return t.p.deferred(func() error { return t.q.LockOwner(ctx, owner) })
+}
 
 func (t *Tx) CountInFlight(ctx context.Context, owner string) (int64, error) {
 	return t.q.CountInFlight(ctx, owner)
@@ -93,11 +96,18 @@ func (t *Tx) PruneCreateBuckets(ctx context.Context, now time.Time) (int64, erro
 	return t.q.PruneCreateBuckets(ctx, now.UnixMilli())
 }
 
+// InsertGeneration is queued (pipe): a reused key is reported by the
+// statement that carries it, at the latest by the commit (Write).
 func (t *Tx) InsertGeneration(ctx context.Context, r generation.Row) error {
-	err := t.q.InsertGeneration(ctx, rows.InsertGeneration(r))
+	return t.p.deferred(func() error { return t.q.InsertGeneration(ctx, rows.InsertGeneration(r)) })
+}
+
+// duplicateKey is the error InsertGeneration's statement fails with when
+// the owner already used its idempotency key.
+func duplicateKey(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "generations_idempotency" {
-		return generation.ErrDuplicateKey
+		return fmt.Errorf("%w: %w", generation.ErrDuplicateKey, err)
 	}
 	return err
 }

@@ -54,8 +54,11 @@ func (d *DB) announce(ctx context.Context, t *Tx) error {
 	for i, n := range t.notes {
 		chans[i], payloads[i] = n.channel, d.origin+":"+n.id
 	}
-	_, err := t.tx.Exec(ctx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)", chans, payloads)
-	return err
+	// Queued: it goes with the COMMIT.
+	return t.p.deferred(func() error {
+		_, err := t.p.Exec(ctx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)", chans, payloads)
+		return err
+	})
 }
 
 // Listener receives the other replicas' changes (Listen).

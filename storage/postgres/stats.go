@@ -53,7 +53,7 @@ func (d *DB) Leased(ctx context.Context) (int64, error) {
 // writes.
 func (d *DB) Probe(ctx context.Context) error {
 	return d.Write(ctx, func(ctx context.Context, tx *Tx) error {
-		_, err := tx.tx.Exec(ctx, `UPDATE generations SET lease_until = lease_until WHERE false`)
+		_, err := tx.p.Exec(ctx, `UPDATE generations SET lease_until = lease_until WHERE false`)
 		return err
 	})
 }

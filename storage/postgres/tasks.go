@@ -31,8 +31,10 @@ func (s taskStore) ExpiredLiveTasks(ctx context.Context, now time.Time, limit in
 	return rows.ExpiredTasks(s.q.ExpiredLiveTasks(ctx, pgdb.ExpiredLiveTasksParams{Now: now.UnixMilli(), Lim: int64(limit)}))
 }
 
+// InsertTask is queued (pipe): it goes with the next statement or the
+// commit.
 func (t *Tx) InsertTask(ctx context.Context, r tasks.Row) error {
-	return t.q.InsertTask(ctx, rows.InsertTask(r))
+	return t.p.deferred(func() error { return t.q.InsertTask(ctx, rows.InsertTask(r)) })
 }
 
 func (t *Tx) SetTaskActive(ctx context.Context, r tasks.Row) (bool, error) {
