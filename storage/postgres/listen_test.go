@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func listen(t *testing.T, d *postgres.DB) <-chan string {
 	wg.Go(func() {
 		d.Listen(ctx, postgres.Listener{
 			Generation:  func(id string) { heard <- "g:" + id },
-			Task:        func(id string) { heard <- "t:" + id },
+			Task:        func(id string, v int64) { heard <- fmt.Sprintf("t:%s:%d", id, v) },
 			Resync:      func() { connected <- struct{}{} },
 			ResyncEvery: time.Hour,
 		})
@@ -105,7 +106,7 @@ func TestNotifyOnCommit(t *testing.T) {
 			}
 			_, err := tx.(tasks.Tx).FinishTask(ctx, tasks.Row{TaskID: "task-g4", Status: tasks.StatusCompleted, LastUpdatedAt: time.Now()})
 			return err
-		}, []string{"g:g4", "t:task-g4"}},
+		}, []string{"g:g4", "t:task-g4:1"}}, // the task's first update: version 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			insert(tc.id)
