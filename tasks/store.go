@@ -189,11 +189,13 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 	if t, ok := s.cache.getOwned(owner, id); ok {
+		s.stats.hits.Add(1)
 		if t.Expired(s.now()) {
 			return nil, ErrNotFound
 		}
 		return t, nil
 	}
+	s.stats.misses.Add(1)
 	seq := s.cache.epoch()
 	r, err := s.db.OwnedTask(ctx, owner, id)
 	if err != nil {
