@@ -483,11 +483,13 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 					Task:       store.NotifyVersion,
 					Connected:  store.FlushLive,
 					Resync: func() {
-						hub.WakeAll()
-						store.NotifyAll()
+						// The cache first, so that the re-reads it wakes find
+						// the rows a lost notification would have dropped.
 						if err := store.Revalidate(ctx); err != nil && ctx.Err() == nil {
 							a.log.Warn("task cache resync", "err", err)
 						}
+						hub.WakeAll()
+						store.NotifyAll()
 						a.runner.Kick()
 					},
 					Chaos: listenChaos(a.log),
