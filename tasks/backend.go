@@ -63,4 +63,7 @@ type Row struct {
 	Result             json.RawMessage
 	Error              json.RawMessage
 	ClientCaps         string
+	// Version only grows: the engine bumps it on every update of the row
+	// (a trigger), so a cached copy is replaced only by a newer one.
+	Version int64
 }

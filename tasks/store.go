@@ -33,11 +33,26 @@ type Store struct {
 type StoreOption func(*Store)
 
 // Shared says the engine is shared with other processes (replicas on
-// one PostgreSQL), whose writes this process's Notify never sees in time:
-// the read cache then keeps only terminal tasks, which can no longer
-// change, so a client moving between replicas never sees a task go
-// backwards. Without it (SQLite, one process) every task is cached.
-func Shared() StoreOption { return func(s *Store) { s.cache.terminalOnly = true } }
+// one PostgreSQL), whose changes reach this process only through
+// NotifyVersion (its listener). The read cache still keeps every task,
+// but a cached live task is served only while fresh reports true, that
+// is while every change committed more than the fence window ago is
+// known to have been delivered to this process (the listener's fence,
+// storage/postgres Fence.Fresh); otherwise the read goes to the backend.
+// An entry is replaced only by a higher version, a notification drops
+// only an entry older than the version it names, FlushLive drops every
+// live entry (a listener that reconnected may have lost notifications)
+// and Revalidate drops the live entries whose row moved on. Terminal
+// tasks can no longer change and are served always. fresh nil: live
+// tasks are never served from the cache (terminal ones only).
+// Without Shared (SQLite, one process) every task is served from the
+// cache, which Notify keeps coherent.
+func Shared(fresh func() bool) StoreOption {
+	return func(s *Store) {
+		s.cache.shared = true
+		s.cache.fresh = fresh
+	}
+}
 
 // Exclusive makes the sweep run through fn, which runs a job only when no
 // other replica is running it (e.g. under an advisory lock) and returns
@@ -119,6 +134,7 @@ func fromRow(r Row) (*Task, error) {
 		TTL:           r.TTL,
 		KeySeq:        r.KeySeq,
 		ClientCaps:    json.RawMessage(r.ClientCaps),
+		Version:       r.Version,
 	}
 	if err := json.Unmarshal([]byte(r.InputRequests), &t.InputRequests); err != nil {
 		return nil, fmt.Errorf("task %s: input requests: %w", r.TaskID, err)
@@ -173,11 +189,13 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 	if t, ok := s.cache.getOwned(owner, id); ok {
+		s.stats.hits.Add(1)
 		if t.Expired(s.now()) {
 			return nil, ErrNotFound
 		}
 		return t, nil
 	}
+	s.stats.misses.Add(1)
 	seq := s.cache.epoch()
 	r, err := s.db.OwnedTask(ctx, owner, id)
 	if err != nil {
@@ -321,24 +339,96 @@ func (s *Store) Notify(id string) {
 	s.broker.publish(id)
 }
 
+// NotifyVersion is Notify for a change another process committed (a
+// shared engine's listener): the task is now at version (negative:
+// unknown). A cached copy at that version or above stays; an older one
+// is dropped.
+func (s *Store) NotifyVersion(id string, version int64) {
+	s.cache.invalidateBelow(id, version)
+	s.broker.publish(id)
+}
+
 // NotifyAll tells every listener to re-read its tasks: a resync after
-// changes on other replicas whose notifications may have been lost. The
-// cache needs nothing: when shared it holds only tasks that cannot change.
+// changes on other replicas whose notifications may have been lost.
+// (The read cache's part of a resync is Revalidate.)
 func (s *Store) NotifyAll() { s.broker.publishAll() }
 
+// FlushLive drops every cached live task: a shared engine's listener
+// calls it after each (re)connect, once it listens again, since what was
+// sent while it did not is lost. Terminal tasks stay (they cannot change).
+func (s *Store) FlushLive() { s.cache.flushLive() }
+
+// VersionReader is a Backend that reads the versions of many tasks in one
+// query (PostgreSQL's), for Revalidate.
+type VersionReader interface {
+	TaskVersions(ctx context.Context, ids []string) (map[string]int64, error)
+}
+
+// revalidateBatch bounds the ids of one Revalidate query.
+const revalidateBatch = 10_000
+
+// Revalidate reads the versions of the cached live tasks (one query per
+// 10,000) and drops each entry whose row has moved on or is gone: on a
+// shared engine it bounds what a notification lost without a reconnect
+// costs, by the resync interval it runs at. It does nothing without
+// Shared or when the backend is no VersionReader.
+func (s *Store) Revalidate(ctx context.Context) error {
+	vr, ok := s.db.(VersionReader)
+	if !ok || !s.cache.shared {
+		return nil
+	}
+	live := s.cache.liveVersions()
+	for len(live) > 0 {
+		n := min(len(live), revalidateBatch)
+		batch := live[:n]
+		live = live[n:]
+		ids := make([]string, len(batch))
+		for i, e := range batch {
+			ids[i] = e.id
+		}
+		got, err := vr.TaskVersions(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, e := range batch {
+			v, ok := got[e.id]
+			if !ok {
+				s.cache.invalidate(e.id) // gone
+				continue
+			}
+			if v > e.version {
+				s.cache.invalidateBelow(e.id, v)
+			}
+		}
+	}
+	return nil
+}
+
 // taskCache keeps recently read tasks, so that polling (tasks/get every
-// few seconds from every client) does not touch SQLite between changes.
-// It is coherent within one process, which is what the SQLite store
-// serves: Notify drops an entry after each committed change, and a read
-// that raced any invalidation is not cached.
+// few seconds from every client) does not touch the database between
+// changes. Within one process Notify drops an entry after each committed
+// change, and a read that raced any invalidation is not cached. On a
+// shared engine (Shared) see Shared for what more it does.
 type taskCache struct {
-	mu           sync.Mutex
-	m            map[string]*Task
-	seq          uint64 // bumped by every invalidation
-	terminalOnly bool   // see Shared
+	mu     sync.Mutex
+	m      map[string]*Task
+	seq    uint64 // bumped by every invalidation
+	shared bool   // see Shared
+	// fresh (shared only) says whether a live entry may be served now.
+	fresh func() bool
 }
 
 const taskCacheMax = 100_000
+
+// servable reports whether the cached t may answer now: always on one
+// process; on a shared engine a live task only while the fence is fresh.
+// Called with mu held.
+func (c *taskCache) servable(t *Task) bool {
+	if !c.shared || t.Status.Terminal() {
+		return true
+	}
+	return c.fresh != nil && c.fresh()
+}
 
 // get returns a copy of the cached task id, whoever owns it (for the
 // store's own use: Get).
@@ -349,7 +439,7 @@ func (c *taskCache) get(id string) (*Task, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[id]
-	if !ok {
+	if !ok || !c.servable(t) {
 		return nil, false
 	}
 	cp := *t
@@ -365,7 +455,7 @@ func (c *taskCache) getOwned(owner, id string) (*Task, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t, ok := c.m[id]
-	if !ok || t.Owner != owner {
+	if !ok || t.Owner != owner || !c.servable(t) {
 		return nil, false
 	}
 	cp := *t
@@ -379,11 +469,15 @@ func (c *taskCache) epoch() uint64 {
 }
 
 // put caches t unless an invalidation happened since the read began
-// (seq), which could make t stale.
+// (seq), which could make t stale, or the entry already holds a higher
+// version (a lower version never replaces a higher one).
 func (c *taskCache) put(id string, t *Task, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seq != seq || (c.terminalOnly && !t.Status.Terminal()) {
+	if c.seq != seq {
+		return
+	}
+	if old, ok := c.m[id]; ok && old.Version > t.Version {
 		return
 	}
 	if len(c.m) >= taskCacheMax {
@@ -398,6 +492,48 @@ func (c *taskCache) invalidate(id string) {
 	defer c.mu.Unlock()
 	c.seq++
 	delete(c.m, id)
+}
+
+// invalidateBelow drops id's entry unless it is at version or above
+// (version < 0: unknown, always drops). A read in flight is not cached
+// either way: it may have read the row before the change.
+func (c *taskCache) invalidateBelow(id string, version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	if t, ok := c.m[id]; ok && version >= 0 && t.Version >= version {
+		return
+	}
+	delete(c.m, id)
+}
+
+func (c *taskCache) flushLive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	for id, t := range c.m {
+		if !t.Status.Terminal() {
+			delete(c.m, id)
+		}
+	}
+}
+
+type idVersion struct {
+	id      string
+	version int64
+}
+
+// liveVersions lists the cached live tasks with their versions.
+func (c *taskCache) liveVersions() []idVersion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []idVersion
+	for id, t := range c.m {
+		if !t.Status.Terminal() {
+			out = append(out, idVersion{id, t.Version})
+		}
+	}
+	return out
 }
 
 // Write runs fn in a write transaction (a convenience for kinds that keep

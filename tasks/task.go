@@ -63,6 +63,8 @@ type Task struct {
 	// ClientCaps are the creating request's declared client capabilities:
 	// input kinds are only emitted if declared there.
 	ClientCaps json.RawMessage
+	// Version is the row's version (Row.Version): it only grows.
+	Version int64
 }
 
 // ExpiresAt is when the task may be forgotten (zero: never).

@@ -51,11 +51,11 @@ func run(addr, data, dbURL string) error {
 			return err
 		}
 		defer d.Close()
-		store := tasks.NewStore(d.Tasks(), nil, tasks.Shared())
+		store := tasks.NewStore(d.Tasks(), nil, tasks.Shared(d.Fence().Fresh))
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			d.Listen(ctx, postgres.Listener{Task: store.Notify, Resync: store.NotifyAll})
+			d.Listen(ctx, postgres.Listener{Task: store.NotifyVersion, Connected: store.FlushLive, Resync: store.NotifyAll})
 		}()
 		defer func() { stop(); <-done }()
 		return serve(ctx, addr, newHandler(store))

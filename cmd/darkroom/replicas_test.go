@@ -503,12 +503,16 @@ func (p *rtProxy) serve(c net.Conn, target string) {
 }
 
 // BenchmarkEngineOps: per-operation server CPU and database round trips,
-// SQLite against PostgreSQL on this machine (the runner, listener and
-// heartbeat stopped, so only the requests touch the database): tasks/get
-// of a working task from 8 clients and tools/call generate (a task) from
-// 32 clients in a child process, 2 s each. PostgreSQL is the shared test
-// server, reached through a proxy counting round trips. server_cpu is
-// darkroom's process only (PostgreSQL's own CPU is not in it).
+// SQLite against PostgreSQL on this machine (the runner and heartbeat
+// stopped, so only the requests touch the database): tasks/get of a
+// working task and get_generation of a queued generation (2026-07-28,
+// lean path) from 32 clients, and tools/call generate (a task) from 32
+// clients, in a child process, 2 s each. PostgreSQL runs twice: without
+// its listener, so its fence is never fresh and a live task is always
+// read from the database (the rule before the fence: "pg_nofence"), and
+// with it ("pg"). PostgreSQL is the shared test server, reached through a
+// proxy counting round trips. server_cpu is darkroom's process only
+// (PostgreSQL's own CPU is not in it).
 func BenchmarkEngineOps(b *testing.B) {
 	pgURL := sharedDatabaseURL(b)
 	u, err := neturl.Parse(pgURL)
@@ -518,19 +522,37 @@ func BenchmarkEngineOps(b *testing.B) {
 	proxy := startRTProxy(b, u.Host)
 	u.Host = proxy.ln.Addr().String()
 	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
-	type result struct{ getRate, getCPU, getTrips, createRate, createCPU, createTrips float64 }
-	run := func(b *testing.B, opts ...func(*config)) result {
+	type result struct{ getRate, getCPU, getTrips, genRate, genCPU, genTrips, createRate, createCPU, createTrips float64 }
+	run := func(b *testing.B, listen bool, opts ...func(*config)) result {
 		s := startBenchServer(b, 1, false, nil, opts...)
+		if pg, ok := s.app.fleet(); ok && listen {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			store := s.app.tasks.Store()
+			go func() {
+				defer close(done)
+				pg.Listen(ctx, postgres.Listener{Task: store.NotifyVersion, Connected: store.FlushLive,
+					Resync: func() { _ = store.Revalidate(ctx) }})
+			}()
+			b.Cleanup(func() { cancel(); <-done })
+			eventually(b, 10*time.Second, pg.Fence().Fresh, "the listener's fence")
+		}
 		hc := benchClient(1)
 		id := createPolled(b, hc, s.url+"/mcp", caps, "")
+		gid := createPolled(b, hc, s.url+"/mcp", map[string]any{}, "")
 		var r result
 		for _, op := range []struct {
 			spec             loadSpec
 			rate, cpu, trips *float64
 		}{
-			{loadSpec{URL: s.url + "/mcp", Concurrency: 8, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
+			{loadSpec{URL: s.url + "/mcp", Concurrency: 32, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
 				Headers: rpcHeaders("tasks/get", id, ""), Body: rpcBody(2, "tasks/get", map[string]any{"taskId": id}, caps), Expect: `"status":"working"`},
 				&r.getRate, &r.getCPU, &r.getTrips},
+			{loadSpec{URL: s.url + "/mcp", Concurrency: 32, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
+				Headers: rpcHeaders("tools/call", "get_generation", ""),
+				Body:    rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gid}}, map[string]any{}),
+				Expect:  `"status":"queued"`},
+				&r.genRate, &r.genCPU, &r.genTrips},
 			{loadSpec{URL: s.url + "/mcp", Concurrency: 32, Warmup: 300 * time.Millisecond, Duration: 2 * time.Second,
 				Headers: rpcHeaders("tools/call", "generate", ""), Body: rpcBody(3, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": "durable"}}, caps),
 				Expect: `"resultType":"task"`},
@@ -548,17 +570,27 @@ func BenchmarkEngineOps(b *testing.B) {
 		return r
 	}
 	hideNsPerOp(b)
-	var lite, pg result
+	var lite, pg, pgOld result
 	for range b.N {
-		lite = run(b)
-		pg = run(b, func(c *config) { c.DatabaseURL = u.String() })
+		lite = run(b, false)
+		pgOld = run(b, false, func(c *config) { c.DatabaseURL = u.String() })
+		pg = run(b, true, func(c *config) { c.DatabaseURL = u.String() })
 	}
 	b.ReportMetric(lite.getRate, "sqlite_get/s")
+	b.ReportMetric(pgOld.getRate, "pg_nofence_get/s")
 	b.ReportMetric(pg.getRate, "pg_get/s")
+	b.ReportMetric(pgOld.getRate/lite.getRate, "get_pg_nofence/sqlite")
 	b.ReportMetric(pg.getRate/lite.getRate, "get_pg/sqlite")
 	b.ReportMetric(lite.getCPU, "sqlite_get_cpu_us")
 	b.ReportMetric(pg.getCPU, "pg_get_cpu_us")
+	b.ReportMetric(pgOld.getTrips, "pg_nofence_get_roundtrips")
 	b.ReportMetric(pg.getTrips, "pg_get_roundtrips")
+	b.ReportMetric(lite.genRate, "sqlite_getgen/s")
+	b.ReportMetric(pgOld.genRate, "pg_nofence_getgen/s")
+	b.ReportMetric(pg.genRate, "pg_getgen/s")
+	b.ReportMetric(pgOld.genRate/lite.genRate, "getgen_pg_nofence/sqlite")
+	b.ReportMetric(pg.genRate/lite.genRate, "getgen_pg/sqlite")
+	b.ReportMetric(pg.genTrips, "pg_getgen_roundtrips")
 	b.ReportMetric(lite.createRate, "sqlite_create/s")
 	b.ReportMetric(pg.createRate, "pg_create/s")
 	b.ReportMetric(lite.createCPU, "sqlite_create_cpu_us")

@@ -251,15 +251,15 @@ func (a *app) fleet() (*postgres.DB, bool) {
 	return pg, ok
 }
 
-// storeOptions: on a shared engine the task cache keeps only terminal
-// tasks and the sweep runs on one replica at a time; on SQLite nothing
-// changes.
+// storeOptions: on a shared engine the task cache serves a live task only
+// while the listener's fence is fresh (tasks.Shared) and the sweep runs on
+// one replica at a time; on SQLite nothing changes.
 func (a *app) storeOptions() []tasks.StoreOption {
 	pg, ok := a.fleet()
 	if !ok {
 		return nil
 	}
-	return []tasks.StoreOption{tasks.Shared(), tasks.Exclusive(pg.Exclusive)}
+	return []tasks.StoreOption{tasks.Shared(pg.Fence().Fresh), tasks.Exclusive(pg.Exclusive)}
 }
 
 // exclusive is how fleet-wide jobs run once across replicas (nil: this
@@ -480,8 +480,19 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 				// recomputes its next wake-up on each, and on the resync.
 				pg.Listen(ctx, postgres.Listener{
 					Generation: func(id string) { hub.Publish(id); a.runner.Kick() },
-					Task:       store.Notify,
-					Resync:     func() { hub.WakeAll(); store.NotifyAll(); a.runner.Kick() },
+					Task:       store.NotifyVersion,
+					Connected:  store.FlushLive,
+					Resync: func() {
+						// The cache first, so that the re-reads it wakes find
+						// the rows a lost notification would have dropped.
+						if err := store.Revalidate(ctx); err != nil && ctx.Err() == nil {
+							a.log.Warn("task cache resync", "err", err)
+						}
+						hub.WakeAll()
+						store.NotifyAll()
+						a.runner.Kick()
+					},
+					Chaos: listenChaos(a.log),
 				})
 			})
 		}
@@ -572,4 +583,21 @@ func (a *app) viewerConfig() ui.Config {
 		Service: a.svc, Blobs: a.blobs, Owner: server.ToolOwner,
 		PollInterval: server.PollInterval(a.limits), MaxBytes: a.cfg.MaxResourceBytes, Bytes: a.bytes,
 	}
+}
+
+// listenChaos is the listener's test hook (postgres.Chaos), set only by
+// tests through DARKROOM_TEST_LISTEN_CHAOS (not a setting: never set it in
+// production).
+func listenChaos(log *slog.Logger) *postgres.Chaos {
+	v := os.Getenv("DARKROOM_TEST_LISTEN_CHAOS")
+	if v == "" {
+		return nil
+	}
+	c, err := postgres.ParseChaos(v)
+	if err != nil {
+		log.Error("DARKROOM_TEST_LISTEN_CHAOS ignored", "err", err)
+		return nil
+	}
+	log.Warn("listener chaos on (a test hook)", "chaos", v)
+	return c
 }

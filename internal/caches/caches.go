@@ -14,7 +14,10 @@ const (
 	// GenerationRows is the SQLite engine's generation row cache
 	// (storage/sqlite: genCache).
 	GenerationRows Cache = iota
-	// TaskRows is the task store's row cache (tasks: taskCache).
+	// TaskRows is the task store's row cache (tasks: taskCache). On a
+	// shared engine (PostgreSQL) it serves a live task only while the
+	// listener's fence is fresh (storage/postgres: Fence), and a cached
+	// row is replaced only by a higher version.
 	TaskRows
 	// Replies is the dispatcher's cache of encoded replies: tasks/get's
 	// and the lean reads' (tasks: replyCache).

@@ -31,6 +31,7 @@ type DB struct {
 	// skips them: this replica already woke its waiters after commit.
 	origin   string
 	listener atomic.Uint32 // backend pid of the listening connection (listen.go)
+	fence    *Fence        // fence.go
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -66,7 +67,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b)}, nil
+	return &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b),
+		fence: NewFence(nil, FenceEvery, FenceWindow)}, nil
 }
 
 // Close closes the pool.

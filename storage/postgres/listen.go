@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,32 +45,49 @@ func (t *Tx) noted(channel, id string, n int64, err error) (bool, error) {
 }
 
 // announce sends the transaction's notes in one statement, before commit:
-// PostgreSQL delivers them at commit and drops them on rollback.
+// PostgreSQL delivers them at commit and drops them on rollback. A task's
+// payload is origin:id:version, the version the row has in this
+// transaction (the trigger set it; the row stays locked until commit, so
+// it is the committed one); a generation's is origin:id.
 func (d *DB) announce(ctx context.Context, t *Tx) error {
 	if len(t.notes) == 0 {
 		return nil
 	}
 	chans := make([]string, len(t.notes))
-	payloads := make([]string, len(t.notes))
+	ids := make([]string, len(t.notes))
 	for i, n := range t.notes {
-		chans[i], payloads[i] = n.channel, d.origin+":"+n.id
+		chans[i], ids[i] = n.channel, n.id
 	}
-	// Queued: it goes with the COMMIT.
+	// Queued: it goes with the COMMIT, after the transaction's writes, so
+	// it reads the versions they made.
 	return t.p.deferred(func() error {
-		_, err := t.p.Exec(ctx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)", chans, payloads)
+		_, err := t.p.Exec(ctx, announceSQL, chans, ids, d.origin+":")
 		return err
 	})
 }
 
+const announceSQL = `SELECT pg_notify(n.c, $3 || n.id || CASE WHEN n.c = '` + chanTask + `'
+    THEN ':' || COALESCE((SELECT version FROM tasks WHERE task_id = n.id), -1) ELSE '' END)
+FROM unnest($1::text[], $2::text[]) AS n(c, id)`
+
 // Listener receives the other replicas' changes (Listen).
 type Listener struct {
 	Generation func(id string) // a generation changed (generation.Hub.Publish)
-	Task       func(id string) // a task changed (tasks.Store.Notify)
+	// Task: a task changed, now at version (-1: unknown)
+	// (tasks.Store.NotifyVersion).
+	Task func(id string, version int64)
+	// Connected runs after each (re)connect, once listening, before
+	// Resync: what was sent while no one listened is lost, so caches of
+	// rows that can change drop them (tasks.Store.FlushLive).
+	Connected func()
 	// Resync asks every local waiter to re-read: run after each
 	// (re)connect and every ResyncEvery (default 2 s), it bounds what a
 	// lost notification costs.
 	Resync      func()
 	ResyncEvery time.Duration
+	// Chaos (tests only) drops, delays and reorders what the listener
+	// receives (chaos.go).
+	Chaos *Chaos
 }
 
 // Listen runs the replica's listener until ctx ends, on a dedicated
@@ -86,6 +104,7 @@ func (d *DB) Listen(ctx context.Context, l Listener) {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	wg.Go(func() { d.fence.run(ctx, d.Pool, d.fenceChannel()) })
 	wg.Go(func() {
 		t := time.NewTicker(l.ResyncEvery)
 		defer t.Stop()
@@ -121,35 +140,65 @@ func (d *DB) listenOnce(ctx context.Context, l Listener, resync, connected func(
 	}
 	defer func() {
 		d.listener.Store(0)
+		d.fence.disconnected()
 		_ = conn.Close(context.WithoutCancel(ctx))
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+chanGeneration+"; LISTEN "+chanTask); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+chanGeneration+"; LISTEN "+chanTask+"; LISTEN "+d.fenceChannel()); err != nil {
 		return err
 	}
 	d.listener.Store(conn.PgConn().PID())
+	// From here every commit is delivered to this connection, in commit
+	// order: fences sent from now on count, and what came before is
+	// flushed.
+	d.fence.connected()
 	connected()
+	if l.Connected != nil {
+		l.Connected()
+	}
 	resync() // whatever was sent while no one listened
+	dispatch := func(n notice) {
+		if n.channel == d.fenceChannel() {
+			d.fence.echoed(n.payload)
+			return
+		}
+		origin, rest, ok := strings.Cut(n.payload, ":")
+		if !ok || origin == d.origin {
+			return // our own: woken after commit already
+		}
+		switch n.channel {
+		case chanGeneration:
+			if l.Generation != nil {
+				l.Generation(rest)
+			}
+		case chanTask:
+			id, v, _ := strings.Cut(rest, ":")
+			version, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				version = -1
+			}
+			if l.Task != nil {
+				l.Task(id, version)
+			}
+		}
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
-		origin, id, ok := strings.Cut(n.Payload, ":")
-		if !ok || origin == d.origin {
-			continue // our own: woken after commit already
-		}
-		switch n.Channel {
-		case chanGeneration:
-			if l.Generation != nil {
-				l.Generation(id)
+		in := notice{channel: n.Channel, payload: n.Payload}
+		if l.Chaos != nil {
+			if err := l.Chaos.pass(ctx, in, d.fenceChannel(), dispatch); err != nil {
+				return err
 			}
-		case chanTask:
-			if l.Task != nil {
-				l.Task(id)
-			}
+			continue
 		}
+		dispatch(in)
 	}
 }
+
+// notice is one notification as received.
+type notice struct{ channel, payload string }
 
 // ListenerPID is the backend pid of the listening connection, 0 while
 // none is connected (tests and operators terminate it to see the

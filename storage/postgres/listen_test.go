@@ -3,7 +3,9 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +42,7 @@ func listen(t *testing.T, d *postgres.DB) <-chan string {
 	wg.Go(func() {
 		d.Listen(ctx, postgres.Listener{
 			Generation:  func(id string) { heard <- "g:" + id },
-			Task:        func(id string) { heard <- "t:" + id },
+			Task:        func(id string, v int64) { heard <- fmt.Sprintf("t:%s:%d", id, v) },
 			Resync:      func() { connected <- struct{}{} },
 			ResyncEvery: time.Hour,
 		})
@@ -105,7 +107,7 @@ func TestNotifyOnCommit(t *testing.T) {
 			}
 			_, err := tx.(tasks.Tx).FinishTask(ctx, tasks.Row{TaskID: "task-g4", Status: tasks.StatusCompleted, LastUpdatedAt: time.Now()})
 			return err
-		}, []string{"g:g4", "t:task-g4"}},
+		}, []string{"g:g4", "t:task-g4:1"}}, // the task's first update: version 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			insert(tc.id)
@@ -186,5 +188,78 @@ func TestExclusive(t *testing.T) {
 	ran := false
 	if err := dbs[1].Exclusive(ctx, "sweep", func(context.Context) error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("after release: ran=%v err=%v", ran, err)
+	}
+}
+
+// eventually polls cond (a real PostgreSQL: no clock to move) until it
+// holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestListenerFenceAndReconnect: on a real PostgreSQL the listener's
+// fence comes back and makes it fresh; when its connection is killed it
+// is stale at once, the listener reconnects and calls Connected (the
+// task cache's flush) before it is fresh again, and a task changed
+// meanwhile on the other replica is not served stale from the cache.
+func TestListenerFenceAndReconnect(t *testing.T) {
+	dbs := replicas(t, 2)
+	a, b := dbs[0], dbs[1]
+	ctx, cancel := context.WithCancel(context.Background())
+	var connects atomic.Int32
+	store := tasks.NewStore(b.Tasks(), nil, tasks.Shared(b.Fence().Fresh))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		b.Listen(ctx, postgres.Listener{
+			Task:        store.NotifyVersion,
+			Connected:   func() { connects.Add(1); store.FlushLive() },
+			ResyncEvery: time.Hour,
+		})
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	eventually(t, "the fence to be fresh", b.Fence().Fresh)
+
+	now := time.Now()
+	row := tasks.Row{TaskID: "t1", Owner: "o", Ref: "x:1", Status: tasks.StatusWorking, CreatedAt: now, LastUpdatedAt: now,
+		PollInterval: time.Second, InputRequests: "{}", AnsweredKeys: "[]", InputResponses: "{}", ClientCaps: "{}"}
+	if err := a.Tasks().Update(ctx, func(ctx context.Context, tx tasks.Tx) error { return tx.InsertTask(ctx, row) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Lookup(ctx, "o", "t1"); err != nil || got.Version != 0 {
+		t.Fatalf("first read: %+v %v", got, err)
+	}
+	pid := b.ListenerPID()
+	if _, err := a.Pool.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pid)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the listener to see its connection gone", func() bool { return b.ListenerPID() != pid })
+	if b.Fence().Fresh() && b.ListenerPID() == 0 {
+		t.Fatal("fresh while not listening")
+	}
+	// A change while B may not be listening: its notification may be lost.
+	setActive := tasks.Row{TaskID: "t1", Status: tasks.StatusInputRequired, InputRequests: "{}", PollInterval: time.Second, LastUpdatedAt: now}
+	if err := a.Tasks().Update(ctx, func(ctx context.Context, tx tasks.Tx) error {
+		_, err := tx.SetTaskActive(ctx, setActive)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the listener to reconnect and be fresh", func() bool { return connects.Load() >= 2 && b.Fence().Fresh() })
+	eventually(t, "B to read the change", func() bool {
+		got, err := store.Lookup(ctx, "o", "t1")
+		return err == nil && got.Version == 1 && got.Status == tasks.StatusInputRequired
+	})
+	// From now on every read answers version 1 (never 0 again).
+	for range 50 {
+		if got, err := store.Lookup(ctx, "o", "t1"); err != nil || got.Version != 1 {
+			t.Fatalf("after the change: %+v %v", got, err)
+		}
 	}
 }

@@ -63,3 +63,18 @@ func (r reads) Task(ctx context.Context, id string) (tasks.Row, error) {
 func (r reads) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
 	return read.Task(r.q.GetTaskByRef(ctx, ref))
 }
+
+// TaskVersions reads the versions of the given tasks in one query
+// (tasks.VersionReader: the read cache's resync); a task that is gone is
+// absent.
+func (s taskStore) TaskVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+	rs, err := s.q.TaskVersions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(rs))
+	for _, r := range rs {
+		out[r.TaskID] = r.Version
+	}
+	return out, nil
+}

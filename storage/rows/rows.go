@@ -53,6 +53,7 @@ type Task = struct {
 	KeySeq                                      int64
 	Result, Error                               sql.NullString
 	ClientCaps                                  string
+	Version                                     int64 // only grows: kept by a trigger on every update
 }
 
 // Reader reads the rows of one engine: NoRows is its driver's error for
@@ -120,7 +121,7 @@ func ToTask(r Task) tasks.Row {
 		CreatedAt: time.UnixMilli(r.CreatedAt), LastUpdatedAt: time.UnixMilli(r.LastUpdatedAt),
 		PollInterval: time.Duration(r.PollIntervalMs) * time.Millisecond, ExpiresAt: fromNull(r.ExpiresAt),
 		InputRequests: r.InputRequests, AnsweredKeys: r.AnsweredKeys, InputResponses: r.InputResponses,
-		KeySeq: r.KeySeq, ClientCaps: r.ClientCaps,
+		KeySeq: r.KeySeq, ClientCaps: r.ClientCaps, Version: r.Version,
 	}
 	if r.TtlMs.Valid {
 		out.TTL = time.Duration(r.TtlMs.Int64) * time.Millisecond

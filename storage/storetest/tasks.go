@@ -134,6 +134,7 @@ func testTaskTransitions(t *testing.T, e Engine) {
 	want := before
 	want.Status, want.StatusMessage, want.InputRequests, want.KeySeq, want.PollInterval, want.LastUpdatedAt =
 		active.Status, active.StatusMessage, active.InputRequests, active.KeySeq, active.PollInterval, active.LastUpdatedAt
+	want.Version = before.Version + 1 // every change bumps the version (the engine's trigger), a refused one not
 	if d := diff(want, getTask(t, b, "t1"), taskJSON); len(d) > 0 {
 		t.Errorf("after SetTaskActive: %v", d)
 	}
@@ -143,6 +144,7 @@ func testTaskTransitions(t *testing.T, e Engine) {
 		t.Fatal("SetTaskAnswers on an input_required task = false")
 	}
 	want.InputRequests, want.AnsweredKeys, want.InputResponses, want.LastUpdatedAt = answers.InputRequests, answers.AnsweredKeys, answers.InputResponses, answers.LastUpdatedAt
+	want.Version++
 	if d := diff(want, getTask(t, b, "t1"), taskJSON); len(d) > 0 {
 		t.Errorf("after SetTaskAnswers: %v", d)
 	}
@@ -151,8 +153,8 @@ func testTaskTransitions(t *testing.T, e Engine) {
 	if !taskOp(t, b, setActive, working) {
 		t.Fatal("SetTaskActive(working) on an input_required task = false")
 	}
-	if r := getTask(t, b, "t1"); r.Status != tasks.StatusWorking || r.PollInterval != time.Second || !r.LastUpdatedAt.Equal(at(30)) {
-		t.Errorf("after SetTaskActive(working): status %s, poll %v, updated %v", r.Status, r.PollInterval, r.LastUpdatedAt)
+	if r := getTask(t, b, "t1"); r.Status != tasks.StatusWorking || r.PollInterval != time.Second || !r.LastUpdatedAt.Equal(at(30)) || r.Version != want.Version+1 {
+		t.Errorf("after SetTaskActive(working): status %s, poll %v, updated %v, version %d (want %d)", r.Status, r.PollInterval, r.LastUpdatedAt, r.Version, want.Version+1)
 	}
 
 	done := tasks.Row{TaskID: "t1", Status: tasks.StatusCompleted, StatusMessage: "done", Result: json.RawMessage(`{"content":[],"structuredContent":{"id":"g"}}`), LastUpdatedAt: at(40)}
@@ -160,8 +162,8 @@ func testTaskTransitions(t *testing.T, e Engine) {
 		t.Fatal("FinishTask(completed) on a working task = false")
 	}
 	r := getTask(t, b, "t1")
-	if r.Status != tasks.StatusCompleted || r.StatusMessage != "done" || !jsonEqual(string(r.Result), string(done.Result)) || len(r.Error) != 0 || !r.LastUpdatedAt.Equal(at(40)) {
-		t.Errorf("after FinishTask: status %s %q, result %s, error %q, updated %v", r.Status, r.StatusMessage, r.Result, r.Error, r.LastUpdatedAt)
+	if r.Status != tasks.StatusCompleted || r.StatusMessage != "done" || !jsonEqual(string(r.Result), string(done.Result)) || len(r.Error) != 0 || !r.LastUpdatedAt.Equal(at(40)) || r.Version != want.Version+2 {
+		t.Errorf("after FinishTask: status %s %q, result %s, error %q, updated %v, version %d", r.Status, r.StatusMessage, r.Result, r.Error, r.LastUpdatedAt, r.Version)
 	}
 	if !r.CreatedAt.Equal(at(0)) || r.Owner != "alice" || r.Ref != "gen:1" || !r.ExpiresAt.Equal(at(0).Add(time.Minute)) {
 		t.Errorf("FinishTask changed identity fields: %+v", r)

@@ -49,3 +49,8 @@ DELETE FROM tasks WHERE task_id IN (
     WHERE old.expires_at IS NOT NULL AND old.expires_at <= @cutoff::bigint
     LIMIT @lim::bigint
 );
+
+-- name: TaskVersions :many
+-- The versions of the given tasks in one query (the read cache's resync:
+-- an entry whose row moved on, or is gone, is dropped).
+SELECT task_id, version FROM tasks WHERE task_id = ANY(@ids::text[]);

@@ -76,6 +76,7 @@ type Task struct {
 	Result         sql.NullString
 	Error          sql.NullString
 	ClientCaps     string
+	Version        int64
 }
 
 type WebhookDelivery struct {

@@ -79,7 +79,7 @@ func (q *Queries) FinishTask(ctx context.Context, arg FinishTaskParams) (int64, 
 }
 
 const getOwnedTask = `-- name: GetOwnedTask :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = $1 AND owner = $2
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE task_id = $1 AND owner = $2
 `
 
 type GetOwnedTaskParams struct {
@@ -109,12 +109,13 @@ func (q *Queries) GetOwnedTask(ctx context.Context, arg GetOwnedTaskParams) (Tas
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getTask = `-- name: GetTask :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = $1
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE task_id = $1
 `
 
 func (q *Queries) GetTask(ctx context.Context, taskID string) (Task, error) {
@@ -138,12 +139,13 @@ func (q *Queries) GetTask(ctx context.Context, taskID string) (Task, error) {
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getTaskByRef = `-- name: GetTaskByRef :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE ref = $1
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE ref = $1
 `
 
 func (q *Queries) GetTaskByRef(ctx context.Context, ref string) (Task, error) {
@@ -167,6 +169,7 @@ func (q *Queries) GetTaskByRef(ctx context.Context, ref string) (Task, error) {
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }
@@ -303,4 +306,35 @@ func (q *Queries) SetTaskAnswers(ctx context.Context, arg SetTaskAnswersParams) 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const taskVersions = `-- name: TaskVersions :many
+SELECT task_id, version FROM tasks WHERE task_id = ANY($1::text[])
+`
+
+type TaskVersionsRow struct {
+	TaskID  string
+	Version int64
+}
+
+// The versions of the given tasks in one query (the read cache's resync:
+// an entry whose row moved on, or is gone, is dropped).
+func (q *Queries) TaskVersions(ctx context.Context, ids []string) ([]TaskVersionsRow, error) {
+	rows, err := q.db.Query(ctx, taskVersions, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []TaskVersionsRow
+	for rows.Next() {
+		var i TaskVersionsRow
+		if err := rows.Scan(&i.TaskID, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -71,6 +71,7 @@ type Task struct {
 	Result         sql.NullString
 	Error          sql.NullString
 	ClientCaps     string
+	Version        int64
 }
 
 type WebhookDelivery struct {

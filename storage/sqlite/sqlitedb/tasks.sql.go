@@ -82,7 +82,7 @@ func (q *Queries) FinishTask(ctx context.Context, arg FinishTaskParams) (int64, 
 }
 
 const getOwnedTask = `-- name: GetOwnedTask :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = ?1 AND owner = ?2
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE task_id = ?1 AND owner = ?2
 `
 
 type GetOwnedTaskParams struct {
@@ -112,12 +112,13 @@ func (q *Queries) GetOwnedTask(ctx context.Context, arg GetOwnedTaskParams) (Tas
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getTask = `-- name: GetTask :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE task_id = ?1
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE task_id = ?1
 `
 
 func (q *Queries) GetTask(ctx context.Context, taskID string) (Task, error) {
@@ -141,12 +142,13 @@ func (q *Queries) GetTask(ctx context.Context, taskID string) (Task, error) {
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getTaskByRef = `-- name: GetTaskByRef :one
-SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps FROM tasks WHERE ref = ?1
+SELECT task_id, owner, ref, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, expires_at, input_requests, answered_keys, input_responses, key_seq, result, error, client_caps, version FROM tasks WHERE ref = ?1
 `
 
 func (q *Queries) GetTaskByRef(ctx context.Context, ref string) (Task, error) {
@@ -170,6 +172,7 @@ func (q *Queries) GetTaskByRef(ctx context.Context, ref string) (Task, error) {
 		&i.Result,
 		&i.Error,
 		&i.ClientCaps,
+		&i.Version,
 	)
 	return i, err
 }

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/storage/postgres"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
+)
+
+// TestNeverBackwardsAcrossReplicas: three replica processes on one
+// PostgreSQL behind round-robin HAProxy, each listener with chaos on
+// (DARKROOM_TEST_LISTEN_CHAOS: notifications dropped with their
+// connection, the stream delayed up to 800 ms, neighbours swapped), and
+// every replica's task cache keeping live tasks. Clients poll tasks/get
+// through the balancer with at least the fence window between a reply
+// and the next request, so consecutive polls land on different replicas:
+// no client ever sees a task's status, progress or lastUpdatedAt go
+// backwards (the guarantee in ARCHITECTURE.md, "Reads on PostgreSQL").
+func TestNeverBackwardsAcrossReplicas(t *testing.T) {
+	if onPostgres() {
+		t.Skip("engine-independent: runs in the default pass")
+	}
+	dbURL := pgtest.URL(t)
+	s3 := s3Config(t, "versions-"+generation.NewID()[:12])
+	shared := t.TempDir()
+	env := []string{
+		"DARKROOM_DATABASE_URL=" + dbURL, "DARKROOM_RUNNER_LEASE=3s",
+		"DARKROOM_LOCAL_LATENCY=0.25", "DARKROOM_LOCAL_DIR=" + shared,
+		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
+		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
+		"AWS_ACCESS_KEY_ID=" + envOr("DARKROOM_TEST_S3_ACCESS_KEY", "testkey"),
+		"AWS_SECRET_ACCESS_KEY=" + envOr("DARKROOM_TEST_S3_SECRET_KEY", "testsecret"),
+		"DARKROOM_TRUSTED_PROXIES=127.0.0.1", "DARKROOM_METRICS_ADDR=off", "DARKROOM_POLL_RATE=50",
+	}
+	var backends []string
+	for i := range 3 {
+		chaos := fmt.Sprintf("DARKROOM_TEST_LISTEN_CHAOS=drop=0.03,delay=0.5,reorder=0.3,maxdelay=800ms,seed=%d", i+1)
+		p := startProcess(t, t.TempDir(), append(env, chaos)...)
+		backends = append(backends, strings.TrimPrefix(p.url, "http://"))
+	}
+	lb, _ := startHAProxy(t, backends...)
+
+	const clients = 6
+	gap := postgres.FenceWindow + 10*time.Millisecond // between a reply and the next request
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var polls, changes int
+	for c := range clients {
+		wg.Go(func() {
+			rc := &rpcClient{t: t, url: lb, caps: withTasks()}
+			model := []string{"local-motion", "local-sketch"}[c%2]
+			r := rc.tool("generate", map[string]any{"modelId": model, "prompt": fmt.Sprintf("never backwards %d", c)})
+			id, _ := r.Result["taskId"].(string)
+			if id == "" {
+				t.Errorf("client %d: generate: %+v %v", c, r.Error, r.Result)
+				return
+			}
+			var last taskSeen
+			var n, moved int
+			deadline := time.Now().Add(90 * time.Second)
+			for time.Now().Before(deadline) {
+				got := rc.call("tasks/get", map[string]any{"taskId": id})
+				if got.Error != nil {
+					t.Errorf("client %d: tasks/get: %+v", c, got.Error)
+					return
+				}
+				seen := seenOf(got.Result)
+				n++
+				if why := seen.before(last); why != "" && n > 1 {
+					t.Errorf("client %d, task %s went backwards (%s): %+v after %+v", c, id, why, seen, last)
+					return
+				}
+				if seen != last {
+					moved++
+				}
+				last = seen
+				if seen.rank == 2 {
+					break
+				}
+				time.Sleep(gap)
+			}
+			if last.rank != 2 {
+				t.Errorf("client %d: task %s did not finish: %+v", c, id, last)
+			}
+			mu.Lock()
+			polls, changes = polls+n, changes+moved
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Logf("%d clients, %d polls, %d changes seen", clients, polls, changes)
+}
+
+// taskSeen is what a client can compare between two polls of a task.
+type taskSeen struct {
+	rank     int // working or input_required 1, terminal 2
+	progress int // the percent in statusMessage, -1 without
+	updated  time.Time
+}
+
+var percent = regexp.MustCompile(`(\d+)%`)
+
+func seenOf(r map[string]any) taskSeen {
+	s := taskSeen{rank: 1, progress: -1}
+	switch r["status"] {
+	case "completed", "failed", "cancelled":
+		s.rank = 2
+	}
+	msg, _ := r["statusMessage"].(string)
+	if m := percent.FindStringSubmatch(msg); m != nil {
+		s.progress, _ = strconv.Atoi(m[1])
+	}
+	if u, ok := r["lastUpdatedAt"].(string); ok {
+		s.updated, _ = time.Parse(time.RFC3339Nano, u)
+	}
+	return s
+}
+
+// before names what went backwards from last to s ("": nothing).
+func (s taskSeen) before(last taskSeen) string {
+	switch {
+	case s.rank < last.rank:
+		return "status"
+	case s.rank == last.rank && s.rank == 1 && s.progress >= 0 && s.progress < last.progress:
+		return "progress"
+	case s.updated.Before(last.updated):
+		return "lastUpdatedAt"
+	}
+	return ""
+}
