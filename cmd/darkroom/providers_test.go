@@ -963,8 +963,8 @@ func TestProviderChaos(t *testing.T) {
 						res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 120}, &w)
 						gr := generationRow(t, rn.s, id)
 						if w.Status != "completed" || len(w.Outputs) != 1 {
-							t.Errorf("generation %s (%d steps, job %q, submit %s, next check in %s, webhooks about it answered %v): %s", id, gr.Attempts, gr.ProviderJobID,
-								gr.SubmitState, time.Until(gr.NextCheckAt).Round(time.Second), deliveryStatuses(rn.rig, gr.ProviderJobID), text(res))
+							t.Errorf("generation %s (%d steps, job %q, submit %s, next check in %s, leased for %s, webhooks about it answered %v): %s", id, gr.Attempts, gr.ProviderJobID,
+								gr.SubmitState, time.Until(gr.NextCheckAt).Round(time.Second), time.Until(gr.LeaseUntil).Round(time.Second), deliveryStatuses(rn.rig, gr.ProviderJobID), text(res))
 							continue
 						}
 						checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
