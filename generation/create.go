@@ -187,18 +187,15 @@ func (s *Service) insert(ctx context.Context, c *creation) (earlier *Row, err er
 				return err
 			}
 		}
+		var spent *int64 // the day's spend, when read with the key
 		if c.req.IdempotencyKey != "" {
-			r, err := tx.GenerationByKey(ctx, c.owner, c.req.IdempotencyKey)
-			if err == nil {
-				earlier = &r
-				return nil
-			}
-			if !errors.Is(err, ErrNotFound) {
+			var err error
+			if earlier, spent, err = keyed(ctx, tx, c); err != nil || earlier != nil {
 				return err
 			}
 		}
 		var err error
-		if refused, err = s.refusal(ctx, tx, c); err != nil || refused != nil {
+		if refused, err = s.refusal(ctx, tx, c, spent); err != nil || refused != nil {
 			return err
 		}
 		if err := tx.InsertGeneration(ctx, c.row); err != nil {
@@ -215,17 +212,41 @@ func (s *Service) insert(ctx context.Context, c *creation) (earlier *Row, err er
 	return earlier, err
 }
 
+// keyed finds the owner's generation of c's idempotency key (earlier,
+// nil when none). With a budget it reads the day's spend in the same
+// statement (spent): a keyed, budgeted create takes a round trip fewer.
+func keyed(ctx context.Context, tx Tx, c *creation) (earlier *Row, spent *int64, err error) {
+	if c.limit != nil {
+		n, id, err := tx.SpentAndKey(ctx, c.owner, c.req.IdempotencyKey, dayStart(c.now))
+		if err != nil || id == "" {
+			return nil, &n, err
+		}
+	}
+	r, err := tx.GenerationByKey(ctx, c.owner, c.req.IdempotencyKey)
+	switch {
+	case err == nil:
+		return &r, nil, nil
+	case errors.Is(err, ErrNotFound):
+		return nil, nil, nil
+	}
+	return nil, nil, err
+}
+
 // refusal is why the owner may not create c now (nil: they may): over
 // the daily budget, or out of create tokens. Taking a token comes last,
-// so a repeat or a refusal above costs none.
-func (s *Service) refusal(ctx context.Context, tx Tx, c *creation) (refused, err error) {
+// so a repeat or a refusal above costs none. spent is the day's spend if
+// already read.
+func (s *Service) refusal(ctx context.Context, tx Tx, c *creation, spent *int64) (refused, err error) {
 	if c.limit != nil {
-		spent, err := tx.SpentSince(ctx, c.owner, dayStart(c.now))
-		if err != nil {
-			return nil, err
+		if spent == nil {
+			n, err := tx.SpentSince(ctx, c.owner, dayStart(c.now))
+			if err != nil {
+				return nil, err
+			}
+			spent = &n
 		}
-		if c.req.credits > *c.limit-spent {
-			return budgetError(c.m, c.req.credits, *c.limit, spent), nil
+		if c.req.credits > *c.limit-*spent {
+			return budgetError(c.m, c.req.credits, *c.limit, *spent), nil
 		}
 	}
 	if c.rate != nil {

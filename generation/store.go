@@ -51,6 +51,9 @@ type Tx interface {
 	Generation(ctx context.Context, id string) (Row, error)
 	GenerationByKey(ctx context.Context, owner, key string) (Row, error)
 	SpentSince(ctx context.Context, owner string, since time.Time) (int64, error)
+	// SpentAndKey is SpentSince and the id of the owner's generation of
+	// key ("" when none), read together: one statement.
+	SpentAndKey(ctx context.Context, owner, key string, since time.Time) (spent int64, earlier string, err error)
 	// CountInFlight counts the owner's outputs at the provider (a
 	// generation of several counts each).
 	CountInFlight(ctx context.Context, owner string) (int64, error)

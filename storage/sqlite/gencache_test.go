@@ -150,7 +150,7 @@ func writeCases() map[string]writeCase {
 
 // readsOrOtherTables are the Tx methods that change no generation row.
 var readsOrOtherTables = []string{
-	"Generation", "GenerationByKey", "SpentSince", "CountInFlight", "LockOwner",
+	"Generation", "GenerationByKey", "SpentSince", "SpentAndKey", "CountInFlight", "LockOwner",
 	"TakeCreateToken", "PruneCreateBuckets", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries", "PurgeDeliveries",
 	"Task", "TaskByRef", "InsertTask", "FinishTask", "SetTaskActive", "SetTaskAnswers", "PurgeTasks",
 }

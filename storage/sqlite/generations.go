@@ -235,6 +235,11 @@ func (r reads) SpentSince(ctx context.Context, owner string, since time.Time) (i
 	return r.q.SpentSince(ctx, sqlitedb.SpentSinceParams{Owner: owner, Since: since.UnixMilli()})
 }
 
+func (r reads) SpentAndKey(ctx context.Context, owner, key string, since time.Time) (int64, string, error) {
+	row, err := r.q.SpentAndKey(ctx, sqlitedb.SpentAndKeyParams{Owner: owner, Since: since.UnixMilli(), IdempotencyKey: sql.NullString{String: key, Valid: true}})
+	return row.Spent, row.Earlier, err
+}
+
 func (r reads) LastPendingDelivery(ctx context.Context, genID string) (int64, error) {
 	return r.q.LastPendingDelivery(ctx, genID)
 }

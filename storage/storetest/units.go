@@ -235,6 +235,29 @@ func testSpentSince(t *testing.T, e Engine) {
 	if inTx := do(t, s, func(ctx context.Context, tx generation.Tx) (int64, error) { return tx.SpentSince(ctx, "alice", at(0)) }); inTx != 10 {
 		t.Errorf("tx.SpentSince(alice, at(0)) = %d, want 10", inTx)
 	}
+	// SpentAndKey: the same sum, and the id of the owner's key only.
+	keyed := row("s4", "alice", generation.StatusCompleted, 50, 0)
+	keyed.IdempotencyKey = "k-spent"
+	insert(t, s, keyed)
+	for _, c := range []struct {
+		owner, key, want string
+		since, spent     int64
+	}{
+		{"alice", "k-spent", "s4", 0, 10},
+		{"alice", "k-spent", "s4", 101, 2}, // the key is found whatever since says
+		{"alice", "k-other", "", 0, 10},
+		{"bob", "k-spent", "", 0, 7}, // another owner's key is no key of bob's
+	} {
+		var id string
+		spent := do(t, s, func(ctx context.Context, tx generation.Tx) (int64, error) {
+			n, earlier, err := tx.SpentAndKey(ctx, c.owner, c.key, at(c.since))
+			id = earlier
+			return n, err
+		})
+		if spent != c.spent || id != c.want {
+			t.Errorf("SpentAndKey(%s, %s, at(%d)) = %d, %q; want %d, %q", c.owner, c.key, c.since, spent, id, c.spent, c.want)
+		}
+	}
 	// A cancel before submission refunds.
 	if !apply(t, s, change("s1", generation.EventCancel, "", at(500))) {
 		t.Fatal("EventCancel on reserved s1: Apply = false")

@@ -29,6 +29,13 @@ LIMIT @lim::bigint;
 SELECT COALESCE(SUM(charged), 0)::bigint AS spent
 FROM generations WHERE owner = @owner AND created_at >= @since;
 
+-- name: SpentAndKey :one
+-- SpentSince and the id of the owner's generation of an idempotency key
+-- (empty when none) in one statement: a keyed create with a budget reads both
+-- under the owner's lock in one round trip.
+SELECT (SELECT COALESCE(SUM(charged), 0) FROM generations s WHERE s.owner = sqlc.arg(owner) AND s.created_at >= sqlc.arg(since))::bigint AS spent,
+       COALESCE((SELECT k.id FROM generations k WHERE k.owner = sqlc.arg(owner) AND k.idempotency_key = sqlc.arg(idempotency_key)), '')::text AS earlier;
+
 -- name: CountInFlight :one
 -- Counts the outputs the owner has at the provider: a generation of
 -- several outputs counts each (params.count, absent for one).

@@ -48,6 +48,13 @@ LIMIT @lim;
 SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
 FROM generations WHERE owner = @owner AND created_at >= @since;
 
+-- name: SpentAndKey :one
+-- SpentSince and the id of the owner's generation of an idempotency key
+-- (empty when none) in one statement: a keyed create with a budget reads both
+-- under the owner's lock in one round trip.
+SELECT CAST((SELECT COALESCE(SUM(charged), 0) FROM generations s WHERE s.owner = sqlc.arg(owner) AND s.created_at >= sqlc.arg(since)) AS INTEGER) AS spent,
+       CAST(COALESCE((SELECT k.id FROM generations k WHERE k.owner = sqlc.arg(owner) AND k.idempotency_key = sqlc.arg(idempotency_key)), '') AS TEXT) AS earlier;
+
 -- name: CountInFlight :one
 -- Counts the outputs the owner has at the provider: a generation of
 -- several outputs counts each (params.count, absent for one).

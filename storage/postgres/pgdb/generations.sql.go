@@ -1061,6 +1061,32 @@ func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsPa
 	return result.RowsAffected(), nil
 }
 
+const spentAndKey = `-- name: SpentAndKey :one
+SELECT (SELECT COALESCE(SUM(charged), 0) FROM generations s WHERE s.owner = $1 AND s.created_at >= $2)::bigint AS spent,
+       COALESCE((SELECT k.id FROM generations k WHERE k.owner = $1 AND k.idempotency_key = $3), '')::text AS earlier
+`
+
+type SpentAndKeyParams struct {
+	Owner          string
+	Since          int64
+	IdempotencyKey sql.NullString
+}
+
+type SpentAndKeyRow struct {
+	Spent   int64
+	Earlier string
+}
+
+// SpentSince and the id of the owner's generation of an idempotency key
+// (empty when none) in one statement: a keyed create with a budget reads both
+// under the owner's lock in one round trip.
+func (q *Queries) SpentAndKey(ctx context.Context, arg SpentAndKeyParams) (SpentAndKeyRow, error) {
+	row := q.db.QueryRow(ctx, spentAndKey, arg.Owner, arg.Since, arg.IdempotencyKey)
+	var i SpentAndKeyRow
+	err := row.Scan(&i.Spent, &i.Earlier)
+	return i, err
+}
+
 const spentSince = `-- name: SpentSince :one
 SELECT COALESCE(SUM(charged), 0)::bigint AS spent
 FROM generations WHERE owner = $1 AND created_at >= $2

@@ -168,6 +168,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.setTaskAnswersStmt, err = db.PrepareContext(ctx, setTaskAnswers); err != nil {
 		return nil, fmt.Errorf("error preparing query SetTaskAnswers: %w", err)
 	}
+	if q.spentAndKeyStmt, err = db.PrepareContext(ctx, spentAndKey); err != nil {
+		return nil, fmt.Errorf("error preparing query SpentAndKey: %w", err)
+	}
 	if q.spentSinceStmt, err = db.PrepareContext(ctx, spentSince); err != nil {
 		return nil, fmt.Errorf("error preparing query SpentSince: %w", err)
 	}
@@ -425,6 +428,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing setTaskAnswersStmt: %w", cerr)
 		}
 	}
+	if q.spentAndKeyStmt != nil {
+		if cerr := q.spentAndKeyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing spentAndKeyStmt: %w", cerr)
+		}
+	}
 	if q.spentSinceStmt != nil {
 		if cerr := q.spentSinceStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing spentSinceStmt: %w", cerr)
@@ -532,6 +540,7 @@ type Queries struct {
 	setReservedParamsStmt   *sql.Stmt
 	setTaskActiveStmt       *sql.Stmt
 	setTaskAnswersStmt      *sql.Stmt
+	spentAndKeyStmt         *sql.Stmt
 	spentSinceStmt          *sql.Stmt
 	updateProgressStmt      *sql.Stmt
 	wakeNowStmt             *sql.Stmt
@@ -590,6 +599,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		setReservedParamsStmt:   q.setReservedParamsStmt,
 		setTaskActiveStmt:       q.setTaskActiveStmt,
 		setTaskAnswersStmt:      q.setTaskAnswersStmt,
+		spentAndKeyStmt:         q.spentAndKeyStmt,
 		spentSinceStmt:          q.spentSinceStmt,
 		updateProgressStmt:      q.updateProgressStmt,
 		wakeNowStmt:             q.wakeNowStmt,

@@ -1292,6 +1292,32 @@ func (q *Queries) SetReservedParams(ctx context.Context, arg SetReservedParamsPa
 	return result.RowsAffected()
 }
 
+const spentAndKey = `-- name: SpentAndKey :one
+SELECT CAST((SELECT COALESCE(SUM(charged), 0) FROM generations s WHERE s.owner = ?1 AND s.created_at >= ?2) AS INTEGER) AS spent,
+       CAST(COALESCE((SELECT k.id FROM generations k WHERE k.owner = ?1 AND k.idempotency_key = ?3), '') AS TEXT) AS earlier
+`
+
+type SpentAndKeyParams struct {
+	Owner          string
+	Since          int64
+	IdempotencyKey sql.NullString
+}
+
+type SpentAndKeyRow struct {
+	Spent   int64
+	Earlier string
+}
+
+// SpentSince and the id of the owner's generation of an idempotency key
+// (empty when none) in one statement: a keyed create with a budget reads both
+// under the owner's lock in one round trip.
+func (q *Queries) SpentAndKey(ctx context.Context, arg SpentAndKeyParams) (SpentAndKeyRow, error) {
+	row := q.queryRow(ctx, q.spentAndKeyStmt, spentAndKey, arg.Owner, arg.Since, arg.IdempotencyKey)
+	var i SpentAndKeyRow
+	err := row.Scan(&i.Spent, &i.Earlier)
+	return i, err
+}
+
 const spentSince = `-- name: SpentSince :one
 SELECT CAST(COALESCE(SUM(charged), 0) AS INTEGER) AS spent
 FROM generations WHERE owner = ?1 AND created_at >= ?2
