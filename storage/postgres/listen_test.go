@@ -16,7 +16,7 @@ import (
 )
 
 // replicas opens n handles on one fresh database, as n replicas would.
-func replicas(t *testing.T, n int) []*postgres.DB {
+func replicas(t testing.TB, n int) []*postgres.DB {
 	t.Helper()
 	url := pgtest.URL(t)
 	out := make([]*postgres.DB, n)
