@@ -155,9 +155,9 @@ func TestVersionRule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-			c.put("t1", tc.cached, c.epoch())
+			c.put("t1", tc.cached, c.epoch("t1"))
 			if tc.put != nil {
-				c.put("t1", tc.put, c.epoch())
+				c.put("t1", tc.put, c.epoch("t1"))
 			}
 			if tc.notify != nil {
 				c.invalidateBelow("t1", *tc.notify)
@@ -170,11 +170,33 @@ func TestVersionRule(t *testing.T) {
 	}
 	t.Run("a read that raced a notification is not cached", func(t *testing.T) {
 		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-		seq := c.epoch()
+		seq := c.epoch("t1")
 		c.invalidateBelow("t1", 5) // heard while the read was in flight
 		c.put("t1", at(4, StatusWorking), seq)
 		if _, ok := c.get("t1"); ok {
 			t.Fatal("a read older than the notification was cached")
+		}
+	})
+	t.Run("a read that raced another task's notification is cached", func(t *testing.T) {
+		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
+		other := "t2"
+		for stripe(other) == stripe("t1") {
+			other += "x"
+		}
+		seq := c.epoch("t1")
+		c.invalidateBelow(other, 5) // another replica's change, heard meanwhile
+		c.put("t1", at(4, StatusWorking), seq)
+		if _, ok := c.get("t1"); !ok {
+			t.Fatal("a change of another task kept this read out of the cache")
+		}
+	})
+	t.Run("a read that raced a reconnect's flush is not cached", func(t *testing.T) {
+		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
+		seq := c.epoch("t1")
+		c.flushLive()
+		c.put("t1", at(4, StatusWorking), seq)
+		if _, ok := c.get("t1"); ok {
+			t.Fatal("a read from before the flush was cached")
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"time"
@@ -165,7 +166,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 		return t, nil
 	}
 	s.stats.misses.Add(1)
-	seq := s.cache.epoch()
+	seq := s.cache.epoch(id)
 	r, err := s.db.Task(ctx, id)
 	if err != nil {
 		return nil, err
@@ -196,7 +197,7 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 		return t, nil
 	}
 	s.stats.misses.Add(1)
-	seq := s.cache.epoch()
+	seq := s.cache.epoch(id)
 	r, err := s.db.OwnedTask(ctx, owner, id)
 	if err != nil {
 		return nil, err
@@ -407,18 +408,34 @@ func (s *Store) Revalidate(ctx context.Context) error {
 // taskCache keeps recently read tasks, so that polling (tasks/get every
 // few seconds from every client) does not touch the database between
 // changes. Within one process Notify drops an entry after each committed
-// change, and a read that raced any invalidation is not cached. On a
+// change, and a read that raced an invalidation of its id (per stripe) is not cached. On a
 // shared engine (Shared) see Shared for what more it does.
 type taskCache struct {
-	mu     sync.Mutex
-	m      map[string]*Task
-	seq    uint64 // bumped by every invalidation
-	shared bool   // see Shared
+	mu sync.Mutex
+	m  map[string]*Task
+	// Invalidations are counted per stripe of ids, and all counts the
+	// ones that drop many: a read is not cached if its id's count moved
+	// while it was in flight. Per stripe, because on a shared engine every
+	// replica's changes arrive here: one count for all would let hardly
+	// any read be cached under a fleet's stream of notifications.
+	stripes [cacheStripes]uint64
+	all     uint64
+	shared  bool // see Shared
 	// fresh (shared only) says whether a live entry may be served now.
 	fresh func() bool
 }
 
-const taskCacheMax = 100_000
+const (
+	taskCacheMax = 100_000
+	cacheStripes = 1024
+)
+
+var stripeSeed = maphash.MakeSeed()
+
+func stripe(id string) int { return int(maphash.String(stripeSeed, id) % cacheStripes) }
+
+// epoch is what put compares: the invalidations that could concern one id.
+type epoch struct{ all, stripe uint64 }
 
 // servable reports whether the cached t may answer now: always on one
 // process; on a shared engine a live task only while the fence is fresh.
@@ -462,19 +479,19 @@ func (c *taskCache) getOwned(owner, id string) (*Task, bool) {
 	return &cp, true
 }
 
-func (c *taskCache) epoch() uint64 {
+func (c *taskCache) epoch(id string) epoch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.seq
+	return epoch{c.all, c.stripes[stripe(id)]}
 }
 
 // put caches t unless an invalidation happened since the read began
 // (seq), which could make t stale, or the entry already holds a higher
 // version (a lower version never replaces a higher one).
-func (c *taskCache) put(id string, t *Task, seq uint64) {
+func (c *taskCache) put(id string, t *Task, seq epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seq != seq {
+	if (epoch{c.all, c.stripes[stripe(id)]}) != seq {
 		return
 	}
 	if old, ok := c.m[id]; ok && old.Version > t.Version {
@@ -490,7 +507,7 @@ func (c *taskCache) put(id string, t *Task, seq uint64) {
 func (c *taskCache) invalidate(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
+	c.stripes[stripe(id)]++
 	delete(c.m, id)
 }
 
@@ -500,7 +517,7 @@ func (c *taskCache) invalidate(id string) {
 func (c *taskCache) invalidateBelow(id string, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
+	c.stripes[stripe(id)]++
 	if t, ok := c.m[id]; ok && version >= 0 && t.Version >= version {
 		return
 	}
@@ -510,7 +527,7 @@ func (c *taskCache) invalidateBelow(id string, version int64) {
 func (c *taskCache) flushLive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.seq++
+	c.all++
 	for id, t := range c.m {
 		if !t.Status.Terminal() {
 			delete(c.m, id)
