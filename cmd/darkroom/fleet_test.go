@@ -93,25 +93,33 @@ func haproxySessions(t *testing.T, state string) map[string]int {
 // provider job, and every id replied resolves. Needs PostgreSQL, the test
 // S3 server and haproxy (scripts/test.sh starts the first two); runs in
 // the SQLite-engine pass only (it sets its own database).
-func TestFleetBehindHAProxy(t *testing.T) {
-	if onPostgres() {
-		t.Skip("engine-independent: runs in the default pass")
-	}
-	dbURL := pgtest.URL(t)
-	s3 := s3Config(t, "fleet-"+generation.NewID()[:12])
-	shared := t.TempDir() // the local provider's folder, as a real provider is shared
-	env := []string{
-		"DARKROOM_DATABASE_URL=" + dbURL,
-		// A live replica renews its leases while it steps (every lease/3);
-		// a killed one's are taken over 3 s after its last renewal.
-		"DARKROOM_RUNNER_LEASE=3s",
-		"DARKROOM_LOCAL_LATENCY=0.2", "DARKROOM_LOCAL_DIR=" + shared,
+// replicaEnv is the environment of replicas sharing one PostgreSQL
+// (dbURL), a bucket of the test S3 server (named from prefix) and the
+// local provider's folder (shared, as a real provider is), behind a
+// load balancer on this host. A live replica renews its leases while it
+// steps (every lease/3); a killed one's are taken over 3 s after its last
+// renewal. latency is DARKROOM_LOCAL_LATENCY.
+func replicaEnv(t *testing.T, dbURL, prefix, latency, shared string) []string {
+	t.Helper()
+	s3 := s3Config(t, prefix+"-"+generation.NewID()[:12])
+	return []string{
+		"DARKROOM_DATABASE_URL=" + dbURL, "DARKROOM_RUNNER_LEASE=3s",
+		"DARKROOM_LOCAL_LATENCY=" + latency, "DARKROOM_LOCAL_DIR=" + shared,
 		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
 		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
 		"AWS_ACCESS_KEY_ID=" + envOr("DARKROOM_TEST_S3_ACCESS_KEY", "testkey"),
 		"AWS_SECRET_ACCESS_KEY=" + envOr("DARKROOM_TEST_S3_SECRET_KEY", "testsecret"),
 		"DARKROOM_TRUSTED_PROXIES=127.0.0.1", "DARKROOM_METRICS_ADDR=off", "DARKROOM_POLL_RATE=50",
 	}
+}
+
+func TestFleetBehindHAProxy(t *testing.T) {
+	if onPostgres() {
+		t.Skip("engine-independent: runs in the default pass")
+	}
+	dbURL := pgtest.URL(t)
+	shared := t.TempDir()
+	env := replicaEnv(t, dbURL, "fleet", "0.2", shared)
 	t0 := time.Now()
 	var replicas []*proc
 	var dirs, backends []string

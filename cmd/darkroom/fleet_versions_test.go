@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgtest"
 )
@@ -28,17 +27,7 @@ func TestNeverBackwardsAcrossReplicas(t *testing.T) {
 		t.Skip("engine-independent: runs in the default pass")
 	}
 	dbURL := pgtest.URL(t)
-	s3 := s3Config(t, "versions-"+generation.NewID()[:12])
-	shared := t.TempDir()
-	env := []string{
-		"DARKROOM_DATABASE_URL=" + dbURL, "DARKROOM_RUNNER_LEASE=3s",
-		"DARKROOM_LOCAL_LATENCY=0.25", "DARKROOM_LOCAL_DIR=" + shared,
-		"DARKROOM_S3_BUCKET=" + s3.Bucket, "DARKROOM_S3_ENDPOINT=" + s3.Endpoint, "DARKROOM_S3_PATH_STYLE=true",
-		"DARKROOM_S3_PREFIX=outputs", "DARKROOM_CREATE_BUCKET=true",
-		"AWS_ACCESS_KEY_ID=" + envOr("DARKROOM_TEST_S3_ACCESS_KEY", "testkey"),
-		"AWS_SECRET_ACCESS_KEY=" + envOr("DARKROOM_TEST_S3_SECRET_KEY", "testsecret"),
-		"DARKROOM_TRUSTED_PROXIES=127.0.0.1", "DARKROOM_METRICS_ADDR=off", "DARKROOM_POLL_RATE=50",
-	}
+	env := replicaEnv(t, dbURL, "versions", "0.25", t.TempDir())
 	var backends []string
 	for i := range 3 {
 		chaos := fmt.Sprintf("DARKROOM_TEST_LISTEN_CHAOS=drop=0.03,delay=0.5,reorder=0.3,maxdelay=800ms,seed=%d", i+1)
