@@ -330,6 +330,9 @@ func classify(r rpcReply, err error) (kind, detail string) {
 		return fmt.Sprintf("rpc_%d", r.Error.Code), r.Error.Message
 	case r.Result["isError"] == true:
 		msg := fmt.Sprint(r.Result["content"])
+		if sc, _ := r.Result["structuredContent"].(map[string]any); sc["status"] == "failed" {
+			return "generation_failed", msg
+		}
 		if strings.Contains(msg, "balance") || strings.Contains(msg, "budget") {
 			return "budget_refused", msg
 		}
@@ -406,8 +409,8 @@ func (c *soakClient) follow(key, id string, wait bool) {
 		} else {
 			r, kind = c.tool("get_generation", map[string]any{"generationId": id})
 		}
-		if kind == "" {
-			sc := structured(r)
+		// A failed generation's reply is a tool error with its status.
+		if sc := structured(r); sc["status"] != nil && !retryable(kind) {
 			st, _ := sc["status"].(string)
 			msg, _ := sc["statusMessage"].(string)
 			if c.s.see(key, st, msg) {
@@ -1120,7 +1123,7 @@ func TestSoak(t *testing.T) {
 				st, _ = structured(reply)["status"].(string)
 				msg, _ = structured(reply)["statusMessage"].(string)
 			}
-			if kind == "" && st != "" {
+			if !retryable(kind) && st != "" {
 				break
 			}
 			time.Sleep(time.Second)
