@@ -658,7 +658,7 @@ func (c *soakClient) hostile(ctx context.Context, refusedPolls, refusedCreates, 
 			refusedPolls.Add(1)
 		}
 		if i%10 == 0 {
-			r, err := rpcDo(c.hc, c.s.lb, c.token, c.caps(), "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": soakPrompt("hostile")}})
+			r, err := rpcDo(c.hc, c.s.lb, c.token, map[string]any{}, "tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": soakPrompt("hostile")}})
 			switch kind, _ := classify(r, err); kind {
 			case "refused_429":
 				refusedCreates.Add(1)
@@ -1099,8 +1099,11 @@ func TestSoak(t *testing.T) {
 	t.Logf("load over %v after the start; drained at %v", dur, time.Since(s.start).Round(time.Second))
 
 	// The checks.
-	checker := client("load", true)
-	checker.hc.Timeout = 30 * time.Second
+	checkers := map[string]*soakClient{} // each id is its owner's to see
+	for _, name := range []string{"load", "budget", "hostile"} {
+		checkers[name] = client(name, true)
+		checkers[name].hc.Timeout = 30 * time.Second
+	}
 	s.mu.Lock()
 	recs := make([]*soakRec, 0, len(s.recs))
 	for _, r := range s.recs {
@@ -1112,6 +1115,7 @@ func TestSoak(t *testing.T) {
 	lost := 0
 	for _, r := range recs {
 		var st, msg string
+		checker := checkers[r.owner]
 		for try := 0; try < 5; try++ {
 			var reply rpcReply
 			var kind string
@@ -1278,13 +1282,14 @@ func (s *soak) writeReport(t *testing.T, dir string) string {
 		fmt.Fprintf(&b, ",%s_n,%s_p50_ms,%s_p99_ms", m, m, m)
 	}
 	b.WriteString(",errors\n")
-	n := len(s.buckets)
+	// The load's intervals only (the drain and the checks come after).
+	n := min(len(s.buckets), int(s.loadEnd.Sub(s.start)/s.every))
 	labels := make([]string, n)
 	rss := make([][]float64, 3)
 	gor := make([][]float64, 3)
 	p99 := map[string][]float64{}
 	var marks []soakchart.Mark
-	for i, bk := range s.buckets {
+	for i, bk := range s.buckets[:n] {
 		end := time.Duration(i+1) * s.every
 		labels[i] = fmt.Sprintf("%d:%02d", int(end.Minutes()), int(end.Seconds())%60)
 		fmt.Fprintf(&b, "%.0f,%s", end.Seconds(), strings.Join(bk.faults, "+"))
