@@ -1376,3 +1376,64 @@ func (s *soak) writeReport(t *testing.T, dir string) string {
 	}
 	return csv
 }
+
+// TestSoakProxy: the S3 proxy passes bytes, refuses and drops while cut,
+// and passes again once restored.
+func TestSoakProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	p := startSoakProxy(t, ln.Addr().String())
+	echo := func(c net.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		b := make([]byte, 4)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return err
+		}
+		if string(b) != "ping" {
+			return fmt.Errorf("echoed %q", b)
+		}
+		return nil
+	}
+	open, err := net.Dial("tcp", p.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := echo(open); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	p.setCut(true)
+	if echo(open) == nil {
+		t.Fatal("an open connection survived the cut")
+	}
+	if c, err := net.Dial("tcp", p.addr()); err == nil {
+		if echo(c) == nil {
+			t.Fatal("a new connection passed while cut")
+		}
+		c.Close()
+	}
+	p.setCut(false)
+	c, err := net.Dial("tcp", p.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := echo(c); err != nil {
+		t.Fatalf("after the cut: %v", err)
+	}
+}
