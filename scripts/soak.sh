@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 
 export DARKROOM_SOAK="${DARKROOM_SOAK:-20m}"
 report="${DARKROOM_SOAK_REPORT:-$(mktemp -d "${TMPDIR:-/tmp}/darkroom-soak-XXXXXX")}"
+mkdir -p "$report"
 export DARKROOM_SOAK_REPORT="$report"
 echo "soak: $DARKROOM_SOAK; report in $report"
 
