@@ -635,7 +635,12 @@ func (c *soakClient) uploadCycle() {
 	img := soakPNG(64, 36)
 	for time.Now().Before(c.s.drainBy) {
 		r, kind = c.tool("upload_input", map[string]any{"generationId": id, "image": map[string]any{"data": img, "mimeType": "image/png"}})
-		if !retryable(kind) {
+		if kind == "" {
+			break
+		}
+		// Refused while S3 is cut, say: upload again while it is still
+		// reserved (a 10-minute soak once left one reserved for good).
+		if g, gk := c.tool("get_generation", map[string]any{"generationId": id}); gk == "" && structured(g)["status"] != "reserved" {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
