@@ -1,10 +1,10 @@
-# darkroom: make run | test | generate | lint | bench | docker | image | image-test | fleet-test | conformance
+# darkroom: make run | test | generate | lint | bench | soak | docker | image | image-test | fleet-test | conformance
 SHELL := /bin/bash
 GO ?= go
 BIN := $(HOME)/.cache/darkroom/bin
 SQLC := $(GO) tool -modfile=$(CURDIR)/tools/go.mod sqlc
 
-.PHONY: run test unit lint generate check-generated bench docker image image-test fleet-test conformance tools
+.PHONY: run test unit lint generate check-generated bench soak docker image image-test fleet-test conformance tools
 
 run: ## serve on the embedded default: SQLite, local folder, local provider
 	$(GO) run ./cmd/darkroom serve
@@ -33,6 +33,9 @@ check-generated: ## fail when generated code is stale
 
 bench: ## performance figures (prints ratios measured in one run; starts the test PostgreSQL)
 	scripts/bench.sh
+
+soak: ## TestSoak for DARKROOM_SOAK (default 20m): three replicas under load and one fault a minute; prints the report's folder (not in CI)
+	scripts/soak.sh
 
 docker: ## lint the Dockerfile and build the same static binary it builds
 	scripts/dockerlint.sh

@@ -46,7 +46,14 @@ type proc struct {
 
 func startProcess(t testing.TB, dataDir string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--data", dataDir)
+	return startProcessAt(t, "127.0.0.1:0", dataDir, env...)
+}
+
+// startProcessAt is startProcess listening on listen (a replica restarted
+// on the address its load balancer knows).
+func startProcessAt(t testing.TB, listen, dataDir string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--addr", listen, "--data", dataDir)
 	cmd.Env = append(os.Environ(), env...)
 	if u := databaseURL(t, dataDir); u != "" && !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "DARKROOM_DATABASE_URL=") }) {
 		// A killed replica's leases are taken over when they expire.

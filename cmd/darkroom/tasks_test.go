@@ -46,16 +46,26 @@ type rpcReply struct {
 
 func (c *rpcClient) call(method string, params map[string]any, headers ...string) rpcReply {
 	c.t.Helper()
+	out, err := rpcDo(http.DefaultClient, c.url, c.token, c.caps, method, params, headers...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// rpcRequest is a 2026-07-28 JSON-RPC request to base/mcp, with the
+// routing headers (Mcp-Method, Mcp-Name) a client of that era sends.
+func rpcRequest(base, token string, caps map[string]any, method string, params map[string]any, headers ...string) *http.Request {
 	if params == nil {
 		params = map[string]any{}
 	}
 	params["_meta"] = map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": c.caps,
+		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
 	id := rpcSeq.Add(1)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	req, _ := http.NewRequest("POST", c.url+"/mcp", bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", base+"/mcp", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
@@ -69,15 +79,24 @@ func (c *rpcClient) call(method string, params map[string]any, headers ...string
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// rpcDo is one 2026-07-28 request to base/mcp, the reply's last message
+// decoded; a transport error is returned, not fatal (for load goroutines).
+func rpcDo(hc *http.Client, base, token string, caps map[string]any, method string, params map[string]any, headers ...string) (rpcReply, error) {
+	resp, err := hc.Do(rpcRequest(base, token, caps, method, params, headers...))
 	if err != nil {
-		c.t.Fatal(err)
+		return rpcReply{}, err
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rpcReply{Status: resp.StatusCode}, err
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// The last data line carries the response.
 		var last string
@@ -100,7 +119,7 @@ func (c *rpcClient) call(method string, params map[string]any, headers ...string
 	if len(env.Error) > 0 {
 		_ = json.Unmarshal(env.Error, &out.Error)
 	}
-	return out
+	return out, nil
 }
 
 func (c *rpcClient) tool(name string, args map[string]any) rpcReply {
