@@ -137,7 +137,7 @@ type Provider struct {
 
 	mu        sync.Mutex
 	pending   int                  // submits in flight (concurrency cap)
-	active    map[string]time.Time // request id → submitted (concurrency cap)
+	active    map[string]slot      // request id → its job (concurrency cap)
 	cancelled map[string]time.Time // request ids we asked to cancel
 	account   string               // our user id, learnt from a delivery
 }
@@ -208,7 +208,7 @@ func New(cfg Config) (*Provider, error) {
 		hooks:     seen.New(10000, 3*time.Hour, cfg.Now), // fal retries for 2 h
 		mine:      seen.New(10000, 3*time.Hour, cfg.Now),
 		keys:      &jwks{url: cfg.WebhookJWKSURL, client: jwksClient(cfg), now: cfg.Now, ttl: cfg.WebhookKeysTTL},
-		active:    map[string]time.Time{},
+		active:    map[string]slot{},
 		cancelled: map[string]time.Time{},
 	}
 	p.models = catalog.NewSet(cfg.Models, Name)
@@ -299,7 +299,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if err != nil {
 		return provider.Job{}, err
 	}
-	if !p.reserve() {
+	if !p.reserve(ctx) {
 		return provider.Job{}, &provider.RetryableError{
 			Err:   fmt.Errorf("%w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, p.cfg.MaxConcurrent),
 			After: p.cfg.ConcurrencyRetry,
@@ -355,8 +355,9 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	b, _ := json.Marshal(d)
 	submitted = true
-	p.track(r.RequestID)
-	return provider.Job{ID: r.RequestID, Data: b}, nil
+	job := provider.Job{ID: r.RequestID, Data: b}
+	p.track(job)
+	return job, nil
 }
 
 func webhookURL(webhook, key string) (string, error) {
@@ -376,13 +377,38 @@ func webhookURL(webhook, key string) (string, error) {
 // the job's once fal accepts it; it is freed when we see the job end (or
 // after ActiveTTL). A submit whose reply is lost keeps no slot: its job is
 // not known to us until a webhook or a Status call names it.
+//
+// Only this process frees its slots, but in a fleet another replica may
+// be the one that sees a job end (it took the generation over, or stepped
+// it after a webhook). So when the cap is reached, the slots held longer
+// than slotRecheck are asked at fal once more, and those that ended are
+// freed: at most MaxConcurrent status calls, and only on a refusal.
+type slot struct {
+	at  time.Time
+	job provider.Job
+}
 
-func (p *Provider) reserve() bool {
+// slotRecheck is how long a slot is held before a full cap asks fal
+// whether its job is still unfinished.
+const slotRecheck = 30 * time.Second
+
+func (p *Provider) reserve(ctx context.Context) bool {
+	if p.take() {
+		return true
+	}
+	for _, j := range p.staleSlots() {
+		_, _ = p.Status(ctx, j) // frees the slot if fal says the job ended
+	}
+	return p.take()
+}
+
+// take reserves a slot if one is free.
+func (p *Provider) take() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	for id, at := range p.active {
-		if now.Sub(at) > p.cfg.ActiveTTL {
+	for id, s := range p.active {
+		if now.Sub(s.at) > p.cfg.ActiveTTL {
 			delete(p.active, id)
 		}
 	}
@@ -393,18 +419,32 @@ func (p *Provider) reserve() bool {
 	return true
 }
 
+// staleSlots are the jobs whose slots were taken over slotRecheck ago.
+func (p *Provider) staleSlots() []provider.Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	var out []provider.Job
+	for _, s := range p.active {
+		if now.Sub(s.at) > slotRecheck {
+			out = append(out, s.job)
+		}
+	}
+	return out
+}
+
 func (p *Provider) unreserve() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pending--
 }
 
-func (p *Provider) track(requestID string) {
+func (p *Provider) track(job provider.Job) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pending--
-	p.active[requestID] = p.cfg.Now()
-	p.mine.Add(requestID)
+	p.active[job.ID] = slot{p.cfg.Now(), job}
+	p.mine.Add(job.ID)
 }
 
 func (p *Provider) release(requestID string) {

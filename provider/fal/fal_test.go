@@ -302,6 +302,41 @@ func TestConcurrencyCap(t *testing.T) {
 	}
 }
 
+// TestConcurrencyCapFreedElsewhere: in a fleet another replica may see a
+// job end (it stepped the generation after a webhook, or took it over),
+// and this process never does. A full cap asks fal about the slots held
+// longer than the recheck and frees those that ended; younger slots are
+// not asked about.
+func TestConcurrencyCapFreedElsewhere(t *testing.T) {
+	ctx := context.Background()
+	em, p := setup(t, emulator.Options{}, func(c *fal.Config) { c.MaxConcurrent = 1 })
+	other := newProvider(t, em, nil) // another replica, on the same account
+	a, err := p.Submit(ctx, req(t, p, "fal-flux-dev", "a", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := em.Count("fal", emulator.OpStatus)
+	if _, err := p.Submit(ctx, req(t, p, "fal-flux-dev", "b", "b")); !errors.Is(err, provider.ErrNotCreated) {
+		t.Fatalf("a second submit with the one slot just taken: %v", err)
+	}
+	if n := em.Count("fal", emulator.OpStatus); n != statuses {
+		t.Fatalf("a slot younger than the recheck was asked about (%d status calls)", n-statuses)
+	}
+	em.Advance(time.Minute)
+	if st, _ := other.Status(ctx, a); st.State != provider.StateCompleted { // seen there, not here
+		t.Fatalf("%+v", st)
+	}
+	if p.Active() != 1 {
+		t.Fatalf("active %d before the recheck", p.Active())
+	}
+	if _, err := p.Submit(ctx, req(t, p, "fal-flux-dev", "b", "b")); err != nil {
+		t.Fatalf("after the job ended elsewhere: %v", err)
+	}
+	if p.Active() != 1 {
+		t.Fatalf("active %d: the ended job's slot should be b's now", p.Active())
+	}
+}
+
 func TestForeignURLsIgnored(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"request_id":"r1","status_url":"https://evil.example/steal/status","response_url":"https://evil.example/steal","cancel_url":"https://evil.example/steal/cancel"}`))
