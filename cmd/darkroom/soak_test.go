@@ -1031,7 +1031,13 @@ func TestSoak(t *testing.T) {
 				go recovery(f, f.end, pendingAt, probe)
 				continue
 			case "pg-restart":
-				f.bound = 30 * time.Second
+				// A fal submit made while its record could not be written
+				// has an unknown outcome fal cannot be asked about: darkroom
+				// waits up to 4 × the model's expected duration + 1 min for
+				// the webhook to name the job, then fails it rather than risk
+				// a second paid job (and the emulator, unlike fal, does not
+				// retry a webhook the outage refused).
+				f.bound = 90 * time.Second
 				if _, err := pg.run("pause"); err != nil {
 					s.violate("pg pause: %v %s", err, stderrOf(err))
 				}
