@@ -102,7 +102,7 @@ func TestNoExistenceTell(t *testing.T) {
 	var want *outcome
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cached := len(s.cache.m)
+			cached := s.cache.Len()
 			var got outcome
 			for range tries {
 				before := cb.snapshot()
@@ -128,7 +128,7 @@ func TestNoExistenceTell(t *testing.T) {
 			} else if got != *want {
 				t.Errorf("costs %+v, an unknown id costs %+v", got, *want)
 			}
-			if n := len(s.cache.m); n != cached {
+			if n := s.cache.Len(); n != cached {
 				t.Errorf("cache holds %d tasks after foreign lookups, had %d", n, cached)
 			}
 		})

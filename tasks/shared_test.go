@@ -132,77 +132,6 @@ func TestSharedTerminalServedWhenStale(t *testing.T) {
 	}
 }
 
-// TestVersionRule: a cached entry is replaced only by a higher version,
-// and a notification drops only an entry older than the version it names
-// (or any, when it names none).
-func TestVersionRule(t *testing.T) {
-	at := func(v int64, st Status) *Task { return &Task{ID: "t1", Owner: "alice", Status: st, Version: v} }
-	for _, tc := range []struct {
-		name    string
-		cached  *Task
-		put     *Task  // then put (nil: none)
-		notify  *int64 // then a notification at this version (nil: none)
-		want    int64  // the cached version after; -1: no entry
-		wantHit bool
-	}{
-		{"higher replaces lower", at(1, StatusWorking), at(2, StatusInputRequired), nil, 2, true},
-		{"lower never replaces higher", at(3, StatusInputRequired), at(2, StatusWorking), nil, 3, true},
-		{"equal replaces", at(2, StatusWorking), at(2, StatusWorking), nil, 2, true},
-		{"notification of an older version keeps the entry", at(3, StatusWorking), nil, ptr(int64(2)), 3, true},
-		{"notification of the same version keeps the entry", at(3, StatusWorking), nil, ptr(int64(3)), 3, true},
-		{"notification of a newer version drops it", at(3, StatusWorking), nil, ptr(int64(4)), -1, false},
-		{"notification without a version drops it", at(3, StatusWorking), nil, ptr(int64(-1)), -1, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-			c.put("t1", tc.cached, c.epoch("t1"))
-			if tc.put != nil {
-				c.put("t1", tc.put, c.epoch("t1"))
-			}
-			if tc.notify != nil {
-				c.invalidateBelow("t1", *tc.notify)
-			}
-			got, ok := c.getOwned("alice", "t1")
-			if ok != tc.wantHit || (ok && got.Version != tc.want) {
-				t.Fatalf("got %v (hit %v), want v%d (hit %v)", got, ok, tc.want, tc.wantHit)
-			}
-		})
-	}
-	t.Run("a read that raced a notification is not cached", func(t *testing.T) {
-		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-		seq := c.epoch("t1")
-		c.invalidateBelow("t1", 5) // heard while the read was in flight
-		c.put("t1", at(4, StatusWorking), seq)
-		if _, ok := c.get("t1"); ok {
-			t.Fatal("a read older than the notification was cached")
-		}
-	})
-	t.Run("a read that raced another task's notification is cached", func(t *testing.T) {
-		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-		other := "t2"
-		for stripe(other) == stripe("t1") {
-			other += "x"
-		}
-		seq := c.epoch("t1")
-		c.invalidateBelow(other, 5) // another replica's change, heard meanwhile
-		c.put("t1", at(4, StatusWorking), seq)
-		if _, ok := c.get("t1"); !ok {
-			t.Fatal("a change of another task kept this read out of the cache")
-		}
-	})
-	t.Run("a read that raced a reconnect's flush is not cached", func(t *testing.T) {
-		c := taskCache{m: map[string]*Task{}, shared: true, fresh: func() bool { return true }}
-		seq := c.epoch("t1")
-		c.flushLive()
-		c.put("t1", at(4, StatusWorking), seq)
-		if _, ok := c.get("t1"); ok {
-			t.Fatal("a read from before the flush was cached")
-		}
-	})
-}
-
-func ptr[T any](v T) *T { return &v }
-
 // TestFlushLiveAndRevalidate: a listener that reconnected flushes every
 // live entry (terminal ones stay); the resync re-reads the cached live
 // tasks' versions in one query and drops those whose row moved on or is
@@ -239,7 +168,7 @@ func TestFlushLiveAndRevalidate(t *testing.T) {
 				t.Fatalf("%d version queries, want %d", bv.queries, tc.wantQueries)
 			}
 			for n, want := range tc.wantCached {
-				_, cached := b.cache.get(byName[n].ID)
+				_, cached := b.cache.Get(byName[n].ID)
 				if cached != want {
 					t.Errorf("%s cached: %v, want %v", n, cached, want)
 				}

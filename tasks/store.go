@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/internal/ids"
+	"github.com/darkroom-mcp/darkroom/internal/rowcache"
 )
 
 // ErrNotFound is returned for unknown, expired and foreign tasks alike.
@@ -23,7 +22,7 @@ type Store struct {
 	db     Backend
 	now    func() time.Time
 	broker *Broker
-	cache  taskCache
+	cache  *rowcache.Cache[Task]
 	stats  cacheStats // stats.go
 	// exclusive runs a fleet-wide job on one replica at a time (nil: this
 	// process is the only one).
@@ -50,8 +49,7 @@ type StoreOption func(*Store)
 // cache, which Notify keeps coherent.
 func Shared(fresh func() bool) StoreOption {
 	return func(s *Store) {
-		s.cache.shared = true
-		s.cache.fresh = fresh
+		s.cache.Share(fresh)
 	}
 }
 
@@ -67,7 +65,7 @@ func NewStore(d Backend, now func() time.Time, opts ...StoreOption) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{db: d, now: now, broker: newBroker(), cache: taskCache{m: map[string]*Task{}}}
+	s := &Store{db: d, now: now, broker: newBroker(), cache: newTaskCache()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -161,12 +159,12 @@ func fromRow(r Row) (*Task, error) {
 // Get reads a task by id (no owner check: see Lookup). The caller may
 // modify the returned copy.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
-	if t, ok := s.cache.get(id); ok {
+	if t, ok := s.cache.Get(id); ok {
 		s.stats.hits.Add(1)
-		return t, nil
+		return &t, nil
 	}
 	s.stats.misses.Add(1)
-	seq := s.cache.epoch(id)
+	seq := s.cache.Epoch(id)
 	r, err := s.db.Task(ctx, id)
 	if err != nil {
 		return nil, err
@@ -175,7 +173,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cache.put(id, t, seq)
+	s.cache.Put(id, *t, seq)
 	return t, nil
 }
 
@@ -189,15 +187,15 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // nothing.
 // The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
-	if t, ok := s.cache.getOwned(owner, id); ok {
+	if t, ok := s.cache.GetOwned(owner, id); ok {
 		s.stats.hits.Add(1)
 		if t.Expired(s.now()) {
 			return nil, ErrNotFound
 		}
-		return t, nil
+		return &t, nil
 	}
 	s.stats.misses.Add(1)
-	seq := s.cache.epoch(id)
+	seq := s.cache.Epoch(id)
 	r, err := s.db.OwnedTask(ctx, owner, id)
 	if err != nil {
 		return nil, err
@@ -209,7 +207,7 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cache.put(id, t, seq)
+	s.cache.Put(id, *t, seq)
 	if t.Expired(s.now()) {
 		return nil, ErrNotFound
 	}
@@ -336,7 +334,7 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 // Notify tells listeners (and the read cache) that task id changed. Every
 // write that changes a task must call it after its commit.
 func (s *Store) Notify(id string) {
-	s.cache.invalidate(id)
+	s.cache.Invalidate(id)
 	s.broker.publish(id)
 }
 
@@ -345,7 +343,7 @@ func (s *Store) Notify(id string) {
 // unknown). A cached copy at that version or above stays; an older one
 // is dropped.
 func (s *Store) NotifyVersion(id string, version int64) {
-	s.cache.invalidateBelow(id, version)
+	s.cache.InvalidateBelow(id, version)
 	s.broker.publish(id)
 }
 
@@ -357,16 +355,13 @@ func (s *Store) NotifyAll() { s.broker.publishAll() }
 // FlushLive drops every cached live task: a shared engine's listener
 // calls it after each (re)connect, once it listens again, since what was
 // sent while it did not is lost. Terminal tasks stay (they cannot change).
-func (s *Store) FlushLive() { s.cache.flushLive() }
+func (s *Store) FlushLive() { s.cache.FlushLive() }
 
 // VersionReader is a Backend that reads the versions of many tasks in one
 // query (PostgreSQL's), for Revalidate.
 type VersionReader interface {
 	TaskVersions(ctx context.Context, ids []string) (map[string]int64, error)
 }
-
-// revalidateBatch bounds the ids of one Revalidate query.
-const revalidateBatch = 10_000
 
 // Revalidate reads the versions of the cached live tasks (one query per
 // 10,000) and drops each entry whose row has moved on or is gone: on a
@@ -375,182 +370,28 @@ const revalidateBatch = 10_000
 // Shared or when the backend is no VersionReader.
 func (s *Store) Revalidate(ctx context.Context) error {
 	vr, ok := s.db.(VersionReader)
-	if !ok || !s.cache.shared {
+	if !ok {
 		return nil
 	}
-	live := s.cache.liveVersions()
-	for len(live) > 0 {
-		n := min(len(live), revalidateBatch)
-		batch := live[:n]
-		live = live[n:]
-		ids := make([]string, len(batch))
-		for i, e := range batch {
-			ids[i] = e.id
-		}
-		got, err := vr.TaskVersions(ctx, ids)
-		if err != nil {
-			return err
-		}
-		for _, e := range batch {
-			v, ok := got[e.id]
-			if !ok {
-				s.cache.invalidate(e.id) // gone
-				continue
-			}
-			if v > e.version {
-				s.cache.invalidateBelow(e.id, v)
-			}
-		}
-	}
-	return nil
+	return s.cache.Revalidate(ctx, vr.TaskVersions)
 }
 
-// taskCache keeps recently read tasks, so that polling (tasks/get every
+// taskCacheMax bounds the task read cache.
+const taskCacheMax = 100_000
+
+// newTaskCache is the task read cache, so that polling (tasks/get every
 // few seconds from every client) does not touch the database between
 // changes. Within one process Notify drops an entry after each committed
-// change, and a read that raced an invalidation of its id (per stripe) is not cached. On a
-// shared engine (Shared) see Shared for what more it does.
-type taskCache struct {
-	mu sync.Mutex
-	m  map[string]*Task
-	// Invalidations are counted per stripe of ids, and all counts the
-	// ones that drop many: a read is not cached if its id's count moved
-	// while it was in flight. Per stripe, because on a shared engine every
-	// replica's changes arrive here: one count for all would let hardly
-	// any read be cached under a fleet's stream of notifications.
-	stripes [cacheStripes]uint64
-	all     uint64
-	shared  bool // see Shared
-	// fresh (shared only) says whether a live entry may be served now.
-	fresh func() bool
-}
-
-const (
-	taskCacheMax = 100_000
-	cacheStripes = 1024
-)
-
-var stripeSeed = maphash.MakeSeed()
-
-func stripe(id string) int { return int(maphash.String(stripeSeed, id) % cacheStripes) }
-
-// epoch is what put compares: the invalidations that could concern one id.
-type epoch struct{ all, stripe uint64 }
-
-// servable reports whether the cached t may answer now: always on one
-// process; on a shared engine a live task only while the fence is fresh.
-// Called with mu held.
-func (c *taskCache) servable(t *Task) bool {
-	if !c.shared || t.Status.Terminal() {
-		return true
-	}
-	return c.fresh != nil && c.fresh()
-}
-
-// get returns a copy of the cached task id, whoever owns it (for the
-// store's own use: Get).
-func (c *taskCache) get(id string) (*Task, bool) {
-	if !caches.On(caches.TaskRows) {
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.m[id]
-	if !ok || !c.servable(t) {
-		return nil, false
-	}
-	cp := *t
-	return &cp, true
-}
-
-// getOwned is get for owner's lookups: another owner's entry is a miss,
-// as if it were not there.
-func (c *taskCache) getOwned(owner, id string) (*Task, bool) {
-	if !caches.On(caches.TaskRows) {
-		return nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t, ok := c.m[id]
-	if !ok || t.Owner != owner || !c.servable(t) {
-		return nil, false
-	}
-	cp := *t
-	return &cp, true
-}
-
-func (c *taskCache) epoch(id string) epoch {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return epoch{c.all, c.stripes[stripe(id)]}
-}
-
-// put caches t unless an invalidation happened since the read began
-// (seq), which could make t stale, or the entry already holds a higher
-// version (a lower version never replaces a higher one).
-func (c *taskCache) put(id string, t *Task, seq epoch) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if (epoch{c.all, c.stripes[stripe(id)]}) != seq {
-		return
-	}
-	if old, ok := c.m[id]; ok && old.Version > t.Version {
-		return
-	}
-	if len(c.m) >= taskCacheMax {
-		clear(c.m)
-	}
-	cp := *t
-	c.m[id] = &cp
-}
-
-func (c *taskCache) invalidate(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stripes[stripe(id)]++
-	delete(c.m, id)
-}
-
-// invalidateBelow drops id's entry unless it is at version or above
-// (version < 0: unknown, always drops). A read in flight is not cached
-// either way: it may have read the row before the change.
-func (c *taskCache) invalidateBelow(id string, version int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stripes[stripe(id)]++
-	if t, ok := c.m[id]; ok && version >= 0 && t.Version >= version {
-		return
-	}
-	delete(c.m, id)
-}
-
-func (c *taskCache) flushLive() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.all++
-	for id, t := range c.m {
-		if !t.Status.Terminal() {
-			delete(c.m, id)
-		}
-	}
-}
-
-type idVersion struct {
-	id      string
-	version int64
-}
-
-// liveVersions lists the cached live tasks with their versions.
-func (c *taskCache) liveVersions() []idVersion {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []idVersion
-	for id, t := range c.m {
-		if !t.Status.Terminal() {
-			out = append(out, idVersion{id, t.Version})
-		}
-	}
-	return out
+// change; on a shared engine (Shared) see package rowcache for what more
+// it does.
+func newTaskCache() *rowcache.Cache[Task] {
+	return rowcache.New(rowcache.Config[Task]{
+		Switch:  caches.TaskRows,
+		Max:     taskCacheMax,
+		Version: func(t *Task) int64 { return t.Version },
+		Live:    func(t *Task) bool { return !t.Status.Terminal() },
+		Owner:   func(t *Task) string { return t.Owner },
+	})
 }
 
 // Write runs fn in a write transaction (a convenience for kinds that keep

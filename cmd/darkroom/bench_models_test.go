@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -43,4 +45,56 @@ func BenchmarkModelReads(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCreateInput: what checking provider-native input against a
+// model's schema adds to a create's server CPU (issue goal: under 10%).
+// The same create of a curated fal model (its schema held), through the
+// whole handler chain in process with no runner, without and with an
+// input of six fields, in alternating rounds; the fastest round of each.
+func BenchmarkCreateInput(b *testing.B) {
+	keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rig := startEmulator(b, defaultTiming)
+	s := startBenchServer(b, 1, false, nil, func(c *config) {
+		c.Auth = auth.Config{Keys: keys}
+		c.FalKey, c.FalQueueURL, c.FalAPIURL, c.FalOpenAPIURL = "fal_test", rig.Fal.URL, rig.Fal.URL, rig.Fal.URL
+		c.MaxInFlight = 0
+	})
+	h := s.app.handler()
+	headers := rpcHeaders("tools/call", "generate", benchToken)
+	create := func(input map[string]any) []byte {
+		args := map[string]any{"modelId": "fal-flux-dev", "prompt": "a lighthouse at dusk"}
+		if input != nil {
+			args["input"] = input
+		}
+		return rpcBody(1, "tools/call", map[string]any{"name": "generate", "arguments": args}, map[string]any{})
+	}
+	plain := create(nil)
+	withInput := create(map[string]any{"num_inference_steps": 30, "guidance_scale": 3.5, "enable_safety_checker": false,
+		"output_format": "png", "acceleration": "regular", "sync_mode": false})
+	for _, body := range [][]byte{plain, withInput} {
+		if w := serveBench(h, body, headers); w.Code != http.StatusOK || createdID(w.Body.Bytes()) == "" {
+			b.Fatalf("setup: %d %s", w.Code, w.Body)
+		}
+	}
+	const rounds, perRound = 5, 300
+	round := func(body []byte) time.Duration {
+		start := cpuTime()
+		for range perRound {
+			serveBench(h, body, headers)
+		}
+		return (cpuTime() - start) / perRound
+	}
+	without, with := time.Hour, time.Hour
+	for range rounds {
+		without = min(without, round(plain))
+		with = min(with, round(withInput))
+	}
+	b.Logf("create: %.1f µs without input, %.1f µs with six checked fields: +%.1f%%", us(without), us(with), 100*(float64(with)/float64(without)-1))
+	b.ReportMetric(us(without), "create_µs")
+	b.ReportMetric(us(with), "create_with_input_µs")
+	b.ReportMetric(100*(float64(with)/float64(without)-1), "input_added_%")
 }
