@@ -140,6 +140,20 @@ type Row struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      time.Time
+	// Version only grows: the database bumps it on every update (a
+	// shared engine's read cache never replaces a row by an older one).
+	Version int64
+}
+
+// rowOverhead approximates a Row's fixed size (fields, a map slot).
+const rowOverhead = 320
+
+// Size approximates the memory a Row holds, for the read caches' bounds.
+func (r *Row) Size() int {
+	return rowOverhead + len(r.ID) + len(r.Owner) + len(r.ModelID) + len(r.Provider) + len(r.Kind) +
+		len(r.Prompt) + len(r.Params) + len(r.ArgsHash) + len(r.StatusMessage) + len(r.SubmitState) +
+		len(r.ProviderJob) + len(r.ProviderJobID) + len(r.Outputs) + len(r.ErrorMessage) +
+		len(r.IdempotencyKey) + len(r.LeaseOwner) + len(r.ErrorKind) + len(r.Status)
 }
 
 // ListQuery pages an owner's generations, newest first.

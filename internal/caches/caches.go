@@ -11,10 +11,12 @@ type Cache int
 
 // darkroom's caches, one per layer.
 const (
-	// GenerationRows is the SQLite engine's generation row cache
-	// (storage/sqlite: genCache).
+	// GenerationRows is the engines' generation row cache: SQLite's
+	// (storage/sqlite: genCache), invalidated by its writer's hook, and
+	// PostgreSQL's owner reads (storage/postgres: gencache.go), versioned
+	// and fenced as TaskRows.
 	GenerationRows Cache = iota
-	// TaskRows is the task store's row cache (tasks: taskCache). On a
+	// TaskRows is the task store's row cache (tasks: newTaskCache). On a
 	// shared engine (PostgreSQL) it serves a live task only while the
 	// listener's fence is fresh (storage/postgres: Fence), and a cached
 	// row is replaced only by a higher version.

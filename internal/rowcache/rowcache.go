@@ -29,8 +29,12 @@ import (
 type Config[T any] struct {
 	// Switch is the cache's name in internal/caches (benchmarks turn it off).
 	Switch caches.Cache
-	// Max bounds the entries; the cache is cleared when full.
-	Max int
+	// Max bounds the entries, and MaxBytes (with Size, when set) the
+	// memory they hold; the cache is cleared when full, and a row larger
+	// than MaxBytes/64 is not kept (it would push many small ones out).
+	Max      int
+	MaxBytes int
+	Size     func(*T) int
 	// Version is the row's version; Live reports whether it can still
 	// change; Owner is who may read it (GetOwned).
 	Version func(*T) int64
@@ -50,6 +54,7 @@ type Cache[T any] struct {
 	// any read be cached under a fleet's stream of notifications.
 	stripes [stripes]uint64
 	all     uint64
+	bytes   int // the entries' Size, when counted
 	shared  bool
 	fresh   func() bool
 }
@@ -130,13 +135,36 @@ func (c *Cache[T]) Put(id string, v T, e Epoch) {
 	if (Epoch{c.all, c.stripes[stripe(id)]}) != e {
 		return
 	}
-	if old, ok := c.m[id]; ok && c.cfg.Version(old) > c.cfg.Version(&v) {
+	old, ok := c.m[id]
+	if ok && c.cfg.Version(old) > c.cfg.Version(&v) {
 		return
 	}
-	if len(c.m) >= c.cfg.Max {
+	size := c.size(&v)
+	if c.cfg.Size != nil && size > c.cfg.MaxBytes/64 {
+		return
+	}
+	if ok {
+		c.drop(id, old)
+	}
+	if len(c.m) >= c.cfg.Max || (c.cfg.Size != nil && c.bytes+size > c.cfg.MaxBytes) {
 		clear(c.m)
+		c.bytes = 0
 	}
 	c.m[id] = &v
+	c.bytes += size
+}
+
+func (c *Cache[T]) size(v *T) int {
+	if c.cfg.Size == nil {
+		return 0
+	}
+	return c.cfg.Size(v)
+}
+
+// drop removes id's entry v. Called with mu held.
+func (c *Cache[T]) drop(id string, v *T) {
+	c.bytes -= c.size(v)
+	delete(c.m, id)
 }
 
 // Invalidate drops id's entry: after a change this process committed (or
@@ -150,10 +178,11 @@ func (c *Cache[T]) InvalidateBelow(id string, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stripes[stripe(id)]++
-	if v, ok := c.m[id]; ok && version >= 0 && c.cfg.Version(v) >= version {
+	v, ok := c.m[id]
+	if !ok || (version >= 0 && c.cfg.Version(v) >= version) {
 		return
 	}
-	delete(c.m, id)
+	c.drop(id, v)
 }
 
 // FlushLive drops every live entry; terminal ones stay (they cannot
@@ -164,16 +193,16 @@ func (c *Cache[T]) FlushLive() {
 	c.all++
 	for id, v := range c.m {
 		if c.cfg.Live(v) {
-			delete(c.m, id)
+			c.drop(id, v)
 		}
 	}
 }
 
-// Len is the number of entries (for tests).
-func (c *Cache[T]) Len() int {
+// Len is the number of entries and the bytes they hold (for tests).
+func (c *Cache[T]) Len() (entries, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.m)
+	return len(c.m), c.bytes
 }
 
 // Versions reads the current versions of the given rows in one query;

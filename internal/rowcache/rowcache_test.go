@@ -157,8 +157,11 @@ func TestFlushLiveRevalidateAndBound(t *testing.T) {
 	c := shared()
 	fill(c)
 	c.FlushLive()
-	if _, ok := c.Get("done"); !ok || c.Len() != 1 {
-		t.Fatalf("after FlushLive: %d entries, terminal kept %v", c.Len(), ok)
+	if _, ok := c.Get("done"); !ok {
+		t.Fatal("FlushLive dropped a terminal entry")
+	}
+	if n, _ := c.Len(); n != 1 {
+		t.Fatalf("after FlushLive: %d entries, want the terminal one", n)
 	}
 	fill(c)
 	queries := 0
@@ -185,7 +188,41 @@ func TestFlushLiveRevalidateAndBound(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		small.Put(id, row{version: 1}, small.Epoch(id))
 	}
-	if small.Len() != 1 {
-		t.Fatalf("a full cache of 2 holds %d after a third put", small.Len())
+	if n, _ := small.Len(); n != 1 {
+		t.Fatalf("a full cache of 2 holds %d after a third put", n)
+	}
+}
+
+// TestBytesBound: with Size, the entries' bytes stay under MaxBytes, a
+// replaced or dropped entry gives its bytes back, and a row over a 64th
+// of the bound is not kept.
+func TestBytesBound(t *testing.T) {
+	type blob struct {
+		version int64
+		n       int
+	}
+	c := New(Config[blob]{Switch: caches.GenerationRows, Max: 1000, MaxBytes: 6400,
+		Version: func(b *blob) int64 { return b.version }, Live: func(*blob) bool { return true },
+		Owner: func(*blob) string { return "" }, Size: func(b *blob) int { return b.n }})
+	c.Put("big", blob{1, 101}, c.Epoch("big"))
+	if n, _ := c.Len(); n != 0 {
+		t.Fatal("a row over MaxBytes/64 was kept")
+	}
+	for i := range 200 {
+		id := string(rune('a' + i%26)) + string(rune('a'+i/26))
+		c.Put(id, blob{1, 100}, c.Epoch(id))
+		if _, b := c.Len(); b > 6400 {
+			t.Fatalf("after %d puts: %d bytes held, bound 6400", i+1, b)
+		}
+	}
+	c.Put("x", blob{1, 100}, c.Epoch("x"))
+	_, before := c.Len()
+	c.Put("x", blob{2, 50}, c.Epoch("x"))
+	if _, after := c.Len(); after != before-50 {
+		t.Fatalf("replacing a 100-byte row by a 50-byte one: %d → %d bytes", before, after)
+	}
+	c.Invalidate("x")
+	if _, after := c.Len(); after != before-100 {
+		t.Fatalf("dropping it: %d → %d bytes", before, after)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/rowcache"
 	sqlfiles "github.com/darkroom-mcp/darkroom/sqlfiles"
 	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
 	"github.com/jackc/pgx/v5"
@@ -30,8 +32,9 @@ type DB struct {
 	// origin tags this handle's notifications, so that its own listener
 	// skips them: this replica already woke its waiters after commit.
 	origin   string
-	listener atomic.Uint32 // backend pid of the listening connection (listen.go)
-	fence    *Fence        // fence.go
+	listener atomic.Uint32                   // backend pid of the listening connection (listen.go)
+	fence    *Fence                          // fence.go
+	gens     *rowcache.Cache[generation.Row] // owners' generation reads (gencache.go)
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -67,8 +70,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b),
-		fence: NewFence(nil, FenceEvery, FenceWindow)}, nil
+	d := &DB{Pool: pool, queries: pgdb.New(pool), origin: hex.EncodeToString(b),
+		fence: NewFence(nil, FenceEvery, FenceWindow), gens: newGenCache()}
+	d.gens.Share(d.fence.Fresh)
+	return d, nil
 }
 
 // Close closes the pool.
@@ -123,6 +128,9 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	if err = p.commit(ctx); err != nil {
 		p.rollback(ctx)
 	}
+	// Before the writer hears back, whatever the commit's outcome: its
+	// next read must not find the row as it was.
+	d.forget(t.notes)
 	d.committed(start, err)
 	return err
 }

@@ -45,10 +45,10 @@ func (t *Tx) noted(channel, id string, n int64, err error) (bool, error) {
 }
 
 // announce sends the transaction's notes in one statement, before commit:
-// PostgreSQL delivers them at commit and drops them on rollback. A task's
+// PostgreSQL delivers them at commit and drops them on rollback. The
 // payload is origin:id:version, the version the row has in this
 // transaction (the trigger set it; the row stays locked until commit, so
-// it is the committed one); a generation's is origin:id.
+// it is the committed one; -1 for a row deleted).
 func (d *DB) announce(ctx context.Context, t *Tx) error {
 	if len(t.notes) == 0 {
 		return nil
@@ -66,8 +66,9 @@ func (d *DB) announce(ctx context.Context, t *Tx) error {
 	})
 }
 
-const announceSQL = `SELECT pg_notify(n.c, $3 || n.id || CASE WHEN n.c = '` + chanTask + `'
-    THEN ':' || COALESCE((SELECT version FROM tasks WHERE task_id = n.id), -1) ELSE '' END)
+const announceSQL = `SELECT pg_notify(n.c, $3 || n.id || ':' || COALESCE(CASE WHEN n.c = '` + chanTask + `'
+    THEN (SELECT version FROM tasks WHERE task_id = n.id)
+    ELSE (SELECT version FROM generations WHERE id = n.id) END, -1))
 FROM unnest($1::text[], $2::text[]) AS n(c, id)`
 
 // Listener receives the other replicas' changes (Listen).
@@ -78,11 +79,13 @@ type Listener struct {
 	Task func(id string, version int64)
 	// Connected runs after each (re)connect, once listening, before
 	// Resync: what was sent while no one listened is lost, so caches of
-	// rows that can change drop them (tasks.Store.FlushLive).
+	// rows that can change drop them (tasks.Store.FlushLive; the engine's
+	// own generation cache is flushed just before).
 	Connected func()
 	// Resync asks every local waiter to re-read: run after each
 	// (re)connect and every ResyncEvery (default 2 s), it bounds what a
-	// lost notification costs.
+	// lost notification costs. The engine's generation cache is
+	// revalidated just before.
 	Resync      func()
 	ResyncEvery time.Duration
 	// Chaos (tests only) drops, delays and reorders what the listener
@@ -98,6 +101,10 @@ func (d *DB) Listen(ctx context.Context, l Listener) {
 		l.ResyncEvery = 2 * time.Second
 	}
 	resync := func() {
+		// The cache first, so that the re-reads Resync wakes find the
+		// rows a lost notification would have dropped; a failed query
+		// is tried again at the next resync.
+		_ = d.revalidateGenerations(ctx)
 		if l.Resync != nil {
 			l.Resync()
 		}
@@ -152,6 +159,7 @@ func (d *DB) listenOnce(ctx context.Context, l Listener, resync, connected func(
 	// flushed.
 	d.fence.connected()
 	connected()
+	d.gens.FlushLive()
 	if l.Connected != nil {
 		l.Connected()
 	}
@@ -165,17 +173,19 @@ func (d *DB) listenOnce(ctx context.Context, l Listener, resync, connected func(
 		if !ok || origin == d.origin {
 			return // our own: woken after commit already
 		}
+		id, v, _ := strings.Cut(rest, ":")
+		version, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			version = -1
+		}
 		switch n.channel {
 		case chanGeneration:
+			// The cache before the waiters: a woken wait re-reads.
+			d.gens.InvalidateBelow(id, version)
 			if l.Generation != nil {
-				l.Generation(rest)
+				l.Generation(id)
 			}
 		case chanTask:
-			id, v, _ := strings.Cut(rest, ":")
-			version, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				version = -1
-			}
 			if l.Task != nil {
 				l.Task(id, version)
 			}

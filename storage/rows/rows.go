@@ -40,6 +40,7 @@ type Generation = struct {
 	Attempts                                                     int64
 	LeaseOwner                                                   string
 	LeaseUntil                                                   int64
+	Version                                                      int64 // only grows: kept by a trigger on every update
 }
 
 // Task is a whole tasks row.
@@ -106,6 +107,7 @@ func ToGeneration(r Generation) generation.Row {
 		CreatedAt: time.UnixMilli(r.CreatedAt), UpdatedAt: time.UnixMilli(r.UpdatedAt),
 		SubmittedAt: fromZero(r.SubmittedAt), NextCheckAt: fromNull(r.NextCheckAt),
 		Attempts: r.Attempts, LeaseOwner: r.LeaseOwner, LeaseUntil: fromZero(r.LeaseUntil),
+		Version: r.Version,
 	}
 }
 

@@ -31,8 +31,6 @@ const (
 	cacheMaxEntries = 4096
 	cacheMaxBytes   = 16 << 20
 	cacheStripes    = 256
-	// rowOverhead approximates a cached Row's fixed size (fields, map slot).
-	rowOverhead = 320
 )
 
 type genCache struct {
@@ -78,20 +76,13 @@ func (c *genCache) lookup(id string) (generation.Row, bool, uint64) {
 	return r, ok && caches.On(caches.GenerationRows), e
 }
 
-func rowSize(r *generation.Row) int {
-	return rowOverhead + len(r.ID) + len(r.Owner) + len(r.ModelID) + len(r.Provider) + len(r.Kind) +
-		len(r.Prompt) + len(r.Params) + len(r.ArgsHash) + len(r.StatusMessage) + len(r.SubmitState) +
-		len(r.ProviderJob) + len(r.ProviderJobID) + len(r.Outputs) + len(r.ErrorMessage) +
-		len(r.IdempotencyKey) + len(r.LeaseOwner) + len(r.ErrorKind) + len(r.Status)
-}
-
 // put stores r (read from the database after lookup returned epoch) unless
 // its id was invalidated since.
 func (c *genCache) put(r generation.Row, epoch uint64) {
 	if c.afterRead != nil {
 		c.afterRead(r.ID)
 	}
-	size, s := rowSize(&r), c.stripe(r.ID)
+	size, s := r.Size(), c.stripe(r.ID)
 	if size > c.maxBytes/64 {
 		return // one huge row would evict many small ones
 	}
@@ -101,7 +92,7 @@ func (c *genCache) put(r generation.Row, epoch uint64) {
 		return
 	}
 	if old, ok := c.rows[r.ID]; ok {
-		c.bytes -= rowSize(&old)
+		c.bytes -= old.Size()
 		delete(c.rows, r.ID)
 	}
 	// Evict arbitrary entries (map order) until r fits: the cache holds
@@ -110,7 +101,7 @@ func (c *genCache) put(r generation.Row, epoch uint64) {
 		if len(c.rows) < c.maxEntries && c.bytes+size <= c.maxBytes {
 			break
 		}
-		c.bytes -= rowSize(&old)
+		c.bytes -= old.Size()
 		delete(c.rows, id)
 	}
 	c.rows[r.ID] = r
@@ -160,7 +151,7 @@ func (c *genCache) ended() {
 	} else {
 		for _, id := range c.pending {
 			if old, ok := c.rows[id]; ok {
-				c.bytes -= rowSize(&old)
+				c.bytes -= old.Size()
 				delete(c.rows, id)
 			}
 			c.epochs[c.stripe(id)]++

@@ -344,7 +344,7 @@ func TestCacheConcurrentNeverStale(t *testing.T) {
 // TestCacheBounded: the cache keeps at most its entries and bytes.
 func TestCacheBounded(t *testing.T) {
 	d, _ := openDB(t)
-	d.cache.maxEntries, d.cache.maxBytes = 8, 64*(rowOverhead+200)
+	d.cache.maxEntries, d.cache.maxBytes = 8, 64*(320+200)
 	for i := range 40 {
 		id := fmt.Sprintf("g%02d", i)
 		seed(t, d, id, "alice", "")
@@ -352,7 +352,7 @@ func TestCacheBounded(t *testing.T) {
 		d.cache.mu.Lock()
 		n, b, sum := len(d.cache.rows), d.cache.bytes, 0
 		for _, r := range d.cache.rows {
-			sum += rowSize(&r)
+			sum += r.Size()
 		}
 		d.cache.mu.Unlock()
 		if n > 8 || b != sum || b > d.cache.maxBytes {

@@ -201,8 +201,9 @@ func effects(c generation.Change, before, after generation.Row, want generation.
 	chk(after.UpdatedAt.Equal(c.At), "UpdatedAt %v, want the change's At %v", after.UpdatedAt, c.At)
 	chk(len(diff(before, after, genJSON, "Status", "StatusMessage", "Progress", "SubmitState", "ProviderJob",
 		"ProviderJobID", "Outputs", "ErrorKind", "ErrorMessage", "Params", "Charged", "CancelRequested",
-		"UpdatedAt", "SubmittedAt", "NextCheckAt", "LeaseOwner", "LeaseUntil")) == 0,
+		"UpdatedAt", "SubmittedAt", "NextCheckAt", "LeaseOwner", "LeaseUntil", "Version")) == 0,
 		"identity fields changed: %v", diff(before, after, genJSON))
+	chk(after.Version > before.Version, "Version %d, want above %d (every change bumps it)", after.Version, before.Version)
 	msg := func() {
 		chk(after.StatusMessage == c.Message, "StatusMessage %q, want %q", after.StatusMessage, c.Message)
 	}

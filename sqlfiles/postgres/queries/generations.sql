@@ -283,3 +283,8 @@ DELETE FROM webhook_deliveries WHERE seq IN (
     ORDER BY d.received_at
     LIMIT @lim::bigint
 );
+
+-- name: GenerationVersions :many
+-- The versions of the given generations in one query (the read cache's
+-- resync: an entry whose row moved on, or is gone, is dropped).
+SELECT id, version FROM generations WHERE id = ANY(@ids::text[]);

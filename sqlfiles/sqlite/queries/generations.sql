@@ -14,28 +14,28 @@ INSERT INTO generations (
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE id = @id;
 
 -- name: GetOwnedGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE id = @id AND owner = @owner;
 
 -- name: GetByIdempotencyKey :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE owner = @owner AND idempotency_key = @idempotency_key;
 
 -- name: ListGenerations :many
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations
 WHERE owner = @owner
   AND (CAST(@status AS TEXT) = '' OR status = @status)
@@ -63,9 +63,11 @@ WHERE owner = @owner AND status IN ('queued', 'running') AND submit_state != '';
 
 -- name: ClaimDue :one
 -- Takes the lease on the next due generation. One runner per database
--- holds leases; an expired lease (crash) makes the row due again.
+-- holds leases; an expired lease (crash) makes the row due again. It
+-- bumps the version itself (the trigger then does not): RETURNING shows
+-- the row before AFTER triggers run.
 UPDATE generations
-SET lease_owner = @lease_owner, lease_until = @lease_until, attempts = attempts + 1
+SET lease_owner = @lease_owner, lease_until = @lease_until, attempts = attempts + 1, version = version + 1
 WHERE id = (
     SELECT due.id FROM generations AS due
     WHERE due.next_check_at IS NOT NULL AND due.lease_until < @now AND due.next_check_at <= @now
@@ -75,7 +77,7 @@ WHERE id = (
 RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until;
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version;
 
 -- name: NextDueAt :one
 -- Leased rows are being stepped; the runner looks again when they are
@@ -195,7 +197,7 @@ WHERE id = @id AND submit_state = 'submitting' AND status = 'queued';
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE provider = @provider AND provider_job_id = @provider_job_id;
 
 -- name: WakeNow :exec

@@ -144,7 +144,7 @@ WHERE id = (
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 `
 
 type ClaimDueParams struct {
@@ -189,6 +189,7 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (Generation,
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -299,6 +300,37 @@ func (q *Queries) Fail(ctx context.Context, arg FailParams) (int64, error) {
 	return result.RowsAffected(), nil
 }
 
+const generationVersions = `-- name: GenerationVersions :many
+SELECT id, version FROM generations WHERE id = ANY($1::text[])
+`
+
+type GenerationVersionsRow struct {
+	ID      string
+	Version int64
+}
+
+// The versions of the given generations in one query (the read cache's
+// resync: an entry whose row moved on, or is gone, is dropped).
+func (q *Queries) GenerationVersions(ctx context.Context, ids []string) ([]GenerationVersionsRow, error) {
+	rows, err := q.db.Query(ctx, generationVersions, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GenerationVersionsRow
+	for rows.Next() {
+		var i GenerationVersionsRow
+		if err := rows.Scan(&i.ID, &i.Version); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const generationsToPurge = `-- name: GenerationsToPurge :many
 SELECT id, params FROM generations
 WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < $1
@@ -340,7 +372,7 @@ func (q *Queries) GenerationsToPurge(ctx context.Context, arg GenerationsToPurge
 }
 
 const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
-SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE owner = $1 AND idempotency_key = $2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version FROM generations WHERE owner = $1 AND idempotency_key = $2
 `
 
 type GetByIdempotencyKeyParams struct {
@@ -381,12 +413,13 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getByProviderJob = `-- name: GetByProviderJob :one
-SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE provider = $1 AND provider_job_id = $2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version FROM generations WHERE provider = $1 AND provider_job_id = $2
 `
 
 type GetByProviderJobParams struct {
@@ -427,6 +460,7 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -449,7 +483,7 @@ func (q *Queries) GetCreateBucket(ctx context.Context, owner string) (GetCreateB
 }
 
 const getGeneration = `-- name: GetGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = $1
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version FROM generations WHERE id = $1
 `
 
 func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, error) {
@@ -485,12 +519,13 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (Generation, err
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
 
 const getOwnedGeneration = `-- name: GetOwnedGeneration :one
-SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations WHERE id = $1 AND owner = $2
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version FROM generations WHERE id = $1 AND owner = $2
 `
 
 type GetOwnedGenerationParams struct {
@@ -531,6 +566,7 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -628,7 +664,7 @@ func (q *Queries) LastPendingDelivery(ctx context.Context, generationID string) 
 }
 
 const listGenerations = `-- name: ListGenerations :many
-SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until FROM generations
+SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged, status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at, outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested, created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version FROM generations
 WHERE owner = $1
   AND ($2::text = '' OR status = $2)
   AND ($3::bigint = 0 OR created_at < $3
@@ -690,6 +726,7 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Attempts,
 			&i.LeaseOwner,
 			&i.LeaseUntil,
+			&i.Version,
 		); err != nil {
 			return nil, err
 		}

@@ -45,6 +45,7 @@ type Generation struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 type ModelSchema struct {

@@ -136,7 +136,7 @@ func (q *Queries) CancelUnsubmitted(ctx context.Context, arg CancelUnsubmittedPa
 
 const claimDue = `-- name: ClaimDue :one
 UPDATE generations
-SET lease_owner = ?1, lease_until = ?2, attempts = attempts + 1
+SET lease_owner = ?1, lease_until = ?2, attempts = attempts + 1, version = version + 1
 WHERE id = (
     SELECT due.id FROM generations AS due
     WHERE due.next_check_at IS NOT NULL AND due.lease_until < ?3 AND due.next_check_at <= ?3
@@ -146,7 +146,7 @@ WHERE id = (
 RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 `
 
 type ClaimDueParams struct {
@@ -185,10 +185,13 @@ type ClaimDueRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 // Takes the lease on the next due generation. One runner per database
-// holds leases; an expired lease (crash) makes the row due again.
+// holds leases; an expired lease (crash) makes the row due again. It
+// bumps the version itself (the trigger then does not): RETURNING shows
+// the row before AFTER triggers run.
 func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (ClaimDueRow, error) {
 	row := q.queryRow(ctx, q.claimDueStmt, claimDue, arg.LeaseOwner, arg.LeaseUntil, arg.Now)
 	var i ClaimDueRow
@@ -222,6 +225,7 @@ func (q *Queries) ClaimDue(ctx context.Context, arg ClaimDueParams) (ClaimDueRow
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -379,7 +383,7 @@ const getByIdempotencyKey = `-- name: GetByIdempotencyKey :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE owner = ?1 AND idempotency_key = ?2
 `
 
@@ -418,6 +422,7 @@ type GetByIdempotencyKeyRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyKeyParams) (GetByIdempotencyKeyRow, error) {
@@ -453,6 +458,7 @@ func (q *Queries) GetByIdempotencyKey(ctx context.Context, arg GetByIdempotencyK
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -461,7 +467,7 @@ const getByProviderJob = `-- name: GetByProviderJob :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE provider = ?1 AND provider_job_id = ?2
 `
 
@@ -500,6 +506,7 @@ type GetByProviderJobRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobParams) (GetByProviderJobRow, error) {
@@ -535,6 +542,7 @@ func (q *Queries) GetByProviderJob(ctx context.Context, arg GetByProviderJobPara
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -559,7 +567,7 @@ const getGeneration = `-- name: GetGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE id = ?1
 `
 
@@ -593,6 +601,7 @@ type GetGenerationRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 // The queries that read whole rows name the columns in the PostgreSQL
@@ -631,6 +640,7 @@ func (q *Queries) GetGeneration(ctx context.Context, id string) (GetGenerationRo
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -639,7 +649,7 @@ const getOwnedGeneration = `-- name: GetOwnedGeneration :one
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations WHERE id = ?1 AND owner = ?2
 `
 
@@ -678,6 +688,7 @@ type GetOwnedGenerationRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGenerationParams) (GetOwnedGenerationRow, error) {
@@ -713,6 +724,7 @@ func (q *Queries) GetOwnedGeneration(ctx context.Context, arg GetOwnedGeneration
 		&i.Attempts,
 		&i.LeaseOwner,
 		&i.LeaseUntil,
+		&i.Version,
 	)
 	return i, err
 }
@@ -813,7 +825,7 @@ const listGenerations = `-- name: ListGenerations :many
 SELECT id, owner, model_id, provider, kind, prompt, params, args_hash, credits, charged,
     status, status_message, progress, submit_state, provider_job, provider_job_id, submitted_at,
     outputs, outputs_expired, error_kind, error_message, idempotency_key, cancel_requested,
-    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until
+    created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version
 FROM generations
 WHERE owner = ?1
   AND (CAST(?2 AS TEXT) = '' OR status = ?2)
@@ -861,6 +873,7 @@ type ListGenerationsRow struct {
 	Attempts        int64
 	LeaseOwner      string
 	LeaseUntil      int64
+	Version         int64
 }
 
 func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams) ([]ListGenerationsRow, error) {
@@ -908,6 +921,7 @@ func (q *Queries) ListGenerations(ctx context.Context, arg ListGenerationsParams
 			&i.Attempts,
 			&i.LeaseOwner,
 			&i.LeaseUntil,
+			&i.Version,
 		); err != nil {
 			return nil, err
 		}

@@ -45,6 +45,7 @@ type Generation struct {
 	SubmittedAt     int64
 	ProviderJobID   string
 	ArgsHash        string
+	Version         int64
 }
 
 type ModelSchema struct {
