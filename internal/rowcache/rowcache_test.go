@@ -209,7 +209,7 @@ func TestBytesBound(t *testing.T) {
 		t.Fatal("a row over MaxBytes/64 was kept")
 	}
 	for i := range 200 {
-		id := string(rune('a' + i%26)) + string(rune('a'+i/26))
+		id := string(rune('a'+i%26)) + string(rune('a'+i/26))
 		c.Put(id, blob{1, 100}, c.Epoch(id))
 		if _, b := c.Len(); b > 6400 {
 			t.Fatalf("after %d puts: %d bytes held, bound 6400", i+1, b)

@@ -29,7 +29,9 @@ func TestGenerationCache(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	read := func(d generation.Store, owner string) (generation.Row, error) { return d.OwnedGeneration(ctx, owner, "g") }
+	read := func(d generation.Store, owner string) (generation.Row, error) {
+		return d.OwnedGeneration(ctx, owner, "g")
+	}
 	progress := func(d generation.Store, p float64) {
 		t.Helper()
 		if err := d.Update(ctx, func(ctx context.Context, tx generation.Tx) error {
