@@ -91,6 +91,7 @@ func (c *container) waitReady(t *testing.T) {
 
 func volume(t *testing.T) string {
 	t.Helper()
+	needImage(t) // before the engine is asked for anything: go test ./... runs without one
 	name := "darkroom-it-" + randomHex(4)
 	mustEng(t, "volume", "create", name)
 	t.Cleanup(func() { _, _ = eng("volume", "rm", "-f", name) })
