@@ -139,12 +139,12 @@ func (c *Cache[T]) Put(id string, v T, e Epoch) {
 	if ok && c.cfg.Version(old) > c.cfg.Version(&v) {
 		return
 	}
+	if ok {
+		c.drop(id, old) // replaced, or (too large to keep) at least not left behind
+	}
 	size := c.size(&v)
 	if c.cfg.Size != nil && size > c.cfg.MaxBytes/64 {
 		return
-	}
-	if ok {
-		c.drop(id, old)
 	}
 	if len(c.m) >= c.cfg.Max || (c.cfg.Size != nil && c.bytes+size > c.cfg.MaxBytes) {
 		clear(c.m)

@@ -208,6 +208,11 @@ func TestBytesBound(t *testing.T) {
 	if n, _ := c.Len(); n != 0 {
 		t.Fatal("a row over MaxBytes/64 was kept")
 	}
+	c.Put("grows", blob{1, 10}, c.Epoch("grows"))
+	c.Put("grows", blob{2, 101}, c.Epoch("grows"))
+	if _, ok := c.Get("grows"); ok {
+		t.Fatal("a row that grew too large to keep left its older version behind")
+	}
 	for i := range 200 {
 		id := string(rune('a'+i%26)) + string(rune('a'+i/26))
 		c.Put(id, blob{1, 100}, c.Epoch(id))
