@@ -3,8 +3,10 @@ package tasks
 import (
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
+	"github.com/darkroom-mcp/darkroom/internal/rowcache"
 )
 
 // replyCache is the dispatcher's one cache of encoded replies
@@ -12,10 +14,13 @@ import (
 // read per era) the last reply encoded and the key it was encoded for,
 // reused only for an equal key. It is read only after the caller's own
 // lookup found the task or generation, so it never answers for another
-// owner. At most replyCacheMax slots; then a random one leaves.
+// owner. At most replyCacheMax slots; then a random one leaves. A slot
+// nobody read for rowcache.PollIdle leaves too, so that the cache holds
+// what is being polled now.
 type replyCache struct {
-	mu sync.Mutex
-	m  map[replySlot]replyEntry
+	mu    sync.Mutex
+	m     map[replySlot]replyEntry
+	swept time.Time // when put last dropped the idle slots
 }
 
 // replySlot is where one reply lives: the task or generation id, which
@@ -27,8 +32,9 @@ type replySlot struct {
 }
 
 type replyEntry struct {
-	key any // comparable
-	b   json.RawMessage
+	key  any // comparable
+	b    json.RawMessage
+	seen time.Time // last put or read
 }
 
 const replyCacheMax = 8192
@@ -38,9 +44,14 @@ func (c *replyCache) get(s replySlot, key any) (json.RawMessage, bool) {
 		return nil, false
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	e, ok := c.m[s]
-	c.mu.Unlock()
-	return e.b, ok && e.key == key
+	if !ok || e.key != key {
+		return nil, false
+	}
+	e.seen = time.Now()
+	c.m[s] = e
+	return e.b, true
 }
 
 func (c *replyCache) put(s replySlot, key any, b json.RawMessage) {
@@ -49,11 +60,20 @@ func (c *replyCache) put(s replySlot, key any, b json.RawMessage) {
 	if c.m == nil {
 		c.m = map[replySlot]replyEntry{}
 	}
+	now := time.Now()
+	if now.Sub(c.swept) >= rowcache.PollIdle/4 {
+		c.swept = now
+		for old, e := range c.m {
+			if now.Sub(e.seen) > rowcache.PollIdle {
+				delete(c.m, old)
+			}
+		}
+	}
 	if _, ok := c.m[s]; !ok && len(c.m) >= replyCacheMax {
 		for old := range c.m { // a random entry leaves
 			delete(c.m, old)
 			break
 		}
 	}
-	c.m[s] = replyEntry{key, b}
+	c.m[s] = replyEntry{key, b, now}
 }

@@ -391,6 +391,7 @@ func newTaskCache() *rowcache.Cache[Task] {
 		Version: func(t *Task) int64 { return t.Version },
 		Live:    func(t *Task) bool { return !t.Status.Terminal() },
 		Owner:   func(t *Task) string { return t.Owner },
+		IdleTTL: rowcache.PollIdle,
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
 )
@@ -35,6 +36,11 @@ type Config[T any] struct {
 	Max      int
 	MaxBytes int
 	Size     func(*T) int
+	// IdleTTL drops an entry nobody read for that long (0: never), so
+	// that the cache holds what is being polled now, not every row ever
+	// read until its bound; Now is the clock (nil: time.Now).
+	IdleTTL time.Duration
+	Now     func() time.Time
 	// Version is the row's version; Live reports whether it can still
 	// change; Owner is who may read it (GetOwned).
 	Version func(*T) int64
@@ -42,11 +48,18 @@ type Config[T any] struct {
 	Owner   func(*T) string
 }
 
+// PollIdle is the idle time after which the polling caches drop a row:
+// far above any poll interval (at most 5 s) and the resync (2 s), so a
+// row being polled or waited on never leaves for being idle.
+const PollIdle = 2 * time.Minute
+
 // Cache holds rows by id.
 type Cache[T any] struct {
 	cfg Config[T]
 	mu  sync.Mutex
-	m   map[string]*T
+	m   map[string]*entry[T]
+	// swept is when Put last dropped the idle entries.
+	swept time.Time
 	// Invalidations are counted per stripe of ids, and all counts the
 	// ones that drop many: a read is not cached if its id's count moved
 	// while it was in flight. Per stripe, because on a shared engine every
@@ -65,9 +78,17 @@ var seed = maphash.MakeSeed()
 
 func stripe(id string) int { return int(maphash.String(seed, id) % stripes) }
 
+type entry[T any] struct {
+	row  T
+	seen time.Time // last put or read
+}
+
 // New makes an empty cache for one process.
 func New[T any](cfg Config[T]) *Cache[T] {
-	return &Cache[T]{cfg: cfg, m: map[string]*T{}}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Cache[T]{cfg: cfg, m: map[string]*entry[T]{}}
 }
 
 // Share says the engine is shared with other processes, whose changes
@@ -112,11 +133,14 @@ func (c *Cache[T]) get(owner, id string, owned bool) (T, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, ok := c.m[id]
-	if !ok || (owned && c.cfg.Owner(v) != owner) || !c.servable(v) {
+	e, ok := c.m[id]
+	if !ok || (owned && c.cfg.Owner(&e.row) != owner) || !c.servable(&e.row) {
 		return zero, false
 	}
-	return *v, true
+	if c.cfg.IdleTTL > 0 {
+		e.seen = c.cfg.Now()
+	}
+	return e.row, true
 }
 
 // Epoch is taken before a read that may fill the cache.
@@ -135,8 +159,10 @@ func (c *Cache[T]) Put(id string, v T, e Epoch) {
 	if (Epoch{c.all, c.stripes[stripe(id)]}) != e {
 		return
 	}
+	now := c.cfg.Now()
+	c.sweep(now)
 	old, ok := c.m[id]
-	if ok && c.cfg.Version(old) > c.cfg.Version(&v) {
+	if ok && c.cfg.Version(&old.row) > c.cfg.Version(&v) {
 		return
 	}
 	if ok {
@@ -150,8 +176,22 @@ func (c *Cache[T]) Put(id string, v T, e Epoch) {
 		clear(c.m)
 		c.bytes = 0
 	}
-	c.m[id] = &v
+	c.m[id] = &entry[T]{row: v, seen: now}
 	c.bytes += size
+}
+
+// sweep drops the entries idle past IdleTTL, at most every IdleTTL/4.
+// Called with mu held.
+func (c *Cache[T]) sweep(now time.Time) {
+	if c.cfg.IdleTTL <= 0 || now.Sub(c.swept) < c.cfg.IdleTTL/4 {
+		return
+	}
+	c.swept = now
+	for id, e := range c.m {
+		if now.Sub(e.seen) > c.cfg.IdleTTL {
+			c.drop(id, e)
+		}
+	}
 }
 
 func (c *Cache[T]) size(v *T) int {
@@ -161,9 +201,9 @@ func (c *Cache[T]) size(v *T) int {
 	return c.cfg.Size(v)
 }
 
-// drop removes id's entry v. Called with mu held.
-func (c *Cache[T]) drop(id string, v *T) {
-	c.bytes -= c.size(v)
+// drop removes id's entry e. Called with mu held.
+func (c *Cache[T]) drop(id string, e *entry[T]) {
+	c.bytes -= c.size(&e.row)
 	delete(c.m, id)
 }
 
@@ -178,11 +218,11 @@ func (c *Cache[T]) InvalidateBelow(id string, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stripes[stripe(id)]++
-	v, ok := c.m[id]
-	if !ok || (version >= 0 && c.cfg.Version(v) >= version) {
+	e, ok := c.m[id]
+	if !ok || (version >= 0 && c.cfg.Version(&e.row) >= version) {
 		return
 	}
-	c.drop(id, v)
+	c.drop(id, e)
 }
 
 // FlushLive drops every live entry; terminal ones stay (they cannot
@@ -191,9 +231,9 @@ func (c *Cache[T]) FlushLive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.all++
-	for id, v := range c.m {
-		if c.cfg.Live(v) {
-			c.drop(id, v)
+	for id, e := range c.m {
+		if c.cfg.Live(&e.row) {
+			c.drop(id, e)
 		}
 	}
 }
@@ -226,9 +266,9 @@ func (c *Cache[T]) Revalidate(ctx context.Context, read Versions) error {
 	}
 	c.mu.Lock()
 	var live []idVersion
-	for id, v := range c.m {
-		if c.cfg.Live(v) {
-			live = append(live, idVersion{id, c.cfg.Version(v)})
+	for id, e := range c.m {
+		if c.cfg.Live(&e.row) {
+			live = append(live, idVersion{id, c.cfg.Version(&e.row)})
 		}
 	}
 	c.mu.Unlock()

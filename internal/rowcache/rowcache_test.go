@@ -3,6 +3,7 @@ package rowcache
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
 )
@@ -229,5 +230,30 @@ func TestBytesBound(t *testing.T) {
 	c.Invalidate("x")
 	if _, after := c.Len(); after != before-100 {
 		t.Fatalf("dropping it: %d → %d bytes", before, after)
+	}
+}
+
+// TestIdleTTL: an entry nobody read for IdleTTL leaves at the next put
+// after it (puts sweep at most every IdleTTL/4); one that is read stays.
+func TestIdleTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := New(Config[row]{Switch: caches.TaskRows, Max: 100, IdleTTL: time.Minute, Now: func() time.Time { return now },
+		Version: func(r *row) int64 { return r.version }, Live: func(r *row) bool { return r.live },
+		Owner: func(r *row) string { return r.owner }})
+	for _, id := range []string{"polled", "forgotten"} {
+		c.Put(id, row{owner: "alice", version: 1}, c.Epoch(id))
+	}
+	for range 4 {
+		now = now.Add(20 * time.Second)
+		if _, ok := c.Get("polled"); !ok {
+			t.Fatal("a polled entry left")
+		}
+	}
+	c.Put("new", row{version: 1}, c.Epoch("new"))
+	if _, ok := c.Get("forgotten"); ok {
+		t.Fatal("an entry idle for 80 s of a 60 s IdleTTL stayed")
+	}
+	if n, _ := c.Len(); n != 2 {
+		t.Fatalf("%d entries, want the polled one and the new one", n)
 	}
 }

@@ -38,6 +38,8 @@ func newGenCache() *rowcache.Cache[generation.Row] {
 		Live:  func(r *generation.Row) bool { return !r.Status.Terminal() || !r.OutputsExpired },
 		Owner: func(r *generation.Row) string { return r.Owner },
 		Size:  (*generation.Row).Size,
+		// What is polled stays; what nobody asks about leaves.
+		IdleTTL: rowcache.PollIdle,
 	})
 }
 
