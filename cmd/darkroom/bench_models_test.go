@@ -18,16 +18,7 @@ import (
 // answered on the lean path from the reply cache: the server CPU of a
 // repeated question.
 func BenchmarkModelReads(b *testing.B) {
-	keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	rig := startEmulator(b, defaultTiming)
-	s := startBenchServer(b, 1, false, nil, func(c *config) {
-		c.Auth = auth.Config{Keys: keys}
-		c.FalKey, c.FalQueueURL, c.FalAPIURL, c.FalOpenAPIURL = "fal_test", rig.Fal.URL, rig.Fal.URL, rig.Fal.URL
-		c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*")
-	})
+	s := falBenchServer(b, func(c *config) { c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*") })
 	h := s.app.handler()
 	for _, c := range []struct {
 		name string
@@ -59,16 +50,7 @@ func BenchmarkModelReads(b *testing.B) {
 // transactions (one at a time, each create pays a transaction and a
 // sync of its own, and validation looks smaller than it is).
 func BenchmarkCreateInput(b *testing.B) {
-	keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	rig := startEmulator(b, defaultTiming)
-	s := startBenchServer(b, 1, false, nil, func(c *config) {
-		c.Auth = auth.Config{Keys: keys}
-		c.FalKey, c.FalQueueURL, c.FalAPIURL, c.FalOpenAPIURL = "fal_test", rig.Fal.URL, rig.Fal.URL, rig.Fal.URL
-		c.MaxInFlight = 0
-	})
+	s := falBenchServer(b, func(c *config) { c.MaxInFlight = 0 })
 	h := s.app.handler()
 	headers := rpcHeaders("tools/call", "generate", benchToken)
 	create := func(input map[string]any) []byte {
@@ -133,4 +115,19 @@ func BenchmarkCreateInput(b *testing.B) {
 	b.ReportMetric(us(with), "create_with_input_µs")
 	b.ReportMetric(100*(float64(with)/float64(without)-1), "input_added_%")
 	b.ReportMetric(100*float64(check)/float64(without), "validation_%_of_create")
+}
+
+// falBenchServer is a bench server (no runner) with the bench key and fal
+// on the emulator, then opt.
+func falBenchServer(b *testing.B, opt func(*config)) *testServer {
+	keys, err := auth.ParseKeyList("bench="+benchToken, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rig := startEmulator(b, defaultTiming)
+	return startBenchServer(b, 1, false, nil, func(c *config) {
+		c.Auth = auth.Config{Keys: keys}
+		c.FalKey, c.FalQueueURL, c.FalAPIURL, c.FalOpenAPIURL = "fal_test", rig.Fal.URL, rig.Fal.URL, rig.Fal.URL
+		opt(c)
+	})
 }
