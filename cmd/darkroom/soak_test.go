@@ -1060,7 +1060,8 @@ func TestSoak(t *testing.T) {
 				// retry a webhook the outage refused). For fal-flux-schnell
 				// (2 s) that is 68 s from the submit, seen by checks at most
 				// 30 s apart, after the lease (3 s here) lapsed in the
-				// outage: 104-110 s measured in a 20-minute soak.
+				// outage: 104-148 s measured in two 20-minute soaks (the bound is still
+				// missed at times: see the README).
 				f.bound = 2 * time.Minute
 				if _, err := pg.run("pause"); err != nil {
 					s.violate("pg pause: %v %s", err, stderrOf(err))
