@@ -119,7 +119,7 @@ func (p *Provider) ParseWebhook(_ context.Context, h http.Header, _ url.Values, 
 		if !found || ver != "v1" {
 			continue
 		}
-		got, err := base64.StdEncoding.DecodeString(b64)
+		got, err := base64.StdEncoding.Strict().DecodeString(b64) // one encoding per MAC: its canonical one
 		if err == nil && hmac.Equal(got, want) {
 			ok = true // keep looping: constant work whatever matched
 		}
