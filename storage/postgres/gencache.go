@@ -6,6 +6,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/internal/rowcache"
+	"github.com/darkroom-mcp/darkroom/storage/postgres/pgdb"
 )
 
 // The generation read cache: an owner's reads of its generation
@@ -56,13 +57,19 @@ func (d *DB) forget(notes []note) {
 func (d *DB) revalidateGenerations(ctx context.Context) error {
 	return d.gens.Revalidate(ctx, func(ctx context.Context, ids []string) (map[string]int64, error) {
 		rs, err := d.queries.GenerationVersions(ctx, ids)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string]int64, len(rs))
-		for _, r := range rs {
-			out[r.ID] = r.Version
-		}
-		return out, nil
+		return versions(rs, err, func(r pgdb.GenerationVersionsRow) (string, int64) { return r.ID, r.Version })
 	})
+}
+
+// versions is a version query's rows by id.
+func versions[R any](rs []R, err error, idVersion func(R) (string, int64)) (map[string]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(rs))
+	for _, r := range rs {
+		id, v := idVersion(r)
+		out[id] = v
+	}
+	return out, nil
 }

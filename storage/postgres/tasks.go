@@ -69,12 +69,5 @@ func (r reads) TaskByRef(ctx context.Context, ref string) (tasks.Row, error) {
 // absent.
 func (s taskStore) TaskVersions(ctx context.Context, ids []string) (map[string]int64, error) {
 	rs, err := s.q.TaskVersions(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(rs))
-	for _, r := range rs {
-		out[r.TaskID] = r.Version
-	}
-	return out, nil
+	return versions(rs, err, func(r pgdb.TaskVersionsRow) (string, int64) { return r.TaskID, r.Version })
 }
