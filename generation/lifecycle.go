@@ -33,7 +33,9 @@ type Transition struct {
 // Lifecycle is every status change a generation can make; nothing else
 // changes a status. The store's compare-and-set for an event admits
 // exactly the From statuses listed here (EventCancel and EventSubmit
-// further require that nothing was handed to the provider yet).
+// further require that nothing was handed to the provider yet, and
+// EventSubmitted that a submit is in progress: a recorded job is never
+// replaced).
 // Terminal statuses have no way out.
 var Lifecycle = []Transition{
 	{StatusReserved, StatusReserved, EventHold},

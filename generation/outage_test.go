@@ -197,3 +197,56 @@ func waitGen(t *testing.T, s *Service, id string) *Generation {
 }
 
 func head(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// unaskable is slowSubmit for a provider that cannot be asked whether a
+// job exists and whose resubmit may bill twice (fal's shape): a submit
+// whose record is lost can only be named by its webhook.
+type unaskable struct{ *slowSubmit }
+
+func (u unaskable) Find(context.Context, string) (provider.Job, bool, error) {
+	return provider.Job{}, false, provider.ErrUnsupported
+}
+func (u unaskable) ResubmitMayDuplicate() bool { return true }
+
+// TestSubmitRecordedAfterOutage: the database goes down while the provider
+// makes the job and stays down past the step's lease (a PostgreSQL
+// restart). The runner keeps the job it was given and records it once
+// writes succeed, so the generation completes within the outage's length
+// on its one job; without that, the provider, which cannot be asked,
+// leaves it waiting for a webhook that never comes until it fails. Two
+// runners share the database, as replicas do. Time is synctest's.
+func TestSubmitRecordedAfterOutage(t *testing.T) {
+	const lease, outageFor = 3 * time.Second, 10 * time.Second
+	synctest.Test(t, func(t *testing.T) {
+		e := newLeaseEnv(t, lease/6) // done before the lease is lost
+		fs := &failingStore{Store: e.db.Generations()}
+		svc, err := NewService(Config{Store: fs, Blobs: e.svc.cfg.Blobs, Providers: []provider.Provider{unaskable{e.prov}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = svc
+		e.run(t, lease)
+		e.run(t, lease)
+		synctest.Wait()
+		g, _, err := svc.Create(context.Background(), "o", CreateRequest{ModelID: "local-sketch", Prompt: "submitted in an outage"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-e.prov.started
+		fs.down.Store(true)
+		start := time.Now()
+		time.Sleep(outageFor)
+		fs.down.Store(false)
+		end := waitGen(t, svc, g.ID)
+		took := time.Since(start)
+		if end.Status != StatusCompleted || e.prov.submits.Load() != 1 || e.lp.JobCount() != 1 {
+			t.Fatalf("%s %q; %d submits, %d provider jobs; want completed, 1 and 1", end.Status, end.StatusMessage, e.prov.submits.Load(), e.lp.JobCount())
+		}
+		if took > outageFor+outageMaxWait+lease {
+			t.Fatalf("completed %s after the outage began (%s long): the record waited for more than the database", took, outageFor)
+		}
+		if fs.refused.Load() == 0 {
+			t.Fatal("no write was refused: the outage missed the submit")
+		}
+	})
+}

@@ -136,7 +136,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	// Resubmitting could run (and bill) the job twice: wait for the
 	// provider's webhook to name it, within reason.
 	waited := r.s.cfg.Now().Sub(g.UpdatedAt)
-	limit := 4*m.ExpectedDuration + time.Minute
+	limit := unknownSubmitWait(m)
 	if waited >= limit {
 		return 0, &provider.PermanentError{Message: fmt.Sprintf("%s did not confirm the submit and cannot be asked; not resubmitted, to avoid a duplicate paid job", p.Name())}
 	}
@@ -267,7 +267,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 		return 0, err // outcome unknown: the next step reconciles
 	}
 	st := provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}
-	if err := r.markSubmitted(ctx, g.ID, job, st); err != nil {
+	if err := r.recordSubmitted(ctx, m, g, job, st); err != nil {
 		return 0, err
 	}
 	r.noteSubmitted(g, p.Name(), job.ID)
@@ -296,6 +296,46 @@ func (r *Runner) input(ctx context.Context, f *InputFile) (provider.Input, error
 		in.Role = f.Role
 	}
 	return in, nil
+}
+
+// unknownSubmitWait is how long a submit whose outcome is unknown waits
+// for the provider to name its job, when asking again could make (and
+// bill) a second one.
+func unknownSubmitWait(m provider.Model) time.Duration { return 4*m.ExpectedDuration + time.Minute }
+
+// recordSubmitted records the job a submit made. The provider has it, so
+// a refused write (the database down or restarting) is retried, backing
+// off as claims do, for as long as a reconcile would wait for the job to
+// be named, past this step's lease if need be: unrecorded, a job a
+// provider cannot be asked about (fal) would wait for its webhook, and
+// one it can be asked about costs a Find. A late record fills only a row
+// still submitting (MarkSubmitted's guard): it never replaces a job
+// another claim bound meanwhile.
+func (r *Runner) recordSubmitted(ctx context.Context, m provider.Model, g *Generation, job provider.Job, st provider.Status) error {
+	err := r.markSubmitted(ctx, g.ID, job, st)
+	if err == nil {
+		return nil
+	}
+	late := r.run.steps // not the step's: a lease lost to the outage must not end this
+	if late == nil {
+		return err // stepped outside Run (a test)
+	}
+	r.cfg.Logger.Warn("runner: the provider made the job but the database refused its record; retrying", "generation", g.ID, "job", job.ID, "err", err)
+	giveUp := r.s.cfg.Now().Add(unknownSubmitWait(m))
+	for wait := outageFirstWait; err != nil; wait = min(2*wait, outageMaxWait) {
+		if late.Err() != nil || !r.s.cfg.Now().Add(wait).Before(giveUp) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-late.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		err = r.markSubmitted(late, g.ID, job, st)
+	}
+	return nil
 }
 
 func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {

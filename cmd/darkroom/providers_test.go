@@ -118,14 +118,18 @@ type emuRig struct {
 	hooks chan tapped
 }
 
-func startEmulator(t testing.TB, tm emuTiming) *emuRig {
+func startEmulator(t testing.TB, tm emuTiming, opts ...func(*emulator.Options)) *emuRig {
 	t.Helper()
 	tap := &hookTap{ch: make(chan tapped, 4096)}
-	em := emulator.New(emulator.Options{
+	o := emulator.Options{
 		Clock:         emulator.NewClock(time.Now()),
 		Timing:        tm.of,
 		WebhookClient: &http.Client{Transport: tap, Timeout: 10 * time.Second},
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	em := emulator.New(o)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)

@@ -133,7 +133,11 @@ func writeCases() map[string]writeCase {
 	}
 	for _, ev := range generation.Events() {
 		from := generation.Sources(ev)
-		cases["Apply/"+string(ev)] = writeCase{"status = '" + string(from[0]) + "'", func(ctx context.Context, tx *Tx, id, _ string) error {
+		set := "status = '" + string(from[0]) + "'"
+		if ev == generation.EventSubmitted {
+			set += ", submit_state = 'submitting'" // only a submit in progress takes a job
+		}
+		cases["Apply/"+string(ev)] = writeCase{set, func(ctx context.Context, tx *Tx, id, _ string) error {
 			ok, err := tx.Apply(ctx, generation.Change{
 				ID: id, Event: ev, From: from, To: generation.Targets(ev)[0], At: at,
 				Message: "changed", Progress: 0.5, Params: `{"x":1}`, Outputs: `[{"k":"o"}]`,

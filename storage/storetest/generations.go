@@ -32,8 +32,17 @@ func testLifecycleGuards(t *testing.T, e Engine) {
 					id := fmt.Sprintf("guard-%03d", n)
 					r := genRow(id, "alice", st, at(0))
 					r.NextCheckAt = at(1) // due: terminal changes must take it off the queue
+					var prep []generation.Change
+					if ev == generation.EventSubmitted && admitted {
+						// Only a submit in progress takes a job.
+						r.Status = generation.StatusQueued
+						prep = append(prep, change(id, generation.EventSubmit, "", at(500)))
+						if st != generation.StatusQueued {
+							prep = append(prep, change(id, generation.EventProgress, st, at(600)))
+						}
+					}
 					c := change(id, ev, to, at(1000))
-					before, after, ok := insertApply(t, s, r, c)
+					before, after, ok := insertApply(t, s, r, c, prep...)
 					if ok != admitted {
 						t.Errorf("%s on %s (To %q): Apply = %v, want %v (sources %v)", ev, st, to, ok, admitted, sources)
 						continue
@@ -116,7 +125,8 @@ func testTerminalNeverChanges(t *testing.T, e Engine) {
 }
 
 // testSubmitStateGuards: EventCancel and EventSubmit also require that
-// nothing was handed to the provider (SubmitState "").
+// nothing was handed to the provider (SubmitState ""), and EventSubmitted
+// that a submit is in progress (SubmitState "submitting").
 func testSubmitStateGuards(t *testing.T, e Engine) {
 	s := e.Generations
 	insert(t, s, genRow("sub", "alice", generation.StatusQueued, at(0)))
@@ -143,6 +153,18 @@ func testSubmitStateGuards(t *testing.T, e Engine) {
 		t.Fatal("EventSubmitted on a submitting row: Apply = false")
 	}
 	refuses("submitted")
+	// A recorded job is never replaced: a late record of a submit (its
+	// database write refused, retried after another claim bound a job)
+	// changes nothing.
+	before := get(t, s, "sub")
+	late := change("sub", generation.EventSubmitted, generation.StatusRunning, at(250))
+	late.Job, late.JobID = `{"id":"late"}`, "late"
+	if apply(t, s, late) {
+		t.Error("EventSubmitted on a submitted row: Apply = true, want false")
+	}
+	if d := diff(before, get(t, s, "sub"), genJSON); len(d) > 0 {
+		t.Errorf("a refused late EventSubmitted changed the row: %v", d)
+	}
 	// What Service does next when the cancel is too late for EventCancel.
 	if !apply(t, s, change("sub", generation.EventCancelAsk, "", at(300))) {
 		t.Error("EventCancelAsk on a submitted queued row: Apply = false")
@@ -324,6 +346,11 @@ func testGenerationByJob(t *testing.T, e Engine) {
 	other := genRow("o1", "bob", generation.StatusQueued, at(0))
 	other.Provider = "other"
 	insert(t, s, genRow("j1", "alice", generation.StatusQueued, at(0)), other, genRow("j2", "alice", generation.StatusQueued, at(0)))
+	for _, id := range []string{"j1", "o1"} {
+		if !apply(t, s, change(id, generation.EventSubmit, "", at(5))) {
+			t.Fatalf("EventSubmit on %s: Apply = false", id)
+		}
+	}
 	c := change("j1", generation.EventSubmitted, generation.StatusRunning, at(10))
 	c.JobID, c.Job = "job-1", `{"id":"job-1","extra":[1,2]}`
 	if !apply(t, s, c) {

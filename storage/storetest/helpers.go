@@ -262,11 +262,16 @@ func effects(c generation.Change, before, after generation.Row, want generation.
 
 // insertApply inserts r and applies c in one unit of work; it returns the
 // row as inserted and as committed afterwards.
-func insertApply(t *testing.T, s generation.Store, r generation.Row, c generation.Change) (before, after generation.Row, ok bool) {
+func insertApply(t *testing.T, s generation.Store, r generation.Row, c generation.Change, prep ...generation.Change) (before, after generation.Row, ok bool) {
 	t.Helper()
 	update(t, s, func(ctx context.Context, tx generation.Tx) error {
 		if err := tx.InsertGeneration(ctx, r); err != nil {
 			return err
+		}
+		for _, p := range prep {
+			if ok, err := tx.Apply(ctx, p); err != nil || !ok {
+				return fmt.Errorf("prepare %s with %s: applied %v, %v", r.ID, p.Event, ok, err)
+			}
 		}
 		var err error
 		if before, err = tx.Generation(ctx, r.ID); err != nil {

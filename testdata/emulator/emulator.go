@@ -34,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,13 @@ type Options struct {
 	Timing func(model string) (queue, run time.Duration)
 	// WebhookClient posts webhooks (default http.DefaultClient).
 	WebhookClient *http.Client
+	// WebhookRetries are the waits before each retry of a delivery the
+	// receiver refused (not 2xx, or no answer); nil: none. Both vendors
+	// retry (fal up to 10 times over 2 h, Replicate a delivery not
+	// answered 2xx); the spacing is the test's. A retry is the same POST,
+	// headers and signature included, valid within the receivers'
+	// 5-minute tolerance.
+	WebhookRetries []time.Duration
 	// FalUserID is the account fal's deliveries name (default
 	// DefaultFalUserID); FalSigningKey signs them (default
 	// DefaultFalSigningKey).
@@ -161,6 +169,7 @@ type Emulator struct {
 	release   chan struct{}
 	slowHits  chan Op
 	delivered []Delivery
+	retrying  []retry // refused deliveries waiting for their next attempt
 	hookSeq   int
 	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
 }
@@ -172,6 +181,13 @@ type Delivery struct {
 	Header   http.Header
 	Body     []byte
 	Status   int // receiver's answer (0: transport error)
+	Attempt  int // 0 the first POST, n its nth retry
+}
+
+// retry is a refused delivery due again at at.
+type retry struct {
+	d  Delivery
+	at time.Time
 }
 
 type job struct {
@@ -368,6 +384,15 @@ func (e *Emulator) NextEvent() (t time.Time, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
+	for _, r := range e.retrying {
+		at := r.at
+		if at.Before(now) {
+			at = now
+		}
+		if !ok || at.Before(t) {
+			t, ok = at, true
+		}
+	}
 	for _, j := range e.order {
 		if j.webhook == "" {
 			continue
@@ -402,6 +427,9 @@ func (e *Emulator) Flush() {
 		e.mu.Lock()
 		d.Status = st
 		e.delivered = append(e.delivered, d)
+		if (st < 200 || st > 299) && d.Attempt < len(e.opts.WebhookRetries) {
+			e.retrying = append(e.retrying, retry{d: d, at: e.clock.Now().Add(e.opts.WebhookRetries[d.Attempt])})
+		}
 		e.mu.Unlock()
 	}
 }
@@ -410,6 +438,13 @@ func (e *Emulator) nextDelivery() (Delivery, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
+	for i, r := range e.retrying {
+		if !r.at.After(now) {
+			e.retrying = slices.Delete(e.retrying, i, i+1)
+			r.d.Attempt++
+			return r.d, true
+		}
+	}
 	for _, j := range e.order {
 		if j.webhook == "" {
 			continue

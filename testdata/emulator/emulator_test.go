@@ -1,8 +1,12 @@
 package emulator
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -53,5 +57,68 @@ func TestEmulatorBasics(t *testing.T) {
 	}
 	if em.Count("fal", OpCreate) != 2 || em.Count("fal", OpStatus) != 3 || em.Count("files", OpFile) != 2 {
 		t.Fatal("counts")
+	}
+}
+
+// TestWebhookRetries: a delivery the receiver refuses (a 5xx, or no
+// answer) is posted again after each of WebhookRetries' waits, the same
+// POST each time, until one is accepted or the waits run out.
+func TestWebhookRetries(t *testing.T) {
+	cases := []struct {
+		name    string
+		retries []time.Duration
+		refuse  int // the receiver's first refusals
+		want    []int
+	}{
+		{"accepted on a retry", []time.Duration{time.Second, 4 * time.Second}, 2, []int{503, 503, 200}},
+		{"waits run out", []time.Duration{time.Second}, 5, []int{503, 503}},
+		{"no retries set", nil, 1, []int{503}},
+		{"accepted at once", []time.Duration{time.Second}, 0, []int{200}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var bodies []string
+			recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				bodies = append(bodies, string(b)+r.Header.Get("X-Fal-Webhook-Signature"))
+				if len(bodies) <= c.refuse {
+					w.WriteHeader(503)
+				}
+			}))
+			defer recv.Close()
+			em := New(Options{WebhookRetries: c.retries})
+			defer em.Close()
+			req, _ := http.NewRequest("POST", em.Fal.URL+"/fal-ai/flux/schnell?fal_webhook="+recv.URL, strings.NewReader(`{"prompt":"x"}`))
+			req.Header.Set("Authorization", "Key fal_test")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatal(err, resp)
+			}
+			resp.Body.Close()
+			for range 10 {
+				em.Advance(time.Second)
+			}
+			var got []int
+			for i, d := range em.Deliveries() {
+				if d.Attempt != i {
+					t.Errorf("delivery %d: attempt %d", i, d.Attempt)
+				}
+				got = append(got, d.Status)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("statuses %v, want %v", got, c.want)
+			}
+			for _, b := range bodies[1:] {
+				if b != bodies[0] {
+					t.Fatal("a retry is not the same POST")
+				}
+			}
+			if _, pending := em.NextEvent(); pending {
+				t.Fatal("a delivery is still pending after the waits")
+			}
+		})
 	}
 }

@@ -101,12 +101,15 @@ UPDATE generations
 SET submit_state = 'submitting', updated_at = @now
 WHERE id = @id AND status = ANY(@from_set::text[]) AND submit_state = '' AND cancel_requested = 0;
 
+-- Only a submit in progress takes a job: a recorded job is never replaced
+-- (a late record of a submit loses to whatever another claim bound).
 -- name: MarkSubmitted :execrows
 UPDATE generations
 SET submit_state = 'submitted', provider_job = @provider_job, provider_job_id = @provider_job_id,
     submitted_at = @now, status = @status,
     status_message = @status_message, progress = @progress, updated_at = @now
-WHERE id = @id AND status = ANY(@from_set::text[]);
+WHERE id = @id AND status = ANY(@from_set::text[])
+  AND submit_state = 'submitting';
 
 -- name: UpdateProgress :execrows
 UPDATE generations

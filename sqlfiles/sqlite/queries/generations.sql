@@ -80,10 +80,12 @@ RETURNING id, owner, model_id, provider, kind, prompt, params, args_hash, credit
     created_at, updated_at, next_check_at, attempts, lease_owner, lease_until, version;
 
 -- name: NextDueAt :one
--- Leased rows are being stepped; the runner looks again when they are
--- rescheduled.
-SELECT CAST(COALESCE(MIN(next_check_at), 0) AS INTEGER) AS due
-FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0;
+-- A leased row is due again when its lease expires (a step that lost its
+-- lease to a write outage leaves it so); the step holding it reschedules
+-- it before that.
+SELECT CAST(COALESCE(MIN(CASE WHEN lease_until = 0 THEN next_check_at
+                              ELSE max(next_check_at, lease_until + 1) END), 0) AS INTEGER) AS due
+FROM generations WHERE next_check_at IS NOT NULL;
 
 -- name: RenewLease :execrows
 -- Extends a lease while its step runs. The claim is the row's attempts
@@ -121,12 +123,15 @@ UPDATE generations
 SET submit_state = 'submitting', updated_at = @now
 WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0 AND submit_state = '' AND cancel_requested = 0;
 
+-- Only a submit in progress takes a job: a recorded job is never replaced
+-- (a late record of a submit loses to whatever another claim bound).
 -- name: MarkSubmitted :execrows
 UPDATE generations
 SET submit_state = 'submitted', provider_job = @provider_job, provider_job_id = @provider_job_id,
     submitted_at = @now, status = @status,
     status_message = @status_message, progress = @progress, updated_at = @now
-WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0;
+WHERE id = @id AND instr(CAST(@from_set AS TEXT), '|' || status || '|') > 0
+  AND submit_state = 'submitting';
 
 -- name: UpdateProgress :execrows
 UPDATE generations

@@ -777,6 +777,7 @@ SET submit_state = 'submitted', provider_job = $1, provider_job_id = $2,
     submitted_at = $3, status = $4,
     status_message = $5, progress = $6, updated_at = $3
 WHERE id = $7 AND status = ANY($8::text[])
+  AND submit_state = 'submitting'
 `
 
 type MarkSubmittedParams struct {
@@ -790,6 +791,8 @@ type MarkSubmittedParams struct {
 	FromSet       []string
 }
 
+// Only a submit in progress takes a job: a recorded job is never replaced
+// (a late record of a submit loses to whatever another claim bound).
 func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, markSubmitted,
 		arg.ProviderJob,

@@ -964,6 +964,7 @@ SET submit_state = 'submitted', provider_job = ?1, provider_job_id = ?2,
     submitted_at = ?3, status = ?4,
     status_message = ?5, progress = ?6, updated_at = ?3
 WHERE id = ?7 AND instr(CAST(?8 AS TEXT), '|' || status || '|') > 0
+  AND submit_state = 'submitting'
 `
 
 type MarkSubmittedParams struct {
@@ -977,6 +978,8 @@ type MarkSubmittedParams struct {
 	FromSet       string
 }
 
+// Only a submit in progress takes a job: a recorded job is never replaced
+// (a late record of a submit loses to whatever another claim bound).
 func (q *Queries) MarkSubmitted(ctx context.Context, arg MarkSubmittedParams) (int64, error) {
 	result, err := q.exec(ctx, q.markSubmittedStmt, markSubmitted,
 		arg.ProviderJob,
@@ -1017,12 +1020,14 @@ func (q *Queries) MarkSubmitting(ctx context.Context, arg MarkSubmittingParams) 
 }
 
 const nextDueAt = `-- name: NextDueAt :one
-SELECT CAST(COALESCE(MIN(next_check_at), 0) AS INTEGER) AS due
-FROM generations WHERE next_check_at IS NOT NULL AND lease_until = 0
+SELECT CAST(COALESCE(MIN(CASE WHEN lease_until = 0 THEN next_check_at
+                              ELSE max(next_check_at, lease_until + 1) END), 0) AS INTEGER) AS due
+FROM generations WHERE next_check_at IS NOT NULL
 `
 
-// Leased rows are being stepped; the runner looks again when they are
-// rescheduled.
+// A leased row is due again when its lease expires (a step that lost its
+// lease to a write outage leaves it so); the step holding it reschedules
+// it before that.
 func (q *Queries) NextDueAt(ctx context.Context) (int64, error) {
 	row := q.queryRow(ctx, q.nextDueAtStmt, nextDueAt)
 	var due int64
