@@ -13,6 +13,9 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/rowcache"
 )
 
 func encodePNG(t *testing.T, img image.Image) []byte {
@@ -218,5 +221,30 @@ func BenchmarkMake(b *testing.B) {
 		if _, err := Make(bytes.NewReader(data), "image/png"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCacheDropsIdle: a preview nobody read for rowcache.PollIdle leaves
+// at the next Put, however much room is left; one read meanwhile stays.
+func TestCacheDropsIdle(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := NewCache(1 << 20)
+	c.now = func() time.Time { return now }
+	c.Put("idle", make([]byte, 4))
+	c.Put("read", make([]byte, 4))
+	now = now.Add(rowcache.PollIdle / 2)
+	c.Get("read")
+	now = now.Add(rowcache.PollIdle/2 + time.Second)
+	c.Put("new", make([]byte, 4))
+	if _, ok := c.Get("idle"); ok {
+		t.Fatal("a preview idle past PollIdle stayed")
+	}
+	for _, k := range []string{"read", "new"} {
+		if _, ok := c.Get(k); !ok {
+			t.Fatalf("%s left", k)
+		}
+	}
+	if c.Len() != 2 || c.size != 8 {
+		t.Fatalf("len %d, size %d; want 2 and 8", c.Len(), c.size)
 	}
 }
