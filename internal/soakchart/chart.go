@@ -122,11 +122,17 @@ func (c Chart) panel(img *image.RGBA, p Panel, r image.Rectangle, n int) {
 	// Axes.
 	hline(img, r.Min.X, r.Max.X, r.Max.Y, black)
 	vline(img, r.Min.X, r.Min.Y, r.Max.Y, black, false)
-	// Fault markers, dashed, labelled at the top.
+	// Fault markers, dashed, labelled at the top: a label that would run
+	// into the one before it goes a line lower.
+	ends := make([]int, labelRows)
 	for _, m := range c.Marks {
 		mx := x(m.X)
 		vline(img, mx, r.Min.Y, r.Max.Y, fault, true)
-		text(img, mx+3, r.Min.Y+11, m.Label, fault)
+		lx := mx + 3
+		if lx+7*len(m.Label) > r.Max.X {
+			lx = mx - 3 - 7*len(m.Label) // left of its line, clear of the legend
+		}
+		text(img, lx, r.Min.Y+11+labelRow(ends, lx, len(m.Label))*12, m.Label, fault)
 	}
 	for si, s := range p.Series {
 		col := Palette[si%len(Palette)]
@@ -147,6 +153,27 @@ func (c Chart) panel(img *image.RGBA, p Panel, r image.Rectangle, n int) {
 		fill(img, image.Rect(r.Max.X+10, ly-8, r.Max.X+22, ly), col)
 		text(img, r.Max.X+26, ly, s.Name, black)
 	}
+}
+
+// labelRows is how many lines the fault labels may take.
+const labelRows = 3
+
+// labelRow picks the first line where a label of n characters at x
+// clears the labels already there (ends: each line's right end), else the
+// line that ends first, and records it.
+func labelRow(ends []int, x, n int) int {
+	k := 0
+	for i, e := range ends {
+		if x > e {
+			k = i
+			break
+		}
+		if e < ends[k] {
+			k = i
+		}
+	}
+	ends[k] = x + 7*n + 4 // basicfont.Face7x13: 7 px a character
+	return k
 }
 
 // niceCeil rounds v up to 1, 2 or 5 × a power of ten (0 stays 1).

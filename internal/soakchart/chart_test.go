@@ -50,3 +50,20 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+// TestLabelRows: fault labels that would overlap go a line lower; one
+// that clears the line above stays on it.
+func TestLabelRows(t *testing.T) {
+	ends := make([]int, labelRows)
+	for _, c := range []struct{ x, n, want int }{
+		{10, 10, 0},  // 10..84
+		{50, 10, 1},  // overlaps line 0
+		{90, 3, 0},   // clears line 0 (ends at 84)
+		{100, 10, 2}, // lines 0 and 1 taken (0 ends 115, 1 ends 124)
+		{105, 2, 0},  // all taken: the line ending first
+	} {
+		if got := labelRow(ends, c.x, c.n); got != c.want {
+			t.Fatalf("label at %d (%d chars): line %d, want %d (ends %v)", c.x, c.n, got, c.want, ends)
+		}
+	}
+}
