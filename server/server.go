@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -102,7 +103,7 @@ func New(cfg Config) *mcp.Server {
 	}
 	s.AddReceivingMiddleware(declaredOnly(caps))
 	s.AddReceivingMiddleware(holdCall)
-	s.AddReceivingMiddleware(recoverPanics(cfg.Logger)) // added last: outermost
+	s.AddReceivingMiddleware(guard(cfg.Logger)) // added last: outermost
 	return s
 }
 
@@ -117,10 +118,15 @@ func privateCache(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 	}
 }
 
-// recoverPanics answers a request whose handler (a tool's, most likely)
-// panicked with tasks.Recovered's internal error: go-sdk recovers none,
-// on any transport, and the process would end.
-func recoverPanics(log *slog.Logger) mcp.Middleware {
+// guard answers a request whose handler (a tool's, most likely) panicked
+// with tasks.Recovered's internal error: go-sdk recovers none, on any
+// transport, and the process would end. An error of our handlers (the
+// tools' and resources/read's, which reach the store) that carries no
+// JSON-RPC error of its own, a store's naming the database's address
+// say, is answered with tasks.Internal's instead of its text, which
+// go-sdk would send as it is. (go-sdk's own errors on other methods,
+// an unreadable cursor say, are for the caller and stay.)
+func guard(log *slog.Logger) mcp.Middleware {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -128,17 +134,27 @@ func recoverPanics(log *slog.Logger) mcp.Middleware {
 		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 			defer func() {
 				if v := recover(); v != nil {
-					name := ""
-					if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-						name = p.Name
-					}
-					e := tasks.Recovered(log, method, name, v)
+					e := tasks.Recovered(log, method, toolName(req), v)
 					res, err = nil, &jsonrpc.Error{Code: e.Code, Message: e.Message}
 				}
 			}()
-			return next(ctx, method, req)
+			res, err = next(ctx, method, req)
+			var wire *jsonrpc.Error
+			if err != nil && (method == "tools/call" || method == "resources/read") && !errors.As(err, &wire) {
+				e := tasks.Internal(log, method, toolName(req), err)
+				return nil, &jsonrpc.Error{Code: e.Code, Message: e.Message}
+			}
+			return res, err
 		}
 	}
+}
+
+// toolName is the tool a tools/call names ("" for another request).
+func toolName(req mcp.Request) string {
+	if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+		return p.Name
+	}
+	return ""
 }
 
 // holdCall gives a call that has no output-bytes hold yet (stdio, or any

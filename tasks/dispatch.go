@@ -331,17 +331,17 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	return nil, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", HTTPStatus: http.StatusNotFound}
 }
 
-func internal(err error) *RPCError {
-	return &RPCError{Code: CodeInternal, Message: "internal error: " + err.Error(), HTTPStatus: http.StatusInternalServerError}
+func (d *Dispatcher) internal(method string, err error) *RPCError {
+	return Internal(d.opts.Logger, method, "", err)
 }
 
-func (d *Dispatcher) lookup(ctx context.Context, owner, id string) (*Task, *RPCError) {
+func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
 	t, err := d.store.Lookup(ctx, owner, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, d.internal(method, err)
 	}
 	return t, nil
 }
@@ -380,7 +380,7 @@ func (d *Dispatcher) render(ctx context.Context, t *Task, meta json.RawMessage) 
 }
 
 func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage, *RPCError) {
-	t, e := d.lookup(ctx, owner, id)
+	t, e := d.lookup(ctx, methodGet, owner, id)
 	if e != nil {
 		return nil, e
 	}
@@ -400,7 +400,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	}
 	b, err := d.render(ctx, t, nil)
 	if err != nil {
-		return nil, internal(err)
+		return nil, d.internal(methodGet, err)
 	}
 	if !perRead {
 		d.replies.put(slot, key, b)
@@ -423,13 +423,13 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, internal(err)
+		return nil, d.internal(methodUpdate, err)
 	}
 	if len(taken) > 0 {
 		d.store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
-			return nil, internal(err)
+			return nil, d.internal(methodUpdate, err)
 		}
 		if err := k.Answered(ctx, t, taken); err != nil {
 			d.opts.Logger.Error("tasks: apply answers", "task", id, "err", err)
@@ -439,7 +439,7 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 }
 
 func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMessage, *RPCError) {
-	t, e := d.lookup(ctx, owner, id)
+	t, e := d.lookup(ctx, methodCancel, owner, id)
 	if e != nil {
 		return nil, e
 	}
@@ -448,10 +448,10 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 	}
 	k, err := d.kind(t)
 	if err != nil {
-		return nil, internal(err)
+		return nil, d.internal(methodCancel, err)
 	}
 	if err := k.Cancel(ctx, t); err != nil {
-		return nil, internal(err)
+		return nil, d.internal(methodCancel, err)
 	}
 	return d.ack, nil
 }

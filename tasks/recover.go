@@ -26,6 +26,21 @@ func Recovered(log *slog.Logger, method, name string, v any) *RPCError {
 	return &RPCError{Code: CodeInternal, Message: PanicMessage, HTTPStatus: http.StatusInternalServerError}
 }
 
+// InternalMessage is what a caller is told when its request failed on
+// something of darkroom's own (the database unreachable, most likely):
+// the cause stays in the server's log, since its text names internals
+// (addresses, users, statements) that are no caller's business.
+const InternalMessage = "internal error in darkroom while serving this request (logged on the server); retry shortly, or report it if it persists"
+
+// Internal is the one answer to a request whose handler failed with err,
+// an error meant for no caller: logged, answered -32603 without its text.
+// Every serving path uses it: go-sdk's (server.New's middleware) and the
+// dispatcher's.
+func Internal(log *slog.Logger, method, name string, err error) *RPCError {
+	log.Error("request failed", "method", method, "name", name, "err", err)
+	return &RPCError{Code: CodeInternal, Message: InternalMessage, HTTPStatus: http.StatusInternalServerError}
+}
+
 // guardTool is h recovering its panics as Recovered's error.
 func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
