@@ -362,9 +362,9 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 // backoff while the lease lasts (until), so the row is not stuck leased
 // (up to a whole lease) once it is back.
 func (r *Runner) reschedule(ctx context.Context, g *Generation, row Row, seen int64, next time.Duration, until time.Time) bool {
-	for wait := outageFirstWait; ; wait = min(2*wait, outageMaxWait) {
+	err := r.untilWritten(ctx, until, func(ctx context.Context) error {
 		now := r.s.cfg.Now()
-		err := r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+		return r.s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
 			at := now.Add(next)
 			last, err := tx.LastPendingDelivery(ctx, g.ID)
 			if err != nil {
@@ -375,25 +375,34 @@ func (r *Runner) reschedule(ctx context.Context, g *Generation, row Row, seen in
 			}
 			return tx.Reschedule(ctx, g.ID, r.id, at, now, row.CancelRequested != 0)
 		})
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if !now.Add(wait).Before(until) {
-			// The lease runs out and the row is claimed again then.
-			r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
-			return false
+	})
+	if err != nil && ctx.Err() == nil {
+		// The lease runs out and the row is claimed again then.
+		r.cfg.Logger.Error("runner: reschedule", "generation", g.ID, "err", err)
+	}
+	return err == nil
+}
+
+// untilWritten runs write until it succeeds, backing off as claims do
+// (outageFirstWait doubling to outageMaxWait) while the database refuses
+// writes; it gives up with the last error when ctx ends or the next try
+// would come after until.
+func (r *Runner) untilWritten(ctx context.Context, until time.Time, write func(context.Context) error) error {
+	err := write(ctx)
+	for wait := outageFirstWait; err != nil; wait = min(2*wait, outageMaxWait) {
+		if ctx.Err() != nil || !r.s.cfg.Now().Add(wait).Before(until) {
+			return err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return err
 		case <-t.C:
 		}
+		err = write(ctx)
 	}
+	return nil
 }
 
 // lifetime is the maximum lifetime of a generation of kind k.

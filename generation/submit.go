@@ -321,21 +321,9 @@ func (r *Runner) recordSubmitted(ctx context.Context, m provider.Model, g *Gener
 		return err // stepped outside Run (a test)
 	}
 	r.cfg.Logger.Warn("runner: the provider made the job but the database refused its record; retrying", "generation", g.ID, "job", job.ID, "err", err)
-	giveUp := r.s.cfg.Now().Add(unknownSubmitWait(m))
-	for wait := outageFirstWait; err != nil; wait = min(2*wait, outageMaxWait) {
-		if late.Err() != nil || !r.s.cfg.Now().Add(wait).Before(giveUp) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-late.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		err = r.markSubmitted(late, g.ID, job, st)
-	}
-	return nil
+	return r.untilWritten(late, r.s.cfg.Now().Add(unknownSubmitWait(m)), func(ctx context.Context) error {
+		return r.markSubmitted(ctx, g.ID, job, st)
+	})
 }
 
 func (r *Runner) markSubmitted(ctx context.Context, id string, job provider.Job, st provider.Status) error {
