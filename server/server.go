@@ -141,7 +141,7 @@ func guard(log *slog.Logger) mcp.Middleware {
 			res, err = next(ctx, method, req)
 			var wire *jsonrpc.Error
 			if err != nil && (method == "tools/call" || method == "resources/read") && !errors.As(err, &wire) {
-				e := tasks.Internal(log, method, toolName(req), err)
+				e := tasks.Internal(ctx, log, method, toolName(req), err)
 				return nil, &jsonrpc.Error{Code: e.Code, Message: e.Message}
 			}
 			return res, err

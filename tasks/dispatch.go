@@ -331,8 +331,8 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	return nil, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", HTTPStatus: http.StatusNotFound}
 }
 
-func (d *Dispatcher) internal(method string, err error) *RPCError {
-	return Internal(d.opts.Logger, method, "", err)
+func (d *Dispatcher) internal(ctx context.Context, method string, err error) *RPCError {
+	return Internal(ctx, d.opts.Logger, method, "", err)
 }
 
 func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
@@ -341,7 +341,7 @@ func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Tas
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(method, err)
+		return nil, d.internal(ctx, method, err)
 	}
 	return t, nil
 }
@@ -400,7 +400,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	}
 	b, err := d.render(ctx, t, nil)
 	if err != nil {
-		return nil, d.internal(methodGet, err)
+		return nil, d.internal(ctx, methodGet, err)
 	}
 	if !perRead {
 		d.replies.put(slot, key, b)
@@ -423,13 +423,13 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(methodUpdate, err)
+		return nil, d.internal(ctx, methodUpdate, err)
 	}
 	if len(taken) > 0 {
 		d.store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
-			return nil, d.internal(methodUpdate, err)
+			return nil, d.internal(ctx, methodUpdate, err)
 		}
 		if err := k.Answered(ctx, t, taken); err != nil {
 			d.opts.Logger.Error("tasks: apply answers", "task", id, "err", err)
@@ -448,10 +448,10 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 	}
 	k, err := d.kind(t)
 	if err != nil {
-		return nil, d.internal(methodCancel, err)
+		return nil, d.internal(ctx, methodCancel, err)
 	}
 	if err := k.Cancel(ctx, t); err != nil {
-		return nil, d.internal(methodCancel, err)
+		return nil, d.internal(ctx, methodCancel, err)
 	}
 	return d.ack, nil
 }

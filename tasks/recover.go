@@ -36,8 +36,12 @@ const InternalMessage = "internal error in darkroom while serving this request (
 // an error meant for no caller: logged, answered -32603 without its text.
 // Every serving path uses it: go-sdk's (server.New's middleware) and the
 // dispatcher's.
-func Internal(log *slog.Logger, method, name string, err error) *RPCError {
-	log.Error("request failed", "method", method, "name", name, "err", err)
+func Internal(ctx context.Context, log *slog.Logger, method, name string, err error) *RPCError {
+	level := slog.LevelError
+	if ctx.Err() != nil {
+		level = slog.LevelDebug // the caller left: the error is most likely that
+	}
+	log.Log(ctx, level, "request failed", "method", method, "name", name, "err", err)
 	return &RPCError{Code: CodeInternal, Message: InternalMessage, HTTPStatus: http.StatusInternalServerError}
 }
 
