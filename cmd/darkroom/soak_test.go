@@ -731,7 +731,7 @@ func soakDuration(t *testing.T) time.Duration {
 func soakSchedule(d time.Duration) (every time.Duration, at []time.Duration, kinds []string) {
 	cycle := []string{"kill-9", "pg-restart", "s3-cut", "provider-5xx", "webhook-storm"}
 	if d < 5*time.Minute {
-		return 15 * time.Second, []time.Duration{d / 4, d / 2}, []string{"kill-9", "provider-5xx"}
+		return 15 * time.Second, []time.Duration{d / 4, d / 2, 3 * d / 4}, []string{"kill-9", "provider-5xx", "pg-restart"}
 	}
 	for i := 1; time.Duration(i)*time.Minute < d; i++ {
 		at = append(at, time.Duration(i)*time.Minute)
@@ -742,7 +742,7 @@ func soakSchedule(d time.Duration) (every time.Duration, at []time.Duration, kin
 
 func TestSoakSchedule(t *testing.T) {
 	every, at, kinds := soakSchedule(2 * time.Minute)
-	if every != 15*time.Second || !slices.Equal(at, []time.Duration{30 * time.Second, time.Minute}) || !slices.Equal(kinds, []string{"kill-9", "provider-5xx"}) {
+	if every != 15*time.Second || !slices.Equal(at, []time.Duration{30 * time.Second, time.Minute, 90 * time.Second}) || !slices.Equal(kinds, []string{"kill-9", "provider-5xx", "pg-restart"}) {
 		t.Fatalf("2m: %v %v %v", every, at, kinds)
 	}
 	every, at, kinds = soakSchedule(20 * time.Minute)
