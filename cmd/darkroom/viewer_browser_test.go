@@ -320,7 +320,7 @@ func TestViewerInBrowser(t *testing.T) {
 	t.Run("running video shows progress, then plays", func(t *testing.T) {
 		open("generate", map[string]any{"modelId": "local-motion", "prompt": "fireflies over a pond", "durationSeconds": 2}, "")
 		var seen []int
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(viewWait)
 		shotRunning := false
 		for {
 			var st struct {
@@ -341,7 +341,7 @@ func TestViewerInBrowser(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("video did not complete; status %q, progress seen %v", st.Status, seen)
+				b.stalled(t, fmt.Sprintf("the video to complete (status %q, progress seen %v)", st.Status, seen), nil)
 			}
 			b.tick()
 		}
@@ -829,9 +829,13 @@ func (b *browser) waitHost(t *testing.T, cond string) {
 	b.wait(t, cond, false)
 }
 
+// viewWait is how long the view may take to show what a test waits for: a
+// loaded CI machine has taken over 30 s.
+const viewWait = 45 * time.Second
+
 func (b *browser) wait(t *testing.T, cond string, inView bool) {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(viewWait)
 	var last error
 	for time.Now().Before(deadline) {
 		var ok bool
@@ -840,9 +844,15 @@ func (b *browser) wait(t *testing.T, cond string, inView bool) {
 		}
 		b.tick()
 	}
+	b.stalled(t, cond, last)
+}
+
+// stalled fails the test with where the host page and the view stopped.
+func (b *browser) stalled(t *testing.T, what string, last error) {
+	t.Helper()
 	var hostErr, phase, text string
 	_ = b.eval(false, `window.host ? window.host.error : "no host"`, &hostErr)
 	_ = b.eval(false, `window.host ? window.host.phase : "no host"`, &phase)
 	_ = b.eval(true, `document.body.innerText`, &text)
-	t.Fatalf("timed out waiting for %s (last error %v; host %s, error %q; view says %q)", cond, last, phase, hostErr, text)
+	t.Fatalf("timed out waiting for %s (last error %v; host %s, error %q; view says %q)", what, last, phase, hostErr, text)
 }
