@@ -173,16 +173,25 @@ func (s *Service) storeInputs(ctx context.Context, c *creation, id string, p *Pa
 	return nil
 }
 
-// insert is Create's write transaction: under the owner's lock it finds
-// an earlier generation of the idempotency key (earlier), else checks the
-// budget and the create rate (a refusal is the error), else inserts c's
-// record and runs InTx. A repeat or a refusal is an outcome, not a failed
-// write: a failing write makes the engine rerun its batch mates.
+// insert is Create's write transaction, shared with the owner's other
+// creates waiting at once where the engine batches them (UpdateOwner):
+// under the owner's lock it finds an earlier generation of the
+// idempotency key (earlier), else checks the budget and the create rate
+// (a refusal is the error), else inserts c's record and runs InTx. A
+// repeat or a refusal is an outcome, not a failed write: a failing write
+// makes the engine rerun its batch mates.
 func (s *Service) insert(ctx context.Context, c *creation) (earlier *Row, err error) {
 	var refused error
-	err = s.store.Update(ctx, func(ctx context.Context, tx Tx) error {
+	locked := c.req.IdempotencyKey != "" || c.limit != nil || c.rate != nil
+	update := s.store.Update
+	if locked {
+		update = func(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error {
+			return s.store.UpdateOwner(ctx, c.owner, fn)
+		}
+	}
+	err = update(ctx, func(ctx context.Context, tx Tx) error {
 		earlier, refused = nil, nil
-		if c.req.IdempotencyKey != "" || c.limit != nil || c.rate != nil {
+		if locked {
 			if err := tx.LockOwner(ctx, c.owner); err != nil {
 				return err
 			}

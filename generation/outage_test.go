@@ -35,6 +35,10 @@ func (f *failingStore) Update(ctx context.Context, fn func(context.Context, Tx) 
 	return f.Store.Update(ctx, fn)
 }
 
+func (f *failingStore) UpdateOwner(ctx context.Context, _ string, fn func(context.Context, Tx) error) error {
+	return f.Update(ctx, fn)
+}
+
 // lineCounter counts log records at Warn and above.
 type lineCounter struct {
 	mu    sync.Mutex

@@ -20,6 +20,11 @@ type Store interface {
 	// The tx also satisfies the task store's transaction (tasks.Tx): a
 	// generation and its task change in one unit of work.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+	// UpdateOwner is Update for a write that takes owner's lock
+	// (LockOwner) first: an engine may run several of one owner's writes
+	// waiting at once in one transaction, one after the other, so that the
+	// lock is taken and the commit flushed once for all of them.
+	UpdateOwner(ctx context.Context, owner string, fn func(ctx context.Context, tx Tx) error) error
 
 	Generation(ctx context.Context, id string) (Row, error) // ErrNotFound
 	OwnedGeneration(ctx context.Context, owner, id string) (Row, error)

@@ -1,8 +1,9 @@
 // Package postgres is darkroom's engine for more than one machine: it
 // implements the store contracts of package generation (Generations) and
 // tasks (Tasks) on PostgreSQL through pgx, for several replicas sharing
-// one database. Each write is one transaction; the decisions that must
-// not race take an advisory lock on the owner (LockOwner) inside it.
+// one database. Each write is one transaction (one owner's writes waiting
+// at once may share one: ownerbatch.go); the decisions that must not race
+// take an advisory lock on the owner (LockOwner) inside it.
 package postgres
 
 import (
@@ -35,6 +36,7 @@ type DB struct {
 	listener atomic.Uint32                   // backend pid of the listening connection (listen.go)
 	fence    *Fence                          // fence.go
 	gens     *rowcache.Cache[generation.Row] // owners' generation reads (gencache.go)
+	owners   ownerBatches                    // one owner's writes waiting at once (ownerbatch.go)
 }
 
 // Tx is what a write function sees. It implements generation.Tx and
@@ -93,7 +95,7 @@ const maxRetries = 5
 func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
 	var err error
 	for range maxRetries {
-		if err = d.write(ctx, fn); !retryable(err) {
+		if err = d.write(ctx, 1, fn); !retryable(err) {
 			break
 		}
 	}
@@ -101,14 +103,15 @@ func (d *DB) Write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	return duplicateKey(err)
 }
 
-func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+// write runs fn (n writes of a batch, or one) in one transaction.
+func (d *DB) write(ctx context.Context, n int, fn func(ctx context.Context, tx *Tx) error) error {
 	// Once begun, a write runs to the end (as on the embedded engine): a
 	// caller that gives up must still learn whether it committed.
 	ctx = context.WithoutCancel(ctx)
 	start := time.Now()
 	conn, err := d.Pool.Acquire(ctx)
 	if err != nil {
-		d.committed(start, err)
+		d.committed(start, n, err)
 		return fmt.Errorf("begin: %w", err)
 	}
 	// The pool drops a connection left in a transaction or broken.
@@ -122,7 +125,7 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	}
 	if err := d.announce(ctx, t); err != nil {
 		p.rollback(ctx)
-		d.committed(start, err)
+		d.committed(start, n, err)
 		return err
 	}
 	if err = p.commit(ctx); err != nil {
@@ -131,13 +134,13 @@ func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *Tx) err
 	// Before the writer hears back, whatever the commit's outcome: its
 	// next read must not find the row as it was.
 	d.forget(t.notes)
-	d.committed(start, err)
+	d.committed(start, n, err)
 	return err
 }
 
-func (d *DB) committed(start time.Time, err error) {
+func (d *DB) committed(start time.Time, n int, err error) {
 	if d.onCommit != nil {
-		d.onCommit(1, time.Since(start), err)
+		d.onCommit(n, time.Since(start), err)
 	}
 }
 

@@ -36,6 +36,10 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
+func (s genStore) UpdateOwner(ctx context.Context, owner string, fn func(ctx context.Context, tx generation.Tx) error) error {
+	return s.d.WriteOwned(ctx, owner, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
+}
+
 // OwnedGeneration answers the owner from the generation cache
 // (gencache.go) when it may. Another owner's id misses the cache as an
 // unknown one does and costs the same one query, which finds nothing: a

@@ -58,7 +58,8 @@ func (d *DB) Probe(ctx context.Context) error {
 	})
 }
 
-// OnCommit sets the observer of every write transaction: one write per
-// transaction here, how long it took and its failure. Set it before the
+// OnCommit sets the observer of every write transaction: how many writes
+// it held (more than one only for one owner's batch, ownerbatch.go), how
+// long it took and its failure. Set it before the
 // first write.
 func (d *DB) OnCommit(fn func(batch int, took time.Duration, err error)) { d.onCommit = fn }

@@ -35,6 +35,11 @@ func (s genStore) Update(ctx context.Context, fn func(ctx context.Context, tx ge
 	return s.d.Write(ctx, func(ctx context.Context, tx *Tx) error { return fn(ctx, tx) })
 }
 
+// UpdateOwner is Update: the writer batches every write waiting at once.
+func (s genStore) UpdateOwner(ctx context.Context, _ string, fn func(ctx context.Context, tx generation.Tx) error) error {
+	return s.Update(ctx, fn)
+}
+
 func (s genStore) Generation(ctx context.Context, id string) (generation.Row, error) {
 	return s.d.cachedGeneration(ctx, id)
 }
