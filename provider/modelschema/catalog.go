@@ -100,7 +100,7 @@ func (c *Catalog) CheckInput(ctx context.Context, pm provider.Model, input map[s
 	if m == nil {
 		return &InputError{Msg: fmt.Sprintf("%s takes no input: its provider (%s) publishes no input schema darkroom can check it against", pm.ID, e.Provider)}
 	}
-	return m.Schema.CheckInput(pm.ID, input, Owned(e))
+	return m.Schema.CheckInput(ctx, pm.ID, input, Owned(e))
 }
 
 // Description is describe_model's answer.

@@ -278,7 +278,7 @@ func TestCheckInput(t *testing.T) {
 	} {
 		in, err := modelschema.DecodeInput([]byte(tt.input))
 		if err == nil {
-			err = m.Schema.CheckInput(m.Entry.ID, in, owned)
+			err = m.Schema.CheckInput(context.Background(), m.Entry.ID, in, owned)
 		}
 		if tt.want == "" {
 			if err != nil {
@@ -311,7 +311,7 @@ func TestHostileSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CheckInput("m", map[string]any{"image": 1}, nil); err != nil {
+	if err := s.CheckInput(context.Background(), "m", map[string]any{"image": 1}, nil); err != nil {
 		t.Errorf("remote ref: %v", err)
 	}
 }
@@ -380,7 +380,7 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 				v = e.Input.AspectRatioValues[ar]
 			}
 			in[e.Input.AspectRatio] = v
-			if err := m.Schema.CheckInput(e.ID, in, images); err != nil {
+			if err := m.Schema.CheckInput(context.Background(), e.ID, in, images); err != nil {
 				t.Errorf("%s: aspect ratio %s: %v", e.ID, ar, err)
 			}
 		}
@@ -392,7 +392,7 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 			case "seconds":
 				v = strconv.Itoa(d) + "s"
 			}
-			if err := m.Schema.CheckInput(e.ID, map[string]any{e.Input.Prompt: "a prompt", e.Input.Duration: v}, images); err != nil {
+			if err := m.Schema.CheckInput(context.Background(), e.ID, map[string]any{e.Input.Prompt: "a prompt", e.Input.Duration: v}, images); err != nil {
 				t.Errorf("%s: duration %d: %v", e.ID, d, err)
 			}
 		}
@@ -437,7 +437,7 @@ func BenchmarkCheckInput(b *testing.B) {
 	for b.Loop() {
 		in, err := modelschema.DecodeInput(raw)
 		if err == nil {
-			err = m.Schema.CheckInput(m.Entry.ID, in, owned)
+			err = m.Schema.CheckInput(context.Background(), m.Entry.ID, in, owned)
 		}
 		if err != nil {
 			b.Fatal(err)

@@ -1,6 +1,7 @@
 package modelschema
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -41,7 +42,7 @@ func DecodeInput(raw []byte) (map[string]any, error) {
 // field darkroom sets itself to the argument that sets it ("prompt",
 // "inputs"): such a field is refused with a pointer to that argument.
 // required fields darkroom does not set must be present (or defaulted).
-func (s *Schema) CheckInput(modelID string, in map[string]any, owned map[string]string) error {
+func (s *Schema) CheckInput(ctx context.Context, modelID string, in map[string]any, owned map[string]string) error {
 	for _, k := range sortedKeys(in) {
 		if arg, ok := owned[k]; ok {
 			return &InputError{Field: k, Msg: fmt.Sprintf("input.%s is set by darkroom's %s argument for %s: pass it there (once), not in input", k, arg, modelID)}
