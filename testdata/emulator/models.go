@@ -161,7 +161,7 @@ func (e *Emulator) replicateModels(w http.ResponseWriter, r *http.Request) bool 
 	if e.metaDown(w) {
 		return true
 	}
-	m := modelData().replicate[parts[0]+"/"+parts[1]]
+	m := e.replicateModel(parts[0] + "/" + parts[1])
 	if m == nil || (len(parts) == 4 && parts[3] != m.version) {
 		writeJSON(w, 404, map[string]any{"detail": "Not found.", "status": 404})
 		return true
@@ -201,7 +201,7 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 		if e.metaDown(w) {
 			return true
 		}
-		doc := modelData().fal[q.Get("endpoint_id")]
+		doc := e.falDoc(q.Get("endpoint_id"))
 		if doc == nil {
 			writeJSON(w, 404, map[string]any{"detail": "Endpoint not found"})
 			return true

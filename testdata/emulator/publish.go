@@ -1,0 +1,67 @@
+package emulator
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+)
+
+// Models published at run time, as anyone can publish one on Replicate or
+// fal: the schema and the description are the author's, so a test can
+// play a hostile model author against darkroom through the real wire.
+
+type publishedModels struct {
+	mu        sync.Mutex
+	replicate map[string]*replicateModel
+	fal       map[string]map[string]any
+}
+
+var published sync.Map // *Emulator → *publishedModels
+
+func (e *Emulator) publishedModels() *publishedModels {
+	p, _ := published.LoadOrStore(e, &publishedModels{replicate: map[string]*replicateModel{}, fal: map[string]map[string]any{}})
+	return p.(*publishedModels)
+}
+
+// PublishReplicate serves a Replicate model owner/name of kind "image" or
+// "video" with this description and openapi_schema (its version id is
+// derived from the path, as for testdata/models).
+func (e *Emulator) PublishReplicate(path, kind, description string, schema map[string]any) {
+	sum := sha256.Sum256([]byte(path))
+	p := e.publishedModels()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.replicate[path] = &replicateModel{Description: description, Kind: kind, Schema: schema, path: path, version: hex.EncodeToString(sum[:])}
+}
+
+// PublishFal serves doc as the OpenAPI document of fal endpoint id.
+func (e *Emulator) PublishFal(endpoint string, doc map[string]any) {
+	p := e.publishedModels()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fal[endpoint] = doc
+}
+
+// replicateModel finds a Replicate model: published here, else testdata's.
+func (e *Emulator) replicateModel(path string) *replicateModel {
+	p := e.publishedModels()
+	p.mu.Lock()
+	m := p.replicate[path]
+	p.mu.Unlock()
+	if m != nil {
+		return m
+	}
+	return modelData().replicate[path]
+}
+
+// falDoc finds a fal endpoint's document: published here, else testdata's.
+func (e *Emulator) falDoc(endpoint string) map[string]any {
+	p := e.publishedModels()
+	p.mu.Lock()
+	doc := p.fal[endpoint]
+	p.mu.Unlock()
+	if doc != nil {
+		return doc
+	}
+	return modelData().fal[endpoint]
+}
