@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -73,7 +74,9 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 }
 
 // price reads the endpoint's unit price; none (a failure included) leaves
-// the operator's default per kind.
+// the operator's default per kind. A price is kept as published, one too
+// large for a float64 as the largest, so that modelschema's Price.Check
+// refuses it rather than charging the default for it.
 func (p *Provider) price(ctx context.Context, endpoint string) *modelschema.Price {
 	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.api+"/v1/models/pricing?endpoint_id="+url.QueryEscape(endpoint), nil, nil)
 	if err != nil || !resp.OK() {
@@ -81,19 +84,26 @@ func (p *Provider) price(ctx context.Context, endpoint string) *modelschema.Pric
 	}
 	var v struct {
 		Prices []struct {
-			Endpoint  string  `json:"endpoint_id"`
-			UnitPrice float64 `json:"unit_price"`
-			Unit      string  `json:"unit"`
-			Currency  string  `json:"currency"`
+			Endpoint  string      `json:"endpoint_id"`
+			UnitPrice json.Number `json:"unit_price"`
+			Unit      string      `json:"unit"`
+			Currency  string      `json:"currency"`
 		} `json:"prices"`
 	}
 	if json.Unmarshal(resp.Body, &v) != nil {
 		return nil
 	}
 	for _, pr := range v.Prices {
-		if pr.Endpoint == endpoint && strings.EqualFold(pr.Currency, "USD") && pr.UnitPrice > 0 {
-			return &modelschema.Price{USD: pr.UnitPrice, Unit: pr.Unit}
+		if pr.Endpoint != endpoint || !strings.EqualFold(pr.Currency, "USD") {
+			continue
 		}
+		usd, err := strconv.ParseFloat(pr.UnitPrice.String(), 64)
+		if math.IsInf(usd, 0) {
+			usd = math.Copysign(math.MaxFloat64, usd) // JSON-storable, and refused
+		} else if err != nil || usd == 0 {
+			continue
+		}
+		return &modelschema.Price{USD: usd, Unit: pr.Unit}
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func (c *Catalog) CheckInput(ctx context.Context, pm provider.Model, input map[s
 	if m == nil {
 		return &InputError{Msg: fmt.Sprintf("%s takes no input: its provider (%s) publishes no input schema darkroom can check it against", pm.ID, e.Provider)}
 	}
-	return m.Schema.CheckInput(ctx, pm.ID, input, Owned(e))
+	return m.Schema.CheckInput(ctx, pm.ID, input, m.Owned())
 }
 
 // Description is describe_model's answer.
@@ -178,7 +178,7 @@ func (c *Catalog) Describe(ctx context.Context, id string) (d *Description, key 
 	}
 	key = id
 	if m != nil {
-		owned := Owned(e)
+		owned := m.Owned()
 		d.Input = []Field{}
 		for _, f := range m.Schema.Fields {
 			if _, own := owned[f.Name]; !own {
@@ -263,6 +263,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 	c.mu.Unlock()
 	q := strings.ToLower(query)
 	var hits []Hit
+	failed := false
 	seen := map[string]bool{}
 	for _, m := range c.order {
 		if kind != "" && m.Kind != kind {
@@ -281,6 +282,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 		page, err := src.Search(ctx, query, MaxSearchLimit, "")
 		if err != nil {
 			c.reg.cfg.Logger.Warn("model search failed", "provider", name, "err", err)
+			failed = true
 			continue
 		}
 		for _, h := range page.Hits {
@@ -295,6 +297,9 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 			}
 			hits = append(hits, h)
 		}
+	}
+	if failed { // this caller's answer only: the next search asks again
+		return hits, sourcesOf(hits), now
 	}
 	c.mu.Lock()
 	if len(c.searches) >= maxSearches {

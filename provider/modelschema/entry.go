@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -56,27 +58,75 @@ type Pricing struct {
 // 300 a video run.
 var DefaultPricing = Pricing{CreditsPerUSD: 100, Default: map[provider.Kind]int64{provider.KindImage: 10, provider.KindVideo: 300}}
 
+// Bounds on prices, so a published price can neither wrap credits nor be
+// guessed at: a model priced outside them is not run (Entry says why).
+const (
+	// MaxUnitUSD is the highest unit price darkroom believes (a run,
+	// image, second or megapixel); no real one comes near it.
+	MaxUnitUSD = 1000
+	// MaxCredits bounds one output's credits: credits × count then fits an
+	// int64 for any count up to 2^23 (a model makes at most 16).
+	MaxCredits int64 = 1 << 40
+)
+
+// Check refuses a published price darkroom cannot charge by: negative,
+// not a number, infinite or above MaxUnitUSD. No price (nil) and a zero
+// one pass: darkroom then charges its default.
+func (p *Price) Check() error {
+	if p == nil || p.USD == 0 {
+		return nil
+	}
+	if !(p.USD > 0 && p.USD <= MaxUnitUSD) { // NaN fails both
+		return fmt.Errorf("its published price (%g USD per %s) is not one darkroom charges by (above 0 and at most %d USD a unit)", p.USD, clip(p.Unit, 40), MaxUnitUSD)
+	}
+	return nil
+}
+
+// published reports whether a quote uses the provider's price (else the
+// default per kind).
+func (p Pricing) published(price *Price) bool {
+	return price != nil && price.USD > 0 && p.CreditsPerUSD > 0
+}
+
+// unit is what a quote's credits are the price of.
+func (p Pricing) unit(price *Price) string {
+	if !p.published(price) {
+		return UnitRun
+	}
+	switch u := strings.ToLower(price.Unit); {
+	case strings.Contains(u, "second"):
+		return UnitSecond
+	case strings.Contains(u, "megapixel"):
+		return UnitMegapixel
+	case strings.Contains(u, "image"):
+		return UnitImage
+	}
+	return UnitRun
+}
+
 // Quote prices one call: the credits charged for it and the unit the
 // price is stated in. A per-image price is one image's (the count
 // multiplies it), a per-second price is for the model's default duration
-// (seconds), a per-megapixel price is for one megapixel.
-func (p Pricing) Quote(kind provider.Kind, price *Price, seconds int) (credits int64, unit string) {
-	if price == nil || price.USD <= 0 || p.CreditsPerUSD <= 0 {
-		return p.Default[kind], UnitRun
+// (seconds), a per-megapixel price is for one megapixel. A price Check
+// refuses, or credits above MaxCredits, is an error: the arithmetic is
+// done in float64 and checked before it becomes an int64.
+func (p Pricing) Quote(kind provider.Kind, price *Price, seconds int) (credits int64, unit string, err error) {
+	if err := price.Check(); err != nil {
+		return 0, "", err
 	}
-	units := 1.0
-	switch u := strings.ToLower(price.Unit); {
-	case strings.Contains(u, "second"):
-		unit = UnitSecond
-		units = float64(max(seconds, 1))
-	case strings.Contains(u, "megapixel"):
-		unit = UnitMegapixel
-	case strings.Contains(u, "image"):
-		unit = UnitImage
-	default:
-		unit = UnitRun
+	unit = p.unit(price)
+	c := float64(p.Default[kind])
+	if p.published(price) {
+		units := 1.0
+		if unit == UnitSecond {
+			units = float64(max(seconds, 1))
+		}
+		c = math.Max(math.Ceil(price.USD*p.CreditsPerUSD*units), 1)
 	}
-	return max(int64(math.Ceil(price.USD*p.CreditsPerUSD*units)), 1), unit
+	if !(c <= float64(MaxCredits)) { // NaN fails too
+		return 0, "", fmt.Errorf("one output would cost %.3g credits; darkroom charges at most %d", c, MaxCredits)
+	}
+	return int64(c), unit, nil
 }
 
 // Field names darkroom maps its own arguments onto, in preference order.
@@ -85,7 +135,6 @@ var (
 	negativeFields   = []string{"negative_prompt"}
 	aspectFields     = []string{"aspect_ratio"}
 	seedFields       = []string{"seed"}
-	countFields      = []string{"num_outputs", "num_images", "number_of_images"}
 	durationFields   = []string{"duration", "duration_seconds", "seconds"}
 	imageFields      = []string{"image", "input_image", "image_url", "start_image", "start_image_url", "first_frame_image", "init_image"}
 	maskFields       = []string{"mask", "mask_url", "mask_image", "mask_image_url"}
@@ -93,6 +142,82 @@ var (
 	referenceFields  = []string{"reference_images", "reference_image_urls", "image_urls", "input_images"}
 	falImageSizeEnum = map[string]string{"1:1": "square_hd", "16:9": "landscape_16_9", "9:16": "portrait_16_9", "4:3": "landscape_4_3", "3:4": "portrait_4_3"}
 )
+
+// countFields are the names models give the number of outputs one call
+// makes, folded (fold), in the order darkroom prefers one to map count
+// onto. Every one a schema has is darkroom's: count is the only way to
+// ask for several outputs, since it is what a generation is charged for.
+var countFields = []string{"numoutputs", "numimages", "numberofimages", "numberofoutputs", "numsamples", "samples", "nsamples",
+	"samplecount", "batchsize", "batchcount", "numvideos", "numberofvideos", "numgenerations", "numimagesperprompt", "imagecount",
+	"outputcount", "n", "niter"}
+
+// fold lower-cases a field name and drops its separators, so that
+// num_outputs, numOutputs and Num-Outputs are one name.
+func fold(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r == ' ' {
+			return -1
+		}
+		return unicode.ToLower(r)
+	}, name)
+}
+
+// countField is the count field darkroom maps count onto: the first of
+// countFields the schema has as an integer.
+func (s *Schema) countField() (Field, bool) {
+	for _, c := range countFields {
+		for _, f := range s.Fields {
+			if fold(f.Name) == c && (f.Type == "" || f.Type == "integer") {
+				return f, true
+			}
+		}
+	}
+	return Field{}, false
+}
+
+// imageWord finds a name that speaks of an image; with a URI it makes a
+// field an image field (imageField).
+var imageWord = regexp.MustCompile(`image|img|mask|frame|photo|picture|reference|control|sketch`)
+
+// imageField reports whether a field carries an image, as a URL or data
+// URI: one of the names darkroom maps an input image or role onto, or a
+// string (or list of strings) with no enum whose name speaks of an image
+// (imageWord) and that is a URI (format uri, or a name ending in url,
+// urls or uri). Images reach a model only through inputImage and inputs,
+// which darkroom checks and stores, so input sets none.
+func imageField(f Field) bool {
+	n := strings.ToLower(f.Name)
+	if slices.Contains(imageFields, n) || slices.Contains(maskFields, n) || slices.Contains(lastFrameFields, n) || slices.Contains(referenceFields, n) {
+		return true
+	}
+	if len(f.Enum) > 0 || !imageWord.MatchString(n) {
+		return false
+	}
+	switch f.Type {
+	case "", "string":
+		if uriFormat(f.Format) {
+			return true
+		}
+	case "array":
+		if f.Items != "" && !strings.HasPrefix(f.Items, "string") {
+			return false
+		}
+		if _, fm, ok := strings.Cut(f.Items, "("); ok && uriFormat(strings.TrimSuffix(fm, ")")) {
+			return true
+		}
+	default:
+		return false
+	}
+	return strings.HasSuffix(n, "url") || strings.HasSuffix(n, "urls") || strings.HasSuffix(n, "uri")
+}
+
+func uriFormat(f string) bool {
+	switch f {
+	case "uri", "uri-reference", "iri", "iri-reference", "data-url", "binary":
+		return true
+	}
+	return false
+}
 
 // Entry derives the catalog entry of a qualified model from its schema:
 // the field map by the field names above (prompt → "prompt", aspect ratio
@@ -125,7 +250,7 @@ func Entry(ref Ref, info Info, s *Schema, pricing Pricing) (catalog.Entry, error
 	}
 	e.Input.NegativePrompt = s.first(negativeFields, "string")
 	e.Input.Seed = s.first(seedFields, "integer")
-	if f, ok := s.Field(s.first(countFields, "integer")); ok {
+	if f, ok := s.countField(); ok {
 		e.Input.Count = f.Name
 		e.MaxCount = 4
 		if f.Maximum != nil && *f.Maximum >= 1 {
@@ -203,7 +328,11 @@ func Entry(ref Ref, info Info, s *Schema, pricing Pricing) (catalog.Entry, error
 	if e.Kind == provider.KindVideo {
 		e.ExpectedSeconds = 180
 	}
-	e.Credits, _ = pricing.Quote(e.Kind, info.Price, seconds)
+	credits, _, err := pricing.Quote(e.Kind, info.Price, seconds)
+	if err != nil {
+		return catalog.Entry{}, fmt.Errorf("%s is not run: %w", ref.ID(), err)
+	}
+	e.Credits = credits
 	return e, nil
 }
 
@@ -234,6 +363,29 @@ func parseSeconds(v any) (int, string, bool) {
 		}
 	}
 	return 0, "", false
+}
+
+// Owned maps each field a caller's input may not set to the argument of
+// generate that sets it instead: the entry's own fields (Owned), and every
+// count and image field of the schema, mapped or not (countFields,
+// imageField).
+func (m *Model) Owned() map[string]string {
+	o := Owned(m.Entry)
+	if m.Schema == nil {
+		return o
+	}
+	for _, f := range m.Schema.Fields {
+		if _, ok := o[f.Name]; ok {
+			continue
+		}
+		switch {
+		case slices.Contains(countFields, fold(f.Name)):
+			o[f.Name] = "count (the only way to ask for several outputs)"
+		case imageField(f):
+			o[f.Name] = "inputImage or inputs (images reach a model only through them, or upload_input)"
+		}
+	}
+	return o
 }
 
 // Owned maps the fields an entry's own arguments set to those arguments:

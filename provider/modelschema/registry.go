@@ -84,7 +84,23 @@ type Registry struct {
 	mu         sync.Mutex
 	cache      map[string]*Model
 	refreshing map[string]bool
+	misses     map[string]miss
 }
+
+// miss is a fetch's lasting failure (an unknown model, a schema darkroom
+// cannot use), answered again for MissTTL without asking the provider.
+type miss struct {
+	err error
+	at  time.Time
+}
+
+// MissTTL is how long a miss is remembered: long enough that a caller
+// repeating an unknown id costs the provider nothing, short enough that a
+// model just published is soon found.
+const MissTTL = 2 * time.Minute
+
+// maxMisses bounds the misses held (a caller can make up ids).
+const maxMisses = 1024
 
 // Model is a resolved model: its entry, schema and provider metadata.
 type Model struct {
@@ -112,7 +128,7 @@ func New(cfg Config) *Registry {
 	if cfg.Pricing.Default == nil {
 		cfg.Pricing = DefaultPricing
 	}
-	return &Registry{cfg: cfg, cache: map[string]*Model{}, refreshing: map[string]bool{}}
+	return &Registry{cfg: cfg, cache: map[string]*Model{}, refreshing: map[string]bool{}, misses: map[string]miss{}}
 }
 
 // Allow is the registry's allow list.
@@ -193,7 +209,11 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 	now := r.cfg.Now()
 	r.mu.Lock()
 	m := r.cache[key]
+	missed, isMiss := r.misses[key]
 	r.mu.Unlock()
+	if m == nil && isMiss && now.Sub(missed.at) < MissTTL {
+		return nil, missed.err
+	}
 	if m == nil && r.cfg.Store != nil {
 		st, err := r.cfg.Store.ModelSchema(ctx, ref.ID())
 		switch {
@@ -215,7 +235,32 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 		}
 		return m, nil
 	}
-	return r.fetch(ctx, ref, src, curated)
+	m, err := r.fetch(ctx, ref, src, curated)
+	var re *provider.RetryableError
+	if err != nil && !errors.As(err, &re) && ctx.Err() == nil {
+		r.remember(key, err, now)
+	}
+	return m, err
+}
+
+// remember holds a miss, making room among the held ones if needed.
+func (r *Registry) remember(key string, err error, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.misses[key]; !ok && len(r.misses) >= maxMisses {
+		for k, m := range r.misses {
+			if now.Sub(m.at) >= MissTTL {
+				delete(r.misses, k)
+			}
+		}
+		for k := range r.misses { // still full: random ones leave
+			if len(r.misses) < maxMisses {
+				break
+			}
+			delete(r.misses, k)
+		}
+	}
+	r.misses[key] = miss{err: err, at: now}
 }
 
 // fetch asks the provider, stores the document and caches the model.
@@ -268,6 +313,7 @@ const maxCached = 1024
 func (r *Registry) keep(key string, m *Model) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.misses, key)
 	if _, ok := r.cache[key]; !ok && len(r.cache) >= maxCached {
 		for k := range r.cache { // a random one leaves
 			delete(r.cache, k)
@@ -316,11 +362,7 @@ func (r *Registry) build(ref Ref, info Info, fetched time.Time, curated *catalog
 	if err != nil {
 		return nil, err
 	}
-	seconds := 5
-	if len(e.Durations) > 0 {
-		seconds = e.Durations[0]
-	}
-	_, m.PriceUnit = r.cfg.Pricing.Quote(e.Kind, info.Price, seconds)
+	m.PriceUnit = r.cfg.Pricing.unit(info.Price)
 	m.Entry = e
 	return m, nil
 }
