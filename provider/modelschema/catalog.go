@@ -227,7 +227,8 @@ type SearchResult struct {
 // and configured provider's own search (its first page, up to
 // MaxSearchLimit), filtered by the allow list and kind. One search is
 // kept SearchTTL; cursor pages through it (opaque: an offset bound to the
-// query). A provider that fails is left out of Sources.
+// query). A provider that fails is left out of Sources, and that search
+// is not kept: the next one asks again.
 func (c *Catalog) Search(ctx context.Context, query string, kind provider.Kind, limit int, cursor string) (*SearchResult, error) {
 	if limit <= 0 || limit > MaxSearchLimit {
 		limit = min(max(limit, 20), MaxSearchLimit)

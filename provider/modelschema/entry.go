@@ -221,8 +221,8 @@ func uriFormat(f string) bool {
 
 // Entry derives the catalog entry of a qualified model from its schema:
 // the field map by the field names above (prompt → "prompt", aspect ratio
-// → "aspect_ratio" with its enum, seed → "seed", count → "num_outputs" or
-// "num_images" with its maximum, the main image → the first URI field
+// → "aspect_ratio" with its enum, seed → "seed", count → the first of
+// countFields with its maximum, the main image → the first URI field
 // named like image/input_image/image_url/start_image), the kind (the
 // output schema's files, then the provider's metadata, then "image"), and
 // the price (Pricing.Quote).
