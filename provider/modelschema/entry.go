@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,9 +174,9 @@ func (s *Schema) countField() (Field, bool) {
 	return Field{}, false
 }
 
-// imageWord finds a name that speaks of an image; with a URI it makes a
-// field an image field (imageField).
-var imageWord = regexp.MustCompile(`image|img|mask|frame|photo|picture|reference|control|sketch`)
+// imageWords are the words of a name that speaks of an image; with a
+// URI they make a field an image field (imageField).
+var imageWords = []string{"image", "img", "mask", "frame", "photo", "picture", "reference", "control", "sketch"}
 
 // imageField reports whether a field carries an image, as a URL or data
 // URI: one of the names darkroom maps an input image or role onto, or a
@@ -190,7 +189,7 @@ func imageField(f Field) bool {
 	if slices.Contains(imageFields, n) || slices.Contains(maskFields, n) || slices.Contains(lastFrameFields, n) || slices.Contains(referenceFields, n) {
 		return true
 	}
-	if len(f.Enum) > 0 || !imageWord.MatchString(n) {
+	if len(f.Enum) > 0 || !slices.ContainsFunc(imageWords, func(w string) bool { return strings.Contains(n, w) }) {
 		return false
 	}
 	switch f.Type {
@@ -368,13 +367,20 @@ func parseSeconds(v any) (int, string, bool) {
 // Owned maps each field a caller's input may not set to the argument of
 // generate that sets it instead: the entry's own fields (Owned), and every
 // count and image field of the schema, mapped or not (countFields,
-// imageField).
+// imageField). Built once with the model; callers only read it.
 func (m *Model) Owned() map[string]string {
-	o := Owned(m.Entry)
-	if m.Schema == nil {
+	if m.owned == nil { // a Model not built by the Registry
+		return owned(m.Entry, m.Schema)
+	}
+	return m.owned
+}
+
+func owned(e catalog.Entry, s *Schema) map[string]string {
+	o := Owned(e)
+	if s == nil {
 		return o
 	}
-	for _, f := range m.Schema.Fields {
+	for _, f := range s.Fields {
 		if _, ok := o[f.Name]; ok {
 			continue
 		}

@@ -109,6 +109,7 @@ type Model struct {
 	Info      Info
 	PriceUnit string
 	FetchedAt time.Time
+	owned     map[string]string // Owned, built once
 }
 
 // New builds a Registry.
@@ -356,6 +357,7 @@ func (r *Registry) build(ref Ref, info Info, fetched time.Time, curated *catalog
 	m := &Model{Schema: s, Info: info, FetchedAt: fetched, PriceUnit: UnitRun}
 	if curated != nil {
 		m.Entry = *curated
+		m.owned = owned(m.Entry, s)
 		return m, nil
 	}
 	e, err := Entry(ref, info, s, r.cfg.Pricing)
@@ -364,6 +366,7 @@ func (r *Registry) build(ref Ref, info Info, fetched time.Time, curated *catalog
 	}
 	m.PriceUnit = r.cfg.Pricing.unit(info.Price)
 	m.Entry = e
+	m.owned = owned(e, s)
 	return m, nil
 }
 
