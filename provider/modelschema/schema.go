@@ -60,6 +60,7 @@ type Schema struct {
 	// Closed: the schema refuses fields it does not name.
 	Closed   bool
 	resolved *jsonschema.Resolved
+	shape    *shape
 	byName   map[string]int
 }
 
@@ -152,6 +153,9 @@ func Compile(f Format, doc []byte, endpoint string) (*Schema, error) {
 	var js jsonschema.Schema
 	if err := json.Unmarshal(clean, &js); err != nil {
 		return nil, fmt.Errorf("the model's schema cannot be read: %w", err)
+	}
+	if s.shape, err = measure(&js); err != nil {
+		return nil, err
 	}
 	rs, err := js.Resolve(nil)
 	if err != nil {
@@ -329,9 +333,12 @@ func localRef(ref string) (string, bool) {
 }
 
 // sanitize rewrites a decoded OpenAPI schema as JSON Schema 2020-12:
-// local refs into $defs, other refs removed (never fetched), and the
-// OpenAPI 3.0 keywords that 2020-12 reads otherwise (boolean
-// exclusiveMinimum, nullable, a non-array examples) dropped.
+// local refs into $defs, other refs removed (never fetched), the
+// keywords that would move a ref's base or draft ($id, $schema, anchors,
+// dynamic refs) dropped, so "#/$defs/X" always means the root's X (the
+// meter follows refs the way jsonschema-go does), and the OpenAPI 3.0
+// keywords that 2020-12 reads otherwise (boolean exclusiveMinimum,
+// nullable, a non-array examples) dropped.
 func sanitize(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -348,7 +355,8 @@ func sanitize(v any) any {
 				if _, ok := x.(float64); !ok {
 					continue
 				}
-			case "nullable", "example", "discriminator", "xml", "externalDocs", "deprecated", "readOnly", "writeOnly":
+			case "nullable", "example", "discriminator", "xml", "externalDocs", "deprecated", "readOnly", "writeOnly",
+				"$id", "$schema", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef", "$recursiveAnchor", "$vocabulary":
 				continue
 			case "examples":
 				if _, ok := x.([]any); !ok {

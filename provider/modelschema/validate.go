@@ -3,6 +3,7 @@ package modelschema
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -66,12 +67,31 @@ func (s *Schema) CheckInput(ctx context.Context, modelID string, in map[string]a
 		}
 		return &InputError{Field: f.Name, Msg: fmt.Sprintf("input.%s is required by %s (%s)", f.Name, modelID, allowed(f))}
 	}
-	if s.resolved == nil || s.resolved.Validate(in) == nil {
+	if s.resolved == nil {
 		return nil
+	}
+	// Meter each validation before jsonschema-go runs it (it can neither
+	// be bounded nor cancelled once started).
+	m := &meter{ctx: ctx, sh: s.shape}
+	valid := func(v map[string]any) (bool, error) {
+		if err := m.chargeEach(v, s.shape.root); err != nil {
+			if errors.Is(err, errCostly) {
+				return false, &InputError{Msg: fmt.Sprintf("input is too costly to check against %s's schema (over %d schema visits or %d pattern steps): send fewer or shorter values", modelID, MaxVisits, MaxPatternSteps)}
+			}
+			return false, err
+		}
+		return s.resolved.Validate(v) == nil, nil
+	}
+	if ok, err := valid(in); ok || err != nil {
+		return err
 	}
 	// Name the field: the whole object failed, so one field does.
 	for _, k := range sortedKeys(in) {
-		if s.resolved.Validate(map[string]any{k: in[k]}) != nil {
+		ok, err := valid(map[string]any{k: in[k]})
+		if err != nil {
+			return err
+		}
+		if !ok {
 			f := s.Fields[s.byName[k]]
 			return &InputError{Field: k, Msg: fmt.Sprintf("input.%s: sent %s; %s allows %s", k, show(in[k]), modelID, allowed(f))}
 		}
