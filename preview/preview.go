@@ -3,6 +3,11 @@
 // most MaxBytes, from a PNG, JPEG, WebP or GIF (its first frame, which is
 // how the local provider's video looks). Videos in other containers get
 // none: decoding them would need a new system dependency (ffmpeg).
+//
+// It also holds the process's one decode budget (Header, Fits, Decode):
+// dimensions read before any pixel, pixels and bytes bounded, decodes at
+// once bounded; whatever else decodes an image (OpenAI's edit masks) goes
+// through it.
 package preview
 
 import (
@@ -31,14 +36,16 @@ const (
 	MimeType  = "image/jpeg"
 )
 
-// decoding bounds the previews decoded at once in this process (each may
-// hold up to MaxPixels of pixels), whatever the runner's concurrency.
+// decoding bounds the images decoded at once in this process (previews,
+// OpenAI's edit masks; each up to MaxDecodedBytes), whatever the runner's
+// concurrency.
 var decoding = make(chan struct{}, 2)
 
 // ErrUnsupported is returned for media this package does not preview.
 var ErrUnsupported = errors.New("preview: unsupported media type")
 
-// ErrTooManyPixels is returned for an image above MaxPixels.
+// ErrTooManyPixels is returned for an image above the decode budget
+// (Fits).
 var ErrTooManyPixels = errors.New("preview: image too large to decode")
 
 // Image is a made preview.
@@ -65,21 +72,87 @@ func Make(r io.Reader, mime string) (Image, error) {
 	if !Supported(mime) {
 		return Image{}, ErrUnsupported
 	}
+	var img Image
+	err := Decode(r, func(src image.Image) (err error) {
+		img, err = FromImage(src)
+		return err
+	})
+	return img, err
+}
+
+// MaxHeaderBytes bounds what Header reads to find an image's dimensions;
+// a header longer than this (metadata, a colour profile) is refused.
+const MaxHeaderBytes = 1 << 20
+
+// Header reads r's image header (PNG, JPEG, WebP, GIF) and returns its
+// dimensions and format, and a reader of the whole of r: what Header read,
+// then the rest. Bytes that do not start an image are an error, so a
+// file that merely claims to be an image is caught before it is kept.
+func Header(r io.Reader) (image.Config, string, io.Reader, error) {
 	var head bytes.Buffer
-	cfg, _, err := image.DecodeConfig(io.TeeReader(r, &head))
-	if err != nil {
-		return Image{}, fmt.Errorf("preview: read header: %w", err)
+	cfg, format, err := image.DecodeConfig(io.TeeReader(io.LimitReader(r, MaxHeaderBytes), &head))
+	if err == nil && (cfg.Width <= 0 || cfg.Height <= 0) {
+		err = fmt.Errorf("%d×%d pixels", cfg.Width, cfg.Height)
 	}
-	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
-		return Image{}, fmt.Errorf("%w: %d×%d", ErrTooManyPixels, cfg.Width, cfg.Height)
+	if err != nil {
+		return cfg, format, nil, fmt.Errorf("preview: read header: %w", err)
+	}
+	return cfg, format, io.MultiReader(&head, r), nil
+}
+
+// MaxDecodedBytes bounds the memory one decoded image may take: MaxPixels
+// at 4 bytes a pixel. A 16-bit RGBA image (8 bytes a pixel) fits half
+// as many pixels.
+const MaxDecodedBytes = 4 * MaxPixels
+
+// Fits refuses (ErrTooManyPixels) an image whose decoding would pass
+// MaxPixels or MaxDecodedBytes, judged from its header alone.
+func Fits(cfg image.Config) error {
+	px := int64(cfg.Width) * int64(cfg.Height)
+	if cfg.Width <= 0 || cfg.Height <= 0 || px > MaxPixels || px*bytesPerPixel(cfg.ColorModel) > MaxDecodedBytes {
+		return fmt.Errorf("%w: %d×%d", ErrTooManyPixels, cfg.Width, cfg.Height)
+	}
+	return nil
+}
+
+// bytesPerPixel is what the standard decoders allocate per pixel for a
+// colour model; an unknown model is taken at the largest (8).
+func bytesPerPixel(m color.Model) int64 {
+	switch m {
+	case color.GrayModel, color.AlphaModel:
+		return 1
+	case color.Gray16Model, color.Alpha16Model:
+		return 2
+	case color.YCbCrModel:
+		return 3
+	case color.RGBAModel, color.NRGBAModel, color.CMYKModel, color.NYCbCrAModel:
+		return 4
+	}
+	if _, ok := m.(color.Palette); ok {
+		return 1
+	}
+	return 8
+}
+
+// Decode reads r's header, refuses an image that does not Fit, and decodes
+// it, holding one of the process's decode slots while use runs: however
+// many callers decode at once, at most cap(decoding) images of up to
+// MaxDecodedBytes are held. use must not keep src, nor block on others.
+func Decode(r io.Reader, use func(src image.Image) error) error {
+	cfg, _, all, err := Header(r)
+	if err != nil {
+		return err
+	}
+	if err := Fits(cfg); err != nil {
+		return err
 	}
 	decoding <- struct{}{}
 	defer func() { <-decoding }()
-	src, _, err := image.Decode(io.MultiReader(&head, r))
+	src, _, err := image.Decode(all)
 	if err != nil {
-		return Image{}, fmt.Errorf("preview: decode: %w", err)
+		return fmt.Errorf("preview: decode: %w", err)
 	}
-	return FromImage(src)
+	return use(src)
 }
 
 // FromImage scales src and encodes it within the bounds. Transparency is

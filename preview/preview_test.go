@@ -10,6 +10,7 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"io"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -246,5 +247,53 @@ func TestCacheDropsIdle(t *testing.T) {
 	}
 	if c.Len() != 2 || c.size != 8 {
 		t.Fatalf("len %d, size %d; want 2 and 8", c.Len(), c.size)
+	}
+}
+
+// TestFits: the decode budget counts pixels and the bytes a decoder
+// allocates for them: a 16-bit RGBA image fits half the pixels of an
+// 8-bit one.
+func TestFits(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  image.Config
+		ok   bool
+	}{
+		{"8-bit RGBA at the pixel budget", image.Config{ColorModel: color.NRGBAModel, Width: 5000, Height: 5000}, true},
+		{"8-bit RGBA past it", image.Config{ColorModel: color.NRGBAModel, Width: 5001, Height: 5000}, false},
+		{"16-bit RGBA at half", image.Config{ColorModel: color.NRGBA64Model, Width: 5000, Height: 2500}, true},
+		{"16-bit RGBA past half", image.Config{ColorModel: color.NRGBA64Model, Width: 5000, Height: 2501}, false},
+		{"16-bit gray at the pixel budget", image.Config{ColorModel: color.Gray16Model, Width: 5000, Height: 5000}, true},
+		{"the issue's mask", image.Config{ColorModel: color.RGBA64Model, Width: 8192, Height: 4882}, false},
+		{"paletted", image.Config{ColorModel: color.Palette{color.Black}, Width: 5000, Height: 5000}, true},
+		{"no pixels", image.Config{ColorModel: color.GrayModel}, false},
+		{"an unknown model is taken at 8 bytes", image.Config{ColorModel: color.ModelFunc(func(c color.Color) color.Color { return c }), Width: 5000, Height: 2501}, false},
+	}
+	for _, c := range cases {
+		if err := Fits(c.cfg); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrTooManyPixels)) {
+			t.Errorf("%s: Fits = %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
+
+// TestHeader: the header is read, and the reader given back replays it
+// before the rest; bytes that only claim to be an image are refused.
+func TestHeader(t *testing.T) {
+	file := encodePNG(t, image.NewGray(image.Rect(0, 0, 7, 3)))
+	cfg, format, all, err := Header(bytes.NewReader(file))
+	if err != nil || format != "png" || cfg.Width != 7 || cfg.Height != 3 {
+		t.Fatalf("Header = %+v %q %v", cfg, format, err)
+	}
+	if b, _ := io.ReadAll(all); !bytes.Equal(b, file) {
+		t.Fatalf("replayed %d bytes, want the %d of the file", len(b), len(file))
+	}
+	for name, b := range map[string][]byte{
+		"zeros":                       make([]byte, 4096),
+		"a PNG signature, then zeros": append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 4096)...),
+		"a header of 0×0":             pngHeader(0, 0),
+	} {
+		if _, _, _, err := Header(bytes.NewReader(b)); err == nil {
+			t.Errorf("%s: read as an image", name)
+		}
 	}
 }

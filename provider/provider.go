@@ -134,6 +134,19 @@ type Output struct {
 	MimeType string `json:"mimeType,omitempty"`
 }
 
+// MaxOutputBytes bounds one output file of kind k as darkroom takes it
+// from a provider (a reply's image into the spool, a download into the
+// blob store); past it the output is refused and the generation fails,
+// refunded. 128 MiB holds any image within the decode budget
+// (preview.MaxPixels) even uncompressed, some ten times what image models
+// return; 2 GiB holds minutes of high-bitrate video.
+func MaxOutputBytes(k Kind) int64 {
+	if k == KindVideo {
+		return 2 << 30
+	}
+	return 128 << 20
+}
+
 // Status is one observation of a job.
 type Status struct {
 	State    State

@@ -219,7 +219,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if e.API == "veo" {
 		d.Operation, err = p.startVeo(ctx, e, body)
 	} else {
-		d.Outputs, err = p.generate(ctx, e, body, req.IdempotencyKey, n)
+		d.Outputs, err = p.generate(ctx, e, body, req, n)
 	}
 	if err != nil {
 		if errors.Is(err, provider.ErrNotCreated) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,8 +16,8 @@ import (
 )
 
 // generate makes a synchronous Imagen or Gemini call and spools its
-// images as attempt n of generation key.
-func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[string]any, key string, n int) ([]provider.Output, error) {
+// images, as many as req asked for, as attempt n of req's generation.
+func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[string]any, req provider.Request, n int) ([]provider.Output, error) {
 	method, stream := "generateContent", "data"
 	if e.API == "imagen" {
 		method, stream = "predict", "bytesBase64Encoded"
@@ -34,7 +35,11 @@ func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[strin
 	}
 	defer resp.Body.Close()
 	sc := syncjob.NewScanner(resp.Body, []string{stream}, []string{"raiFilteredReason", "blockReason", "finishReason", "finishMessage", "text"})
-	outs, err := p.journal.Store(ctx, key, n, sc, 0)
+	outs, err := p.journal.Store(ctx, req.IdempotencyKey, n, sc, max(req.Count, 1))
+	var perm *provider.PermanentError
+	if errors.As(err, &perm) {
+		return nil, err // an image refused (too large, not an image)
+	}
 	if err != nil {
 		// The reply broke off: the images were made (and billed), so
 		// the outcome is unknown, not refused.

@@ -43,6 +43,13 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 		body, contentType, path = bytes.NewReader(b), "application/json", "/v1/images/generations"
 	}
 	resp, refused, err := p.http.Open(ctx, httpx.Create, http.MethodPost, p.base+path, body, contentType, hdr)
+	var perm *provider.PermanentError
+	if errors.As(err, &perm) {
+		// The form refused an input file (a mask too large or not an
+		// image): the body broke off unfinished, so OpenAI made nothing,
+		// and asking again cannot help.
+		return jobData{}, perm
+	}
 	if err != nil {
 		return jobData{}, httpx.SubmitErr(err, nil)
 	}
@@ -51,7 +58,10 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 	}
 	defer resp.Body.Close()
 	sc := syncjob.NewScanner(resp.Body, []string{"b64_json"}, []string{"revised_prompt", "url"})
-	outs, err := p.journal.Store(ctx, req.IdempotencyKey, n, sc, 0)
+	outs, err := p.journal.Store(ctx, req.IdempotencyKey, n, sc, max(req.Count, 1))
+	if errors.As(err, &perm) {
+		return jobData{}, err // an image refused (too large, not an image)
+	}
 	if err != nil {
 		// The reply broke off after OpenAI made (and billed) the images.
 		return jobData{}, &provider.RetryableError{Err: fmt.Errorf("openai: read images reply: %w", err)}

@@ -820,6 +820,9 @@ func (e *Emulator) files(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
+	if hostileFile(w, j) {
+		return
+	}
 	if strings.HasSuffix(parts[1], ".mp4") {
 		w.Header().Set("Content-Type", "video/mp4")
 		w.Write(mp4Bytes)

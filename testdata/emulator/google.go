@@ -23,7 +23,8 @@ package emulator
 // Prompt tokens: [fail] fails a Veo operation when it ends (a late
 // failure); [nsfw] is filtered by the safety system (Veo:
 // raiMediaFilteredReasons, Imagen: raiFilteredReason, Gemini:
-// finishReason IMAGE_SAFETY); [invalid] is refused with 400.
+// finishReason IMAGE_SAFETY); [invalid] is refused with 400; the hostile
+// ones of hostile.go shape Imagen's and Gemini's replies.
 
 import (
 	"encoding/base64"
@@ -163,9 +164,17 @@ func (e *Emulator) googleCall(w http.ResponseWriter, r *http.Request, model, met
 		writeJSON(w, 200, map[string]any{"name": "models/" + model + "/operations/" + j.id})
 	case "predict":
 		e.finishSync(j)
+		if h, ok := hostileOf(prompt); ok {
+			hostileReply(w, imagenShape, h)
+			return
+		}
 		e.imagenReply(w, j, req.Parameters)
 	case "generateContent":
 		e.finishSync(j)
+		if h, ok := hostileOf(prompt); ok {
+			hostileReply(w, geminiShape, h)
+			return
+		}
 		e.geminiReply(w, j)
 	default:
 		writeGoogleError(w, 404, "NOT_FOUND", "Method "+method+" not found.")

@@ -175,10 +175,10 @@ func (e *Emulator) replicateModels(w http.ResponseWriter, r *http.Request) bool 
 }
 
 func (e *Emulator) replicateSearch(w http.ResponseWriter, q string) {
-	d := modelData()
+	all := e.replicateAll()
 	var results []any
-	for _, path := range sortedKeys(d.replicate) {
-		m := d.replicate[path]
+	for _, path := range sortedKeys(all) {
+		m := all[path]
 		if q == "" || strings.Contains(strings.ToLower(path+" "+m.Description), q) {
 			results = append(results, e.replicateModelObject(m))
 		}
@@ -230,16 +230,20 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 		}
 		text := strings.ToLower(q.Get("q"))
 		var out []any
-		d := modelData()
-		for _, id := range sortedKeys(d.fal) {
-			info, _ := d.fal[id]["info"].(map[string]any)
+		all := e.falAll()
+		for _, id := range sortedKeys(all) {
+			info, _ := all[id]["info"].(map[string]any)
 			meta, _ := info["x-fal-metadata"].(map[string]any)
 			desc, _ := info["description"].(string)
 			if text != "" && !strings.Contains(strings.ToLower(id+" "+desc), text) {
 				continue
 			}
+			name, _ := meta["display_name"].(string) // a published model's, else its id
+			if name == "" {
+				name = id
+			}
 			out = append(out, map[string]any{"endpoint_id": id, "metadata": map[string]any{
-				"display_name": id, "category": meta["category"], "description": desc, "status": "active"}})
+				"display_name": name, "category": meta["category"], "description": desc, "status": "active"}})
 		}
 		if out == nil {
 			out = []any{}
@@ -250,8 +254,12 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// count is how many outputs a job's input asks for (1..8).
+// count is how many outputs a job's input asks for (1..8), or its
+// prompt's [many:N].
 func count(j *job) int {
+	if n := hostileCount(j); n > 0 {
+		return n
+	}
 	for _, k := range []string{"num_outputs", "num_images"} {
 		if n, ok := j.input[k].(float64); ok && n >= 1 {
 			return int(min(n, 8))

@@ -17,7 +17,7 @@ package emulator
 //     not help).
 //
 // Prompt tokens: [invalid] → 400, [nsfw] → moderation_blocked,
-// [quota] → insufficient_quota.
+// [quota] → insufficient_quota; the hostile ones of hostile.go.
 
 import (
 	"encoding/base64"
@@ -91,6 +91,10 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 	if j.nsfw {
 		writeOpenAIError(w, 400, "Your request was rejected by the safety system. If you believe this is an error, contact us.", "image_generation_user_error", "moderation_blocked")
+		return
+	}
+	if h, ok := hostileOf(prompt); ok {
+		hostileReply(w, openaiShape, h)
 		return
 	}
 	n := 1

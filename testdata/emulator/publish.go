@@ -3,6 +3,7 @@ package emulator
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"sync"
 )
 
@@ -64,4 +65,25 @@ func (e *Emulator) falDoc(endpoint string) map[string]any {
 		return doc
 	}
 	return modelData().fal[endpoint]
+}
+
+// replicateAll is every Replicate model served: testdata's, and the
+// published ones in their place.
+func (e *Emulator) replicateAll() map[string]*replicateModel {
+	all := maps.Clone(modelData().replicate)
+	p := e.publishedModels()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maps.Copy(all, p.replicate)
+	return all
+}
+
+// falAll is every fal endpoint's document served, published ones included.
+func (e *Emulator) falAll() map[string]map[string]any {
+	all := maps.Clone(modelData().fal)
+	p := e.publishedModels()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maps.Copy(all, p.fal)
+	return all
 }

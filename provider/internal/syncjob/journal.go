@@ -13,7 +13,6 @@
 package syncjob
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -22,9 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -32,6 +31,9 @@ import (
 type Journal struct {
 	Spool    provider.Spool
 	Provider string
+	// MaxBytes bounds one spooled image (0: provider.MaxOutputBytes of
+	// an image; tests lower it).
+	MaxBytes int64
 }
 
 type record struct {
@@ -129,28 +131,112 @@ func (j Journal) Find(ctx context.Context, gen string) (provider.Job, bool, erro
 	}
 }
 
-// Store streams every value sc yields, base64-decoded, into the spool as
-// attempt n's outputs, at most max of them (0: no limit).
-func (j Journal) Store(ctx context.Context, gen string, n int, sc *Scanner, max int) ([]provider.Output, error) {
-	var outs []provider.Output
-	for max <= 0 || len(outs) < max {
+// MaxOutputs bounds the images one reply may leave in the spool, whatever
+// the caller asks: no model makes more in one call (the catalog's and the
+// qualified models' MaxCount are at most 16).
+const MaxOutputs = 16
+
+// Store streams the values sc yields, base64-decoded, into the spool as
+// attempt n's outputs: the first max of them (at most MaxOutputs; 0 means
+// MaxOutputs), the count the generation was charged for. The rest of the
+// reply is not read: what a vendor returns beyond what was asked is not
+// kept. Each is checked as it streams: an image header first (bytes that
+// are no image are refused before any is spooled), then at most
+// provider.MaxOutputBytes; a refusal is a provider.PermanentError, and
+// this attempt's spooled files are removed on any error.
+func (j Journal) Store(ctx context.Context, gen string, n int, sc *Scanner, max int) (outs []provider.Output, err error) {
+	if max <= 0 || max > MaxOutputs {
+		max = MaxOutputs
+	}
+	defer func() {
+		if err != nil {
+			for _, o := range outs {
+				_ = j.Spool.Delete(context.WithoutCancel(ctx), strings.TrimPrefix(o.URL, URLPrefix))
+			}
+			outs = nil
+		}
+	}()
+	for len(outs) < max {
 		_, v, err := sc.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return outs, err
 		}
 		key := fmt.Sprintf("%s/out-%d-%d", j.dir(gen), n, len(outs))
-		br := bufio.NewReaderSize(base64.NewDecoder(base64.StdEncoding, v), 32<<10)
-		head, _ := br.Peek(512)
-		mime := http.DetectContentType(head)
-		if err := j.Spool.Put(ctx, key, br, mime); err != nil {
-			return nil, fmt.Errorf("%s: spool output: %w", j.Provider, err)
+		out, err := j.storeOne(ctx, key, v, len(outs))
+		if err != nil {
+			return outs, err
 		}
-		outs = append(outs, provider.Output{URL: URLPrefix + key, MimeType: mime})
+		outs = append(outs, out)
 	}
 	return outs, nil
+}
+
+// storeOne spools one base64 value as key, checked as Store says.
+func (j Journal) storeOne(ctx context.Context, key string, v io.Reader, i int) (provider.Output, error) {
+	limit := j.MaxBytes
+	if limit <= 0 {
+		limit = provider.MaxOutputBytes(provider.KindImage)
+	}
+	src := &sourceErr{r: v}
+	dec := &capped{r: base64.NewDecoder(base64.StdEncoding, src), left: limit}
+	_, format, all, headErr := preview.Header(dec)
+	var err error
+	if headErr == nil {
+		err = j.Spool.Put(ctx, key, all, "image/"+format)
+	}
+	switch {
+	case src.err != nil:
+		return provider.Output{}, src.err // the reply broke off
+	case dec.over:
+		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned an image (number %d) larger than the %d MiB an output may be; nothing was kept", j.Provider, i+1, limit>>20)}
+	case headErr != nil:
+		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned an image (number %d) that is not an image (%v); nothing was kept", j.Provider, i+1, headErr)}
+	case err != nil:
+		return provider.Output{}, fmt.Errorf("%s: spool output: %w", j.Provider, err)
+	}
+	return provider.Output{URL: URLPrefix + key, MimeType: "image/" + format}, nil
+}
+
+// sourceErr remembers a failure to read the reply itself (not its
+// content's), to tell a reply that broke off from one refused.
+type sourceErr struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceErr) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// errTooLarge ends a capped read.
+var errTooLarge = errors.New("output larger than its bound")
+
+// capped reads r up to left bytes; one more is errTooLarge, and over
+// says so.
+type capped struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	if int64(n) > c.left {
+		c.over = true
+		return int(c.left), errTooLarge
+	}
+	c.left -= int64(n)
+	return n, err
 }
 
 // Open streams a spooled output; the file is removed once it has been

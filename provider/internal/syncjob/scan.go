@@ -27,8 +27,12 @@ type Scanner struct {
 	Small map[string][]string
 }
 
-// maxSmall bounds a captured value; longer ones are cut.
-const maxSmall = 4096
+// maxSmall bounds a captured value; longer ones are cut. maxValues bounds
+// the values kept per key; later ones are read past, not kept.
+const (
+	maxSmall  = 4096
+	maxValues = 8
+)
 
 // NewScanner scans r; stream are the keys whose values Next hands out,
 // capture those kept in Small.
@@ -81,11 +85,17 @@ func (s *Scanner) Next() (string, io.Reader, error) {
 			return key, s.pending, nil
 		case s.capture[key]:
 			s.r.ReadByte()
-			v, err := s.readString(maxSmall)
+			keep, limit := len(s.Small[key]) < maxValues, maxSmall
+			if !keep {
+				limit = 0
+			}
+			v, err := s.readString(limit)
 			if err != nil {
 				return "", nil, err
 			}
-			s.Small[key] = append(s.Small[key], v)
+			if keep {
+				s.Small[key] = append(s.Small[key], v)
+			}
 		}
 	}
 }

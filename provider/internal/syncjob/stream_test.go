@@ -12,15 +12,18 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
-// b64Reply is a reply carrying one image of n bytes as base64, made as it
-// is read (the test holds no copy either).
-func b64Reply(n int) io.Reader {
+// b64Reply is a reply carrying one image of n bytes as base64 (a PNG
+// header, then filler), made as it is read (the test holds no copy
+// either).
+func b64Reply(t testing.TB, n int) io.Reader {
+	head := tinyPNG(t)
 	pr, pw := io.Pipe()
 	go func() {
 		pw.Write([]byte(`{"created":1,"data":[{"b64_json":"`))
 		enc := base64.NewEncoder(base64.StdEncoding, pw)
-		chunk := []byte(strings.Repeat("\x89PNG-ish pixels ", 4096))
-		for left := n; left > 0; left -= len(chunk) {
+		enc.Write(head)
+		chunk := []byte(strings.Repeat("PNG-ish pixels. ", 4096))
+		for left := n - len(head); left > 0; left -= len(chunk) {
 			enc.Write(chunk[:min(len(chunk), left)])
 		}
 		enc.Close()
@@ -40,7 +43,7 @@ func TestStoreStreams(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	outs, err := j.Store(context.Background(), "g", 1, NewScanner(b64Reply(size), []string{"b64_json"}, nil), 0)
+	outs, err := j.Store(context.Background(), "g", 1, NewScanner(b64Reply(t, size), []string{"b64_json"}, nil), 0)
 	runtime.ReadMemStats(&after)
 	if err != nil || len(outs) != 1 {
 		t.Fatalf("Store: %v %v", outs, err)

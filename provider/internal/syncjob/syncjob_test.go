@@ -91,7 +91,7 @@ func TestJournalFind(t *testing.T) {
 func TestStoreAndOpen(t *testing.T) {
 	ctx := context.Background()
 	j := Journal{Spool: provider.DirSpool(t.TempDir()), Provider: "google"}
-	png := []byte("\x89PNG\r\n\x1a\n" + strings.Repeat("x", 100))
+	png := append(tinyPNG(t), strings.Repeat("x", 100)...)
 	reply := `{"predictions":[{"mimeType":"image/png","bytesBase64Encoded":"` + base64.StdEncoding.EncodeToString(png) + `"}]}`
 	outs, err := j.Store(ctx, "g", 1, NewScanner(strings.NewReader(reply), []string{"bytesBase64Encoded"}, nil), 0)
 	if err != nil || len(outs) != 1 || outs[0].MimeType != "image/png" {
