@@ -82,8 +82,13 @@ func chain(n int) map[string]any {
 }
 
 // cogSchema is a Cog openapi_schema with this Input and these definitions.
+// It has a prompt, as a model darkroom would run must.
 func cogSchema(input map[string]any, defs map[string]any) map[string]any {
-	schemas := map[string]any{"Input": map[string]any{"type": "object", "properties": input}}
+	props := map[string]any{"prompt": map[string]any{"type": "string"}}
+	for k, v := range input {
+		props[k] = v
+	}
+	schemas := map[string]any{"Input": map[string]any{"type": "object", "properties": props}}
 	for k, v := range defs {
 		schemas[k] = v
 	}
