@@ -6,8 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image"
-	_ "image/gif"  // DecodeConfig for output dimensions
+	_ "image/gif"  // preview.Header for output dimensions
 	_ "image/jpeg" // likewise
 	_ "image/png"  // likewise
 	"io"
@@ -118,21 +117,55 @@ func (s *Service) deleteOutput(ctx context.Context, o Output) error {
 	return nil
 }
 
-// copyOutputs streams every provider output into the blob store. A
-// generation is completed only once all its outputs are ours.
-func (r *Runner) copyOutputs(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, outs []provider.Output) ([]Output, error) {
+// copyOutputs streams the provider's outputs into the blob store, as
+// many as the generation was charged for: a provider that returns more
+// (its own count field, a hostile model) has the rest dropped, logged,
+// and counted in extra. A generation is completed only once all its
+// outputs are ours; an output darkroom refuses (refusedOutput) fails it
+// and the outputs already stored are deleted.
+func (r *Runner) copyOutputs(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, outs []provider.Output) (_ []Output, extra int, _ error) {
 	if len(outs) == 0 {
-		return nil, &provider.PermanentError{Message: "the provider reported success but returned no output"}
+		return nil, 0, &provider.PermanentError{Message: "the provider reported success but returned no output"}
+	}
+	if charged := g.Params.Outputs(); len(outs) > charged {
+		extra = len(outs) - charged
+		r.cfg.Logger.Warn("runner: the provider returned more outputs than were charged; the rest are not kept",
+			"generation", g.ID, "provider", p.Name(), "returned", len(outs), "charged", charged)
+		outs = outs[:charged]
 	}
 	res := make([]Output, 0, len(outs))
 	for i, o := range outs {
 		out, err := r.copyOne(ctx, p, g, job, i, o)
+		var refused *refusedOutput
+		if errors.As(err, &refused) {
+			for _, o := range res {
+				if derr := r.s.deleteOutput(context.WithoutCancel(ctx), o); derr != nil {
+					r.cfg.Logger.Warn("runner: delete the outputs of a refused generation", "generation", g.ID, "err", derr)
+				}
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("copy output %d: %w", i, err)
+			return nil, 0, fmt.Errorf("copy output %d: %w", i, err)
 		}
 		res = append(res, out)
 	}
-	return res, nil
+	return res, extra, nil
+}
+
+// refusedOutput is an output darkroom will not keep: not an image or a
+// video, an image whose header does not read, or one past the size
+// bound. Nothing of the generation is kept, so the caller is not
+// charged: it fails refunded, whatever the vendor billed.
+type refusedOutput struct{ msg string }
+
+func (e *refusedOutput) Error() string { return e.msg }
+
+// maxOutputBytes bounds one output of a generation of kind k.
+func (r *Runner) maxOutputBytes(k provider.Kind) int64 {
+	if r.cfg.MaxOutputBytes > 0 {
+		return r.cfg.MaxOutputBytes
+	}
+	return provider.MaxOutputBytes(k)
 }
 
 func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation, job provider.Job, i int, o provider.Output) (Output, error) {
@@ -141,27 +174,35 @@ func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation
 		return Output{}, err
 	}
 	defer rc.Close()
-	br := bufio.NewReaderSize(rc, 64<<10)
-	head, _ := br.Peek(64 << 10) // short read at EOF is fine
+	src := &readErr{r: rc}
+	br := bufio.NewReaderSize(src, 64<<10)
+	head, _ := br.Peek(512) // short read at EOF is fine
 	mime := sniffMedia(head)
 	if mime == "" {
-		return Output{}, &provider.PermanentError{Message: "the provider returned an output that is not an image or video"}
+		return Output{}, refusal(src, "output %d is not an image or a video", i+1)
 	}
 	out := Output{}
-	if cfg, _, err := image.DecodeConfig(bytes.NewReader(head)); err == nil {
-		out.Width, out.Height = cfg.Width, cfg.Height
+	body := io.Reader(br)
+	if strings.HasPrefix(mime, "image/") {
+		// An image must read as one (a "PNG" of zeros does not), and
+		// its dimensions come from the same header.
+		cfg, _, all, err := preview.Header(br)
+		if err != nil {
+			return Output{}, refusal(src, "output %d is not a readable %s (%v)", i+1, mime, err)
+		}
+		out.Width, out.Height, body = cfg.Width, cfg.Height, all
 	}
 	if g.Kind == provider.KindVideo {
 		out.DurationSeconds = float64(g.Params.DurationSeconds)
 	}
 	key := blob.Key(g.Owner, g.ID, i, extFor(mime))
-	src := &readErr{r: br}
-	obj, err := r.s.cfg.Blobs.Put(ctx, key, src, mime, r.cfg.MaxOutputBytes)
+	limit := r.maxOutputBytes(g.Kind)
+	obj, err := r.s.cfg.Blobs.Put(ctx, key, body, mime, limit)
 	if src.err != nil {
 		return Output{}, fmt.Errorf("read output from %s: %w", p.Name(), src.err) // the provider side failed, not storage
 	}
 	if errors.Is(err, blob.ErrTooLarge) {
-		return Output{}, &provider.PermanentError{Message: fmt.Sprintf("output %d is larger than the %d-byte limit", i, r.cfg.MaxOutputBytes)}
+		return Output{}, &refusedOutput{fmt.Sprintf("output %d is larger than the %d MiB an output may be", i+1, limit>>20)}
 	}
 	if err != nil {
 		return Output{}, &storageError{err}
@@ -169,6 +210,15 @@ func (r *Runner) copyOne(ctx context.Context, p provider.Provider, g *Generation
 	out.StoredBlob = StoredBlob{Key: obj.Key, MimeType: obj.ContentType, Bytes: obj.Size, SHA256: obj.SHA256}
 	out.Preview = r.s.makePreview(ctx, g, i, out.StoredBlob)
 	return out, nil
+}
+
+// refusal refuses an output for what its bytes are, unless reading them
+// failed: then it is the download's error, to be retried.
+func refusal(src *readErr, format string, args ...any) error {
+	if src.err != nil {
+		return src.err
+	}
+	return &refusedOutput{fmt.Sprintf(format, args...)}
 }
 
 // readErr remembers a read failure, to tell a provider download that broke

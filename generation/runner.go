@@ -23,7 +23,8 @@ type RunnerConfig struct {
 	// Lease is how long a claimed generation is ours before another runner
 	// may take it (crash recovery).
 	Lease time.Duration
-	// MaxOutputBytes caps one output file.
+	// MaxOutputBytes caps one output file (0: provider.MaxOutputBytes of
+	// the generation's kind); a larger one fails the generation, refunded.
 	MaxOutputBytes int64
 	// MaxAttempts of consecutive failed steps before a generation fails
 	// with an internal error.
@@ -89,9 +90,6 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 2 * time.Minute
-	}
-	if cfg.MaxOutputBytes == 0 {
-		cfg.MaxOutputBytes = 2 << 30
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 12
@@ -309,7 +307,8 @@ func (r *Runner) step(ctx context.Context, row Row) {
 }
 
 // settle takes the outcome of advance: a storage failure waits for
-// storage, a provider's permanent error fails the generation, another
+// storage, an output darkroom refused fails the generation refunded, a
+// provider's permanent error fails it, another
 // error counts an attempt (failing it after MaxAttempts) and backs off.
 // It returns when to look again; ended: the generation was ended here.
 func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, err error) (_ time.Duration, ended bool) {
@@ -329,6 +328,13 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 		delete(r.fails, g.ID)
 		r.mu.Unlock()
 		return next, false
+	}
+	var refused *refusedOutput
+	if errors.As(err, &refused) {
+		if _, err := r.refundedFailure(ctx, g, ErrorProvider, refused.msg+"; nothing was kept", hook{}); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("runner: record failure", "generation", g.ID, "err", err)
+		}
+		return -1, true
 	}
 	var perm *provider.PermanentError
 	if errors.As(err, &perm) {

@@ -344,7 +344,7 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 			// The job finished before the cancel landed: it completes.
 			st.Message = "completed before the cancel request reached the provider"
 		}
-		outs, err := r.copyOutputs(ctx, p, g, job, st.Outputs)
+		outs, extra, err := r.copyOutputs(ctx, p, g, job, st.Outputs)
 		if err != nil {
 			return 0, err
 		}
@@ -355,6 +355,9 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 			if strings.HasPrefix(st.Message, provider.ResubmittedNote) {
 				msg += "; " + st.Message // the provider says how it got there
 			}
+		}
+		if extra > 0 {
+			msg += fmt.Sprintf("; the provider returned %d more than the %d charged for, not kept", extra, len(outs))
 		}
 		c := change(g.ID, EventComplete, "")
 		c.Message, c.Outputs = msg, string(ob)
