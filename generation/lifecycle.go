@@ -19,6 +19,7 @@ const (
 	EventComplete  Event = "complete"   // every output is in our store
 	EventFail      Event = "fail"       // the provider refused, or darkroom gave up
 	EventAbandon   Event = "abandon"    // darkroom gave up (lifetime, crash, a create whose request panicked); refunded
+	EventExpire    Event = "expire"     // a reservation nobody completed within its TTL; refunded
 	EventCancel    Event = "cancel"     // cancelled before anything reached the provider
 	EventCancelAsk Event = "cancel-ask" // the provider is asked to cancel
 	EventCancelled Event = "cancelled"  // the provider confirmed the cancel
@@ -57,6 +58,7 @@ var Lifecycle = []Transition{
 	{StatusReserved, StatusFailed, EventAbandon},
 	{StatusQueued, StatusFailed, EventAbandon},
 	{StatusRunning, StatusFailed, EventAbandon},
+	{StatusReserved, StatusFailed, EventExpire},
 	{StatusReserved, StatusCancelled, EventCancel},
 	{StatusQueued, StatusCancelled, EventCancel},
 	{StatusQueued, StatusQueued, EventCancelAsk},

@@ -70,6 +70,10 @@ type Config struct {
 	// and reads as unknown. It must cover Retention (a completed record
 	// goes only once its outputs have expired).
 	History time.Duration
+	// ReservationTTL is how long a reserved generation waits for its
+	// uploads or approval before it fails, refunded (default
+	// DefaultReservationTTL); the retention round decides.
+	ReservationTTL time.Duration
 	// Exclusive, when set, runs retention on one replica of the fleet at
 	// a time: it runs fn unless another replica is running the same job
 	// (then returns nil). Nil: this process is the only one.
@@ -124,6 +128,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.ReservationTTL <= 0 {
+		cfg.ReservationTTL = DefaultReservationTTL
 	}
 	if cfg.Hub == nil {
 		cfg.Hub = NewHub()
@@ -871,16 +878,18 @@ func (s *Service) PruneCreateBuckets(ctx context.Context) (n int64, err error) {
 	return n, err
 }
 
-// RunRetention expires outputs, prunes full create-rate buckets and
-// purges the history (PurgeHistory), every interval until ctx ends.
+// RunRetention expires outputs and reservations nobody completed, prunes
+// full create-rate buckets and purges the history (PurgeHistory), every
+// interval until ctx ends.
 func (s *Service) RunRetention(ctx context.Context, every time.Duration, onErr func(error)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	expire := func(ctx context.Context) error {
 		_, err := s.ExpireOutputs(ctx)
+		_, rerr := s.ExpireReservations(ctx)
 		_, perr := s.PruneCreateBuckets(ctx)
 		_, _, herr := s.PurgeHistory(ctx)
-		return errors.Join(err, perr, herr)
+		return errors.Join(err, rerr, perr, herr)
 	}
 	for {
 		var err error

@@ -42,6 +42,9 @@ type Store interface {
 	// last changed before before whose outputs are gone (none, or
 	// expired), oldest first.
 	GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]Row, error)
+	// ReservationsToExpire lists the ids of generations still reserved
+	// that were created before before, oldest first.
+	ReservationsToExpire(ctx context.Context, before time.Time, limit int) ([]string, error)
 	// LastPendingDelivery is the Seq of the newest unconsumed webhook
 	// delivery (0: none); PendingDeliveries lists them in arrival order.
 	LastPendingDelivery(ctx context.Context, genID string) (int64, error)

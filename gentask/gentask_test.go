@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/png"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentask"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -146,5 +149,51 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	after, err := g.D.Store().Get(ctx, task.ID)
 	if err != nil || after.Status != tasks.StatusCancelled {
 		t.Fatalf("after cancel: %v %+v", err, after)
+	}
+}
+
+// TestTaskFailsWhenReservationExpires: a Tasks client's generate that
+// waits for an upload nobody makes does not stay working for its whole
+// TTL: once the reservation expires, its task is failed, saying why.
+func TestTaskFailsWhenReservationExpires(t *testing.T) {
+	clock := testclock.New(time.Now())
+	parts := testrig.New(t)
+	disp := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(parts.DB.Tasks(), nil)})
+	mirror := gentask.NewMirror(disp)
+	svc := parts.Service(t, generation.Config{Observer: mirror, Now: clock.Now, ReservationTTL: 30 * time.Minute})
+	g := &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: 24 * time.Hour, ApprovalAbove: func(context.Context) *int64 { return nil }}
+	ctx := context.Background()
+	var png64 bytes.Buffer
+	_ = png.Encode(&png64, image.NewRGBA(image.Rect(0, 0, 64, 64)))
+	args, _ := json.Marshal(map[string]any{"modelId": "local-edit", "prompt": "erase the boat"})
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
+		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
+	cr := &generation.CreateRequest{ModelID: "local-edit", Prompt: "erase the boat", Inputs: []generation.RoleInput{
+		{Role: "image", Image: &generation.InputImage{Data: png64.Bytes()}}, {Role: "mask"}}}
+	if _, err := svc.Validate(cr); err != nil {
+		t.Fatal(err)
+	}
+	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		return g.BeforeGenerate(ctx, req, "alice", cr, &gentools.GenerateArgs{})
+	})
+	if _, err := serve(ctx, "tools/call", &mcp.CallToolRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	gens, _, err := svc.List(ctx, "alice", "", "", 10)
+	if err != nil || len(gens) != 1 || !gens[0].UploadRequired() {
+		t.Fatalf("generations: %v %+v", err, gens)
+	}
+	task, err := disp.Store().ByRef(ctx, nil, "generation:"+gens[0].ID)
+	if err != nil || task.Status != tasks.StatusWorking {
+		t.Fatalf("task: %v %+v", err, task)
+	}
+	clock.Advance(31 * time.Minute)
+	if n, err := svc.ExpireReservations(ctx); n != 1 || err != nil {
+		t.Fatalf("ExpireReservations = %d, %v", n, err)
+	}
+	after, err := disp.Store().Get(ctx, task.ID)
+	if err != nil || after.Status != tasks.StatusFailed || after.Error == nil || !strings.Contains(after.Error.Message, "its mask never came") ||
+		!strings.Contains(after.StatusMessage, "refunded") {
+		t.Fatalf("task after the reservation expired: %v %+v", err, after)
 	}
 }

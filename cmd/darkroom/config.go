@@ -60,6 +60,7 @@ type config struct {
 	CreateBucket    bool
 	Retention       time.Duration
 	History         time.Duration // how long an ended generation's record is kept
+	ReservationTTL  time.Duration // how long a reserved generation waits for its uploads or approval
 	StorageGiveUp   time.Duration
 	RunnerLease     time.Duration
 	// MaxLifetime per kind: a generation live longer is abandoned.
@@ -488,6 +489,9 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "history", env: envs("DARKROOM_HISTORY"), def: "720h",
 			help: "how long an ended generation's record is kept (at least the retention, the task TTL and 48h)",
 			set:  func(c *config, v string) (err error) { c.History, err = duration(v, 48*time.Hour, 0); return err }},
+		{flag: "reservation-ttl", env: envs("DARKROOM_RESERVATION_TTL"), def: "30m",
+			help: "how long a generation waits for upload_input (or its spend approval); then it fails, refunded",
+			set:  func(c *config, v string) (err error) { c.ReservationTTL, err = duration(v, time.Minute, 0); return err }},
 		{flag: "storage-give-up", env: envs("DARKROOM_STORAGE_GIVE_UP"), def: "30m",
 			help: "how long to retry an unreachable output store before failing",
 			set:  func(c *config, v string) (err error) { c.StorageGiveUp, err = duration(v, time.Second, 0); return err }},

@@ -167,22 +167,23 @@ func (a *app) buildService(hub *generation.Hub, mirror *gentask.Mirror) (err err
 		instrumented[i] = a.metrics.Provider(p)
 	}
 	a.svc, err = generation.NewService(generation.Config{
-		Store:         a.db.Generations(),
-		Blobs:         a.metrics.Blobs(a.blobs),
-		Retention:     a.cfg.Retention,
-		History:       a.cfg.History,
-		Providers:     instrumented,
-		Logger:        a.log,
-		Metrics:       a.metrics,
-		Hub:           hub,
-		MaxInputBytes: a.cfg.MaxInputBytes,
-		LinkTTL:       a.cfg.LinkTTL,
-		Observer:      mirror,
-		Budget:        a.budget,
-		CreateRate:    a.createRate,
-		Exclusive:     a.exclusive(),
-		InlinePreview: a.cfg.InlinePreview,
-		Models:        a.models,
+		Store:          a.db.Generations(),
+		Blobs:          a.metrics.Blobs(a.blobs),
+		Retention:      a.cfg.Retention,
+		History:        a.cfg.History,
+		ReservationTTL: a.cfg.ReservationTTL,
+		Providers:      instrumented,
+		Logger:         a.log,
+		Metrics:        a.metrics,
+		Hub:            hub,
+		MaxInputBytes:  a.cfg.MaxInputBytes,
+		LinkTTL:        a.cfg.LinkTTL,
+		Observer:       mirror,
+		Budget:         a.budget,
+		CreateRate:     a.createRate,
+		Exclusive:      a.exclusive(),
+		InlinePreview:  a.cfg.InlinePreview,
+		Models:         a.models,
 	})
 	return err
 }
@@ -497,7 +498,13 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 			})
 		}
 		wg.Go(func() {
-			a.svc.RunRetention(ctx, 10*time.Minute, func(err error) { a.log.Error("output retention", "err", err) })
+			// Often enough that a reservation ends within a third of its TTL
+			// after it expires.
+			every := 10 * time.Minute
+			if t := a.cfg.ReservationTTL / 3; t > 0 {
+				every = min(every, t)
+			}
+			a.svc.RunRetention(ctx, every, func(err error) { a.log.Error("output retention", "err", err) })
 		})
 		wg.Wait()
 	}()

@@ -160,7 +160,7 @@ func (t *Tx) Apply(ctx context.Context, c generation.Change) (bool, error) {
 		n, err = t.q.Complete(ctx, sqlitedb.CompleteParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Outputs: c.Outputs, Now: now})
 	case generation.EventFail:
 		n, err = t.q.Fail(ctx, sqlitedb.FailParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
-	case generation.EventAbandon:
+	case generation.EventAbandon, generation.EventExpire: // both fail refunded; c.From tells them apart
 		n, err = t.q.Abandon(ctx, sqlitedb.AbandonParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, ErrorKind: string(c.ErrorKind), ErrorMessage: c.ErrorMessage, Now: now})
 	case generation.EventCancel:
 		n, err = t.q.CancelUnsubmitted(ctx, sqlitedb.CancelUnsubmittedParams{ID: c.ID, FromSet: from, StatusMessage: c.Message, Now: now})
@@ -218,6 +218,10 @@ func (t *Tx) InsertDelivery(ctx context.Context, d generation.Delivery) (bool, e
 
 func (t *Tx) ConsumeDeliveries(ctx context.Context, genID string, upto int64, now time.Time) error {
 	return t.q.ConsumeDeliveries(ctx, sqlitedb.ConsumeDeliveriesParams{GenerationID: genID, Upto: upto, Now: now.UnixMilli()})
+}
+
+func (s genStore) ReservationsToExpire(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	return s.q.ReservationsToExpire(ctx, sqlitedb.ReservationsToExpireParams{Before: before.UnixMilli(), Lim: int64(limit)})
 }
 
 func (s genStore) GenerationsToPurge(ctx context.Context, before time.Time, limit int) ([]generation.Row, error) {

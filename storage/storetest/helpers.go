@@ -242,7 +242,7 @@ func effects(c generation.Change, before, after generation.Row, want generation.
 		chk(after.ErrorKind == c.ErrorKind, "ErrorKind %q, want %q", after.ErrorKind, c.ErrorKind)
 		chk(after.ErrorMessage == c.ErrorMessage, "ErrorMessage %q, want %q", after.ErrorMessage, c.ErrorMessage)
 		leavesQueue()
-	case generation.EventAbandon:
+	case generation.EventAbandon, generation.EventExpire:
 		msg()
 		chk(after.ErrorKind == c.ErrorKind, "ErrorKind %q, want %q", after.ErrorKind, c.ErrorKind)
 		chk(after.ErrorMessage == c.ErrorMessage, "ErrorMessage %q, want %q", after.ErrorMessage, c.ErrorMessage)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -168,4 +169,39 @@ func testHistoryPurge(t *testing.T, e Engine) {
 	counts(0, 0, 0)
 	absent(t, s, live[0])
 	absent(t, s, completed[0])
+}
+
+// testReservationsToExpire: the reservation retention lists only the
+// generations still reserved that were created before its cutoff, oldest
+// first, up to its limit; a reservation's later changes (a hold: one of
+// its uploads came) do not make it younger.
+func testReservationsToExpire(t *testing.T, e Engine) {
+	s, ctx := e.Generations, t.Context()
+	var rows []generation.Row
+	for i, st := range []generation.Status{generation.StatusReserved, generation.StatusQueued, generation.StatusReserved,
+		generation.StatusFailed, generation.StatusReserved, generation.StatusRunning, generation.StatusReserved} {
+		rows = append(rows, genRow(fmt.Sprintf("r%d", i), "alice", st, at(int64(100*(6-i)))))
+	}
+	insert(t, s, rows...) // r6 oldest (0) … r0 youngest (600)
+	hold := change("r4", generation.EventHold, "", at(5000))
+	if !apply(t, s, hold) {
+		t.Fatal("hold on r4: Apply = false")
+	}
+	cases := []struct {
+		before int64
+		limit  int
+		want   []string
+	}{
+		{0, 10, nil},                                // nothing created before 0
+		{1, 10, []string{"r6"}},                     // the oldest alone
+		{201, 10, []string{"r6", "r4"}},             // r4 held since, still its age
+		{601, 10, []string{"r6", "r4", "r2", "r0"}}, // never the others
+		{601, 2, []string{"r6", "r4"}},              // oldest first, up to the limit
+	}
+	for _, c := range cases {
+		got, err := s.ReservationsToExpire(ctx, at(c.before), c.limit)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("ReservationsToExpire(at(%d), %d) = %v, %v; want %v", c.before, c.limit, got, err, c.want)
+		}
+	}
 }

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"WebhookDeliveries", testDeliveries},
 		{"OutputsExpiry", testOutputsExpiry},
 		{"HistoryPurge", testHistoryPurge},
+		{"ReservationsToExpire", testReservationsToExpire},
 		{"TaskInsertRead", testTaskInsertRead},
 		{"OwnedTask", testOwnedTask},
 		{"TaskTransitions", testTaskTransitions},

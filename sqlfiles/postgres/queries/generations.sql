@@ -291,3 +291,11 @@ DELETE FROM webhook_deliveries WHERE seq IN (
 -- The versions of the given generations in one query (the read cache's
 -- resync: an entry whose row moved on, or is gone, is dropped).
 SELECT id, version FROM generations WHERE id = ANY(@ids::text[]);
+
+-- name: ReservationsToExpire :many
+-- Generations still reserved (waiting for an upload or an approval) that
+-- were created before @before: the reservation retention fails them.
+SELECT id FROM generations
+WHERE status = 'reserved' AND created_at < @before
+ORDER BY created_at
+LIMIT @lim::bigint;

@@ -289,3 +289,11 @@ DELETE FROM webhook_deliveries WHERE seq IN (
     ORDER BY d.received_at
     LIMIT @lim
 );
+
+-- name: ReservationsToExpire :many
+-- Generations still reserved (waiting for an upload or an approval) that
+-- were created before @before: the reservation retention fails them.
+SELECT id FROM generations
+WHERE status = 'reserved' AND created_at < @before
+ORDER BY created_at
+LIMIT @lim;

@@ -156,6 +156,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.rescheduleStmt, err = db.PrepareContext(ctx, reschedule); err != nil {
 		return nil, fmt.Errorf("error preparing query Reschedule: %w", err)
 	}
+	if q.reservationsToExpireStmt, err = db.PrepareContext(ctx, reservationsToExpire); err != nil {
+		return nil, fmt.Errorf("error preparing query ReservationsToExpire: %w", err)
+	}
 	if q.resetSubmittingStmt, err = db.PrepareContext(ctx, resetSubmitting); err != nil {
 		return nil, fmt.Errorf("error preparing query ResetSubmitting: %w", err)
 	}
@@ -408,6 +411,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing rescheduleStmt: %w", cerr)
 		}
 	}
+	if q.reservationsToExpireStmt != nil {
+		if cerr := q.reservationsToExpireStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing reservationsToExpireStmt: %w", cerr)
+		}
+	}
 	if q.resetSubmittingStmt != nil {
 		if cerr := q.resetSubmittingStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing resetSubmittingStmt: %w", cerr)
@@ -490,119 +498,121 @@ func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, ar
 }
 
 type Queries struct {
-	db                      DBTX
-	tx                      *sql.Tx
-	abandonStmt             *sql.Stmt
-	approveStmt             *sql.Stmt
-	cancelConfirmedStmt     *sql.Stmt
-	cancelUnsubmittedStmt   *sql.Stmt
-	claimDueStmt            *sql.Stmt
-	completeStmt            *sql.Stmt
-	consumeDeliveriesStmt   *sql.Stmt
-	countInFlightStmt       *sql.Stmt
-	deleteGenerationStmt    *sql.Stmt
-	expiredLiveTasksStmt    *sql.Stmt
-	failStmt                *sql.Stmt
-	finishTaskStmt          *sql.Stmt
-	generationsToPurgeStmt  *sql.Stmt
-	getByIdempotencyKeyStmt *sql.Stmt
-	getByProviderJobStmt    *sql.Stmt
-	getCreateBucketStmt     *sql.Stmt
-	getGenerationStmt       *sql.Stmt
-	getOwnedGenerationStmt  *sql.Stmt
-	getOwnedTaskStmt        *sql.Stmt
-	getTaskStmt             *sql.Stmt
-	getTaskByRefStmt        *sql.Stmt
-	insertDeliveryStmt      *sql.Stmt
-	insertGenerationStmt    *sql.Stmt
-	insertTaskStmt          *sql.Stmt
-	lastPendingDeliveryStmt *sql.Stmt
-	listGenerationsStmt     *sql.Stmt
-	markCancelSentStmt      *sql.Stmt
-	markOutputsExpiredStmt  *sql.Stmt
-	markSubmittedStmt       *sql.Stmt
-	markSubmittingStmt      *sql.Stmt
-	modelSchemaStmt         *sql.Stmt
-	nextDueAtStmt           *sql.Stmt
-	outputsToExpireStmt     *sql.Stmt
-	pendingDeliveriesStmt   *sql.Stmt
-	pruneCreateBucketsStmt  *sql.Stmt
-	purgeDeliveriesStmt     *sql.Stmt
-	purgeTasksStmt          *sql.Stmt
-	putCreateBucketStmt     *sql.Stmt
-	putModelSchemaStmt      *sql.Stmt
-	releaseLeasesStmt       *sql.Stmt
-	releaseRunnerLeasesStmt *sql.Stmt
-	renewLeaseStmt          *sql.Stmt
-	requestCancelStmt       *sql.Stmt
-	rescheduleStmt          *sql.Stmt
-	resetSubmittingStmt     *sql.Stmt
-	setReservedParamsStmt   *sql.Stmt
-	setTaskActiveStmt       *sql.Stmt
-	setTaskAnswersStmt      *sql.Stmt
-	spentAndKeyStmt         *sql.Stmt
-	spentSinceStmt          *sql.Stmt
-	updateProgressStmt      *sql.Stmt
-	wakeNowStmt             *sql.Stmt
-	wakeOwnerQueuedStmt     *sql.Stmt
+	db                       DBTX
+	tx                       *sql.Tx
+	abandonStmt              *sql.Stmt
+	approveStmt              *sql.Stmt
+	cancelConfirmedStmt      *sql.Stmt
+	cancelUnsubmittedStmt    *sql.Stmt
+	claimDueStmt             *sql.Stmt
+	completeStmt             *sql.Stmt
+	consumeDeliveriesStmt    *sql.Stmt
+	countInFlightStmt        *sql.Stmt
+	deleteGenerationStmt     *sql.Stmt
+	expiredLiveTasksStmt     *sql.Stmt
+	failStmt                 *sql.Stmt
+	finishTaskStmt           *sql.Stmt
+	generationsToPurgeStmt   *sql.Stmt
+	getByIdempotencyKeyStmt  *sql.Stmt
+	getByProviderJobStmt     *sql.Stmt
+	getCreateBucketStmt      *sql.Stmt
+	getGenerationStmt        *sql.Stmt
+	getOwnedGenerationStmt   *sql.Stmt
+	getOwnedTaskStmt         *sql.Stmt
+	getTaskStmt              *sql.Stmt
+	getTaskByRefStmt         *sql.Stmt
+	insertDeliveryStmt       *sql.Stmt
+	insertGenerationStmt     *sql.Stmt
+	insertTaskStmt           *sql.Stmt
+	lastPendingDeliveryStmt  *sql.Stmt
+	listGenerationsStmt      *sql.Stmt
+	markCancelSentStmt       *sql.Stmt
+	markOutputsExpiredStmt   *sql.Stmt
+	markSubmittedStmt        *sql.Stmt
+	markSubmittingStmt       *sql.Stmt
+	modelSchemaStmt          *sql.Stmt
+	nextDueAtStmt            *sql.Stmt
+	outputsToExpireStmt      *sql.Stmt
+	pendingDeliveriesStmt    *sql.Stmt
+	pruneCreateBucketsStmt   *sql.Stmt
+	purgeDeliveriesStmt      *sql.Stmt
+	purgeTasksStmt           *sql.Stmt
+	putCreateBucketStmt      *sql.Stmt
+	putModelSchemaStmt       *sql.Stmt
+	releaseLeasesStmt        *sql.Stmt
+	releaseRunnerLeasesStmt  *sql.Stmt
+	renewLeaseStmt           *sql.Stmt
+	requestCancelStmt        *sql.Stmt
+	rescheduleStmt           *sql.Stmt
+	reservationsToExpireStmt *sql.Stmt
+	resetSubmittingStmt      *sql.Stmt
+	setReservedParamsStmt    *sql.Stmt
+	setTaskActiveStmt        *sql.Stmt
+	setTaskAnswersStmt       *sql.Stmt
+	spentAndKeyStmt          *sql.Stmt
+	spentSinceStmt           *sql.Stmt
+	updateProgressStmt       *sql.Stmt
+	wakeNowStmt              *sql.Stmt
+	wakeOwnerQueuedStmt      *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db:                      tx,
-		tx:                      tx,
-		abandonStmt:             q.abandonStmt,
-		approveStmt:             q.approveStmt,
-		cancelConfirmedStmt:     q.cancelConfirmedStmt,
-		cancelUnsubmittedStmt:   q.cancelUnsubmittedStmt,
-		claimDueStmt:            q.claimDueStmt,
-		completeStmt:            q.completeStmt,
-		consumeDeliveriesStmt:   q.consumeDeliveriesStmt,
-		countInFlightStmt:       q.countInFlightStmt,
-		deleteGenerationStmt:    q.deleteGenerationStmt,
-		expiredLiveTasksStmt:    q.expiredLiveTasksStmt,
-		failStmt:                q.failStmt,
-		finishTaskStmt:          q.finishTaskStmt,
-		generationsToPurgeStmt:  q.generationsToPurgeStmt,
-		getByIdempotencyKeyStmt: q.getByIdempotencyKeyStmt,
-		getByProviderJobStmt:    q.getByProviderJobStmt,
-		getCreateBucketStmt:     q.getCreateBucketStmt,
-		getGenerationStmt:       q.getGenerationStmt,
-		getOwnedGenerationStmt:  q.getOwnedGenerationStmt,
-		getOwnedTaskStmt:        q.getOwnedTaskStmt,
-		getTaskStmt:             q.getTaskStmt,
-		getTaskByRefStmt:        q.getTaskByRefStmt,
-		insertDeliveryStmt:      q.insertDeliveryStmt,
-		insertGenerationStmt:    q.insertGenerationStmt,
-		insertTaskStmt:          q.insertTaskStmt,
-		lastPendingDeliveryStmt: q.lastPendingDeliveryStmt,
-		listGenerationsStmt:     q.listGenerationsStmt,
-		markCancelSentStmt:      q.markCancelSentStmt,
-		markOutputsExpiredStmt:  q.markOutputsExpiredStmt,
-		markSubmittedStmt:       q.markSubmittedStmt,
-		markSubmittingStmt:      q.markSubmittingStmt,
-		modelSchemaStmt:         q.modelSchemaStmt,
-		nextDueAtStmt:           q.nextDueAtStmt,
-		outputsToExpireStmt:     q.outputsToExpireStmt,
-		pendingDeliveriesStmt:   q.pendingDeliveriesStmt,
-		pruneCreateBucketsStmt:  q.pruneCreateBucketsStmt,
-		purgeDeliveriesStmt:     q.purgeDeliveriesStmt,
-		purgeTasksStmt:          q.purgeTasksStmt,
-		putCreateBucketStmt:     q.putCreateBucketStmt,
-		putModelSchemaStmt:      q.putModelSchemaStmt,
-		releaseLeasesStmt:       q.releaseLeasesStmt,
-		releaseRunnerLeasesStmt: q.releaseRunnerLeasesStmt,
-		renewLeaseStmt:          q.renewLeaseStmt,
-		requestCancelStmt:       q.requestCancelStmt,
-		rescheduleStmt:          q.rescheduleStmt,
-		resetSubmittingStmt:     q.resetSubmittingStmt,
-		setReservedParamsStmt:   q.setReservedParamsStmt,
-		setTaskActiveStmt:       q.setTaskActiveStmt,
-		setTaskAnswersStmt:      q.setTaskAnswersStmt,
-		spentAndKeyStmt:         q.spentAndKeyStmt,
-		spentSinceStmt:          q.spentSinceStmt,
-		updateProgressStmt:      q.updateProgressStmt,
-		wakeNowStmt:             q.wakeNowStmt,
-		wakeOwnerQueuedStmt:     q.wakeOwnerQueuedStmt,
+		db:                       tx,
+		tx:                       tx,
+		abandonStmt:              q.abandonStmt,
+		approveStmt:              q.approveStmt,
+		cancelConfirmedStmt:      q.cancelConfirmedStmt,
+		cancelUnsubmittedStmt:    q.cancelUnsubmittedStmt,
+		claimDueStmt:             q.claimDueStmt,
+		completeStmt:             q.completeStmt,
+		consumeDeliveriesStmt:    q.consumeDeliveriesStmt,
+		countInFlightStmt:        q.countInFlightStmt,
+		deleteGenerationStmt:     q.deleteGenerationStmt,
+		expiredLiveTasksStmt:     q.expiredLiveTasksStmt,
+		failStmt:                 q.failStmt,
+		finishTaskStmt:           q.finishTaskStmt,
+		generationsToPurgeStmt:   q.generationsToPurgeStmt,
+		getByIdempotencyKeyStmt:  q.getByIdempotencyKeyStmt,
+		getByProviderJobStmt:     q.getByProviderJobStmt,
+		getCreateBucketStmt:      q.getCreateBucketStmt,
+		getGenerationStmt:        q.getGenerationStmt,
+		getOwnedGenerationStmt:   q.getOwnedGenerationStmt,
+		getOwnedTaskStmt:         q.getOwnedTaskStmt,
+		getTaskStmt:              q.getTaskStmt,
+		getTaskByRefStmt:         q.getTaskByRefStmt,
+		insertDeliveryStmt:       q.insertDeliveryStmt,
+		insertGenerationStmt:     q.insertGenerationStmt,
+		insertTaskStmt:           q.insertTaskStmt,
+		lastPendingDeliveryStmt:  q.lastPendingDeliveryStmt,
+		listGenerationsStmt:      q.listGenerationsStmt,
+		markCancelSentStmt:       q.markCancelSentStmt,
+		markOutputsExpiredStmt:   q.markOutputsExpiredStmt,
+		markSubmittedStmt:        q.markSubmittedStmt,
+		markSubmittingStmt:       q.markSubmittingStmt,
+		modelSchemaStmt:          q.modelSchemaStmt,
+		nextDueAtStmt:            q.nextDueAtStmt,
+		outputsToExpireStmt:      q.outputsToExpireStmt,
+		pendingDeliveriesStmt:    q.pendingDeliveriesStmt,
+		pruneCreateBucketsStmt:   q.pruneCreateBucketsStmt,
+		purgeDeliveriesStmt:      q.purgeDeliveriesStmt,
+		purgeTasksStmt:           q.purgeTasksStmt,
+		putCreateBucketStmt:      q.putCreateBucketStmt,
+		putModelSchemaStmt:       q.putModelSchemaStmt,
+		releaseLeasesStmt:        q.releaseLeasesStmt,
+		releaseRunnerLeasesStmt:  q.releaseRunnerLeasesStmt,
+		renewLeaseStmt:           q.renewLeaseStmt,
+		requestCancelStmt:        q.requestCancelStmt,
+		rescheduleStmt:           q.rescheduleStmt,
+		reservationsToExpireStmt: q.reservationsToExpireStmt,
+		resetSubmittingStmt:      q.resetSubmittingStmt,
+		setReservedParamsStmt:    q.setReservedParamsStmt,
+		setTaskActiveStmt:        q.setTaskActiveStmt,
+		setTaskAnswersStmt:       q.setTaskAnswersStmt,
+		spentAndKeyStmt:          q.spentAndKeyStmt,
+		spentSinceStmt:           q.spentSinceStmt,
+		updateProgressStmt:       q.updateProgressStmt,
+		wakeNowStmt:              q.wakeNowStmt,
+		wakeOwnerQueuedStmt:      q.wakeOwnerQueuedStmt,
 	}
 }

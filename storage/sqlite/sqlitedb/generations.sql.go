@@ -1271,6 +1271,43 @@ func (q *Queries) Reschedule(ctx context.Context, arg RescheduleParams) error {
 	return err
 }
 
+const reservationsToExpire = `-- name: ReservationsToExpire :many
+SELECT id FROM generations
+WHERE status = 'reserved' AND created_at < ?1
+ORDER BY created_at
+LIMIT ?2
+`
+
+type ReservationsToExpireParams struct {
+	Before int64
+	Lim    int64
+}
+
+// Generations still reserved (waiting for an upload or an approval) that
+// were created before @before: the reservation retention fails them.
+func (q *Queries) ReservationsToExpire(ctx context.Context, arg ReservationsToExpireParams) ([]string, error) {
+	rows, err := q.query(ctx, q.reservationsToExpireStmt, reservationsToExpire, arg.Before, arg.Lim)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const resetSubmitting = `-- name: ResetSubmitting :exec
 UPDATE generations SET submit_state = ''
 WHERE id = ?1 AND submit_state = 'submitting' AND status = 'queued'
