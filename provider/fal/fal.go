@@ -46,6 +46,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
@@ -535,6 +536,7 @@ func (p *Provider) status(ctx context.Context, d jobData, e catalog.Entry) (prov
 }
 
 func (p *Provider) failed(d jobData, msg string) provider.Status {
+	msg = clip.Message(msg)
 	p.mu.Lock()
 	_, asked := p.cancelled[d.RequestID]
 	p.mu.Unlock()

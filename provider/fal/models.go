@@ -12,6 +12,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
@@ -67,7 +68,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 	if len(doc.Paths) == 0 {
 		return modelschema.Info{}, fmt.Errorf("fal: %w: %s has no paths", provider.ErrNotFound, ref.Path)
 	}
-	info := modelschema.Info{Format: modelschema.FormatFal, Doc: resp.Body, Title: doc.Info.Title, Description: doc.Info.Description,
+	info := modelschema.Info{Format: modelschema.FormatFal, Doc: resp.Body, Title: clip.Title(doc.Info.Title), Description: clip.Description(doc.Info.Description),
 		Kind: kindOfCategory(doc.Info.Meta.Category)}
 	info.Price = p.price(ctx, ref.Path)
 	return info, nil
@@ -151,10 +152,14 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 		if len(out.Hits) == limit {
 			break
 		}
-		out.Hits = append(out.Hits, modelschema.Hit{ID: "fal:" + m.Endpoint, Title: m.Meta.Name, Description: m.Meta.Description, Kind: kindOfCategory(m.Meta.Category)})
+		id := "fal:" + m.Endpoint
+		if _, err := modelschema.ParseID(id); err != nil {
+			continue // no model darkroom could run: its id is not a model id
+		}
+		out.Hits = append(out.Hits, modelschema.Hit{ID: id, Title: clip.Title(m.Meta.Name), Description: clip.Description(m.Meta.Description), Kind: kindOfCategory(m.Meta.Category)})
 	}
 	if v.HasMore && v.Next != nil {
-		out.Next = *v.Next
+		out.Next = clip.Cursor(*v.Next)
 	}
 	return out, nil
 }

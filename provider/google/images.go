@@ -11,6 +11,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
 )
@@ -46,7 +47,7 @@ func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[strin
 		return nil, &provider.RetryableError{Err: fmt.Errorf("google: read %s reply: %w", method, err)}
 	}
 	if len(outs) == 0 {
-		return nil, &provider.PermanentError{Message: refusal(e, sc.Small)}
+		return nil, &provider.PermanentError{Message: clip.Message(refusal(e, sc.Small))}
 	}
 	return outs, nil
 }

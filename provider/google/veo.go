@@ -10,6 +10,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 )
 
@@ -92,6 +93,9 @@ func (p *Provider) veoStatus(ctx context.Context, d jobData) (provider.Status, e
 }
 
 func veoState(op operation) provider.Status {
+	if op.Error != nil {
+		op.Error.Message = clip.Message(op.Error.Message)
+	}
 	switch {
 	case !op.Done:
 		st := provider.Status{State: provider.StateRunning, Message: "Veo is generating"}
@@ -115,7 +119,7 @@ func veoState(op operation) provider.Status {
 	case len(outs) > 0:
 		return provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed", Outputs: outs}
 	case gvr.RaiMediaFilteredCount > 0 || len(gvr.RaiMediaFilteredReasons) > 0:
-		return provider.Status{State: provider.StateFailed, Error: "Google's safety filters removed the video: " + orText(strings.Join(gvr.RaiMediaFilteredReasons, "; "), "no reason given")}
+		return provider.Status{State: provider.StateFailed, Error: "Google's safety filters removed the video: " + clip.Message(orText(strings.Join(gvr.RaiMediaFilteredReasons, "; "), "no reason given"))}
 	default:
 		return provider.Status{State: provider.StateFailed, Error: "Veo finished without a video"}
 	}

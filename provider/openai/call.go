@@ -14,6 +14,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
 )
@@ -168,7 +169,7 @@ func (p *Provider) refusal(r *httpx.Response) error {
 	}
 	_ = json.Unmarshal(r.Body, &body)
 	code := fmt.Sprint(body.Error.Code)
-	msg := body.Error.Message
+	msg := clip.Message(body.Error.Message)
 	switch {
 	case code == "insufficient_quota" || body.Error.Type == "insufficient_quota":
 		return &provider.PermanentError{Message: "OpenAI refused: the account's quota or spend limit is used up (insufficient_quota); add credits or raise the limit, retrying will not help: " + msg}

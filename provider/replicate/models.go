@@ -12,6 +12,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
@@ -55,7 +56,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
 		return modelschema.Info{}, err
 	}
-	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: m.Description}
+	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: clip.Description(m.Description)}
 	if m.DefaultExample != nil {
 		info.Kind = kindOfOutput(m.DefaultExample.Output)
 	}
@@ -64,7 +65,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 			return modelschema.Info{}, fmt.Errorf("replicate: %w: %s has no published version", provider.ErrNotFound, ref.Path)
 		}
 		info.Version, info.Doc = m.LatestVersion.ID, m.LatestVersion.Schema
-		return info, nil
+		return checkVersion(info, ref)
 	}
 	var v versionObject
 	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path+"/versions/"+ref.Version, &v); err != nil {
@@ -74,6 +75,15 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 		return modelschema.Info{}, fmt.Errorf("replicate: %w: version %s has no schema", provider.ErrNotFound, ref.Version)
 	}
 	info.Version, info.Doc = v.ID, v.Schema
+	return checkVersion(info, ref)
+}
+
+// checkVersion refuses a version id that is not one (Replicate's are
+// hex): it is kept with the schema and named to callers.
+func checkVersion(info modelschema.Info, ref modelschema.Ref) (modelschema.Info, error) {
+	if _, err := modelschema.ParseID("replicate:" + ref.Path + ":" + info.Version); err != nil {
+		return modelschema.Info{}, fmt.Errorf("replicate: %w: %s publishes a version id that is not one", provider.ErrNotFound, ref.Path)
+	}
 	return info, nil
 }
 
@@ -139,7 +149,11 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 			if len(out.Hits) == limit {
 				break
 			}
-			h := modelschema.Hit{ID: "replicate:" + m.Owner + "/" + m.Name, Title: m.Owner + "/" + m.Name, Description: m.Description}
+			id := "replicate:" + m.Owner + "/" + m.Name
+			if _, err := modelschema.ParseID(id); err != nil {
+				continue // no model darkroom could run: its name is not a model name
+			}
+			h := modelschema.Hit{ID: id, Title: m.Owner + "/" + m.Name, Description: clip.Description(m.Description)}
 			if m.DefaultExample != nil {
 				h.Kind = kindOfOutput(m.DefaultExample.Output)
 			}
@@ -147,7 +161,7 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 		}
 		if page.Next != nil {
 			if nu, err := url.Parse(*page.Next); err == nil {
-				out.Next = nu.Query().Get("cursor")
+				out.Next = clip.Cursor(nu.Query().Get("cursor"))
 			}
 		}
 		return out, nil

@@ -35,6 +35,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
 )
@@ -391,7 +392,7 @@ func toStatus(pr prediction, e catalog.Entry) provider.Status {
 		}
 		return provider.Status{State: provider.StateCompleted, Progress: 1, Message: "succeeded", Outputs: e.Outputs(pr.Output)}
 	case "failed":
-		msg := httpx.Text(pr.Error)
+		msg := clip.Message(httpx.Text(pr.Error))
 		if msg == "" {
 			msg = "the prediction failed at Replicate without a message"
 		}
