@@ -85,6 +85,13 @@ type Options struct {
 	// CreateTaskResult first. It runs on the waiting goroutine: keep it
 	// short.
 	OnProgress func(t *DetailedTask)
+	// Blocked, when set, is asked about each live state of a followed
+	// task: true when the task waits for something only another call can
+	// give (darkroom: an upload_input). Wait, WaitByNotifications and
+	// Resume then stop with a *BlockedError instead of waiting for ever;
+	// the task stays pending on the server. A task asking for input with
+	// no OnInput to answer it stops the same way.
+	Blocked func(t *DetailedTask) bool
 }
 
 // Client calls tools on one MCP endpoint and follows the tasks they create.
@@ -284,6 +291,27 @@ func (e *TaskFailedError) Error() string {
 }
 
 func (e *TaskFailedError) Unwrap() error { return e.Err }
+
+// BlockedError is returned when a followed task waits for something this
+// client cannot give (Options.Blocked, or input without OnInput): it is
+// still live on the server, and StatusMessage says what it waits for.
+type BlockedError struct {
+	TaskID        string
+	Status        Status
+	StatusMessage string
+	// Err is ErrNoInputHandler for input this client cannot answer.
+	Err error
+}
+
+func (e *BlockedError) Error() string {
+	msg := e.StatusMessage
+	if msg == "" {
+		msg = "(no status message)"
+	}
+	return fmt.Sprintf("client: task %s is %s and waits for what this client cannot give: %s", e.TaskID, e.Status, msg)
+}
+
+func (e *BlockedError) Unwrap() error { return e.Err }
 
 // HTTPError is an HTTP answer that carried no JSON-RPC message (e.g. 401,
 // 403, or a proxy's 502).

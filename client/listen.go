@@ -151,6 +151,11 @@ func (c *Client) WaitByNotifications(ctx context.Context, taskID string) (*Detai
 		}
 		f.see(lctx, &t)
 		armTTL()
+		if err := f.stuck(&t); err != nil {
+			inputErr = err
+			cancel()
+			return
+		}
 		switch t.Status {
 		case StatusCompleted, StatusFailed, StatusCancelled:
 			final = &t

@@ -309,6 +309,9 @@ func (f *follower) answer(ctx context.Context, t *DetailedTask) error {
 	if len(keys) == 0 {
 		return nil // answered already; the server has not caught up yet
 	}
+	if f.c.opts.OnInput == nil {
+		return blocked(t, fmt.Errorf("%w (keys %q)", ErrNoInputHandler, keys))
+	}
 	responses := make(map[string]json.RawMessage, len(keys))
 	for _, k := range keys {
 		resp, err := f.c.input(ctx, t.TaskID, k, t.InputRequests[k])
@@ -332,6 +335,19 @@ func (f *follower) answer(ctx context.Context, t *DetailedTask) error {
 		f.c.log.Warn("client: state", "task", t.TaskID, "err", err)
 	}
 	return nil
+}
+
+// stuck is a *BlockedError when Options.Blocked says the live task t
+// waits for what this client cannot give.
+func (f *follower) stuck(t *DetailedTask) error {
+	if t.Status.Terminal() || f.c.opts.Blocked == nil || !f.c.opts.Blocked(t) {
+		return nil
+	}
+	return blocked(t, nil)
+}
+
+func blocked(t *DetailedTask, err error) error {
+	return &BlockedError{TaskID: t.TaskID, Status: t.Status, StatusMessage: t.StatusMessage, Err: err}
 }
 
 // expired records that the task outlived its TTL.
@@ -391,6 +407,9 @@ func (c *Client) poll(ctx context.Context, taskID string, last *DetailedTask) (*
 	next := time.Now()
 	if last != nil {
 		f.see(ctx, last)
+		if err := f.stuck(last); err != nil {
+			return nil, err
+		}
 		if last.Status == StatusInputRequired && len(last.InputRequests) > 0 {
 			if err := f.answer(ctx, last); err != nil {
 				return nil, err
@@ -436,6 +455,9 @@ func (c *Client) poll(ctx context.Context, taskID string, last *DetailedTask) (*
 		c.log.Debug("client: polled", "task", taskID, "status", t.Status, "message", t.StatusMessage)
 		if t.Status.Terminal() {
 			return t, nil
+		}
+		if err := f.stuck(t); err != nil {
+			return nil, err
 		}
 		if t.Status == StatusInputRequired {
 			if err := f.answer(ctx, t); err != nil {

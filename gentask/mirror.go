@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
@@ -151,10 +153,27 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 // has nowhere else.
 func statusMessage(gen *generation.Generation) string {
 	if gen.UploadRequired() && !gen.Params.AwaitsApproval {
-		return "Waiting for an input image: call upload_input with generationId " + gen.ID
+		var roles []string
+		if gen.Params.AwaitsImage {
+			roles = append(roles, generation.MainRole(gen.Kind))
+		}
+		roles = append(roles, gen.Params.Awaits...)
+		which := "role " + roles[0]
+		if len(roles) > 1 {
+			which = "roles " + words.And(roles) + ", one call each"
+		}
+		return fmt.Sprintf("%s call upload_input with generationId %s and %s", uploadPrefix, gen.ID, which)
 	}
 	return gen.Headline()
 }
+
+// uploadPrefix begins the status message of a task whose generation
+// waits for an upload_input: nothing but that call moves it on.
+const uploadPrefix = "Waiting for an upload:"
+
+// WaitsForUpload reports whether a task's status message says it waits
+// for an upload_input (a client that cannot upload stops waiting).
+func WaitsForUpload(statusMessage string) bool { return strings.HasPrefix(statusMessage, uploadPrefix) }
 
 // Notify pushes a committed generation change to task listeners.
 func (g *Mirror) Notify(genID string) {

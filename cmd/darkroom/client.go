@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/client"
+	"github.com/darkroom-mcp/darkroom/gentask"
 )
 
 const clientUsage = `Usage:
@@ -20,7 +21,9 @@ const clientUsage = `Usage:
 
 While it waits it prints each change of the task to stderr, and the
 result as JSON to stdout. Ctrl-C stops waiting (the task goes on) and
-prints the command that resumes it.
+prints the command that resumes it. A task that waits for what this
+command cannot give (an upload_input, input it cannot answer) is not
+waited for: its status message is printed and the command exits 1.
 
 `
 
@@ -62,7 +65,8 @@ func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 	}
 	p := &progress{w: errw, start: time.Now()}
 	c, err := client.New(client.Options{Endpoint: cfg.Endpoint, Token: cfg.Token, StatePath: cfg.State,
-		ClientName: "darkroom-cli", ClientVersion: buildVersion(), OnProgress: p.show})
+		ClientName: "darkroom-cli", ClientVersion: buildVersion(), OnProgress: p.show,
+		Blocked: func(t *client.DetailedTask) bool { return gentask.WaitsForUpload(t.StatusMessage) }})
 	if err != nil {
 		return err
 	}
@@ -83,7 +87,7 @@ func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 		}
 		o, err := c.CallTool(ctx, rest[1], toolArgs)
 		if err != nil {
-			return p.interrupted(ctx, err, cfg)
+			return p.stopped(ctx, err, cfg)
 		}
 		return printOutcome(enc, errw, o)
 	case "resume":
@@ -94,7 +98,7 @@ func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 			p.taskID = rest[1]
 			o, err := c.Wait(ctx, rest[1])
 			if err != nil && o == nil {
-				return p.interrupted(ctx, err, cfg)
+				return p.stopped(ctx, err, cfg)
 			}
 			if err != nil && o.Result == nil {
 				return err
@@ -112,14 +116,21 @@ func runClient(ctx context.Context, args []string, out, errw io.Writer) error {
 		if ctx.Err() != nil {
 			return p.interrupted(ctx, ctx.Err(), cfg)
 		}
+		unfinished := 0
 		for _, r := range done {
 			if r.Err != nil {
-				fmt.Fprintf(out, "%s: %v\n", r.TaskID, r.Err)
+				unfinished++
+				if !p.blocked(r.Err, r.TaskID, cfg) {
+					fmt.Fprintf(errw, "%s: %v\n", r.TaskID, r.Err)
+				}
 				continue
 			}
 			if err := enc.Encode(r.Outcome.Result); err != nil {
 				return err
 			}
+		}
+		if unfinished > 0 {
+			return fmt.Errorf("client resume: %d of %d tasks did not complete (see above)", unfinished, len(done))
 		}
 		return nil
 	}
@@ -166,6 +177,35 @@ func (p *progress) show(t *client.DetailedTask) {
 	fmt.Fprintf(p.w, "%5.0fs %s\n", time.Since(p.start).Seconds(), line)
 }
 
+// stopped explains a wait that ended before its task did: a task blocked
+// on what this command cannot give, or Ctrl-C (interrupted).
+func (p *progress) stopped(ctx context.Context, err error, cfg clientConfig) error {
+	var be *client.BlockedError
+	if errors.As(err, &be) && p.blocked(err, be.TaskID, cfg) {
+		return fmt.Errorf("task %s waits for what this command cannot give; not waiting", be.TaskID)
+	}
+	return p.interrupted(ctx, err, cfg)
+}
+
+// blocked prints what a blocked task waits for and how to go on, and
+// reports whether err was such a task.
+func (p *progress) blocked(err error, taskID string, cfg clientConfig) bool {
+	var be *client.BlockedError
+	if !errors.As(err, &be) {
+		return false
+	}
+	msg := be.StatusMessage
+	if msg == "" {
+		msg = "(the server gave no status message)"
+	}
+	fmt.Fprintf(p.w, "Task %s is %s and waits for what this command cannot give:\n  %s\n", taskID, be.Status, msg)
+	if errors.Is(err, client.ErrNoInputHandler) {
+		fmt.Fprintf(p.w, "This command answers no input requests; use an MCP client that does.\n")
+	}
+	fmt.Fprintf(p.w, "Once that is done, wait for it with:\n  %s\n", p.resumeCommand(cfg, taskID))
+	return true
+}
+
 // interrupted turns a wait ended by Ctrl-C into the command that resumes
 // it; any other error is returned as is. It never wraps context.Canceled,
 // so the command exits non-zero.
@@ -176,26 +216,33 @@ func (p *progress) interrupted(ctx context.Context, err error, cfg clientConfig)
 	if p.taskID == "" && !p.all {
 		return errors.New("interrupted before the server created a task: nothing to resume (to retry safely, call again with the same idempotencyKey)")
 	}
+	what, id := "task "+p.taskID+" is", p.taskID
+	if p.all {
+		what, id = "the pending tasks are", ""
+	}
+	fmt.Fprintf(p.w, "Stopped waiting; %s still running on the server. To wait again:\n  %s\n", what, p.resumeCommand(cfg, id))
+	return errors.New("interrupted: " + what + " still running; resume as shown above")
+}
+
+// resumeCommand is the shell command that waits for taskID again (every
+// pending task when "").
+func (p *progress) resumeCommand(cfg clientConfig, taskID string) string {
 	cmd := []string{"darkroom", "client", "--endpoint", cfg.Endpoint}
 	if def := clientDefault("state"); cfg.State != def {
 		cmd = append(cmd, "--state", cfg.State)
 	}
 	cmd = append(cmd, "resume")
-	what := "task " + p.taskID + " is"
-	if p.all {
-		what = "the pending tasks are"
-	} else {
-		cmd = append(cmd, p.taskID)
+	if taskID != "" {
+		cmd = append(cmd, taskID)
 	}
 	for i, a := range cmd {
 		cmd[i] = shellQuote(a)
 	}
-	how := "  " + strings.Join(cmd, " ")
+	how := strings.Join(cmd, " ")
 	if cfg.Token != "" {
 		how += "   (with the same DARKROOM_TOKEN)"
 	}
-	fmt.Fprintf(p.w, "Stopped waiting; %s still running on the server. To wait again:\n%s\n", what, how)
-	return errors.New("interrupted: " + what + " still running; resume as shown above")
+	return how
 }
 
 // clientDefault is the default of a client setting.

@@ -4,14 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestClientCommand(t *testing.T) {
@@ -135,5 +141,41 @@ func TestClientResumeNothingPending(t *testing.T) {
 	code := run(context.Background(), []string{"client", "--endpoint", "http://127.0.0.1:1/mcp", "--state", state, "resume"}, &out, &errOut)
 	if code == 0 || out.Len() != 0 || !strings.Contains(errOut.String(), "nothing to resume: no pending task in "+state) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want non-zero and a line saying nothing is pending", code, out.String(), errOut.String())
+	}
+}
+
+// TestClientStopsOnUpload: a task that waits for an upload_input is not
+// waited for, by call, resume TASK-ID or resume: each prints the task's
+// status message (which names the generationId and the role) and how to
+// resume, and exits non-zero. (Without the stop each would wait until
+// the guard's deadline.)
+func TestClientStopsOnUpload(t *testing.T) {
+	s := startServer(t, 0)
+	state := filepath.Join(t.TempDir(), "client.db")
+	var buf bytes.Buffer
+	_ = png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 64, 64)))
+	args, _ := json.Marshal(map[string]any{"modelId": "local-edit", "prompt": "erase the boat", "inputs": []any{
+		map[string]any{"role": "image", "image": map[string]any{"data": base64.StdEncoding.EncodeToString(buf.Bytes()), "mimeType": "image/png"}},
+		map[string]any{"role": "mask"}}})
+	base := []string{"client", "--endpoint", s.url + "/mcp", "--state", state}
+	taskID := ""
+	for _, sub := range [][]string{{"call", "generate", string(args)}, {"resume", "TASK"}, {"resume"}} {
+		t.Run(sub[0]+fmt.Sprint(len(sub)), func(t *testing.T) {
+			if len(sub) == 2 && sub[1] == "TASK" {
+				sub = []string{"resume", taskID}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard, not a wait
+			defer cancel()
+			var out, errOut bytes.Buffer
+			code := run(ctx, append(slices.Clone(base), sub...), &out, &errOut)
+			stderr := errOut.String()
+			if code == 0 || out.Len() != 0 || !strings.Contains(stderr, "Waiting for an upload: call upload_input with generationId ") ||
+				!strings.Contains(stderr, "and role mask") || !strings.Contains(stderr, " resume ") || strings.Contains(stderr, "Stopped waiting") {
+				t.Fatalf("%v: exit %d, stdout %q, stderr:\n%s", sub, code, out.String(), stderr)
+			}
+			if taskID == "" {
+				taskID = strings.Fields(stderr)[1] // "task ID (Ctrl-C …)"
+			}
+		})
 	}
 }
