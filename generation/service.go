@@ -13,6 +13,7 @@ import (
 	_ "image/jpeg" // input images: DecodeConfig
 	_ "image/png"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -314,6 +315,9 @@ func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	}
 	if req.Count < 1 || req.Count > most {
 		return m, inputErrorf("count %d is not offered by %s: it makes 1 to %d outputs per call", req.Count, m.ID, most)
+	}
+	if m.Credits < 0 || m.Credits > math.MaxInt64/int64(req.Count) { // an operator's catalog is read, not trusted to fit
+		return m, inputErrorf("%s's price (%d credits an output) is out of range for count %d; nothing was charged", m.ID, m.Credits, req.Count)
 	}
 	req.credits = m.Credits * int64(req.Count)
 	req.valid = &m
