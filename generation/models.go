@@ -41,6 +41,9 @@ func (s *Service) Resolve(ctx context.Context, req *CreateRequest) error {
 		return nil // Validate names the unknown id
 	}
 	if !curated {
+		if err := s.Unavailable(req.ModelID); err != nil {
+			return err
+		}
 		var err error
 		if m, err = s.cfg.Models.Resolve(ctx, req.ModelID); err != nil {
 			return modelError(err)
@@ -68,6 +71,16 @@ func modelError(err error) error {
 		return err
 	}
 	return &InputError{Msg: err.Error()}
+}
+
+// Unavailable is the refusal of a curated model whose provider is not
+// configured here, naming what the server needs (nil for any other id).
+func (s *Service) Unavailable(id string) error {
+	need, ok := s.cfg.Unavailable[id]
+	if !ok {
+		return nil
+	}
+	return inputErrorf("modelId %q is not available on this server: it needs %s on the server, which is not set (list_models lists the models this server offers)", id, need)
 }
 
 // lookupModel is the curated model of an id, or the one Resolve found

@@ -99,6 +99,11 @@ type Config struct {
 	// Models resolves qualified model ids and checks provider-native
 	// input (models.go); nil: the curated catalog only.
 	Models Models
+	// Unavailable holds the curated models whose provider is not
+	// configured, by id, each with the setting the server needs for it
+	// ("GEMINI_API_KEY"): asked for one, a caller learns that, not that
+	// it does not exist.
+	Unavailable map[string]string
 }
 
 // Service is the API over generations used by the tool handlers.
@@ -258,6 +263,9 @@ const (
 func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
 	m, ok := s.lookupModel(req)
 	if !ok {
+		if err := s.Unavailable(req.ModelID); err != nil {
+			return m, err
+		}
 		return m, inputErrorf("unknown modelId %q: it does not exist (list_models and search_models list the available ids)", req.ModelID)
 	}
 	if strings.TrimSpace(req.Prompt) == "" {

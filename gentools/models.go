@@ -60,6 +60,9 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 	if n := utf8.RuneCountInString(a.ModelID); n > maxModelIDChars {
 		return tasks.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
 	}
+	if err := t.svc.Unavailable(a.ModelID); err != nil {
+		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+	}
 	var d *modelschema.Description
 	key := a.ModelID
 	if t.cfg.Models != nil {

@@ -6,7 +6,11 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fal"
+	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/provider/openai"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
 )
 
 // curatedEntries is the model catalog: the embedded one, with the
@@ -21,6 +25,33 @@ func curatedEntries(cfg *config) ([]catalog.Entry, error) {
 		entries = catalog.Merge(entries, over)
 	}
 	return entries, nil
+}
+
+// providerKeys names the setting that turns each remote provider on.
+var providerKeys = map[string]string{replicate.Name: "replicate-api-token", fal.Name: "fal-key", google.Name: "gemini-api-key", openai.Name: "openai-api-key"}
+
+// unavailableModels are the enabled curated models whose provider is not
+// configured, each with the variable that would turn it on (the vendor's
+// own name, GEMINI_API_KEY, which the server reads as well as its
+// DARKROOM_ one).
+func unavailableModels(entries []catalog.Entry, configured []provider.Provider) map[string]string {
+	on := map[string]bool{}
+	for _, p := range configured {
+		on[p.Name()] = true
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		if e.Disabled || on[e.Provider] {
+			continue
+		}
+		out[e.ID] = "the " + e.Provider + " provider's key"
+		for _, s := range serverSettings("serve") {
+			if s.flag == providerKeys[e.Provider] {
+				out[e.ID] = s.env[len(s.env)-1]
+			}
+		}
+	}
+	return out
 }
 
 // schemaStore is the engine's store of fetched model schemas.

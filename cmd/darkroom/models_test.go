@@ -7,9 +7,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
@@ -226,5 +228,42 @@ func TestQualifiedModelAfterRestart(t *testing.T) {
 	inputs := rig.Inputs("fal")
 	if len(inputs) != 1 || inputs[0]["output_format"] != "png" {
 		t.Errorf("fal got %v", inputs)
+	}
+}
+
+// TestUnconfiguredProviderNamesItsKey: with no vendor keys set, a curated
+// model of each provider is refused by generate (also as a dry run) and
+// describe_model with the key the server needs, not as a model that does
+// not exist; an id no catalog holds still does not exist.
+func TestUnconfiguredProviderNamesItsKey(t *testing.T) {
+	s := startServer(t, 0)
+	cs := connect(t, s.url, "2026-07-28")
+	keys := map[string]string{"replicate": "REPLICATE_API_TOKEN", "fal": "FAL_KEY", "google": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY"}
+	first := map[string]string{} // provider → its first curated model
+	for _, e := range catalog.Default() {
+		if _, ok := first[e.Provider]; !ok && !e.Disabled {
+			first[e.Provider] = e.ID
+		}
+	}
+	if len(first) != len(keys) {
+		t.Fatalf("curated providers %v, want one model of each of %v", first, keys)
+	}
+	for prov, id := range first {
+		want := fmt.Sprintf("modelId %q is not available on this server: it needs %s on the server", id, keys[prov])
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"generate", map[string]any{"modelId": id, "prompt": "a lighthouse"}},
+			{"generate", map[string]any{"modelId": id, "prompt": "a lighthouse", "dryRun": true}},
+			{"describe_model", map[string]any{"modelId": id}},
+		} {
+			if res := call(t, cs, c.tool, c.args, nil); !res.IsError || !strings.Contains(text(res), want) {
+				t.Errorf("%s %v: %s; want %q", c.tool, c.args, text(res), want)
+			}
+		}
+	}
+	if res := call(t, cs, "generate", map[string]any{"modelId": "no-such-model", "prompt": "x"}, nil); !res.IsError || !strings.Contains(text(res), "does not exist") {
+		t.Errorf("unknown id: %s", text(res))
 	}
 }

@@ -55,6 +55,9 @@ type app struct {
 	files  http.Handler // signed links to the local store; nil with S3
 	mcp    *mcp.Server
 	local  *local.Provider
+	// unavailable: curated models whose provider has no key here, with
+	// the key (models.go)
+	unavailable map[string]string
 	// replicaSplit divides per-caller rates among live replicas (nil on
 	// SQLite: one process).
 	replicaSplit *limit.Split
@@ -130,6 +133,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	a.buildModels(entries)
+	a.unavailable = unavailableModels(entries, a.providers)
 	if err := a.buildService(hub, mirror); err != nil {
 		return nil, err
 	}
@@ -184,6 +188,7 @@ func (a *app) buildService(hub *generation.Hub, mirror *gentask.Mirror) (err err
 		Exclusive:      a.exclusive(),
 		InlinePreview:  a.cfg.InlinePreview,
 		Models:         a.models,
+		Unavailable:    a.unavailable,
 	})
 	return err
 }
@@ -292,8 +297,8 @@ func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
 }
 
 // remoteProviders builds Replicate, fal, Google and OpenAI when their
-// credentials are set; a provider without a key is simply absent, and so
-// are its models. spool holds synchronous calls' results (Google's and
+// credentials are set; a provider without a key is absent, and so are
+// its models (asked for one, the server names the key: unavailableModels). spool holds synchronous calls' results (Google's and
 // OpenAI's) until the runner copies them.
 func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool provider.Spool) ([]provider.Provider, error) {
 	entries, err := curatedEntries(cfg)
