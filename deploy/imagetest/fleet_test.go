@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -58,33 +60,169 @@ func (f *fleet) container(service string) string {
 	return names[0]
 }
 
-// waitReady waits until every replica answers /readyz 200 on its own
-// address and HAProxy has sent a request to each.
+// ip is a service's container address on the compose network (the host
+// reaches it there: the replicas' own /readyz, HAProxy's ops port).
+func (f *fleet) ip(service string) string {
+	ip, err := eng("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", f.container(service))
+	if err != nil {
+		return ""
+	}
+	return ip
+}
+
+// waitReady waits until the fleet serves through HAProxy: HAProxy's
+// stats show every replica UP with its last check passed and its /ready
+// (nbsrv) answers 200, and requests sent through it reach every replica
+// and are answered by the replica (X-Darkroom-Replica). A replica's own
+// /readyz answering 200 is not enough: HAProxy puts back a replica it
+// marked DOWN only after `rise` passing checks, 2 × 2 s later, and until
+// then answers 503 itself (the cold-machine failure of issue 36: a fleet
+// "ready in 4.2s" and then HAProxy's 503 to the first generate). It logs
+// how long after the replicas' own readiness HAProxy's came.
 func (f *fleet) waitReady() {
 	f.t.Helper()
 	t0 := time.Now()
+	var selfReady time.Duration
+	seen := map[string]bool{}
+	var last string
 	eventually(f.t, 3*time.Minute, func() bool {
+		if selfReady == 0 {
+			all := true
+			for _, r := range f.replicas {
+				if ip := f.ip(r); ip == "" || status("http://"+ip+":8080/readyz") != 200 {
+					all = false
+					break
+				}
+			}
+			if all {
+				selfReady = time.Since(t0)
+			}
+		}
+		lb := f.ip("haproxy")
+		if lb == "" {
+			last = "no HAProxy container address"
+			return false
+		}
+		servers, err := haproxyServers("http://" + lb + ":8404/stats;csv")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
 		for _, r := range f.replicas {
-			ip, err := eng("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", f.container(r))
-			if err != nil || ip == "" || status("http://"+ip+":8080/readyz") != 200 {
+			if s := servers[r]; s.Status != "UP" || s.Check != "L7OK" {
+				last = fmt.Sprintf("HAProxy: %v", servers)
 				return false
 			}
 		}
-		for range 3 {
-			status(f.lb + "/readyz")
+		if c := status("http://" + lb + ":8404/ready"); c != 200 {
+			last = fmt.Sprintf("HAProxy's /ready: %d", c)
+			return false
 		}
-		served := f.served()
+		for range 3 {
+			a := get(f.lb + "/readyz")
+			if a.Status != 200 || a.Replica == "" {
+				last = "through HAProxy: " + a.String()
+				return false
+			}
+			seen[a.Replica] = true
+		}
 		for _, r := range f.replicas {
-			if served[r] == 0 {
+			if !seen[r] {
+				last = fmt.Sprintf("through HAProxy, answered by %v so far", seen)
 				return false
 			}
 		}
 		return true
-	}, "every replica ready and in HAProxy's rotation")
-	f.t.Logf("fleet ready in %v", time.Since(t0).Round(100*time.Millisecond))
+	}, "every replica UP in HAProxy (stats) and answering through it", func() string { return last })
+	f.t.Logf("fleet ready in %v (every replica's own /readyz 200 after %v)",
+		time.Since(t0).Round(100*time.Millisecond), selfReady.Round(100*time.Millisecond))
 }
 
-var servedRe = regexp.MustCompile(` darkroom/(darkroom\d) `)
+// haproxyServer is one server's line of HAProxy's stats.
+type haproxyServer struct{ Status, Check string }
+
+func (s haproxyServer) String() string { return s.Status + "/" + s.Check }
+
+// haproxyServers reads the backend darkroom's servers from HAProxy's
+// stats CSV: status (UP, DOWN, "UP 1/2" going down, "DOWN 1/2" coming
+// up, MAINT) and check_status of the last check (L7OK passed; INI none
+// yet, so an UP that is only HAProxy's assumption at its start).
+func haproxyServers(url string) (map[string]haproxyServer, error) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	rows, err := csv.NewReader(resp.Body).ReadAll()
+	if err != nil || len(rows) == 0 {
+		return nil, fmt.Errorf("HAProxy stats: %v", err)
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[strings.TrimPrefix(h, "# ")] = i
+	}
+	px, sv, st, ck := col["pxname"], col["svname"], col["status"], col["check_status"]
+	if st == 0 || ck == 0 {
+		return nil, fmt.Errorf("HAProxy stats without status or check_status: %v", rows[0])
+	}
+	out := map[string]haproxyServer{}
+	for _, r := range rows[1:] {
+		if len(r) > ck && r[px] == "darkroom" && r[sv] != "BACKEND" {
+			out[r[sv]] = haproxyServer{Status: r[st], Check: r[ck]}
+		}
+	}
+	return out, nil
+}
+
+// answer is who answered a request through HAProxy, and how.
+type answer struct {
+	Status  int
+	Replica string // X-Darkroom-Replica: a replica wrote it; empty: HAProxy itself
+	Body    string // its start, when it is not JSON-RPC
+}
+
+func (a answer) String() string {
+	who := "HAProxy itself (no X-Darkroom-Replica)"
+	if a.Replica != "" {
+		who = "replica " + a.Replica
+	}
+	if a.Status == 0 {
+		who = "nobody"
+	}
+	s := fmt.Sprintf("%d from %s", a.Status, who)
+	if a.Body != "" {
+		s += ": " + strconv.Quote(a.Body)
+	}
+	return s
+}
+
+func answerOf(resp *http.Response, raw []byte) answer {
+	a := answer{Status: resp.StatusCode, Replica: resp.Header.Get("X-Darkroom-Replica")}
+	if resp.StatusCode != 200 || !json.Valid(raw) {
+		a.Body = string(raw[:min(len(raw), 160)])
+	}
+	return a
+}
+
+func get(url string) answer {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return answer{Body: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return answerOf(resp, raw)
+}
+
+// servedRe is a request line of HAProxy's httplog ("mcp darkroom/darkroom2
+// 0/0/1/3/4 200 ..."); its other lines ("Server darkroom/darkroom2 is
+// DOWN ...") name the servers too, and are no request served.
+var servedRe = regexp.MustCompile(` darkroom/(darkroom\d) -?\d+/-?\d+/`)
 
 // served counts the requests HAProxy's log says each replica answered.
 func (f *fleet) served() map[string]int {
@@ -126,6 +264,7 @@ type rpcClient struct {
 
 type rpcReply struct {
 	Status int
+	By     answer // who answered (a replica or HAProxy itself)
 	Result map[string]any
 	Error  *struct {
 		Code    int64  `json:"code"`
@@ -170,7 +309,7 @@ func (c *rpcClient) call(method string, params map[string]any) rpcReply {
 		}
 		raw = []byte(last)
 	}
-	out := rpcReply{Status: resp.StatusCode}
+	out := rpcReply{Status: resp.StatusCode, By: answerOf(resp, raw)}
 	var env struct {
 		Result map[string]any `json:"result"`
 		Error  json.RawMessage
@@ -222,7 +361,7 @@ func TestFleetCompose(t *testing.T) {
 	r := rc.call("tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": "a fleet task"}})
 	taskID, _ := r.Result["taskId"].(string)
 	if r.Result["resultType"] != "task" || taskID == "" {
-		t.Fatalf("task generate: %d %+v %v", r.Status, r.Error, r.Result)
+		t.Fatalf("task generate: %v; %+v %v", r.By, r.Error, r.Result)
 	}
 	done := rc.waitTask(taskID)
 	if done["status"] != "completed" {
@@ -349,4 +488,59 @@ func TestFleetCompose(t *testing.T) {
 	download(t, f.s3, taskURL, taskSHA)
 	t.Logf("down and up in %v: %d ids and the task resolve, its link downloads; %v in all",
 		time.Since(td).Round(100*time.Millisecond), len(ids), time.Since(t0).Round(100*time.Millisecond))
+}
+
+// TestFleetReadiness: every replica stopped at once and started again,
+// which is a cold machine's start in small (issue 36: HAProxy listening
+// before any replica can serve). While none is UP, HAProxy answers 503
+// itself and the test says so; once waitReady says the fleet is ready,
+// the first generate is answered by a replica. With the readiness that
+// trusted each replica's own /readyz (and counted HAProxy's "Server
+// darkroom/darkroom1 is DOWN" lines as requests served), that generate
+// got HAProxy's 503.
+func TestFleetReadiness(t *testing.T) {
+	f := needFleet(t)
+	f.waitReady()
+	var names []string
+	for _, r := range f.replicas {
+		names = append(names, f.container(r))
+	}
+	mustEng(t, append([]string{"stop", "-t", "10"}, names...)...)
+	stats := "http://" + f.ip("haproxy") + ":8404"
+	var last string
+	eventually(t, time.Minute, func() bool {
+		servers, err := haproxyServers(stats + "/stats;csv")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = fmt.Sprint(servers)
+		for _, r := range f.replicas {
+			if servers[r].Status != "DOWN" {
+				return false
+			}
+		}
+		return true
+	}, "HAProxy to mark every stopped replica DOWN", func() string { return last })
+	if c := status(stats + "/ready"); c != 503 {
+		t.Fatalf("HAProxy's /ready with every replica DOWN: %d, want 503", c)
+	}
+	if a := get(f.lb + "/readyz"); a.Status != 503 || a.Replica != "" {
+		t.Fatalf("with every replica DOWN, through HAProxy: %v; want HAProxy's own 503", a)
+	} else {
+		t.Logf("every replica DOWN: %v", a)
+	}
+
+	mustEng(t, append([]string{"start"}, names...)...)
+	f.waitReady()
+	rc := &rpcClient{t: t, url: f.lb, token: f.token}
+	r := rc.call("tools/call", map[string]any{"name": "generate", "arguments": map[string]any{"modelId": "local-sketch", "prompt": "first after the restart"}})
+	taskID, _ := r.Result["taskId"].(string)
+	if r.Status != 200 || r.By.Replica == "" || taskID == "" {
+		t.Fatalf("the first generate once the fleet was ready again: %v; %+v %v", r.By, r.Error, r.Result)
+	}
+	if done := rc.waitTask(taskID); done["status"] != "completed" {
+		t.Fatalf("task after the restart: %v", done)
+	}
+	t.Logf("the first generate after the restart: %v; its task completed", r.By)
 }

@@ -197,12 +197,18 @@ func status(url string) int {
 	return resp.StatusCode
 }
 
-func eventually(t testing.TB, timeout time.Duration, cond func() bool, what string) {
+// eventually polls cond every 100 ms until it holds; why, if given, says
+// what it last saw, for the failure.
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, what string, why ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			last := ""
+			for _, w := range why {
+				last += " (last: " + w() + ")"
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", timeout, what, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
