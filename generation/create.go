@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -106,7 +107,7 @@ func (s *Service) prepare(ctx context.Context, c *creation, hash string) error {
 	case params.awaitsInput():
 		status, msg = StatusReserved, waitingFor(params)
 	case params.AwaitsApproval:
-		status, msg = StatusReserved, fmt.Sprintf("waiting for approval to spend %d credits", req.credits)
+		status, msg = StatusReserved, "waiting for approval to spend "+words.Count(req.credits, "credit")
 	}
 	pj, _ := json.Marshal(params)
 	now := s.cfg.Now().UTC().Truncate(time.Millisecond)

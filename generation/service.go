@@ -772,7 +772,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 			c = change(id, EventHold, "")
 			c.Message = waitingFor(p)
 			if p.AwaitsApproval {
-				c.Message = fmt.Sprintf("waiting for approval to spend %d credits", r.Credits)
+				c.Message = "waiting for approval to spend " + words.Count(r.Credits, "credit")
 			}
 		}
 		c.At, c.Params = at, string(pj)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -116,7 +117,7 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 	found, ok, err := p.Find(ctx, g.ID)
 	switch {
 	case err == nil && ok:
-		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}); err != nil {
+		if err := r.markSubmitted(ctx, g.ID, found, provider.Status{State: provider.StateQueued, Message: submittedTo(p.Name())}); err != nil {
 			return 0, err
 		}
 		return 0, nil
@@ -266,7 +267,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if err != nil {
 		return 0, err // outcome unknown: the next step reconciles
 	}
-	st := provider.Status{State: provider.StateQueued, Message: "submitted to " + p.Name()}
+	st := provider.Status{State: provider.StateQueued, Message: submittedTo(p.Name())}
 	if err := r.recordSubmitted(ctx, m, g, job, st); err != nil {
 		return 0, err
 	}
@@ -351,7 +352,7 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		ob, _ := json.Marshal(outs)
 		msg := st.Message
 		if msg == "" || !strings.Contains(msg, "before the cancel") {
-			msg = fmt.Sprintf("completed: %d output(s)", len(outs))
+			msg = "completed: " + words.Count(len(outs), "output")
 			if strings.HasPrefix(st.Message, provider.ResubmittedNote) {
 				msg += "; " + st.Message // the provider says how it got there
 			}
@@ -392,3 +393,6 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 	}
 	return r.nextPoll(p, m, g, st, after.Checks, after.SubmittedAt), nil
 }
+
+// submittedTo is the status message of a job its provider accepted.
+func submittedTo(provider string) string { return "submitted to the " + provider + " provider" }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,9 +32,9 @@ func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateR
 		ok := credits <= *limit-spent
 		budget["limit"], budget["balance"], budget["allowed"] = *limit, bal, ok
 		if !ok {
-			verdict = fmt.Sprintf("over today's balance of %d credits: it would be refused", bal)
+			verdict = fmt.Sprintf("over today's balance of %s: it would be refused", words.Count(bal, "credit"))
 		} else {
-			verdict = fmt.Sprintf("within today's balance of %d credits", bal)
+			verdict = fmt.Sprintf("within today's balance of %s", words.Count(bal, "credit"))
 		}
 	}
 	var threshold *int64
@@ -48,7 +49,7 @@ func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateR
 		"dryRun": true, "modelId": m.ID, "kind": m.Kind, "count": cr.Count,
 		"creditsPerOutput": m.Credits, "credits": credits, "budget": budget, "approval": approval,
 	}
-	text := fmt.Sprintf("Dry run: %s would make %d %s output(s) for %d credits (%d each), %s", m.ID, cr.Count, m.Kind, credits, m.Credits, verdict)
+	text := fmt.Sprintf("Dry run: %s would make %s for %s (%d each), %s", m.ID, words.Count(cr.Count, string(m.Kind)+" output"), words.Count(credits, "credit"), m.Credits, verdict)
 	if approval["required"] == true {
 		text += fmt.Sprintf("; above your approval threshold of %d, so it would ask for approval (or confirmSpend:true)", *threshold)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -75,7 +76,7 @@ func (t *Tools) outputFile(ctx context.Context, owner, uri, field string) (*gene
 	case g.OutputsExpired:
 		return nil, toolError("%s.uri: the outputs of generation %s were deleted after the %s retention period", field, id, t.svc.Retention()), nil
 	case i >= len(g.Outputs):
-		return nil, toolError("%s.uri: generation %s has %d output(s), numbered from 0", field, id, len(g.Outputs)), nil
+		return nil, toolError("%s.uri: generation %s has %s, numbered from 0", field, id, words.Count(len(g.Outputs), "output")), nil
 	case !strings.HasPrefix(g.Outputs[i].MimeType, "image/"):
 		return nil, toolError("%s.uri: output %d of generation %s is a %s, not an image", field, i, id, g.Outputs[i].MimeType), nil
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -19,9 +22,6 @@ import (
 // charged as a poll, served on the lean path with a keyed reply, so a
 // repeated question is answered from the reply cache.
 func (t *Tools) modelTools() []Tool {
-	ro := func(title string) *mcp.ToolAnnotations {
-		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(true)}
-	}
 	handler := func(read tasks.ReadHandler) mcp.ToolHandler {
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			r, err := read(ctx, req)
@@ -33,14 +33,14 @@ func (t *Tools) modelTools() []Tool {
 	}
 	return []Tool{
 		{Def: &mcp.Tool{Name: "describe_model",
-			Description: "Describe one model before using it: its kind, price (credits per priceUnit), the input fields generate's input takes (names, types, enums, ranges, defaults), " +
-				"which of generate's own arguments set which provider field, its input roles and maxCount. Works for list_models ids and for provider-qualified ids the server allows.",
-			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: ro("Describe model")},
+			Description: "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, " +
+				"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
+			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: readOnly("Describe model", true)},
 			Handler: handler(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
 		{Def: &mcp.Tool{Name: "search_models",
-			Description: "Search models by words (and kind): darkroom's curated models, then the providers this server allows. " +
-				"Results are kept " + modelschema.SearchTTL.String() + "; pass nextCursor back as cursor for more. Use describe_model on a result before generate.",
-			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: ro("Search models")},
+			Description: "Find models by words (and kind): the curated ones, then the providers allowed here. " +
+				"Pass nextCursor back as cursor for more; describe_model one before generate.",
+			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: readOnly("Search models", true)},
 			Handler: handler(t.readSearch), Class: ClassPoll, Read: t.readSearch},
 	}
 }
@@ -76,8 +76,27 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 		return tasks.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
 	}
 	return tasks.Reply{ID: "describe_model\x00" + a.ModelID, Key: key, Render: func() *mcp.CallToolResult {
-		return structured(describeLine(d), d)
+		out := t.described(d)
+		return structured(describeLine(out), out)
 	}}, nil
+}
+
+// described is describe_model's answer: the description, and the inputs
+// the model takes as list_models gives them (a local model has no field
+// map to say so).
+type described struct {
+	*modelschema.Description
+	NeedsInputImage   bool           `json:"needsInputImage"`
+	AcceptsInputImage bool           `json:"acceptsInputImage,omitempty"`
+	Roles             map[string]int `json:"roles,omitempty"`
+}
+
+func (t *Tools) described(d *modelschema.Description) described {
+	out := described{Description: d}
+	if m, ok := t.svc.Model(d.ModelID); ok {
+		out.NeedsInputImage, out.AcceptsInputImage, out.Roles = m.NeedsInputImage, m.AcceptsInputImage, m.Roles
+	}
+	return out
 }
 
 // modelRefusal answers a model that cannot be described as an isError
@@ -99,13 +118,20 @@ func modelRefusal(err error) (tasks.Reply, error) {
 	return tasks.Reply{Result: toolError("%s", err.Error())}, nil
 }
 
-func describeLine(d *modelschema.Description) string {
-	price := fmt.Sprintf("%d credits per %s", d.Credits, d.PriceUnit)
+func describeLine(d described) string {
+	price := fmt.Sprintf("%s per %s", words.Count(d.Credits, "credit"), d.PriceUnit)
 	fields := "no published input schema"
 	if d.Input != nil {
-		fields = fmt.Sprintf("%d input fields", len(d.Input))
+		fields = words.Count(len(d.Input), "input field")
 	}
-	return fmt.Sprintf("%s: %s model, %s, %s", d.ModelID, d.Kind, price, fields)
+	inputs := ""
+	if d.NeedsInputImage {
+		inputs = ", needs an input image"
+	}
+	if len(d.Roles) > 0 {
+		inputs += ", takes " + words.And(slices.Sorted(maps.Keys(d.Roles))) + " inputs"
+	}
+	return fmt.Sprintf("%s: %s model, %s%s, %s", d.ModelID, d.Kind, price, inputs, fields)
 }
 
 type searchArgs struct {
@@ -157,7 +183,7 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks
 	// answers from the reply cache.
 	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
 	return tasks.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
-		line := fmt.Sprintf("%d models found for %q", len(res.Models), a.Query)
+		line := fmt.Sprintf("%s found for %q", words.Count(len(res.Models), "model"), a.Query)
 		if res.NextCursor != "" {
 			line += "; more with cursor"
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -212,7 +213,7 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, gone
 	case i >= len(g.Outputs):
 		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "outputs": len(g.Outputs)},
-			msg: fmt.Sprintf("Resource not found: generation %s has %d output(s), numbered from 0", id, len(g.Outputs))}
+			msg: fmt.Sprintf("Resource not found: generation %s has %s, numbered from 0", id, words.Count(len(g.Outputs), "output"))}
 	}
 	return t.readBlob(ctx, uri, fmt.Sprintf("output %d of generation %s", i, id), "outputs", i, g.Outputs[i].StoredBlob, gone)
 }

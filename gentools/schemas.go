@@ -52,38 +52,29 @@ var bounds = strings.NewReplacer(
 	"DEF_SEARCH", strconv.Itoa(defSearchLimit),
 )
 
-const generationIDSchema = `{"type":"string","description":"The generationId returned by generate.","minLength":1,"maxLength":MAX_ID}`
+// Every byte here is read by the assistant on every turn it is connected
+// (tools/list; TestToolsListSize holds the whole list to 12 KB): the
+// descriptions say when to use each tool and argument, every bound
+// stays, and output schemas name the top-level fields with their types
+// (a result's JSON carries the rest, nested fields included).
 
-const inputImageSchema = `{"type":"object","additionalProperties":false,"description":"An input image: either {url} (http or https) or {data (base64), mimeType}. PNG, JPEG or WebP.",
- "properties":{"url":{"type":"string"},"data":{"type":"string","description":"base64-encoded image bytes"},"mimeType":{"type":"string","enum":["image/png","image/jpeg","image/webp"]}}}`
+const generationIDSchema = `{"type":"string","minLength":1,"maxLength":MAX_ID}`
 
-const outputSchema = `{"type":"object","properties":{
- "url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
- "bytes":{"type":"integer"},"sha256":{"type":"string"},"width":{"type":"integer"},
- "height":{"type":"integer"},"durationSeconds":{"type":"number"}},
- "required":["url","expiresAt","mimeType","bytes","sha256"]}`
+const inputImageSchema = `{"type":"object","additionalProperties":false,"description":"{url} (http or https) or {data (base64), mimeType}; PNG, JPEG or WebP.",
+ "properties":{"url":{"type":"string"},"data":{"type":"string"},"mimeType":{"type":"string","enum":["image/png","image/jpeg","image/webp"]}}}`
 
-const generationSchema = `{"type":"object","properties":{
- "generationId":{"type":"string"},"modelId":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},
- "status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]},
- "statusMessage":{"type":"string"},"progress":{"type":"number","minimum":0,"maximum":1},
- "createdAt":{"type":"string"},"updatedAt":{"type":"string"},
- "outputs":{"type":"array","items":` + outputSchema + `},
- "inputs":{"type":"array","items":` + inputViewSchema + `},
- "error":{"type":"object","properties":{"kind":{"type":"string"},"message":{"type":"string"}},"required":["kind","message"]},
- "credits":{"type":"integer"},"outputsExpired":{"type":"boolean"},"uploadRequired":{"type":"boolean"},"cancelRequested":{"type":"boolean"},"timedOut":{"type":"boolean"}},
- "required":["generationId","modelId","kind","status","statusMessage","progress","createdAt","updatedAt","outputs","credits"]}`
+// generationProps are the fields of a generation (GenerationView) a
+// model acts on; its JSON carries the others (modelId, kind, times,
+// inputs, credits). The statuses are list_generations' status enum.
+const generationProps = `"generationId":{"type":"string"},"status":{"type":"string"},
+ "statusMessage":{"type":"string"},"progress":{"type":"number"},"outputs":{"type":"array"},"error":{"type":"object"},
+ "uploadRequired":{"type":"boolean"},"timedOut":{"type":"boolean"}`
 
-const inputViewSchema = `{"type":"object","properties":{
- "role":{"type":"string"},"uri":{"type":"string"},"from":{"type":"string"},"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},
- "width":{"type":"integer"},"height":{"type":"integer"}},"required":["role","uri","url","mimeType"]}`
+const generationSchema = `{"type":"object","properties":{` + generationProps + `},"required":["generationId","status"]}`
 
-const dryRunOut = `{"type":"object","properties":{
- "dryRun":{"type":"boolean"},"modelId":{"type":"string"},"kind":{"type":"string"},"count":{"type":"integer"},
- "creditsPerOutput":{"type":"integer"},"credits":{"type":"integer"},
- "budget":{"type":"object","properties":{"spent":{"type":"integer"},"limit":{"type":["integer","null"]},"balance":{"type":["integer","null"]},"allowed":{"type":"boolean"}}},
- "approval":{"type":"object","properties":{"threshold":{"type":["integer","null"]},"required":{"type":"boolean"}}}},
- "required":["dryRun","modelId","count","credits","budget","approval"]}`
+// generateOut is a generation, or a dry run's price and verdicts.
+const generateOut = `{"type":"object","properties":{` + generationProps + `,
+ "dryRun":{"type":"boolean"},"credits":{"type":"integer"},"budget":{"type":"object"},"approval":{"type":"object"}}}`
 
 // raw is a schema with its bounds filled in.
 func raw(s string) json.RawMessage { return json.RawMessage(bounds.Replace(s)) }
@@ -92,22 +83,22 @@ func raw(s string) json.RawMessage { return json.RawMessage(bounds.Replace(s)) }
 func generateInputSchema(ratios []string) json.RawMessage {
 	enum, _ := json.Marshal(ratios)
 	return raw(strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
- "modelId":{"type":"string","description":"A modelId from list_models."},
+ "modelId":{"type":"string","description":"From list_models or search_models."},
  "prompt":{"type":"string","minLength":1,"maxLength":MAX_PROMPT},
- "aspectRatio":{"type":"string","enum":RATIOS,"default":"16:9"},
+ "aspectRatio":{"type":"string","enum":RATIOS,"default":"16:9","description":"One the model offers."},
  "negativePrompt":{"type":"string","maxLength":MAX_NEGATIVE},
- "seed":{"type":"integer","description":"Same model, prompt, parameters and seed give the same result where the model allows."},
- "durationSeconds":{"type":"integer","minimum":1,"maximum":MAX_DURATION,"description":"Video models only; see durations in list_models."},
- "inputImage":INPUT,
- "inputs":{"type":"array","maxItems":MAX_FILES,"description":"Input files by role, for models that take them (see roles in list_models): the image to edit (image) and its mask (white where it may change; the image's size), style or subject references, a video's first_frame and last_frame. Give each as uri (the darkroom://generations/{generationId}/outputs/{index} of one of your outputs: no download needed), as image, or by role alone to upload it next with upload_input.",
+ "seed":{"type":"integer","description":"Repeats a result where the model allows."},
+ "durationSeconds":{"type":"integer","minimum":1,"maximum":MAX_DURATION,"description":"Video only: one of the model's durations."},
+ "inputImage":{"type":"object","description":"The main image, as an inputs image (role image; first_frame for video)."},
+ "inputs":{"type":"array","maxItems":MAX_FILES,"description":"Files by role, as the model's roles allow: image (to edit), mask (white where it may change; the image's size), reference, first_frame, last_frame. Each as uri (darkroom://generations/{id}/outputs/{n}: your output), image, or role alone to upload_input next.",
   "items":{"type":"object","additionalProperties":false,"required":["role"],"properties":{"role":{"type":"string","enum":ROLES},"uri":{"type":"string"},"image":INPUT}}},
- "count":{"type":"integer","minimum":1,"default":1,"description":"How many outputs to make, up to the model's maxCount (list_models); each is charged."},
- "dryRun":{"type":"boolean","default":false,"description":"Check everything and say what it would cost and whether the budget and approval rule allow it; creates nothing."},
- "idempotencyKey":{"type":"string","maxLength":MAX_KEY,"description":"Repeat a generate safely: the same key returns the same generation."},
- "wait":{"type":"boolean","default":false,"description":"Wait for the result (up to waitSeconds) before answering."},
+ "count":{"type":"integer","minimum":1,"default":1,"description":"Outputs to make, up to the model's maxCount; each charged."},
+ "dryRun":{"type":"boolean","description":"Price and check it; creates nothing."},
+ "idempotencyKey":{"type":"string","maxLength":MAX_KEY,"description":"Same key, same generation: makes a retry safe."},
+ "wait":{"type":"boolean","description":"Answer when done, up to waitSeconds."},
  "waitSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT},
- "confirmSpend":{"type":"boolean","description":"Confirm spending credits above your approval threshold."},
- "input":{"type":"object","description":"The model's own input fields (describe_model lists them), validated before anything is charged. Fields generate's own arguments set (prompt, aspectRatio, seed, images…) are refused here: pass them once, as those arguments."}},
+ "confirmSpend":{"type":"boolean","description":"Approve a spend above your approval threshold."},
+ "input":{"type":"object","description":"The model's own fields (describe_model), checked before any charge; not those generate's arguments set."}},
  "required":["modelId","prompt"],"additionalProperties":false}`))
 }
 
@@ -116,34 +107,19 @@ const (
 	getInput           = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `},"required":["generationId"]}`
 	waitInput          = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"timeoutSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT}},"required":["generationId"]}`
 	downloadInput      = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"index":{"type":"integer","minimum":0,"default":0}},"required":["generationId"]}`
-	uploadInput        = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `,"role":{"type":"string","enum":ROLES,"description":"What the image is for; default: the first input the generation waits for."}},"required":["generationId","image"]}`
+	uploadInput        = `{"type":"object","additionalProperties":false,"properties":{"generationId":` + generationIDSchema + `,"image":` + inputImageSchema + `,"role":{"type":"string","enum":ROLES,"description":"Default: the first input it waits for."}},"required":["generationId","image"]}`
 	listGenerationsIn  = `{"type":"object","additionalProperties":false,"properties":{"limit":{"type":"integer","minimum":1,"maximum":MAX_LIMIT,"default":DEF_LIMIT},"cursor":{"type":"string"},"status":{"type":"string","enum":["reserved","queued","running","completed","failed","cancelled"]}}}`
-	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":` + generationSchema + `},"nextCursor":{"type":"string"}},"required":["generations"]}`
+	listGenerationsOut = `{"type":"object","properties":{"generations":{"type":"array","items":{"type":"object"}},"nextCursor":{"type":"string"}},"required":["generations"]}`
 	listModelsOut      = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
- "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},
- "description":{"type":"string"},"credits":{"type":"integer"},"priceUnit":{"type":"string","enum":["run","image","second","megapixel"]},"aspectRatios":{"type":"array","items":{"type":"string"}},
- "durations":{"type":"array","items":{"type":"integer"}},"needsInputImage":{"type":"boolean"},"acceptsInputImage":{"type":"boolean"},
- "maxCount":{"type":"integer"},"roles":{"type":"object","additionalProperties":{"type":"integer"}}},
- "required":["modelId","provider","kind","title","description","credits","aspectRatios","needsInputImage"]}}},"required":["models"]}`
-	describeModelIn = `{"type":"object","properties":{"modelId":{"type":"string","minLength":1,"maxLength":MAX_MODEL_ID,"description":"A modelId from list_models or search_models, or a provider-qualified id (replicate:owner/name[:version], fal:owner/app[/path]) the server allows."}},"required":["modelId"],"additionalProperties":false}`
-	fieldSchema     = `{"type":"object","properties":{"name":{"type":"string"},"type":{"type":"string"},"format":{"type":"string"},"description":{"type":"string"},
- "enum":{"type":"array"},"minimum":{"type":"number"},"maximum":{"type":"number"},"default":{},"required":{"type":"boolean"},"items":{"type":"string"}},"required":["name"]}`
-	describeModelOut = `{"type":"object","properties":{
- "modelId":{"type":"string"},"provider":{"type":"string"},"kind":{"type":"string","enum":["image","video"]},"title":{"type":"string"},"description":{"type":"string"},
- "credits":{"type":"integer","description":"The price of one call, per priceUnit."},"priceUnit":{"type":"string","enum":["run","image","second","megapixel"]},
- "curated":{"type":"boolean"},"aspectRatios":{"type":"array","items":{"type":"string"}},"durations":{"type":"array","items":{"type":"integer"}},"maxCount":{"type":"integer"},
- "mapping":{"type":"object","description":"Which provider field each of generate's own arguments sets.","properties":{"prompt":{"type":"string"},"negativePrompt":{"type":"string"},
-  "aspectRatio":{"type":"string"},"seed":{"type":"string"},"durationSeconds":{"type":"string"},"count":{"type":"string"},"inputImage":{"type":"string"},
-  "roles":{"type":"object","additionalProperties":{"type":"object","properties":{"field":{"type":"string"},"max":{"type":"integer"}},"required":["field","max"]}}},"required":["prompt"]},
- "input":{"type":["array","null"],"items":` + fieldSchema + `,"description":"The fields generate's input may set; null when the provider publishes no schema."},
- "schemaFetchedAt":{"type":"string"}},
- "required":["modelId","provider","kind","title","description","credits","priceUnit","curated","aspectRatios","maxCount","mapping","input"]}`
-	searchModelsIn = `{"type":"object","properties":{"query":{"type":"string","maxLength":MAX_QUERY,"description":"Words to look for in model ids, titles and descriptions."},
- "kind":{"type":"string","enum":["image","video"]},"cursor":{"type":"string","description":"nextCursor from the previous page."},
+ "modelId":{"type":"string"},"kind":{"type":"string"},"credits":{"type":"integer"},"aspectRatios":{"type":"array"},"durations":{"type":"array"},
+ "maxCount":{"type":"integer"},"needsInputImage":{"type":"boolean"},"roles":{"type":"object"}}}}},"required":["models"]}`
+	describeModelIn  = `{"type":"object","properties":{"modelId":{"type":"string","minLength":1,"maxLength":MAX_MODEL_ID,"description":"From list_models or search_models, or a provider-qualified id the server allows (replicate:owner/name[:version], fal:owner/app[/path])."}},"required":["modelId"],"additionalProperties":false}`
+	describeModelOut = `{"type":"object","properties":{"modelId":{"type":"string"},"kind":{"type":"string"},"credits":{"type":"integer"},"priceUnit":{"type":"string"},
+ "maxCount":{"type":"integer"},"needsInputImage":{"type":"boolean"},"roles":{"type":"object"},"mapping":{"type":"object"},"input":{"type":["array","null"]}},"required":["modelId","input"]}`
+	searchModelsIn = `{"type":"object","properties":{"query":{"type":"string","maxLength":MAX_QUERY,"description":"Words to find in ids, titles, descriptions."},
+ "kind":{"type":"string","enum":["image","video"]},"cursor":{"type":"string"},
  "limit":{"type":"integer","minimum":1,"maximum":MAX_SEARCH,"default":DEF_SEARCH}},"required":["query"],"additionalProperties":false}`
-	searchModelsOut = `{"type":"object","properties":{"models":{"type":"array","items":{"type":"object","properties":{
- "modelId":{"type":"string"},"title":{"type":"string"},"description":{"type":"string"},"kind":{"type":"string"},"source":{"type":"string"}},"required":["modelId","source"]}},
- "nextCursor":{"type":"string"},"sources":{"type":"array","items":{"type":"string"}}},"required":["models","sources"]}`
-	creditsOut  = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
-	downloadOut = outputSchema
+	searchModelsOut = `{"type":"object","properties":{"models":{"type":"array"},"nextCursor":{"type":"string"},"sources":{"type":"array"}},"required":["models","sources"]}`
+	creditsOut      = `{"type":"object","properties":{"balance":{"type":["integer","null"]},"currency":{"type":"string"},"spent":{"type":"integer"},"limit":{"type":["integer","null"]}},"required":["balance","currency","spent","limit"]}`
+	downloadOut     = `{"type":"object","properties":{"url":{"type":"string"},"expiresAt":{"type":"string"},"mimeType":{"type":"string"},"bytes":{"type":"integer"},"sha256":{"type":"string"}},"required":["url","expiresAt"]}`
 )

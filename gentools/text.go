@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
@@ -45,7 +46,7 @@ func (v *GenerationView) summary(now time.Time) string {
 		if v.UploadRequired {
 			s = "Waiting for the input image: call upload_input with this generationId"
 		} else {
-			s = fmt.Sprintf("Waiting for approval to spend %d credits", v.Credits)
+			s = "Waiting for approval to spend " + words.Count(v.Credits, "credit")
 		}
 	case "queued", "running":
 		s = v.working()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -178,15 +179,8 @@ func (t *Tools) Register(s *mcp.Server) {
 
 // generationTools are the nine generation tools' rows.
 func (t *Tools) generationTools() []Tool {
-	readOnly := func(title string) *mcp.ToolAnnotations {
-		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}
-	}
 	def := func(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
-		tool := &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), Annotations: ann}
-		if out != "" {
-			tool.OutputSchema = raw(out)
-		}
-		return tool
+		return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
 	}
 	// fresh is a read whose result is rendered per call (none keyed).
 	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
@@ -196,43 +190,49 @@ func (t *Tools) generationTools() []Tool {
 		}
 	}
 	return []Tool{
-		{Def: def("list_models", "List the models this server can run, with their kind (image or video), credit cost, aspect ratios and durations.",
-			emptyInput, listModelsOut, readOnly("List models")), Handler: t.listModels, Class: ClassPoll},
-		{Def: def("get_credits", "Your credit balance, what you spent today and your daily limit (null when unlimited).",
-			emptyInput, creditsOut, readOnly("Get credits")), Handler: t.getCredits, Class: ClassPoll, Read: fresh(t.getCredits)},
+		{Def: def("list_models", "The models here, to choose a modelId: kind (image or video), credits, aspectRatios, durations, maxCount, "+
+			"needsInputImage and roles (the input files each takes).",
+			emptyInput, listModelsOut, readOnly("List models", false)), Handler: t.listModels, Class: ClassPoll},
+		{Def: def("get_credits", "Your credit balance, what you spent today and your daily limit (null: unlimited).",
+			emptyInput, creditsOut, readOnly("Get credits", false)), Handler: t.getCredits, Class: ClassPoll, Read: fresh(t.getCredits)},
 		{Def: &mcp.Tool{
 			Name: "generate",
-			Description: "Start an image or video generation. Returns at once with a generationId and status; it does not wait unless wait is true. " +
-				t.waitNote("waitSeconds") + " " +
-				"Follow up with wait_generation or get_generation using that generationId; never call generate again for the same request (pass an idempotencyKey to make retries safe). " +
-				"Models with needsInputImage answer status reserved and uploadRequired: call upload_input next.",
+			Description: "Start an image or video generation; answers at once with its generationId and status (wait:true waits up to " + t.cfg.MaxWait.String() + "). " +
+				"Follow it with wait_generation or get_generation, never generate again (an idempotencyKey makes retries safe). " +
+				"uploadRequired: send the files with upload_input. dryRun:true prices it, creating nothing.",
 			InputSchema:  generateInputSchema(t.aspectRatios()),
-			OutputSchema: raw(`{"type":"object","anyOf":[` + generationSchema + `,` + dryRunOut + `]}`),
+			OutputSchema: raw(generateOut),
 			Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
 		}, Handler: t.Generate, Class: ClassCreate},
-		{Def: def("upload_input", "Upload the input image for a reserved generation (image-to-video), then it is queued. PNG, JPEG or WebP, up to the size limit.",
-			uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input image", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}),
+		{Def: def("upload_input", "Upload a file a reserved generation waits for (uploadRequired), in its role from generate's inputs: "+
+			"image (first_frame for video), mask (white where it may change; the image's size), reference, last_frame. Queued once none is awaited.",
+			uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}),
 			Handler: t.uploadInput, Class: ClassPoll},
-		{Def: def("get_generation", "Get a generation's current status, progress and, when completed, short-lived signed output links.",
-			getInput, generationSchema, readOnly("Get generation")), Handler: t.getGeneration, Class: ClassPoll, Read: t.readGeneration},
-		{Def: def("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+
-			"If timedOut is true the generation is still running: call wait_generation again with the same generationId; never resubmit it. "+
-			t.waitNote("timeoutSeconds"),
-			waitInput, generationSchema, readOnly("Wait for generation")), Handler: t.waitGeneration, Class: ClassPoll},
-		{Def: def("download_output", "Get a fresh short-lived signed link to one output of a completed generation. Returns a URL, never the bytes (its resource_link's darkroom:// URI reads them with resources/read).",
-			downloadInput, downloadOut, readOnly("Download output")), Handler: t.downloadOutput, Class: ClassPoll, Read: fresh(t.downloadOutput)},
-		{Def: def("cancel_generation", "Cancel a generation. Reserved or queued ones end cancelled at once and their credits are refunded; a running one is asked to stop (cancelRequested) and may still finish first.",
+		{Def: def("get_generation", "A generation's status and progress now and, once completed, its outputs with short-lived signed links. To wait for the end, use wait_generation.",
+			getInput, generationSchema, readOnly("Get generation", false)), Handler: t.getGeneration, Class: ClassPoll, Read: t.readGeneration},
+		{Def: def("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+t.waitNote("timeoutSeconds"),
+			waitInput, generationSchema, readOnly("Wait for generation", false)), Handler: t.waitGeneration, Class: ClassPoll},
+		{Def: def("download_output", "A fresh signed link to one output (index from 0) of a completed generation, once its link expired. "+
+			"For the bytes, resources/read its darkroom:// URI.",
+			downloadInput, downloadOut, readOnly("Download output", false)), Handler: t.downloadOutput, Class: ClassPoll, Read: fresh(t.downloadOutput)},
+		{Def: def("cancel_generation", "Cancel a generation: reserved or queued ends cancelled at once and is refunded; running is asked to stop (cancelRequested) and may still finish.",
 			getInput, generationSchema, &mcp.ToolAnnotations{Title: "Cancel generation", DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(true)}),
 			Handler: t.cancelGeneration, Class: ClassPoll},
-		{Def: def("list_generations", "List your generations, newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
-			listGenerationsIn, listGenerationsOut, readOnly("List generations")), Handler: t.listGenerations, Class: ClassPoll, Read: fresh(t.listGenerations)},
+		{Def: def("list_generations", "Your generations (as get_generation gives them), newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
+			listGenerationsIn, listGenerationsOut, readOnly("List generations", false)), Handler: t.listGenerations, Class: ClassPoll, Read: fresh(t.listGenerations)},
 	}
 }
 
-// waitNote is what the wait tools' descriptions say about long waits.
+// readOnly annotates a read (a destructive hint means nothing for one,
+// the spec says); openWorld says whether it may reach a provider.
+func readOnly(title string, openWorld bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(openWorld)}
+}
+
+// waitNote is what wait_generation's description says about long waits.
 func (t *Tools) waitNote(arg string) string {
-	return fmt.Sprintf("A wait answers within %s whatever %s says, with timedOut:true if still running; "+
-		"with a progressToken it gets notifications/progress at least every %s and on each change.",
+	return fmt.Sprintf("Answers within %s whatever %s says; timedOut:true means still running: call again with the same generationId, never resubmit. "+
+		"A progressToken gets notifications/progress every %s.",
 		t.cfg.MaxWait, arg, t.cfg.ProgressEvery)
 }
 
@@ -560,7 +560,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 		i = *a.Index
 	}
 	if i < 0 || i >= len(g.Outputs) {
-		return toolError("index %d is out of range: generation %s has %d output(s), numbered from 0", i, g.ID, len(g.Outputs)), nil
+		return toolError("index %d is out of range: generation %s has %s, numbered from 0", i, g.ID, words.Count(len(g.Outputs), "output")), nil
 	}
 	v, err := t.View(ctx, g)
 	if err != nil {

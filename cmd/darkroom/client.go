@@ -170,7 +170,7 @@ func (p *progress) show(t *client.DetailedTask) {
 	p.taskID = t.TaskID
 	line := string(t.Status)
 	if m := t.StatusMessage; strings.HasPrefix(m, line) {
-		line = m // "completed: 1 output(s)" says the status already
+		line = m // "completed: 1 output" says the status already
 	} else if m != "" {
 		line += ": " + m
 	}

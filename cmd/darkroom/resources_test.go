@@ -117,7 +117,7 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	// Out of range on one's own generation: not found, and it says why.
 	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "darkroom://generations/" + g.GenerationID + "/outputs/1"})
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != want || !strings.Contains(je.Message, "1 output(s)") {
+	if !errors.As(err, &je) || je.Code != want || !strings.Contains(je.Message, "has 1 output,") {
 		t.Fatalf("index out of range: %v", err)
 	}
 }

@@ -24,3 +24,12 @@ func join[T any](items []T, last string) string {
 	}
 	return strings.Join(s[:len(s)-1], ", ") + last + s[len(s)-1]
 }
+
+// Count is n and the noun, plural unless n is 1: "1 model", "3 models"
+// (nouns whose plural adds an s).
+func Count[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
