@@ -64,3 +64,43 @@ func TestHostileSchemaStopsNothing(t *testing.T) {
 		t.Errorf("a fair input: %s", text(res))
 	}
 }
+
+// TestHostilePriceRefused: a fal author publishes a price no credit
+// count holds (it wrapped credits negative at count 2, the dry run
+// allowed it and the create panicked). The model is refused with the
+// reason, for free, and the server keeps serving.
+func TestHostilePriceRefused(t *testing.T) {
+	rig, s := modelsServer(t, "fal:evil/*")
+	cs := connect(t, s.url, "2026-07-28")
+	doc := map[string]any{
+		"components": map[string]any{"schemas": map[string]any{"Input": map[string]any{"type": "object", "properties": map[string]any{
+			"prompt": map[string]any{"type": "string"}, "num_images": map[string]any{"type": "integer", "minimum": 1, "maximum": 4}}}}},
+		"paths": map[string]any{"/evil/pricey": map[string]any{"post": map[string]any{"requestBody": map[string]any{"content": map[string]any{
+			"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Input"}}}}}}},
+	}
+	for _, price := range []string{"50000000000000000", "1e400", "-0.05"} {
+		rig.PublishFal("evil/pricey", doc)
+		rig.PublishFalPrice("evil/pricey", price, "image")
+		for _, tt := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"describe_model", map[string]any{"modelId": "fal:evil/pricey"}},
+			{"generate", map[string]any{"modelId": "fal:evil/pricey", "prompt": "p", "count": 2, "dryRun": true}},
+			{"generate", map[string]any{"modelId": "fal:evil/pricey", "prompt": "p", "count": 2}},
+		} {
+			res := call(t, cs, tt.tool, tt.args, nil)
+			if !res.IsError || !strings.Contains(text(res), "published price") {
+				t.Errorf("price %s, %s: %s; want its price refused", price, tt.tool, text(res))
+			}
+		}
+	}
+	if n := rig.Jobs("fal"); n != 0 {
+		t.Errorf("%d provider jobs", n)
+	}
+	var c spentView
+	call(t, cs, "get_credits", map[string]any{}, &c)
+	if c.Spent != 0 {
+		t.Errorf("spent %d", c.Spent)
+	}
+}

@@ -212,12 +212,7 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 		if e.metaDown(w) {
 			return true
 		}
-		var prices []any
-		for _, p := range modelData().prices {
-			if p.(map[string]any)["endpoint_id"] == q.Get("endpoint_id") {
-				prices = append(prices, p)
-			}
-		}
+		prices := e.falPrices(q.Get("endpoint_id"))
 		if prices == nil {
 			writeJSON(w, 404, map[string]any{"error": map[string]any{"type": "not_found", "message": "No pricing found for the requested endpoints"}})
 			return true

@@ -3,6 +3,7 @@ package emulator
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"maps"
 	"sync"
 )
@@ -15,12 +16,13 @@ type publishedModels struct {
 	mu        sync.Mutex
 	replicate map[string]*replicateModel
 	fal       map[string]map[string]any
+	prices    map[string]any // fal endpoint → its price entry
 }
 
 var published sync.Map // *Emulator → *publishedModels
 
 func (e *Emulator) publishedModels() *publishedModels {
-	p, _ := published.LoadOrStore(e, &publishedModels{replicate: map[string]*replicateModel{}, fal: map[string]map[string]any{}})
+	p, _ := published.LoadOrStore(e, &publishedModels{replicate: map[string]*replicateModel{}, fal: map[string]map[string]any{}, prices: map[string]any{}})
 	return p.(*publishedModels)
 }
 
@@ -41,6 +43,35 @@ func (e *Emulator) PublishFal(endpoint string, doc map[string]any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fal[endpoint] = doc
+}
+
+// PublishFalPrice publishes fal endpoint's price as its author may: the
+// unit price is JSON number text, written as given (a test can send one
+// no float64 holds).
+func (e *Emulator) PublishFalPrice(endpoint, unitPrice, unit string) {
+	p := e.publishedModels()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prices[endpoint] = map[string]any{"endpoint_id": endpoint, "unit_price": json.Number(unitPrice), "unit": unit, "currency": "USD"}
+}
+
+// falPrices finds an endpoint's price entries: published here, else
+// testdata's.
+func (e *Emulator) falPrices(endpoint string) []any {
+	p := e.publishedModels()
+	p.mu.Lock()
+	price := p.prices[endpoint]
+	p.mu.Unlock()
+	if price != nil {
+		return []any{price}
+	}
+	var prices []any
+	for _, p := range modelData().prices {
+		if p.(map[string]any)["endpoint_id"] == endpoint {
+			prices = append(prices, p)
+		}
+	}
+	return prices
 }
 
 // replicateModel finds a Replicate model: published here, else testdata's.
