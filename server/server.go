@@ -248,7 +248,11 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		if cfg.Limits != nil {
 			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle
 		}
+		open := h
 		h = auth.Middleware(cfg.Auth, opts)(h)
+		if prm == "" && !cfg.Auth.OAuthEnabled() {
+			h = publicHandshake(open, h)
+		}
 	}
 	mux.Handle("/mcp", checkOrigin(cfg.AllowedOrigins, h))
 	if cfg.Files != nil {
@@ -262,6 +266,45 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// handshakeMaxBytes bounds the body of an unauthenticated handshake
+// (publicHandshake): an initialize is a few hundred bytes.
+const handshakeMaxBytes = 16 << 10
+
+// publicHandshake serves, without a credential, the legacy handshake
+// (initialize, notifications/initialized) of a request that names it in
+// its Mcp-Method header, on a server that takes API keys only; anything
+// else goes to authed. mcp-remote (the stdio bridge of most desktop
+// hosts) sends that header, and when its own handshake fails it exits
+// before reading its host's first message: the host shows only
+// "Connection closed". Let through, it fails its host's first real
+// request instead, answering it with the error of the sign-in it then
+// tries, which carries POST /register's answer (auth.NoRegistration):
+// the host shows that the server takes an API key, and how to pass it.
+// The handshake reveals nothing a key protects (the server's name,
+// version and capabilities); its body is read before authentication only
+// for such a request, and only when declared and small. It draws from
+// the local principal's buckets, which no caller has on such a server.
+func publicHandshake(open, authed http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method := r.Header.Get("Mcp-Method")
+		if r.Method != http.MethodPost || r.Header.Get("Authorization") != "" ||
+			(method != "initialize" && method != "notifications/initialized") ||
+			r.ContentLength < 0 || r.ContentLength > handshakeMaxBytes {
+			authed.ServeHTTP(w, r)
+			return
+		}
+		e, r, ok := tasks.Admit(w, r, handshakeMaxBytes)
+		if !ok {
+			return // answered: not a JSON-RPC message
+		}
+		if e.IsBatch || e.Method != method {
+			authed.ServeHTTP(w, r) // the header named the handshake, the body does not
+			return
+		}
+		open.ServeHTTP(w, r)
+	})
 }
 
 // checkOrigin answers 403 when a browser Origin is present and not allowed

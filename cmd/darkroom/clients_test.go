@@ -329,15 +329,24 @@ func realClients(t *testing.T) (node, dir string) {
 
 // TestMCPRemoteWithoutKey: mcp-remote (the stdio bridge most desktop
 // assistants use for remote servers) started without an API key against a
-// server that requires one tries OAuth and ends at dynamic client
-// registration; what it prints for its user then names the header to pass
-// and its own --header option. With the key it connects.
+// server that requires one, driven as its host drives it (initialize,
+// notifications/initialized, tools/list). What the host is shown names
+// the header to pass and mcp-remote's own --header option: the host's
+// initialize succeeds (the handshake is public, server.publicHandshake),
+// and its tools/list is answered with the error of the OAuth sign-in
+// mcp-remote then tries, which carries POST /register's answer. (Before,
+// mcp-remote's own handshake failed, it exited before reading its host's
+// first message, and the host showed only "Connection closed".) With the
+// key the same host lists the tools.
 func TestMCPRemoteWithoutKey(t *testing.T) {
 	node, dir := realClients(t)
 	const apiKey = "mcp-remote-key-0123456789abcdef"
 	p := startProcess(t, t.TempDir(), "DARKROOM_API_KEYS=ci="+apiKey)
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"ci","version":"1"}}}` + "\n"
-	run := func(extra ...string) (stdout, stderr string) {
+	then := `{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}` + "\n"
+	// host runs mcp-remote as a host does and returns the answer to its
+	// tools/list (or "" if it exited first), and its stderr.
+	host := func(extra ...string) (answer map[string]any, stdout, stderr string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		args := append([]string{filepath.Join(dir, "node_modules", "mcp-remote", "dist", "proxy.js"), p.url + "/mcp", "--allow-http"}, extra...)
@@ -356,10 +365,11 @@ func TestMCPRemoteWithoutKey(t *testing.T) {
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		_, _ = in.Write([]byte(initialize))
-		// Without the key it exits on its own when it gives up; with it,
-		// stdin is closed once it has answered.
+		// Each step when the answer before it has come; stdin closes
+		// (mcp-remote exits) once tools/list is answered.
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
+		initialized := false
 	wait:
 		for {
 			select {
@@ -368,19 +378,33 @@ func TestMCPRemoteWithoutKey(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatalf("mcp-remote neither answered nor gave up:\nstdout %s\nstderr %s", out.String(), errb.String())
 			case <-tick.C:
-				if strings.Contains(out.String(), `"id":1`) {
+				if !initialized && strings.Contains(out.String(), `"id":1`) {
+					initialized = true
+					_, _ = in.Write([]byte(then))
+				}
+				if strings.Contains(out.String(), `"id":2`) {
 					_ = in.Close()
 				}
 			}
 		}
-		return out.String(), errb.String()
+		for _, line := range strings.Split(out.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["id"] == float64(2) {
+				answer = m
+			}
+		}
+		return answer, out.String(), errb.String()
 	}
-	_, stderr := run()
-	if !strings.Contains(stderr, `Authorization: Bearer <key>`) || !strings.Contains(stderr, `--header`) {
-		t.Fatalf("mcp-remote without a key: its output does not say how to pass one:\n%s", stderr)
+	answer, stdout, stderr := host()
+	e, _ := answer["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if !strings.Contains(stdout, `"serverInfo"`) || !strings.Contains(msg, "it takes an API key") ||
+		!strings.Contains(msg, `Authorization: Bearer <key>`) || !strings.Contains(msg, `--header`) {
+		t.Fatalf("mcp-remote without a key: what its host is shown does not say how to pass one:\nstdout %s\nstderr %s", stdout, stderr)
 	}
-	stdout, stderr := run("--header", "Authorization: Bearer "+apiKey)
-	if !strings.Contains(stdout, `"protocolVersion"`) {
-		t.Fatalf("mcp-remote with the key did not initialize:\nstdout %s\nstderr %s", stdout, stderr)
+	t.Logf("the host's tools/list without a key: %s", msg)
+	answer, stdout, stderr = host("--header", "Authorization: Bearer "+apiKey)
+	if res, _ := answer["result"].(map[string]any); res == nil || res["tools"] == nil {
+		t.Fatalf("mcp-remote with the key did not list the tools:\nstdout %s\nstderr %s", stdout, stderr)
 	}
 }
