@@ -17,7 +17,7 @@ func TestVendorBudget(t *testing.T) {
 	}{
 		{"google", "google-imagen-4", 40, 7},
 		{"google", "google-veo-3-fast", 1200, 3},
-		{"openai", "openai-gpt-image-1", 50, 9},
+		{"openai", "openai-gpt-image-2", 50, 9},
 	}
 	for _, c := range cases {
 		t.Run(c.model, func(t *testing.T) {

@@ -85,7 +85,7 @@ func TestVendorListModels(t *testing.T) {
 		want   []string
 	}{
 		{"google", []string{"google-veo-3-fast", "google-veo-3", "google-imagen-4", "google-imagen-4-fast", "google-gemini-2.5-flash-image"}},
-		{"openai", []string{"openai-gpt-image-1", "openai-gpt-image-1-mini"}},
+		{"openai", []string{"openai-gpt-image-2", "openai-gpt-image-1", "openai-gpt-image-1-mini"}},
 		{"none", nil},
 	}
 	rig := startEmulator(t, defaultTiming)
@@ -141,12 +141,13 @@ var vendorCases = []vendorCase{
 	{name: "imagen two", vendor: "google", model: "google-imagen-4", prompt: "two hares", count: 2, want: "completed"},
 	{name: "gemini edit", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "make it night", image: true, want: "completed"},
 	{name: "gemini refusal", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "x [nsfw]", want: "failed", wantMsg: "IMAGE_SAFETY"},
-	{name: "gpt-image/tools", vendor: "openai", model: "openai-gpt-image-1", prompt: "a kite", want: "completed"},
+	{name: "gpt-image/tools", vendor: "openai", model: "openai-gpt-image-2", prompt: "a kite", want: "completed"},
 	{name: "gpt-image/tasks", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "a boat", tasks: true, want: "completed"},
-	{name: "gpt-image edit", vendor: "openai", model: "openai-gpt-image-1", prompt: "add a moon", image: true, want: "completed"},
-	{name: "gpt-image masked edit", vendor: "openai", model: "openai-gpt-image-1", prompt: "a moon in the mask", mask: true, want: "completed"},
-	{name: "gpt-image three", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "three kites", count: 3, tasks: true, want: "completed"},
-	{name: "gpt-image moderation", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [nsfw]", want: "failed", wantMsg: "safety system refused"},
+	{name: "gpt-image former id", vendor: "openai", model: "openai-gpt-image-1", prompt: "a kite, as before", want: "completed"}, // now gpt-image-2
+	{name: "gpt-image edit", vendor: "openai", model: "openai-gpt-image-2", prompt: "add a moon", image: true, want: "completed"},
+	{name: "gpt-image masked edit", vendor: "openai", model: "openai-gpt-image-2", prompt: "a moon in the mask", mask: true, want: "completed"},
+	{name: "gpt-image three", vendor: "openai", model: "openai-gpt-image-2", prompt: "three kites", count: 3, tasks: true, want: "completed"},
+	{name: "gpt-image moderation", vendor: "openai", model: "openai-gpt-image-2", prompt: "x [nsfw]", want: "failed", wantMsg: "safety system refused"},
 	{name: "gpt-image quota", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [quota]", tasks: true, want: "failed", wantMsg: "insufficient_quota"},
 }
 

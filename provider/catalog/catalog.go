@@ -41,7 +41,7 @@ type Entry struct {
 	NeedsInputImage bool     `json:"needsInputImage,omitempty"`
 	// Endpoint is the provider's model path: Replicate "owner/name"
 	// (official model endpoint), fal "owner/app[/subpath]", Google and
-	// OpenAI the model name ("veo-3.0-generate-001", "gpt-image-1").
+	// OpenAI the model name ("veo-3.0-generate-001", "gpt-image-2").
 	Endpoint string `json:"endpoint"`
 	// API is the vendor method a google or openai model is called by:
 	// google "veo" (predictLongRunning), "imagen" (predict) or "gemini"
@@ -65,6 +65,12 @@ type Entry struct {
 	Roles map[string]Role `json:"roles,omitempty"`
 	// Disabled removes the model (in an override file).
 	Disabled bool `json:"disabled,omitempty"`
+	// Source says where the entry's vendor id, price and limits came from
+	// (an SDK file and version, a vendor page), and Checked the day they
+	// were last checked against it (YYYY-MM-DD): a vendor retires models,
+	// and a reader must be able to tell how stale an entry may be.
+	Source  string `json:"source,omitempty"`
+	Checked string `json:"checked,omitempty"`
 }
 
 // InputMap names the provider's input fields; an empty name means the
@@ -167,6 +173,9 @@ func (e Entry) validate() error {
 	}
 	if e.Disabled {
 		return nil
+	}
+	if _, err := time.Parse(time.DateOnly, e.Checked); e.Checked != "" && err != nil {
+		return fmt.Errorf("checked %q is not a date (YYYY-MM-DD)", e.Checked)
 	}
 	switch e.Provider {
 	case "replicate", "fal":

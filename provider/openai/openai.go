@@ -71,7 +71,7 @@ type Config struct {
 	// HTTPClient sends requests (nil: one with CallTimeout).
 	HTTPClient *http.Client
 	// CallTimeout bounds one image call (default 5 min: a high-quality
-	// gpt-image-1 edit can take over a minute).
+	// gpt-image edit can take over a minute).
 	CallTimeout time.Duration
 	// MaxConcurrentCalls bounds the synchronous calls held open at once
 	// (default 4): each holds a runner worker while it lasts; more wait

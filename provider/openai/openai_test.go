@@ -104,7 +104,7 @@ func TestOpenAIImages(t *testing.T) {
 				t.Fatalf("image: %d bytes", len(b))
 			}
 			in := em.Inputs("openai")[0]
-			if in["size"] != "1536x1024" || in["quality"] != "medium" || in["model"] != "gpt-image-1" || in["output_format"] != "png" ||
+			if in["size"] != "1536x1024" || in["quality"] != "medium" || in["model"] != "gpt-image-2" || in["output_format"] != "png" ||
 				in["header:OpenAI-Organization"] != "org-1" || in["header:OpenAI-Project"] != "proj-1" {
 				t.Fatalf("request fields: %v", in)
 			}
