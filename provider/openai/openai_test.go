@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/openai"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
@@ -131,5 +133,41 @@ func TestOpenAIRateLimit(t *testing.T) {
 	}
 	if _, err := p.Submit(context.Background(), req); err != nil {
 		t.Fatalf("after the wait: %v", err)
+	}
+}
+
+// TestOpenAIRetiredModel: an entry still naming a model OpenAI shut down
+// (an operator's old override file) fails at once with OpenAI's own
+// words, not as something to retry.
+func TestOpenAIRetiredModel(t *testing.T) {
+	for _, endpoint := range []string{"gpt-image-1", "gpt-image-1-mini"} {
+		t.Run(endpoint, func(t *testing.T) {
+			em := emulator.New(emulator.Options{})
+			t.Cleanup(em.Close)
+			var es []catalog.Entry
+			for _, e := range catalog.ForProvider(catalog.Default(), "openai") {
+				e.Endpoint = endpoint
+				es = append(es, e)
+			}
+			p, err := openai.New(openai.Config{Key: "sk-test", BaseURL: em.OpenAI.URL, Models: es, Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, image := range []bool{false, true} {
+				req := provider.Request{IdempotencyKey: fmt.Sprint("g-", image), Model: model(t, p, "openai-gpt-image-2"), Prompt: "a kite"}
+				if image {
+					in := png("")
+					req.InputImage = &in
+				}
+				_, err := p.Submit(context.Background(), req)
+				var perm *provider.PermanentError
+				if !errors.As(err, &perm) || !strings.Contains(perm.Message, "The model `"+endpoint+"` has been deprecated") {
+					t.Fatalf("edit %v: %v, want OpenAI's model_not_found refusal", image, err)
+				}
+			}
+			if em.Jobs("openai") != 0 {
+				t.Fatal("a retired model made a job")
+			}
+		})
 	}
 }

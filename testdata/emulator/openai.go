@@ -14,7 +14,8 @@ package emulator
 //     "param", "code"}}: 401 invalid_api_key, 400 invalid_value, 400
 //     moderation_blocked (the safety system), 429 rate_limit_exceeded
 //     (with Retry-After) or insufficient_quota (billing: retrying does
-//     not help).
+//     not help), 404 model_not_found for a model OpenAI has shut down
+//     (retired.go).
 //
 // Prompt tokens: [invalid] → 400, [nsfw] → moderation_blocked,
 // [quota] → insufficient_quota; the hostile ones of hostile.go.
@@ -52,7 +53,7 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 	var in map[string]any
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
-		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{"id": "gpt-image-1", "object": "model", "owned_by": "system"}}})
+		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{"id": "gpt-image-2", "object": "model", "owned_by": "system"}}})
 		return
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/images/generations":
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -68,6 +69,10 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		writeOpenAIError(w, 404, "Invalid URL ("+r.Method+" "+r.URL.Path+")", "invalid_request_error", "")
+		return
+	}
+	if m, _ := in["model"].(string); Retired("openai", m) {
+		writeOpenAIError(w, 404, openaiRetiredMessage(m), "invalid_request_error", "model_not_found")
 		return
 	}
 	for _, h := range []string{"OpenAI-Organization", "OpenAI-Project"} {

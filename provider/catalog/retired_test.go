@@ -1,0 +1,19 @@
+package catalog_test
+
+import (
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// TestNoRetiredModels: no curated entry names a vendor model the
+// emulator refuses as retired (testdata/emulator/retired.go), so a
+// retirement recorded there fails CI until the catalog moves on.
+func TestNoRetiredModels(t *testing.T) {
+	for _, e := range catalog.Default() {
+		if !e.Disabled && emulator.Retired(e.Provider, e.Endpoint) {
+			t.Errorf("%s names %s model %q, which its vendor has retired", e.ID, e.Provider, e.Endpoint)
+		}
+	}
+}

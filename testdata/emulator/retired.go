@@ -1,0 +1,39 @@
+package emulator
+
+// The vendor model ids that no longer answer, so the emulator refuses them
+// as the vendor does instead of certifying calls that would fail for real.
+// A retirement recorded here fails the catalog's test until the curated
+// entries move on (provider/catalog's TestNoRetiredModels).
+
+// retiredOpenAI is OpenAI's image models past their shutdown, with the date.
+// Sources, checked 2026-12-07: openai-go v3.105.0 image.go (ImageModel
+// constants: gpt-image-1 "shut down on October 23, 2026", dall-e-2 and
+// dall-e-3 "retired on May 12, 2026"); gpt-image-1-mini, gpt-image-1.5 and
+// chatgpt-image-latest shut down 2026-12-01 per OpenAI's deprecations page
+// as /work/shared/spec/vendors-2026-12.md row 1 and issue 37 cite it (the
+// SDK still lists them).
+var retiredOpenAI = map[string]string{
+	"gpt-image-1":          "2026-10-23",
+	"gpt-image-1-mini":     "2026-12-01",
+	"gpt-image-1.5":        "2026-12-01",
+	"chatgpt-image-latest": "2026-12-01",
+	"dall-e-2":             "2026-05-12",
+	"dall-e-3":             "2026-05-12",
+}
+
+// Retired reports whether the emulator refuses provider's model id as
+// retired ("openai" and the vendor's model name, as sent on the wire).
+func Retired(provider, model string) bool {
+	switch provider {
+	case "openai":
+		_, ok := retiredOpenAI[model]
+		return ok
+	}
+	return false
+}
+
+// openaiRetiredMessage is OpenAI's text for a model it has shut down
+// (HTTP 404, invalid_request_error, code model_not_found).
+func openaiRetiredMessage(model string) string {
+	return "The model `" + model + "` has been deprecated, learn more here: https://platform.openai.com/docs/deprecations"
+}
