@@ -125,3 +125,27 @@ func TestReservationExpires(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionRoundExpiresReservations: the retention round (what
+// cmd/darkroom runs in the background) is what ends them.
+func TestRetentionRoundExpiresReservations(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(cfg *Config) { cfg.Now = clock.Now })
+	g := e.create("alice", CreateRequest{ModelID: "local-animate", Prompt: "ripples"})
+	clock.Advance(DefaultReservationTTL + time.Millisecond)
+	woken, release := e.svc.Hub().Watch(g.ID)
+	defer release()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); e.svc.RunRetention(ctx, time.Hour, func(err error) { t.Error(err) }) }()
+	select {
+	case <-woken:
+	case <-time.After(waitLimit):
+		t.Fatal("the retention round did not end the reservation")
+	}
+	cancel()
+	<-done
+	if got, _ := e.svc.Get(t.Context(), "alice", g.ID); got.Status != StatusFailed {
+		t.Fatalf("after the round: %s", got.Status)
+	}
+}
