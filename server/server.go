@@ -272,6 +272,10 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 // (publicHandshake): an initialize is a few hundred bytes.
 const handshakeMaxBytes = 16 << 10
 
+// handshakeReadTimeout bounds the read of that body: a stranger's few
+// hundred bytes get the time its headers had, not a body's minute.
+var handshakeReadTimeout = DefaultReadHeaderTimeout
+
 // publicHandshake serves, without a credential, the legacy handshake
 // (initialize, notifications/initialized) of a request that names it in
 // its Mcp-Method header, on a server that takes API keys only; anything
@@ -295,6 +299,7 @@ func publicHandshake(open, authed http.Handler) http.Handler {
 			authed.ServeHTTP(w, r)
 			return
 		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(handshakeReadTimeout))
 		e, r, ok := tasks.Admit(w, r, handshakeMaxBytes)
 		if !ok {
 			return // answered: not a JSON-RPC message
