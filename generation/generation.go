@@ -38,12 +38,15 @@ func (s Status) Valid() bool {
 }
 
 // ErrorKind tells a provider's refusal (shown to the model as a tool error)
-// from a failure inside darkroom (a protocol-level failure for tasks).
+// from a failure inside darkroom (a protocol-level failure for tasks) and
+// from a reservation nobody completed (a task failure too, but nothing
+// in darkroom went wrong).
 type ErrorKind string
 
 const (
 	ErrorProvider ErrorKind = "provider"
 	ErrorInternal ErrorKind = "internal"
+	ErrorExpired  ErrorKind = "expired"
 )
 
 // Params are the request parameters beyond model and prompt.
@@ -161,6 +164,19 @@ func (g *Generation) InputFiles() []InputFile {
 // UploadRequired reports whether the generation waits for an input file.
 func (g *Generation) UploadRequired() bool {
 	return g.Status == StatusReserved && g.Params.awaitsInput()
+}
+
+// AwaitedRoles lists the roles upload_input must still bring, the main
+// image's first; none unless UploadRequired.
+func (g *Generation) AwaitedRoles() []string {
+	if !g.UploadRequired() {
+		return nil
+	}
+	var roles []string
+	if g.Params.AwaitsImage {
+		roles = append(roles, MainRole(g.Kind))
+	}
+	return append(roles, g.Params.Awaits...)
 }
 
 func fromRow(r Row) (*Generation, error) {

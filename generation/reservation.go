@@ -41,7 +41,7 @@ func (s *Service) ExpireReservations(ctx context.Context) (int, error) {
 				}
 				why := expiredWhy(cur.Params, ttl)
 				c := change(id, EventExpire, "")
-				c.At, c.ErrorKind, c.ErrorMessage = at, ErrorInternal, why
+				c.At, c.ErrorKind, c.ErrorMessage = at, ErrorExpired, why
 				c.Message = fmt.Sprintf("failed: %s; %s refunded", why, credits(cur.Credits))
 				return tx.Apply(ctx, c)
 			})

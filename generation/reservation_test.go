@@ -104,7 +104,7 @@ func TestReservationExpires(t *testing.T) {
 				}
 				return
 			}
-			if n != 1 || got.Charged != 0 || got.ErrorKind != ErrorInternal || !strings.Contains(got.ErrorMessage, c.why) ||
+			if n != 1 || got.Charged != 0 || got.ErrorKind != ErrorExpired || !strings.Contains(got.ErrorMessage, c.why) ||
 				!strings.Contains(got.StatusMessage, "refunded") {
 				t.Fatalf("expired %d: charged %d, %s %q, status message %q", n, got.Charged, got.ErrorKind, got.ErrorMessage, got.StatusMessage)
 			}

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
-	"github.com/darkroom-mcp/darkroom/internal/words"
+	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
@@ -83,6 +83,7 @@ var taskStatus = []struct {
 	{generation.StatusCompleted, "", tasks.StatusCompleted},
 	{generation.StatusFailed, generation.ErrorProvider, tasks.StatusCompleted},
 	{generation.StatusFailed, generation.ErrorInternal, tasks.StatusFailed},
+	{generation.StatusFailed, generation.ErrorExpired, tasks.StatusFailed},
 	{generation.StatusCancelled, "", tasks.StatusCancelled},
 }
 
@@ -153,16 +154,7 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 // has nowhere else.
 func statusMessage(gen *generation.Generation) string {
 	if gen.UploadRequired() && !gen.Params.AwaitsApproval {
-		var roles []string
-		if gen.Params.AwaitsImage {
-			roles = append(roles, generation.MainRole(gen.Kind))
-		}
-		roles = append(roles, gen.Params.Awaits...)
-		which := "role " + roles[0]
-		if len(roles) > 1 {
-			which = "roles " + words.And(roles) + ", one call each"
-		}
-		return fmt.Sprintf("%s call upload_input with generationId %s and %s", uploadPrefix, gen.ID, which)
+		return fmt.Sprintf("%s call upload_input with generationId %s and %s", uploadPrefix, gen.ID, gentools.UploadRoles(gen.AwaitedRoles()))
 	}
 	return gen.Headline()
 }

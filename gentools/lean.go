@@ -33,19 +33,19 @@ func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (t
 // viewKey is everything of a view without outputs that its result shows
 // (TestViewKeyCoversTheView keeps it complete).
 type viewKey struct {
-	id, model, kind, status, message, created, updated, provider string
-	progress                                                     float64
-	credits                                                      int64
-	hasError                                                     bool
-	err                                                          ErrorView
-	expired, upload, cancel                                      bool
-	timedOut                                                     int8 // 0 nil, 1 false, 2 true
+	id, model, kind, status, message, created, updated, provider, awaits string
+	progress                                                             float64
+	credits                                                              int64
+	hasError                                                             bool
+	err                                                                  ErrorView
+	expired, upload, cancel                                              bool
+	timedOut                                                             int8 // 0 nil, 1 false, 2 true
 }
 
 func keyOf(v *GenerationView) viewKey {
 	k := viewKey{
 		id: v.GenerationID, model: v.ModelID, kind: v.Kind, status: v.Status, message: v.StatusMessage,
-		created: v.CreatedAt, updated: v.UpdatedAt, provider: v.provider,
+		created: v.CreatedAt, updated: v.UpdatedAt, provider: v.provider, awaits: v.awaits,
 		progress: v.Progress, credits: v.Credits,
 		expired: v.OutputsExpired, upload: v.UploadRequired, cancel: v.CancelRequested,
 	}

@@ -44,7 +44,10 @@ func (v *GenerationView) summary(now time.Time) string {
 		s = "Cancelled; its credits were refunded"
 	case "reserved":
 		if v.UploadRequired {
-			s = "Waiting for the input image: call upload_input with this generationId"
+			s = "Waiting for an upload: call upload_input with this generationId"
+			if v.awaits != "" {
+				s += " and " + v.awaits
+			}
 		} else {
 			s = "Waiting for approval to spend " + words.Count(v.Credits, "credit")
 		}
@@ -54,6 +57,14 @@ func (v *GenerationView) summary(now time.Time) string {
 		s = "Status: " + v.Status
 	}
 	return oneLine(s)
+}
+
+// UploadRoles says which roles upload_input calls must name.
+func UploadRoles(roles []string) string {
+	if len(roles) == 1 {
+		return "role " + roles[0]
+	}
+	return "roles " + words.And(roles) + " (one at a time)"
 }
 
 // working is the line of a generation in flight: progress, where it runs,

@@ -30,8 +30,10 @@ type GenerationView struct {
 	UploadRequired  bool        `json:"uploadRequired,omitempty"`
 	CancelRequested bool        `json:"cancelRequested,omitempty"`
 	TimedOut        *bool       `json:"timedOut,omitempty"`
-	// provider names where it runs, in the text line only.
+	// provider names where it runs, and awaits the roles an upload must
+	// bring, in the text line only.
 	provider string
+	awaits   string
 }
 
 // OutputView is one stored output with a freshly minted link.
@@ -89,6 +91,7 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 		Outputs:         []OutputView{},
 		Credits:         g.Credits,
 		UploadRequired:  g.UploadRequired(),
+		awaits:          awaitedRoles(g),
 		CancelRequested: g.CancelRequested && !g.Status.Terminal(),
 		provider:        g.Provider,
 	}
@@ -192,4 +195,13 @@ func toolError(format string, a ...any) *mcp.CallToolResult {
 		IsError: true,
 		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}},
 	}
+}
+
+// awaitedRoles says which roles the upload_input calls a reserved
+// generation waits for must name ("" when it waits for none).
+func awaitedRoles(g *generation.Generation) string {
+	if roles := g.AwaitedRoles(); len(roles) > 0 {
+		return UploadRoles(roles)
+	}
+	return ""
 }
