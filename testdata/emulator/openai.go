@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 func openaiError(msg, typ, code string) []byte {
@@ -111,7 +110,7 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 		data[i] = map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)}
 	}
 	writeJSON(w, 200, map[string]any{"created": now.Unix(), "data": data, "output_format": "png",
-		"usage": map[string]any{"input_tokens": 50, "output_tokens": 4160, "total_tokens": 4210}, "elapsed": time.Duration(0).String()})
+		"usage": map[string]any{"input_tokens": 50, "output_tokens": 4160, "total_tokens": 4210}})
 }
 
 // editInput reads an edit's form: the fields, and whether the image and

@@ -1,0 +1,189 @@
+package openai_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/openai"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// The adapter keeps its own wire code (syncjob streams the base64 images
+// into the spool; the SDK's ImagesResponse would hold every image whole),
+// so these tests hold that code and the emulator to openai-go v3.105.0's
+// own types: the SDK's client, built from its param types, calls the
+// emulator and decodes each reply (and each refusal) with its response
+// and error types; darkroom's request for the same entry must carry the
+// same fields, all of them fields of the SDK's params.
+
+// sdkFields are the wire names of a params struct's fields.
+func sdkFields(v any) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// sdkRequest is the entry's request at ratio "3:2", as the SDK's params.
+func sdkRequest(e catalog.Entry, prompt string, count int, image, mask bool) (gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) {
+	size, _ := e.Input.AspectRatioValues["3:2"].(string)
+	quality, _ := e.Defaults["quality"].(string)
+	format, _ := e.Defaults["output_format"].(string)
+	gen = sdk.ImageGenerateParams{Model: e.Endpoint, Prompt: prompt, N: sdk.Int(int64(count)), Size: sdk.ImageGenerateParamsSize(size),
+		Quality: sdk.ImageGenerateParamsQuality(quality), OutputFormat: sdk.ImageGenerateParamsOutputFormat(format)}
+	if image {
+		edit = sdk.ImageEditParams{Model: e.Endpoint, Prompt: prompt, N: sdk.Int(int64(count)), Size: sdk.ImageEditParamsSize(size),
+			Quality: sdk.ImageEditParamsQuality(quality), OutputFormat: sdk.ImageEditParamsOutputFormat(format),
+			Image: sdk.ImageEditParamsImageUnion{OfFile: sdk.File(bytes.NewReader(emulator.PNG()), "image.png", "image/png")}}
+		if mask {
+			edit.Mask = sdk.File(bytes.NewReader(emulator.PNG()), "mask.png", "image/png")
+		}
+	}
+	return gen, edit
+}
+
+// TestSDKTypesAgree: for every curated OpenAI entry, each images call
+// the emulator answers (a generation, three, an edit, a masked edit, and
+// each refusal) decodes with the SDK's ImagesResponse or *openai.Error
+// with no field the SDK does not know, and darkroom's request equals the
+// SDK's, field for field.
+func TestSDKTypesAgree(t *testing.T) {
+	genFields, editFields := sdkFields(sdk.ImageGenerateParams{}), sdkFields(sdk.ImageEditParams{})
+	cases := []struct {
+		name, prompt string
+		count        int
+		image, mask  bool
+		model        string // the vendor model sent, when not the entry's
+		key          string // the API key, when not the right one
+		rule         *emulator.Rule
+		status       int    // the refusal's HTTP status (0: success)
+		code, typ    string // the refusal's error.code and error.type
+	}{
+		{name: "generation", prompt: "a lighthouse", count: 1},
+		{name: "three", prompt: "three kites", count: 3},
+		{name: "edit", prompt: "add a moon", count: 1, image: true},
+		{name: "masked edit", prompt: "a moon in the mask", count: 2, image: true, mask: true},
+		{name: "moderation", prompt: "x [nsfw]", count: 1, status: 400, code: "moderation_blocked", typ: "image_generation_user_error"},
+		{name: "quota", prompt: "x [quota]", count: 1, status: 429, code: "insufficient_quota", typ: "insufficient_quota"},
+		{name: "invalid", prompt: "x [invalid]", count: 1, status: 400, code: "invalid_value", typ: "invalid_request_error"},
+		{name: "retired", prompt: "a kite", count: 1, model: "gpt-image-1", status: 404, code: "model_not_found", typ: "invalid_request_error"},
+		{name: "retired edit", prompt: "a kite", count: 1, image: true, model: "gpt-image-1-mini", status: 404, code: "model_not_found", typ: "invalid_request_error"},
+		{name: "bad key", prompt: "a kite", count: 1, key: "sk-wrong", status: 401, code: "invalid_api_key", typ: "invalid_request_error"},
+		{name: "throttled", prompt: "a kite", count: 1, rule: &emulator.Rule{Provider: "openai", Op: emulator.OpCreate, Fault: emulator.Fault429, Times: 1}, status: 429, code: "rate_limit_exceeded", typ: "requests"},
+	}
+	for _, e := range catalog.ForProvider(catalog.Default(), "openai") {
+		for _, c := range cases {
+			t.Run(e.ID+"/"+c.name, func(t *testing.T) {
+				em := emulator.New(emulator.Options{Clock: emulator.NewClock(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))})
+				t.Cleanup(em.Close)
+				if c.rule != nil {
+					em.Inject(*c.rule)
+				}
+				if c.model != "" {
+					e.Endpoint = c.model
+				}
+				key := cmp.Or(c.key, "sk-test")
+				client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+				gen, edit := sdkRequest(e, c.prompt, c.count, c.image, c.mask)
+				var res *sdk.ImagesResponse
+				var err error
+				if c.image {
+					res, err = client.Images.Edit(context.Background(), edit)
+				} else {
+					res, err = client.Images.Generate(context.Background(), gen)
+				}
+				if c.status != 0 {
+					var apiErr *sdk.Error
+					if !errors.As(err, &apiErr) || apiErr.StatusCode != c.status || apiErr.Code != c.code || apiErr.Type != c.typ || apiErr.Message == "" {
+						t.Fatalf("SDK error %#v, want %d %s %s", err, c.status, c.code, c.typ)
+					}
+					if extra := apiErr.JSON.ExtraFields; len(extra) != 0 {
+						t.Fatalf("error fields the SDK does not know: %v", slices.Collect(maps.Keys(extra)))
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if extra := res.JSON.ExtraFields; len(extra) != 0 || len(res.Usage.JSON.ExtraFields) != 0 {
+					t.Fatalf("reply fields the SDK does not know: %v, usage %v", slices.Collect(maps.Keys(extra)), slices.Collect(maps.Keys(res.Usage.JSON.ExtraFields)))
+				}
+				if len(res.Data) != c.count || !res.JSON.Created.Valid() {
+					t.Fatalf("SDK read %d images, want %d: %s", len(res.Data), c.count, res.RawJSON())
+				}
+				for _, img := range res.Data {
+					b, err := base64.StdEncoding.DecodeString(img.B64JSON)
+					if err != nil || !bytes.Equal(b, emulator.PNG()) || len(img.JSON.ExtraFields) != 0 {
+						t.Fatalf("image %v, fields %v", err, img.JSON.ExtraFields)
+					}
+				}
+
+				// darkroom's request for the same entry, to the same emulator.
+				p, err := openai.New(openai.Config{Key: key, BaseURL: em.OpenAI.URL, Models: []catalog.Entry{e},
+					Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1, Now: em.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := provider.Request{IdempotencyKey: "g-" + c.name, Model: e.Model(), Prompt: c.prompt, AspectRatio: "3:2", Count: c.count}
+				if c.image {
+					in := png("")
+					req.InputImage = &in
+				}
+				if c.mask {
+					req.Extra = []provider.Input{png("mask")}
+				}
+				if _, err := p.Submit(context.Background(), req); err != nil {
+					t.Fatal(err)
+				}
+				ins := em.Inputs("openai")
+				if len(ins) != 2 {
+					t.Fatalf("%d requests recorded", len(ins))
+				}
+				want, got := ins[0], ins[1]
+				if c.image {
+					// The multipart form carries every value as text.
+					want, got = texts(want), texts(got)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("darkroom sent %v\nthe SDK sent %v", got, want)
+				}
+				known := genFields
+				if c.image {
+					known = editFields
+				}
+				for k := range got {
+					if !known[k] {
+						t.Fatalf("darkroom sends %q, not a field of the SDK's params", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+func texts(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
