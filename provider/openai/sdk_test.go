@@ -24,7 +24,10 @@ import (
 )
 
 // The adapter keeps its own wire code (syncjob streams the base64 images
-// into the spool; the SDK's ImagesResponse would hold every image whole),
+// into the spool; the SDK's ImagesResponse holds every image whole: for
+// four 3840x2160 PNGs, a 177 MB reply from a separate process, the SDK's
+// Images.Generate peaked at 931 MB RSS, darkroom's Submit at 17.5 MB
+// against a 15.9 MB idle test binary, measured 2026-12-07),
 // so these tests hold that code and the emulator to openai-go v3.105.0's
 // own types: the SDK's client, built from its param types, calls the
 // emulator and decodes each reply (and each refusal) with its response
