@@ -39,6 +39,9 @@ func TestOpenAIEntries(t *testing.T) {
 				t.Errorf("%s sends %s=%v, which gpt-image-2 does not take on both calls", e.ID, k, v)
 			}
 		}
+		if r := e.Roles["reference"]; 1+r.Max > 16 {
+			t.Errorf("%s takes %d images on an edit; ImageEditParams.Image takes up to 16", e.ID, 1+r.Max)
+		}
 		for ratio, v := range e.Input.AspectRatioValues {
 			if err := gptImage2Size(fmt.Sprint(v)); err != nil {
 				t.Errorf("%s %s: %v", e.ID, ratio, err)

@@ -31,9 +31,9 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 	}
 	var body io.Reader
 	var contentType, path string
-	if req.InputImage != nil && e.Input.InputImage != "" {
+	if images := editImages(req); len(images) > 0 && e.Input.InputImage != "" {
 		delete(fields, e.Input.InputImage)
-		pr, ctype := multipartBody(ctx, fields, e.Input.InputImage, req)
+		pr, ctype := multipartBody(ctx, fields, e.Input.InputImage, images, req)
 		defer pr.Close() // stops the writer if the call ends early
 		body, contentType, path = pr, ctype, "/v1/images/edits"
 	} else {
@@ -81,19 +81,34 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 	return d, nil
 }
 
-// multipartBody streams an edit's form: the fields, the image and the
+// editImages are the images an edit sends: the main one first (a mask
+// applies to the first), then the references. None means a generation.
+func editImages(req provider.Request) []*provider.Input {
+	var out []*provider.Input
+	if req.InputImage != nil {
+		out = append(out, req.InputImage)
+	}
+	for i := range req.Extra {
+		if req.Extra[i].Role == provider.RoleReference {
+			out = append(out, &req.Extra[i])
+		}
+	}
+	return out
+}
+
+// multipartBody streams an edit's form: the fields, the images and the
 // mask (an Extra input with role "mask"), read from darkroom's store as
 // the request goes out, never held whole.
-func multipartBody(ctx context.Context, fields map[string]any, imageField string, req provider.Request) (*io.PipeReader, string) {
+func multipartBody(ctx context.Context, fields map[string]any, imageField string, images []*provider.Input, req provider.Request) (*io.PipeReader, string) {
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	go func() {
-		pw.CloseWithError(writeForm(ctx, mw, fields, imageField, req))
+		pw.CloseWithError(writeForm(ctx, mw, fields, imageField, images, req))
 	}()
 	return pr, mw.FormDataContentType()
 }
 
-func writeForm(ctx context.Context, mw *multipart.Writer, fields map[string]any, imageField string, req provider.Request) error {
+func writeForm(ctx context.Context, mw *multipart.Writer, fields map[string]any, imageField string, images []*provider.Input, req provider.Request) error {
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)
@@ -104,8 +119,13 @@ func writeForm(ctx context.Context, mw *multipart.Writer, fields map[string]any,
 			return err
 		}
 	}
-	if err := writeFile(ctx, mw, imageField, "image", req.InputImage); err != nil {
-		return err
+	if len(images) > 1 {
+		imageField += "[]" // an array, as openai-go's apiform names it
+	}
+	for i, im := range images {
+		if err := writeFile(ctx, mw, imageField, fmt.Sprint("image-", i+1), im); err != nil {
+			return err
+		}
 	}
 	for i := range req.Extra {
 		if req.Extra[i].Role == provider.RoleMask {

@@ -52,6 +52,7 @@ func TestOpenAIImages(t *testing.T) {
 	cases := []struct {
 		name, prompt string
 		image, mask  bool
+		refs         int  // reference images
 		baseV1       bool // a base URL ending in /v1, as gateways give it
 		wantErr      string
 		retryable    bool
@@ -60,6 +61,9 @@ func TestOpenAIImages(t *testing.T) {
 		{name: "generation via /v1 base", prompt: "a harbour", baseV1: true},
 		{name: "edit", prompt: "add a moon", image: true},
 		{name: "masked edit", prompt: "fill the sky", image: true, mask: true},
+		{name: "edit with references", prompt: "in their style", image: true, refs: 2},
+		{name: "references only", prompt: "these two together", refs: 2},
+		{name: "masked edit with a reference", prompt: "the reference in the mask", image: true, mask: true, refs: 1},
 		{name: "moderation", prompt: "x [nsfw]", wantErr: "safety system refused"},
 		{name: "quota", prompt: "x [quota]", wantErr: "insufficient_quota"},
 		{name: "invalid", prompt: "x [invalid]", wantErr: "Invalid value"},
@@ -80,6 +84,9 @@ func TestOpenAIImages(t *testing.T) {
 			}
 			if c.mask {
 				req.Extra = []provider.Input{png("mask")}
+			}
+			for range c.refs {
+				req.Extra = append(req.Extra, png("reference"))
 			}
 			job, err := p.Submit(ctx, req)
 			var perm *provider.PermanentError
@@ -110,8 +117,20 @@ func TestOpenAIImages(t *testing.T) {
 				in["header:OpenAI-Organization"] != "org-1" || in["header:OpenAI-Project"] != "proj-1" {
 				t.Fatalf("request fields: %v", in)
 			}
-			if c.image && in["image"] != "image/png" || c.mask != (in["mask"] == true) {
-				t.Fatalf("edit files: %v", in)
+			// One image goes as image, several as image[] (main first).
+			n := c.refs
+			if c.image {
+				n++
+			}
+			images := map[int]map[string]any{0: {}, 1: {"image": "image/png"},
+				2: {"image[]": "image/png,image/png"}, 3: {"image[]": "image/png,image/png,image/png"}}[n]
+			for _, k := range []string{"image", "image[]"} {
+				if in[k] != images[k] {
+					t.Fatalf("edit images: %v, want %v", in, images)
+				}
+			}
+			if c.mask != (in["mask"] == true) {
+				t.Fatalf("edit mask: %v", in)
 			}
 		})
 	}

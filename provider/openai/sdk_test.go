@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"reflect"
 	"slices"
@@ -47,7 +48,7 @@ func sdkFields(v any) map[string]bool {
 }
 
 // sdkRequest is the entry's request at ratio "3:2", as the SDK's params.
-func sdkRequest(e catalog.Entry, prompt string, count int, image, mask bool) (gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) {
+func sdkRequest(e catalog.Entry, prompt string, count int, image, mask bool, refs int) (gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) {
 	size, _ := e.Input.AspectRatioValues["3:2"].(string)
 	quality, _ := e.Defaults["quality"].(string)
 	format, _ := e.Defaults["output_format"].(string)
@@ -57,6 +58,12 @@ func sdkRequest(e catalog.Entry, prompt string, count int, image, mask bool) (ge
 		edit = sdk.ImageEditParams{Model: e.Endpoint, Prompt: prompt, N: sdk.Int(int64(count)), Size: sdk.ImageEditParamsSize(size),
 			Quality: sdk.ImageEditParamsQuality(quality), OutputFormat: sdk.ImageEditParamsOutputFormat(format),
 			Image: sdk.ImageEditParamsImageUnion{OfFile: sdk.File(bytes.NewReader(emulator.PNG()), "image.png", "image/png")}}
+		for range refs {
+			edit.Image.OfFileArray = append(edit.Image.OfFileArray, sdk.File(bytes.NewReader(emulator.PNG()), "reference.png", "image/png"))
+		}
+		if refs > 0 { // the main image first, then the references
+			edit.Image = sdk.ImageEditParamsImageUnion{OfFileArray: append([]io.Reader{edit.Image.OfFile}, edit.Image.OfFileArray...)}
+		}
 		if mask {
 			edit.Mask = sdk.File(bytes.NewReader(emulator.PNG()), "mask.png", "image/png")
 		}
@@ -75,6 +82,7 @@ func TestSDKTypesAgree(t *testing.T) {
 		name, prompt string
 		count        int
 		image, mask  bool
+		refs         int    // reference images besides the main one
 		model        string // the vendor model sent, when not the entry's
 		key          string // the API key, when not the right one
 		rule         *emulator.Rule
@@ -85,6 +93,8 @@ func TestSDKTypesAgree(t *testing.T) {
 		{name: "three", prompt: "three kites", count: 3},
 		{name: "edit", prompt: "add a moon", count: 1, image: true},
 		{name: "masked edit", prompt: "a moon in the mask", count: 2, image: true, mask: true},
+		{name: "references", prompt: "in their style", count: 1, image: true, refs: 2},
+		{name: "masked edit with a reference", prompt: "the reference in the mask", count: 1, image: true, mask: true, refs: 1},
 		{name: "moderation", prompt: "x [nsfw]", count: 1, status: 400, code: "moderation_blocked", typ: "image_generation_user_error"},
 		{name: "quota", prompt: "x [quota]", count: 1, status: 429, code: "insufficient_quota", typ: "insufficient_quota"},
 		{name: "invalid", prompt: "x [invalid]", count: 1, status: 400, code: "invalid_value", typ: "invalid_request_error"},
@@ -106,7 +116,7 @@ func TestSDKTypesAgree(t *testing.T) {
 				}
 				key := cmp.Or(c.key, "sk-test")
 				client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
-				gen, edit := sdkRequest(e, c.prompt, c.count, c.image, c.mask)
+				gen, edit := sdkRequest(e, c.prompt, c.count, c.image, c.mask, c.refs)
 				var res *sdk.ImagesResponse
 				var err error
 				if c.image {
@@ -154,6 +164,9 @@ func TestSDKTypesAgree(t *testing.T) {
 				if c.mask {
 					req.Extra = []provider.Input{png("mask")}
 				}
+				for range c.refs {
+					req.Extra = append(req.Extra, png("reference"))
+				}
 				if _, err := p.Submit(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
@@ -174,7 +187,7 @@ func TestSDKTypesAgree(t *testing.T) {
 					known = editFields
 				}
 				for k := range got {
-					if !known[k] {
+					if !known[strings.TrimSuffix(k, "[]")] {
 						t.Fatalf("darkroom sends %q, not a field of the SDK's params", k)
 					}
 				}

@@ -127,7 +127,16 @@ func editInput(r *http.Request) (map[string]any, string) {
 	if len(images) == 0 {
 		return nil, "Missing required parameter: 'image'."
 	}
-	in["image"] = images[0].Header.Get("Content-Type")
+	// Recorded under the field name used, each image's type in order.
+	types := make([]string, len(images))
+	for i, f := range images {
+		types[i] = f.Header.Get("Content-Type")
+	}
+	field := "image"
+	if len(r.MultipartForm.File["image[]"]) > 0 {
+		field = "image[]"
+	}
+	in[field] = strings.Join(types, ",")
 	if m := r.MultipartForm.File["mask"]; len(m) > 0 {
 		f, err := m[0].Open()
 		if err != nil {
