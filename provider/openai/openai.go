@@ -13,7 +13,7 @@
 //   - Authorization: Bearer key; OpenAI-Organization and OpenAI-Project
 //     select the organization and project.
 //   - errors are {"error": {"message", "type", "param", "code"}}: 429
-//     rate_limit_exceeded (wait, Retry-After when sent), 429
+//     rate_limit_exceeded (wait Retry-After-Ms, else Retry-After), 429
 //     insufficient_quota (billing: retrying cannot help), 400
 //     moderation_blocked or content_policy_violation (the safety system
 //     refused), 401 invalid_api_key, 5xx server_error.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -186,6 +188,46 @@ func TestOpenAIRetiredModel(t *testing.T) {
 			}
 			if em.Jobs("openai") != 0 {
 				t.Fatal("a retired model made a job")
+			}
+		})
+	}
+}
+
+// TestOpenAIRetryAfterMs: a 429's Retry-After-Ms is the wait, before
+// Retry-After, as openai-go honours them; without it Retry-After is.
+func TestOpenAIRetryAfterMs(t *testing.T) {
+	cases := []struct {
+		ms, s string
+		want  time.Duration
+	}{
+		{"1500", "7", 1500 * time.Millisecond},
+		{"", "7", 7 * time.Second},
+		{"0.5", "", 500 * time.Microsecond},
+		{"-3", "7", 7 * time.Second},
+		{"NaN", "7", 7 * time.Second},
+		{"1e12", "7", 7 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.ms+"/"+c.s, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if c.ms != "" {
+					w.Header().Set("Retry-After-Ms", c.ms)
+				}
+				if c.s != "" {
+					w.Header().Set("Retry-After", c.s)
+				}
+				w.WriteHeader(429)
+				io.WriteString(w, `{"error":{"message":"Rate limit reached for images per minute.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+			}))
+			t.Cleanup(srv.Close)
+			p, err := openai.New(openai.Config{Key: "sk-test", BaseURL: srv.URL, Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Submit(context.Background(), provider.Request{IdempotencyKey: "g", Model: model(t, p, "openai-gpt-image-2"), Prompt: "a kite"})
+			var re *provider.RetryableError
+			if !errors.As(err, &re) || re.After != c.want || !errors.Is(err, provider.ErrNotCreated) {
+				t.Fatalf("%v (after %v), want a retry after %v", err, re, c.want)
 			}
 		})
 	}
