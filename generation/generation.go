@@ -4,6 +4,7 @@
 package generation
 
 import (
+	"context"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/ids"
@@ -177,6 +178,15 @@ func (g *Generation) AwaitedRoles() []string {
 		roles = append(roles, MainRole(g.Kind))
 	}
 	return append(roles, g.Params.Awaits...)
+}
+
+// readIn reads a generation as transaction tx sees it.
+func readIn(ctx context.Context, tx Tx, id string) (*Generation, error) {
+	r, err := tx.Generation(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(r)
 }
 
 func fromRow(r Row) (*Generation, error) {

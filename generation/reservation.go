@@ -31,11 +31,7 @@ func (s *Service) ExpireReservations(ctx context.Context) (int, error) {
 		ended := 0
 		for _, id := range ids {
 			g, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
-				r, err := tx.Generation(ctx, id)
-				if err != nil {
-					return false, err
-				}
-				cur, err := fromRow(r)
+				cur, err := readIn(ctx, tx, id)
 				if err != nil {
 					return false, err
 				}

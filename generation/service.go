@@ -753,11 +753,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 	var refused error
 	g, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
 		refused = nil
-		r, err := tx.Generation(ctx, id)
-		if err != nil {
-			return false, err
-		}
-		cur, err := fromRow(r)
+		cur, err := readIn(ctx, tx, id)
 		if err != nil {
 			return false, err
 		}
@@ -772,7 +768,7 @@ func (s *Service) release(ctx context.Context, id string, clear func(*Generation
 			c = change(id, EventHold, "")
 			c.Message = waitingFor(p)
 			if p.AwaitsApproval {
-				c.Message = "waiting for approval to spend " + words.Count(r.Credits, "credit")
+				c.Message = "waiting for approval to spend " + words.Count(cur.Credits, "credit")
 			}
 		}
 		c.At, c.Params = at, string(pj)
@@ -800,11 +796,7 @@ func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Con
 		if changed, err = fn(ctx, tx, at); err != nil {
 			return err
 		}
-		r, err := tx.Generation(ctx, id)
-		if err != nil {
-			return err
-		}
-		if g, err = fromRow(r); err != nil {
+		if g, err = readIn(ctx, tx, id); err != nil {
 			return err
 		}
 		if changed && s.cfg.Observer != nil {
