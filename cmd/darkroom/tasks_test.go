@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -478,7 +479,11 @@ func TestApprovalThenUpload(t *testing.T) {
 	if g.Result["status"] != "working" || !strings.Contains(msg, "upload_input") {
 		t.Fatalf("approved, image missing: %v", g.Result)
 	}
-	genID := msg[strings.LastIndex(msg, " ")+1:]
+	m := regexp.MustCompile(`generationId (\S+)`).FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("the status message names no generationId: %q", msg)
+	}
+	genID := m[1]
 	var buf bytes.Buffer
 	_ = png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 32, 18)))
 	plain := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
