@@ -303,13 +303,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 		return hits, sourcesOf(hits), now
 	}
 	c.mu.Lock()
-	if len(c.searches) >= maxSearches {
-		for k, s := range c.searches {
-			if now.Sub(s.at) >= SearchTTL || len(c.searches) >= maxSearches {
-				delete(c.searches, k)
-			}
-		}
-	}
+	makeRoom(c.searches, maxSearches, func(s searchEntry) bool { return now.Sub(s.at) >= SearchTTL })
 	c.searches[skey] = searchEntry{hits: hits, at: now}
 	c.mu.Unlock()
 	return hits, sourcesOf(hits), now

@@ -248,20 +248,23 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 func (r *Registry) remember(key string, err error, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.misses[key]; !ok && len(r.misses) >= maxMisses {
-		for k, m := range r.misses {
-			if now.Sub(m.at) >= MissTTL {
-				delete(r.misses, k)
-			}
-		}
-		for k := range r.misses { // still full: random ones leave
-			if len(r.misses) < maxMisses {
-				break
-			}
-			delete(r.misses, k)
-		}
+	if _, ok := r.misses[key]; !ok {
+		makeRoom(r.misses, maxMisses, func(m miss) bool { return now.Sub(m.at) >= MissTTL })
 	}
 	r.misses[key] = miss{err: err, at: now}
+}
+
+// makeRoom frees a place in m, a map held to max entries: when it is
+// full, the stale entries leave, and random ones until there is room.
+func makeRoom[V any](m map[string]V, max int, stale func(V) bool) {
+	if len(m) < max {
+		return
+	}
+	for k, v := range m {
+		if stale(v) || len(m) >= max {
+			delete(m, k)
+		}
+	}
 }
 
 // fetch asks the provider, stores the document and caches the model.
