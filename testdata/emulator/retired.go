@@ -10,8 +10,8 @@ package emulator
 // constants: gpt-image-1 "shut down on October 23, 2026", dall-e-2 and
 // dall-e-3 "retired on May 12, 2026"); gpt-image-1-mini, gpt-image-1.5 and
 // chatgpt-image-latest shut down 2026-12-01 per OpenAI's deprecations page
-// as /work/shared/spec/vendors-2026-12.md row 1 and issue 37 cite it (the
-// SDK still lists them).
+// (platform.openai.com/docs/deprecations, as quoted 2026-12-07; the SDK
+// still lists them).
 var retiredOpenAI = map[string]string{
 	"gpt-image-1":          "2026-10-23",
 	"gpt-image-1-mini":     "2026-12-01",
@@ -33,7 +33,11 @@ func Retired(provider, model string) bool {
 }
 
 // openaiRetiredMessage is OpenAI's text for a model it has shut down
-// (HTTP 404, invalid_request_error, code model_not_found).
+// (HTTP 404, invalid_request_error, code model_not_found; the body's
+// shape is held to the SDK's openai.Error by provider/openai's
+// TestSDKTypesAgree). Only "The model `<id>` has been deprecated" is
+// quoted from the vendor; the link after it is OpenAI's usual wording,
+// not confirmed by a live call.
 func openaiRetiredMessage(model string) string {
 	return "The model `" + model + "` has been deprecated, learn more here: https://platform.openai.com/docs/deprecations"
 }
