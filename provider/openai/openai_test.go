@@ -42,6 +42,22 @@ func model(t *testing.T, p *openai.Provider, id string) provider.Model {
 	return provider.Model{}
 }
 
+// withInputs gives req an input image, a mask and refs references, as a
+// case asks.
+func withInputs(req provider.Request, image, mask bool, refs int) provider.Request {
+	if image {
+		in := png("")
+		req.InputImage = &in
+	}
+	if mask {
+		req.Extra = []provider.Input{png("mask")}
+	}
+	for range refs {
+		req.Extra = append(req.Extra, png("reference"))
+	}
+	return req
+}
+
 func png(role string) provider.Input {
 	return provider.Input{Role: role, MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(emulator.PNG())), nil
@@ -79,17 +95,7 @@ func TestOpenAIImages(t *testing.T) {
 				return em.OpenAI.URL
 			})
 			ctx := context.Background()
-			req := provider.Request{IdempotencyKey: "gen-" + c.name, Model: model(t, p, "openai-gpt-image-1"), Prompt: c.prompt, AspectRatio: "3:2"}
-			if c.image {
-				in := png("")
-				req.InputImage = &in
-			}
-			if c.mask {
-				req.Extra = []provider.Input{png("mask")}
-			}
-			for range c.refs {
-				req.Extra = append(req.Extra, png("reference"))
-			}
+			req := withInputs(provider.Request{IdempotencyKey: "gen-" + c.name, Model: model(t, p, "openai-gpt-image-1"), Prompt: c.prompt, AspectRatio: "3:2"}, c.image, c.mask, c.refs)
 			job, err := p.Submit(ctx, req)
 			var perm *provider.PermanentError
 			if c.wantErr != "" {

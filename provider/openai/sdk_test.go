@@ -156,17 +156,7 @@ func TestSDKTypesAgree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				req := provider.Request{IdempotencyKey: "g-" + c.name, Model: e.Model(), Prompt: c.prompt, AspectRatio: "3:2", Count: c.count}
-				if c.image {
-					in := png("")
-					req.InputImage = &in
-				}
-				if c.mask {
-					req.Extra = []provider.Input{png("mask")}
-				}
-				for range c.refs {
-					req.Extra = append(req.Extra, png("reference"))
-				}
+				req := withInputs(provider.Request{IdempotencyKey: "g-" + c.name, Model: e.Model(), Prompt: c.prompt, AspectRatio: "3:2", Count: c.count}, c.image, c.mask, c.refs)
 				if _, err := p.Submit(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
