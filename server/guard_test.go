@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
-	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 )
 
@@ -29,15 +28,7 @@ type guardRig struct {
 func newGuardRig(t *testing.T, proxies string) *guardRig {
 	t.Helper()
 	tools, _ := realTools(t)
-	key, err := auth.NewAPIKey("alice", []byte(validSecret), auth.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := auth.New(auth.Config{Keys: []auth.APIKey{key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
+	a := aliceKeyOnly(t)
 	tp, err := limit.ParseTrustedProxies(proxies)
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/darkroom-mcp/darkroom/server/auth"
 )
 
 // TestStalledHandshakeReleased: a stranger who names the handshake and
@@ -16,17 +14,8 @@ import (
 func TestStalledHandshakeReleased(t *testing.T) {
 	handshakeReadTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { handshakeReadTimeout = DefaultReadHeaderTimeout })
-	key, err := auth.NewAPIKey("alice", []byte(validSecret), auth.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := auth.New(auth.Config{Keys: []auth.APIKey{key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
 	tools, _ := realTools(t)
-	cfg := Config{Version: "test", Tools: tools, Auth: a, ResourceURL: "https://darkroom.example/mcp", Logger: discard}
+	cfg := Config{Version: "test", Tools: tools, Auth: aliceKeyOnly(t), ResourceURL: "https://darkroom.example/mcp", Logger: discard}
 	srv := HTTPServer(Handler(cfg, New(cfg)), Timeouts{ReadHeader: time.Minute, Read: time.Minute, Idle: time.Minute})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,10 +16,6 @@ import (
 // fails; anything else without a key is still 401, and with OAuth the
 // handshake needs a token too.
 func TestPublicHandshake(t *testing.T) {
-	key, err := auth.NewAPIKey("alice", []byte(validSecret), auth.Overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"host (via mcp-remote 0.15.1)","version":"1"}}}`
 	const initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
 	cases := []struct {
@@ -41,13 +37,8 @@ func TestPublicHandshake(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := auth.New(auth.Config{Keys: []auth.APIKey{key}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(a.Close)
 			tools, _ := realTools(t)
-			cfg := Config{Version: "test", Tools: tools, Auth: a, ResourceURL: "https://darkroom.example/mcp", AuthServers: tc.oauthServers, Logger: discard}
+			cfg := Config{Version: "test", Tools: tools, Auth: aliceKeyOnly(t), ResourceURL: "https://darkroom.example/mcp", AuthServers: tc.oauthServers, Logger: discard}
 			h := Handler(cfg, New(cfg))
 			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(tc.body))
 			if tc.chunked {
@@ -72,4 +63,20 @@ func TestPublicHandshake(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aliceKeyOnly is an Authenticator that takes alice's API key and nothing
+// else (no OAuth).
+func aliceKeyOnly(t *testing.T) *auth.Authenticator {
+	t.Helper()
+	key, err := auth.NewAPIKey("alice", []byte(validSecret), auth.Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{Keys: []auth.APIKey{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
 }
