@@ -137,17 +137,18 @@ func TestHostileSchemasRefusedWhenStored(t *testing.T) {
 }
 
 // TestStoredHostileSchemaRefusedOnLoad: a schema stored before these
-// checks existed is compiled again when read, refused, and never served.
+// checks existed is compiled again when read and refused; it is not
+// served even while the provider is down (when a stored copy otherwise
+// is), and it is not the provider's copy that refused it.
 func TestStoredHostileSchemaRefusedOnLoad(t *testing.T) {
 	f := newFixture(t)
 	r := f.registry(t, "replicate:evil/*", "replicate")
-	doc := cogSchema(hostile[1].input, hostile[1].defs)
-	b, _ := json.Marshal(doc)
+	b, _ := json.Marshal(cogSchema(hostile[1].input, hostile[1].defs))
 	info, _ := json.Marshal(modelschema.Info{Format: modelschema.FormatReplicate, Doc: b, Kind: "image"})
 	f.store.m["replicate:evil/old"] = modelschema.Stored{ModelID: "replicate:evil/old", Info: info, FetchedAt: f.now}
-	f.em.PublishReplicate("evil/old", "image", "a model", doc)
-	if _, err := r.Resolve(context.Background(), "replicate:evil/old"); err == nil || !strings.Contains(err.Error(), "$ref cycle A → B → A") {
-		t.Fatalf("stored cycle: %v", err)
+	f.em.SetModelsDown(true)
+	if m, err := r.Resolve(context.Background(), "replicate:evil/old"); err == nil || m != nil {
+		t.Fatalf("stored cycle served while the provider is down (err %v, model %v)", err, m != nil)
 	}
 }
 
