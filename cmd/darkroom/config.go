@@ -535,7 +535,7 @@ func serverSettings(cmd string) []setting[config] {
 			help: "fal requests in flight at once; more wait queued",
 			set:  func(c *config, v string) (err error) { c.FalConcurrency, err = count(v, 1); return err }},
 		{flag: "gemini-api-key", env: envs("DARKROOM_GEMINI_API_KEY", "GEMINI_API_KEY"),
-			help: "Google Gemini API key; turns Veo, Imagen and the Gemini image models on",
+			help: "Google Gemini API key; turns the Gemini image models and Gemini Omni video on",
 			set:  text(func(c *config) *string { return &c.GeminiKey })},
 		{flag: "gemini-base-url", env: envs("DARKROOM_GEMINI_BASE_URL"), doc: "`https://generativelanguage.googleapis.com`",
 			help: "Gemini API origin",

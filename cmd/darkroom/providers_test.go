@@ -72,7 +72,7 @@ func (tm emuTiming) of(model string) (time.Duration, time.Duration) {
 		d = tm.slowRun
 	case strings.Contains(model, "kling"):
 		d = tm.slowQueue
-	case strings.Contains(model, "veo-3.0-generate-001"): // Veo 3 runs long, Veo 3 Fast is fast
+	case strings.Contains(model, "gemini-omni-1.2-flash"): // Omni 1.2 runs long, 1.1 is fast
 		d = tm.slowRun
 	default:
 		d = tm.fast

@@ -15,8 +15,8 @@ func TestVendorBudget(t *testing.T) {
 		vendor, model string
 		credits, n    int64
 	}{
-		{"google", "google-imagen-4", 40, 7},
-		{"google", "google-veo-3-fast", 1200, 3},
+		{"google", "google-gemini-3.1-flash-image", 39, 7},
+		{"google", "google-omni-1.1-flash", 800, 3},
 		{"openai", "openai-gpt-image-2", 50, 9},
 	}
 	for _, c := range cases {

@@ -13,8 +13,8 @@ import (
 // completes, one vendor job, charged once.
 func TestVendorProviderDown(t *testing.T) {
 	cases := []struct{ vendor, model string }{
-		{"google", "google-imagen-4"},
-		{"google", "google-veo-3-fast"},
+		{"google", "google-gemini-3.1-flash-image"},
+		{"google", "google-omni-1.1-flash"},
 		{"openai", "openai-gpt-image-1"},
 	}
 	for _, c := range cases {

@@ -29,29 +29,29 @@ func kill9(t *testing.T, p *proc) {
 	_ = p.cmd.Wait()
 }
 
-// TestVendorKillNineVeo kills darkroom while two Veo operations run, one
-// started by a legacy client and one by a Tasks client, and restarts it
-// on the same data: both end with the video in darkroom's store, and
-// Google saw exactly one operation each.
-func TestVendorKillNineVeo(t *testing.T) {
+// TestVendorKillNineVideo kills darkroom while two Gemini Omni
+// interactions run, one started by a legacy client and one by a Tasks
+// client, and restarts it on the same data: both end with the video in
+// darkroom's store, and Google saw exactly one interaction each.
+func TestVendorKillNineVideo(t *testing.T) {
 	tm := defaultTiming
-	tm.slowRun = [2]time.Duration{0, 4 * time.Second} // Veo 3 runs past the kill
+	tm.slowRun = [2]time.Duration{0, 4 * time.Second} // Omni 1.2 runs past the kill
 	rig := startEmulator(t, tm)
 	data := t.TempDir()
 	env := vendorEnv(t, rig, "google")
 	p := startProcess(t, data, env...)
 	cs := connect(t, p.url, "2026-07-28")
 	var g genView
-	if res := call(t, cs, "generate", map[string]any{"modelId": "google-veo-3", "prompt": "a train crossing a bridge"}, &g); res.IsError {
+	if res := call(t, cs, "generate", map[string]any{"modelId": "google-omni-1.2-flash", "prompt": "a train crossing a bridge"}, &g); res.IsError {
 		t.Fatalf("generate: %s", text(res))
 	}
 	tc := &rpcClient{t: t, url: p.url, caps: withTasks()}
-	r := tc.tool("generate", map[string]any{"modelId": "google-veo-3", "prompt": "a ferry leaving port"})
+	r := tc.tool("generate", map[string]any{"modelId": "google-omni-1.2-flash", "prompt": "a ferry leaving port"})
 	if r.Error != nil || r.Result["resultType"] != "task" {
 		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
 	}
 	taskID := r.Result["taskId"].(string)
-	// Mid-operation: both operations made and recorded (a kill between
+	// Mid-interaction: both interactions made and recorded (a kill between
 	// Google's reply and darkroom's record is the announced resubmit's
 	// case, TestVendorKillNineMidCall's).
 	eventually(t, 20*time.Second, func() bool {
@@ -66,7 +66,7 @@ func TestVendorKillNineVeo(t *testing.T) {
 			}
 		}
 		return running == 2
-	}, "two Veo operations running")
+	}, "two interactions running")
 	kill9(t, p)
 
 	p2 := startProcess(t, data, env...)
@@ -85,7 +85,7 @@ func TestVendorKillNineVeo(t *testing.T) {
 	}
 	checkFile(t, outs[0].(map[string]any)["url"].(string), emulator.MP4())
 	if n, c := rig.Jobs("google"), rig.Count("google", emulator.OpCreate); n != 2 || c != 2 {
-		t.Fatalf("%d operations from %d creates, want exactly one each", n, c)
+		t.Fatalf("%d interactions from %d creates, want exactly one each", n, c)
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 )
 
 // TestVendorMetrics: each vendor's calls are counted under its own
-// provider label (a Veo operation: submit, status, open_output; a
+// provider label (a video interaction: submit, status, open_output; a
 // synchronous image: submit, open_output).
 func TestVendorMetrics(t *testing.T) {
 	rig := startEmulator(t, defaultTiming)
 	s := vendorServer(t, rig, "google", func(c *config) { c.OpenAIKey, c.OpenAIBaseURL = "sk-test", rig.OpenAI.URL })
 	cs := connect(t, s.url, "2026-07-28")
-	for _, m := range []string{"google-veo-3-fast", "google-imagen-4", "openai-gpt-image-1"} {
+	for _, m := range []string{"google-omni-1.1-flash", "google-gemini-3.1-flash-image", "openai-gpt-image-1"} {
 		var w genView
 		call(t, cs, "generate", map[string]any{"modelId": m, "prompt": "counted", "wait": true, "waitSeconds": 30}, &w)
 		if w.Status != "completed" {
@@ -34,7 +34,7 @@ func TestVendorMetrics(t *testing.T) {
 	}
 }
 
-// TestVendorOutputFetchPolicy: a Veo video uri outside the allowed hosts
+// TestVendorOutputFetchPolicy: a Gemini video uri outside the allowed hosts
 // (or on a private address) is never fetched: the generation fails with
 // the reason, refunded.
 func TestVendorOutputFetchPolicy(t *testing.T) {
@@ -42,7 +42,7 @@ func TestVendorOutputFetchPolicy(t *testing.T) {
 	s := vendorServer(t, rig, "google", func(c *config) { c.UnsafeOutputFetch, c.OutputHosts = false, nil })
 	cs := connect(t, s.url, "2026-07-28")
 	var w genView
-	call(t, cs, "generate", map[string]any{"modelId": "google-veo-3-fast", "prompt": "kept out", "wait": true, "waitSeconds": 30}, &w)
+	call(t, cs, "generate", map[string]any{"modelId": "google-omni-1.1-flash", "prompt": "kept out", "wait": true, "waitSeconds": 30}, &w)
 	if w.Status != "failed" || w.Error == nil || !strings.Contains(w.Error.Message, "will not fetch") {
 		t.Fatalf("a private-address video was not refused: %+v", w)
 	}

@@ -27,7 +27,7 @@ import (
 
 // vendorCatalog writes the google and openai entries with short expected
 // durations, so the runner's first look comes within the emulator's run
-// times (the embedded ones expect real Veo and OpenAI latencies).
+// times (the embedded ones expect real Gemini and OpenAI latencies).
 func vendorCatalog(t *testing.T) string {
 	t.Helper()
 	var es []catalog.Entry
@@ -84,7 +84,8 @@ func TestVendorListModels(t *testing.T) {
 		vendor string
 		want   []string
 	}{
-		{"google", []string{"google-veo-3-fast", "google-veo-3", "google-imagen-4", "google-imagen-4-fast", "google-gemini-2.5-flash-image"}},
+		{"google", []string{"google-omni-1.2-flash", "google-omni-1.1-flash", "google-veo-3", "google-veo-3-fast", "google-gemini-3.1-flash-image",
+			"google-gemini-3-pro-image", "google-gemini-3.1-flash-lite-image", "google-gemini-2.5-flash-image", "google-imagen-4", "google-imagen-4-fast"}},
 		{"openai", []string{"openai-gpt-image-2", "openai-gpt-image-1", "openai-gpt-image-1-mini"}},
 		{"none", nil},
 	}
@@ -123,6 +124,7 @@ type vendorCase struct {
 	tasks                       bool // the Tasks flow, else the generationId tools
 	image                       bool // with an input image (an edit, a first frame)
 	mask                        bool // an edit with a mask, both given as inputs
+	refs                        int  // reference images given
 	count                       int  // outputs asked for (0: one)
 	cancel                      bool // cancel once it runs at the vendor
 	want                        string
@@ -130,17 +132,20 @@ type vendorCase struct {
 }
 
 var vendorCases = []vendorCase{
-	{name: "veo/tools", vendor: "google", model: "google-veo-3-fast", prompt: "a lighthouse at dusk", want: "completed"},
-	{name: "veo/tasks", vendor: "google", model: "google-veo-3-fast", prompt: "a heron in fog", tasks: true, want: "completed"},
-	{name: "veo first frame", vendor: "google", model: "google-veo-3-fast", prompt: "the photo comes alive", image: true, want: "completed"},
-	{name: "veo late failure", vendor: "google", model: "google-veo-3-fast", prompt: "a storm [fail]", want: "failed", wantMsg: "Veo failed"},
-	{name: "veo safety filter", vendor: "google", model: "google-veo-3-fast", prompt: "a storm [nsfw]", tasks: true, want: "failed", wantMsg: "safety filters removed the video"},
-	{name: "veo cancel", vendor: "google", model: "google-veo-3", prompt: "a long take", cancel: true, want: "cancelled"},
-	{name: "imagen/tools", vendor: "google", model: "google-imagen-4", prompt: "a fox", want: "completed"},
-	{name: "imagen/tasks", vendor: "google", model: "google-imagen-4-fast", prompt: "a hare", tasks: true, want: "completed"},
-	{name: "imagen two", vendor: "google", model: "google-imagen-4", prompt: "two hares", count: 2, want: "completed"},
-	{name: "gemini edit", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "make it night", image: true, want: "completed"},
-	{name: "gemini refusal", vendor: "google", model: "google-gemini-2.5-flash-image", prompt: "x [nsfw]", want: "failed", wantMsg: "IMAGE_SAFETY"},
+	{name: "omni/tools", vendor: "google", model: "google-omni-1.1-flash", prompt: "a lighthouse at dusk", want: "completed"},
+	{name: "omni/tasks", vendor: "google", model: "google-omni-1.1-flash", prompt: "a heron in fog", tasks: true, want: "completed"},
+	{name: "omni first frame", vendor: "google", model: "google-omni-1.1-flash", prompt: "the photo comes alive", image: true, want: "completed"},
+	{name: "omni references", vendor: "google", model: "google-omni-1.1-flash", prompt: "this cat, running", refs: 2, tasks: true, want: "completed"},
+	{name: "omni former veo id", vendor: "google", model: "google-veo-3-fast", prompt: "a heron, as before", want: "completed"},
+	{name: "omni late failure", vendor: "google", model: "google-omni-1.1-flash", prompt: "a storm [fail]", want: "failed", wantMsg: "Gemini failed"},
+	{name: "omni refusal", vendor: "google", model: "google-omni-1.1-flash", prompt: "a storm [nsfw]", tasks: true, want: "failed", wantMsg: "answered with text and no video"},
+	{name: "omni cancel", vendor: "google", model: "google-omni-1.2-flash", prompt: "a long take", cancel: true, want: "cancelled"},
+	{name: "gemini/tools", vendor: "google", model: "google-gemini-3.1-flash-image", prompt: "a fox", want: "completed"},
+	{name: "gemini/tasks", vendor: "google", model: "google-gemini-3.1-flash-lite-image", prompt: "a hare", tasks: true, want: "completed"},
+	{name: "gemini edit", vendor: "google", model: "google-gemini-3.1-flash-image", prompt: "make it night", image: true, want: "completed"},
+	{name: "gemini edit of the edit", vendor: "google", model: "google-gemini-3-pro-image", prompt: "now add snow", image: true, refs: 2, tasks: true, want: "completed"},
+	{name: "gemini former imagen id", vendor: "google", model: "google-imagen-4", prompt: "a fox, as before", want: "completed"},
+	{name: "gemini refusal", vendor: "google", model: "google-gemini-3.1-flash-image", prompt: "x [nsfw]", want: "failed", wantMsg: "IMAGE_SAFETY"},
 	{name: "gpt-image/tools", vendor: "openai", model: "openai-gpt-image-2", prompt: "a kite", want: "completed"},
 	{name: "gpt-image/tasks", vendor: "openai", model: "openai-gpt-image-1-mini", prompt: "a boat", tasks: true, want: "completed"},
 	{name: "gpt-image former id", vendor: "openai", model: "openai-gpt-image-1", prompt: "a kite, as before", want: "completed"}, // now gpt-image-2
@@ -153,7 +158,7 @@ var vendorCases = []vendorCase{
 
 // TestVendorLifecycle runs each case on a server holding only its
 // vendor's key: the file lands in darkroom's store, a refusal ends
-// failed with the vendor's reason and refunds, a cancel reaches Veo.
+// failed with the vendor's reason and refunds, a cancel reaches the vendor.
 func TestVendorLifecycle(t *testing.T) {
 	for _, vendor := range []string{"google", "openai"} {
 		t.Run(vendor, func(t *testing.T) {
@@ -183,6 +188,17 @@ func startVendorCase(t *testing.T, s *testServer, cs *mcp.ClientSession, tc *rpc
 	}
 	if c.mask {
 		args["inputs"] = []any{map[string]any{"role": "image", "image": img}, map[string]any{"role": "mask", "image": img}}
+	}
+	if c.refs > 0 {
+		var inputs []any
+		if c.image {
+			delete(args, "inputImage")
+			inputs = append(inputs, map[string]any{"role": "image", "image": img})
+		}
+		for range c.refs {
+			inputs = append(inputs, map[string]any{"role": "reference", "image": img})
+		}
+		args["inputs"] = inputs
 	}
 	if c.count > 0 {
 		args["count"] = c.count
@@ -244,7 +260,7 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 	switch c.want {
 	case "completed":
 		want, mime := emulator.PNG(), "image/png"
-		if strings.Contains(c.model, "veo") {
+		if strings.Contains(c.model, "veo") || strings.Contains(c.model, "omni") {
 			want, mime = emulator.MP4(), "video/mp4"
 		}
 		if len(outs) != max(c.count, 1) {
@@ -259,6 +275,15 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 		if c.mask {
 			if in := rig.Inputs(c.vendor); len(in) == 0 || in[len(in)-1]["mask"] != true {
 				t.Errorf("the vendor's edit came without its mask: %v", in)
+			}
+		}
+		if c.refs > 0 && c.vendor == "google" {
+			want := c.refs
+			if c.image {
+				want++
+			}
+			if in := rig.Inputs(c.vendor); len(in) == 0 || in[len(in)-1]["images"] != want {
+				t.Errorf("the vendor's call came without its %d images: %v", want, in)
 			}
 		}
 		for _, k := range []string{"journal.json", "out-1-0"} {
@@ -289,4 +314,32 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
+}
+
+// TestVendorGoogleEditOfItsImage: with only a Gemini key, a legacy client
+// makes an image, then a Tasks client of the same caller edits that very
+// output by instruction (its darkroom:// URI as the image): the edit
+// reaches Gemini with the first image inline and completes.
+func TestVendorGoogleEditOfItsImage(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := vendorServer(t, rig, "google")
+	cs := connect(t, s.url, "2026-07-28")
+	var g genView
+	if res := call(t, cs, "generate", map[string]any{"modelId": "google-gemini-3.1-flash-image", "prompt": "a fox in snow", "wait": true, "waitSeconds": 30}, &g); res.IsError || g.Status != "completed" {
+		t.Fatalf("image: %s", text(res))
+	}
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	r := tc.tool("generate", map[string]any{"modelId": "google-gemini-3.1-flash-image", "prompt": "make it night",
+		"inputs": []any{map[string]any{"role": "image", "uri": "darkroom://generations/" + g.GenerationID + "/outputs/0"}}})
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("edit (tasks): %+v %v", r.Error, r.Result)
+	}
+	_, sc := structuredOf(t, tc.waitTask(r.Result["taskId"].(string)))
+	if outs := asList(sc["outputs"]); sc["status"] != "completed" || len(outs) != 1 {
+		t.Fatalf("edit: %v", sc)
+	}
+	in := rig.Inputs("google")
+	if len(in) != 2 || in[1]["prompt"] != "make it night" || in[1]["image"] != "image/png" || in[1]["images"] != 1 {
+		t.Fatalf("the edit reached Gemini as %v", in)
+	}
 }

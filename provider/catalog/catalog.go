@@ -41,11 +41,11 @@ type Entry struct {
 	NeedsInputImage bool     `json:"needsInputImage,omitempty"`
 	// Endpoint is the provider's model path: Replicate "owner/name"
 	// (official model endpoint), fal "owner/app[/subpath]", Google and
-	// OpenAI the model name ("veo-3.0-generate-001", "gpt-image-2").
+	// OpenAI the model name ("gemini-omni-1.2-flash", "gpt-image-2").
 	Endpoint string `json:"endpoint"`
 	// API is the vendor method a google or openai model is called by:
-	// google "veo" (predictLongRunning), "imagen" (predict) or "gemini"
-	// (generateContent); openai "images" (generations, or edits when an
+	// google "gemini" (generateContent) or "interactions" (a background
+	// interaction, for video); openai "images" (generations, or edits when an
 	// input image comes).
 	API string `json:"api,omitempty"`
 	// Version pins a Replicate version ("hash" or "owner/name:hash"); set,
@@ -180,8 +180,13 @@ func (e Entry) validate() error {
 	switch e.Provider {
 	case "replicate", "fal":
 	case "google":
-		if e.API != "veo" && e.API != "imagen" && e.API != "gemini" {
-			return fmt.Errorf("google api %q is not veo, imagen or gemini", e.API)
+		if e.API != "gemini" && e.API != "interactions" {
+			return fmt.Errorf("google api %q is not gemini or interactions", e.API)
+		}
+		for role := range e.Roles {
+			if role != provider.RoleReference {
+				return fmt.Errorf("roles: google sends reference images only, not %q", role)
+			}
 		}
 	case "openai":
 		if e.API != "images" {

@@ -1,43 +1,37 @@
 // Package google is darkroom's adapter for Google's Gemini API
-// (https://generativelanguage.googleapis.com/v1beta): Veo for video,
-// Imagen and the Gemini image models for images.
+// (https://generativelanguage.googleapis.com): the Gemini image models
+// for images, the Gemini Omni models for video.
 //
-// Wire facts it relies on (from the Gemini API reference; the emulator,
-// testdata/emulator/google.go, serves the same shapes):
+// Wire facts it relies on, from Google's Go SDK (google.golang.org/genai
+// v1.79.1, read 2026-12-07; the emulator, testdata/emulator/google.go,
+// serves the same shapes and a test holds both to the SDK's types):
 //
 //   - every call carries the key in x-goog-api-key; errors are
 //     {"error": {"code", "message", "status"}} (400 INVALID_ARGUMENT,
-//     403 PERMISSION_DENIED, 429 RESOURCE_EXHAUSTED, 500 INTERNAL,
-//     503 UNAVAILABLE).
-//   - Veo: POST models/{model}:predictLongRunning with {"instances":
-//     [{"prompt", "image", "lastFrame", "referenceImages"}],
-//     "parameters": {"aspectRatio", "negativePrompt", "durationSeconds",
-//     "resolution", "personGeneration", ...}} returns an operation
-//     {"name"}; GET /v1beta/{name} until "done"; then either "error"
-//     {"code", "message"} or response.generateVideoResponse with
-//     generatedSamples[].video.uri (downloaded with the key) or, when the
-//     safety filters removed the video, raiMediaFilteredCount and
-//     raiMediaFilteredReasons. Cancel is POST /v1beta/{name}:cancel where
-//     the API takes it. Images go inline as {"bytesBase64Encoded",
-//     "mimeType"} (the Developer API's Veo image; some gateways document
-//     an inlineData form instead).
-//   - Imagen: POST models/{model}:predict with {"instances": [{"prompt"}],
-//     "parameters": {"sampleCount", "aspectRatio", "personGeneration",
-//     ...}} answers at once with predictions[].bytesBase64Encoded (a
-//     filtered image comes back as raiFilteredReason, or not at all).
-//   - Gemini image models: POST models/{model}:generateContent with
-//     contents[].parts (text, inlineData for an image to edit) and
-//     generationConfig.responseModalities ["TEXT", "IMAGE"]; image parts
-//     come back as candidates[].content.parts[].inlineData.data; a refusal
-//     is promptFeedback.blockReason or a finishReason such as
+//     403 PERMISSION_DENIED, 404 NOT_FOUND for a model it does not serve,
+//     429 RESOURCE_EXHAUSTED with a google.rpc.RetryInfo detail, 500
+//     INTERNAL, 503 UNAVAILABLE).
+//   - Gemini image models: POST /v1beta/models/{model}:generateContent
+//     with contents[].parts (text, then inlineData for the image to edit
+//     and the reference images) and generationConfig.responseModalities
+//     ["TEXT", "IMAGE"] (imageConfig.aspectRatio, imageSize); image parts
+//     come back as candidates[].content.parts[].inlineData.data; a
+//     refusal is promptFeedback.blockReason or a finishReason such as
 //     IMAGE_SAFETY.
+//   - Gemini Omni video, only through the Interactions API: POST
+//     /v1beta/interactions with the SDK's CreateModelInteraction
+//     (background true, input content, a video response format delivered
+//     as a uri) returns an Interaction {"id", "status"}; GET
+//     /v1beta/interactions/{id} until the status is terminal; a completed
+//     one's last model_output step holds the video's uri (downloaded with
+//     the key); POST /v1beta/interactions/{id}/cancel stops it.
 //
-// Imagen and Gemini calls are synchronous: Submit makes the call, streams
-// the base64 images through a decoder into the Spool, and the job it
-// returns is already complete (see provider/internal/syncjob for how a
-// crash mid-call resubmits at most once). Veo's operation name is
-// journalled the same way, so a crash after the operation was made and
-// before darkroom recorded it still finds that one operation.
+// Image calls are synchronous: Submit makes the call, streams the base64
+// images through a decoder into the Spool, and the job it returns is
+// already complete (see provider/internal/syncjob for how a crash
+// mid-call resubmits at most once). An interaction's id is journalled
+// the same way, so a crash after the interaction was made and before
+// darkroom recorded it still finds that one interaction.
 package google
 
 import (
@@ -50,6 +44,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	ia "google.golang.org/genai/interactions/models/interactions"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -64,7 +60,7 @@ const Name = "google"
 // DefaultBaseURL is the Gemini API's origin.
 const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 
-// DefaultOutputHosts are where Veo downloads may lead: the API itself
+// DefaultOutputHosts are where video downloads may lead: the API itself
 // (files/...:download) and the storage it redirects to.
 var DefaultOutputHosts = []string{"generativelanguage.googleapis.com", "*.googleusercontent.com"}
 
@@ -179,8 +175,8 @@ type jobData struct {
 	Model string `json:"modelId"`
 	// Key is the generation's id (its submit journal's name).
 	Key string `json:"key,omitempty"`
-	// Operation is a Veo operation's name ("models/.../operations/...").
-	Operation string `json:"operation,omitempty"`
+	// Interaction is a video interaction's id.
+	Interaction string `json:"interaction,omitempty"`
 	// Outputs are a synchronous call's spooled files.
 	Outputs     []provider.Output `json:"outputs,omitempty"`
 	Resubmitted bool              `json:"resubmitted,omitempty"`
@@ -188,8 +184,8 @@ type jobData struct {
 
 func (p *Provider) data(job provider.Job) (jobData, error) {
 	var d jobData
-	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Operation == "" && len(d.Outputs) == 0) {
-		return d, &provider.PermanentError{Message: "google job record lacks its operation or outputs"}
+	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Interaction == "" && len(d.Outputs) == 0) {
+		return d, &provider.PermanentError{Message: "google job record lacks its interaction or outputs (a Veo operation from before darkroom moved to Gemini Omni is not followed)"}
 	}
 	return d, nil
 }
@@ -200,11 +196,19 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("google does not serve model %q here", req.Model.ID)}
 	}
-	body, err := p.body(ctx, e, req)
+	video := e.API == "interactions"
+	var body map[string]any
+	var interaction ia.CreateModelInteraction
+	var err error
+	if video {
+		interaction, err = interactionBody(ctx, e, req)
+	} else {
+		body, err = geminiBody(ctx, e, req)
+	}
 	if err != nil {
 		return provider.Job{}, err
 	}
-	if e.API != "veo" {
+	if !video {
 		leave, err := p.gate.Enter(Name)
 		if err != nil {
 			return provider.Job{}, err
@@ -216,8 +220,8 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	d := jobData{Model: e.ID, Key: req.IdempotencyKey, Resubmitted: n > 1}
-	if e.API == "veo" {
-		d.Operation, err = p.startVeo(ctx, e, body)
+	if video {
+		d.Interaction, err = p.startInteraction(ctx, e, interaction)
 	} else {
 		d.Outputs, err = p.generate(ctx, e, body, req, n)
 	}
@@ -228,7 +232,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	b, _ := json.Marshal(d)
-	job := provider.Job{ID: d.Operation, Data: b}
+	job := provider.Job{ID: d.Interaction, Data: b}
 	if job.ID == "" {
 		job.ID = "sync-" + req.IdempotencyKey
 	}
@@ -249,11 +253,11 @@ func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Statu
 	if err != nil {
 		return provider.Status{}, err
 	}
-	if d.Operation == "" {
+	if d.Interaction == "" {
 		p.journal.Forget(ctx, d.Key)
 		return syncDone(d), nil
 	}
-	st, err := p.veoStatus(ctx, d)
+	st, err := p.interactionStatus(ctx, d)
 	if err == nil && st.State.Terminal() {
 		p.journal.Forget(ctx, d.Key)
 	}
@@ -269,20 +273,20 @@ func syncDone(d jobData) provider.Status {
 }
 
 // Cancel implements provider.Provider: a synchronous job is already
-// done; a Veo operation is asked to stop (see cancelVeo).
+// done; a video interaction is asked to stop.
 func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
 	d, err := p.data(job)
 	if err != nil {
 		return provider.Status{}, err
 	}
-	if d.Operation == "" {
+	if d.Interaction == "" {
 		return syncDone(d), nil
 	}
-	return p.cancelVeo(ctx, d)
+	return p.cancelInteraction(ctx, d)
 }
 
 // OpenOutput implements provider.Provider: spooled files from the spool,
-// Veo videos from their uri with the key (only on the API's own origin;
+// videos from their uri with the key (only on the API's own origin;
 // a redirect elsewhere gets no key).
 func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provider.Output) (io.ReadCloser, error) {
 	if strings.HasPrefix(out.URL, syncjob.URLPrefix) {
@@ -300,7 +304,7 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 }
 
 // RefundsFailures implements provider.RefundsFailures: Google bills the
-// images and videos it delivers, not refused calls or failed operations.
+// images and videos it delivers, not refused calls or failed interactions.
 func (p *Provider) RefundsFailures() bool { return true }
 
 // Ping implements provider.Pinger: the Gemini API's model list, one

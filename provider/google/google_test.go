@@ -32,14 +32,9 @@ func newRig(t *testing.T, opts ...func(*emulator.Options)) *rig {
 	}
 	em := emulator.New(o)
 	t.Cleanup(em.Close)
-	// Veo 3.0 takes no last frame or references; a catalog entry that says
-	// it does drives veoExtras against the emulator.
-	models := catalog.Default()
-	for i := range models {
-		if models[i].ID == "google-veo-3-fast" {
-			models[i].Roles = map[string]catalog.Role{provider.RoleLastFrame: {}, provider.RoleReference: {Max: 3}}
-		}
-	}
+	// An entry naming a model Google has retired, to see the refusal.
+	models := append(catalog.Default(), catalog.Entry{ID: "google-retired", Provider: "google", API: "gemini", Kind: provider.KindImage,
+		Endpoint: "gemini-2.5-flash-image", Input: catalog.InputMap{Prompt: "prompt"}, Credits: 1, ExpectedSeconds: 1})
 	p, err := google.New(google.Config{
 		Key: "gemini_test", BaseURL: em.Google.URL, Spool: provider.DirSpool(t.TempDir()), Models: models,
 		RequestsPerMinute: -1, Now: em.Now,
@@ -82,38 +77,53 @@ func read(t *testing.T, p provider.Provider, job provider.Job, out provider.Outp
 	return b
 }
 
-// TestGoogleVeo runs Veo operations to each end: done with a video,
-// a late error, a safety filter, a cancel.
-func TestGoogleVeo(t *testing.T) {
+// TestGoogleVideo runs Gemini Omni interactions to each end: done with
+// a video, a late failure, a refusal in words, a cancel; and checks the
+// request the SDK's types made.
+func TestGoogleVideo(t *testing.T) {
 	cases := []struct {
-		name, prompt string
-		cancel       bool
-		want         provider.State
-		wantMsg      string
+		name, model, prompt string
+		image               bool
+		refs                int
+		cancel              bool
+		want                provider.State
+		wantMsg             string
+		wantTask            any
 	}{
-		{name: "video", prompt: "a lighthouse at dusk", want: provider.StateCompleted},
-		{name: "late failure", prompt: "a storm [fail]", want: provider.StateFailed, wantMsg: "Veo failed: Video generation failed"},
-		{name: "safety filter", prompt: "something [nsfw]", want: provider.StateFailed, wantMsg: "safety filters removed the video"},
-		{name: "cancel", prompt: "a long take", cancel: true, want: provider.StateCancelled},
+		{name: "video", model: "google-omni-1.2-flash", prompt: "a lighthouse at dusk", want: provider.StateCompleted},
+		{name: "first frame and a reference", model: "google-omni-1.1-flash", prompt: "the photo comes alive", image: true, refs: 1, want: provider.StateCompleted, wantTask: "image_to_video"},
+		{name: "references", model: "google-omni-1.2-flash", prompt: "this cat, running", refs: 3, want: provider.StateCompleted, wantTask: "reference_to_video"},
+		{name: "former veo id", model: "google-veo-3-fast", prompt: "a heron in fog", want: provider.StateCompleted},
+		{name: "late failure", model: "google-omni-1.2-flash", prompt: "a storm [fail]", want: provider.StateFailed, wantMsg: "Gemini failed: Video generation failed"},
+		{name: "refused in words", model: "google-omni-1.2-flash", prompt: "something [nsfw]", want: provider.StateFailed, wantMsg: "answered with text and no video"},
+		{name: "cancel", model: "google-omni-1.2-flash", prompt: "a long take", cancel: true, want: provider.StateCancelled},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t)
 			ctx := context.Background()
-			req := provider.Request{IdempotencyKey: "gen-" + c.name, Model: r.model(t, "google-veo-3-fast"), Prompt: c.prompt,
-				NegativePrompt: "blur", AspectRatio: "9:16", DurationSeconds: 8, InputImage: pngInput(""),
-				Extra: []provider.Input{*pngInput(provider.RoleLastFrame), *pngInput(provider.RoleReference)}}
+			req := provider.Request{IdempotencyKey: "gen-" + c.name, Model: r.model(t, c.model), Prompt: c.prompt, AspectRatio: "9:16", DurationSeconds: 8}
+			if c.image {
+				req.InputImage = pngInput("")
+			}
+			for range c.refs {
+				req.Extra = append(req.Extra, *pngInput(provider.RoleReference))
+			}
 			job, err := r.p.Submit(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			in := r.em.Inputs("google")[0]
-			if in["aspectRatio"] != "9:16" || in["durationSeconds"] != float64(8) || in["negativePrompt"] != "blur" ||
-				in["resolution"] != "720p" || in["image"] != true || in["lastFrame"] != true || in["referenceImages"] != 1 {
+			images := c.refs
+			if c.image {
+				images++
+			}
+			if in["prompt"] != c.prompt || in["aspect_ratio"] != "9:16" || in["duration"] != "8s" || in["resolution"] != "720p" ||
+				in["delivery"] != "uri" || in["images"] != images || in["task"] != c.wantTask {
 				t.Fatalf("request fields: %v", in)
 			}
 			st, err := r.p.Status(ctx, job)
-			if err != nil || st.State != provider.StateRunning {
+			if err != nil || st.State != provider.StateQueued {
 				t.Fatalf("first look: %+v %v", st, err)
 			}
 			if c.cancel {
@@ -139,25 +149,32 @@ func TestGoogleVeo(t *testing.T) {
 				}
 			}
 			if n := r.em.Jobs("google"); n != 1 {
-				t.Fatalf("%d operations", n)
+				t.Fatalf("%d interactions", n)
 			}
 		})
 	}
 }
 
-// TestGoogleImages covers Imagen's and Gemini's synchronous calls.
+// TestGoogleImages covers the Gemini image models' synchronous calls,
+// the former ids that now run them, and what Google refuses.
 func TestGoogleImages(t *testing.T) {
 	cases := []struct {
 		name, model, prompt string
 		image               bool
+		refs                int
+		bigImage            bool
+		wantModel           string // the vendor model the call reached
 		wantErr             string // a PermanentError's message
 	}{
-		{name: "imagen", model: "google-imagen-4", prompt: "a heron"},
-		{name: "imagen filtered", model: "google-imagen-4-fast", prompt: "a heron [nsfw]", wantErr: "safety filters removed the image"},
-		{name: "gemini", model: "google-gemini-2.5-flash-image", prompt: "a fox"},
-		{name: "gemini edit", model: "google-gemini-2.5-flash-image", prompt: "make it night", image: true},
-		{name: "gemini refusal", model: "google-gemini-2.5-flash-image", prompt: "x [nsfw]", wantErr: "finish reason IMAGE_SAFETY"},
-		{name: "invalid", model: "google-imagen-4", prompt: "x [invalid]", wantErr: "invalid argument"},
+		{name: "flash", model: "google-gemini-3.1-flash-image", prompt: "a fox", wantModel: "gemini-3.1-flash-image"},
+		{name: "pro edit with references", model: "google-gemini-3-pro-image", prompt: "make it night", image: true, refs: 2, wantModel: "gemini-3-pro-image"},
+		{name: "lite", model: "google-gemini-3.1-flash-lite-image", prompt: "a kite", wantModel: "gemini-3.1-flash-lite-image"},
+		{name: "former imagen id", model: "google-imagen-4", prompt: "a heron", wantModel: "gemini-3.1-flash-image"},
+		{name: "former 2.5 id", model: "google-gemini-2.5-flash-image", prompt: "a fox", image: true, wantModel: "gemini-3.1-flash-image"},
+		{name: "refusal", model: "google-gemini-3.1-flash-image", prompt: "x [nsfw]", wantErr: "finish reason IMAGE_SAFETY"},
+		{name: "invalid", model: "google-gemini-3.1-flash-image", prompt: "x [invalid]", wantErr: "invalid argument"},
+		{name: "retired model", model: "google-retired", prompt: "a fox", wantErr: "does not serve model gemini-2.5-flash-image"},
+		{name: "input image over 7 MB", model: "google-gemini-3.1-flash-image", prompt: "a fox", bigImage: true, wantErr: "larger than the 7 MB"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,6 +183,14 @@ func TestGoogleImages(t *testing.T) {
 			req := provider.Request{IdempotencyKey: "g-" + c.name, Model: r.model(t, c.model), Prompt: c.prompt, AspectRatio: "16:9"}
 			if c.image {
 				req.InputImage = pngInput("")
+			}
+			if c.bigImage {
+				req.InputImage = &provider.Input{MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
+					return io.NopCloser(bytes.NewReader(make([]byte, 7<<20+1))), nil
+				}}
+			}
+			for range c.refs {
+				req.Extra = append(req.Extra, *pngInput(provider.RoleReference))
 			}
 			job, err := r.p.Submit(ctx, req)
 			var perm *provider.PermanentError
@@ -186,11 +211,18 @@ func TestGoogleImages(t *testing.T) {
 				t.Fatalf("image: %d bytes", len(b))
 			}
 			in := r.em.Inputs("google")[0]
-			if c.image && in["image"] != "image/png" {
-				t.Fatalf("no inline image sent: %v", in)
+			images := c.refs
+			if c.image {
+				images++
+				if in["image"] != "image/png" {
+					t.Fatalf("no inline image sent: %v", in)
+				}
 			}
-			if strings.Contains(c.model, "imagen") && (in["sampleCount"] != float64(1) || in["aspectRatio"] != "16:9" || in["personGeneration"] != "allow_adult") {
-				t.Fatalf("imagen parameters: %v", in)
+			if in["images"] != images || in["prompt"] != c.prompt {
+				t.Fatalf("request: %v, want %d images", in, images)
+			}
+			if got := r.em.Models("google"); len(got) != 1 || got[0] != c.wantModel {
+				t.Fatalf("called %v, want %s", got, c.wantModel)
 			}
 		})
 	}
@@ -202,11 +234,14 @@ func TestGoogleImages(t *testing.T) {
 func TestGoogleInterruptedCall(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	req := provider.Request{IdempotencyKey: "gen-cut", Model: r.model(t, "google-imagen-4"), Prompt: "a kite"}
-	r.em.Inject(emulator.Rule{Provider: "google", Op: emulator.OpCreate, Fault: emulator.Fault429, Times: 1})
+	req := provider.Request{IdempotencyKey: "gen-cut", Model: r.model(t, "google-gemini-3.1-flash-image"), Prompt: "a kite"}
+	// Google says when to come back in the body (RetryInfo), not in a
+	// Retry-After header.
+	r.em.Inject(emulator.Rule{Provider: "google", Op: emulator.OpCreate, Fault: emulator.Fault429, Times: 1, RetryAfter: 37 * time.Second})
 	_, err := r.p.Submit(ctx, req)
-	if !errors.Is(err, provider.ErrNotCreated) {
-		t.Fatalf("throttled submit: %v", err)
+	var re *provider.RetryableError
+	if !errors.Is(err, provider.ErrNotCreated) || !errors.As(err, &re) || re.After != 37*time.Second {
+		t.Fatalf("throttled submit: %v, want a retry after the 37 s Google named", err)
 	}
 	if _, ok, err := r.p.Find(ctx, req.IdempotencyKey); ok || err != nil {
 		t.Fatalf("a throttled call counted as an attempt: %v %v", ok, err)
@@ -243,28 +278,27 @@ func TestGoogleInterruptedCall(t *testing.T) {
 	}
 }
 
-// TestGoogleVeoLostReply: the operation a lost reply made is not found
-// again (the API cannot list by our key), so the journal allows one more.
-func TestGoogleVeoLostReply(t *testing.T) {
+// TestGoogleVideoLostReply: a crash after the interaction was journalled
+// finds that interaction again.
+func TestGoogleVideoLostReply(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	req := provider.Request{IdempotencyKey: "gen-v", Model: r.model(t, "google-veo-3"), Prompt: "waves"}
+	req := provider.Request{IdempotencyKey: "gen-v", Model: r.model(t, "google-omni-1.2-flash"), Prompt: "waves"}
 	job, err := r.p.Submit(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A crash after the operation was journalled finds that operation.
-	if found, ok, err := r.p.Find(ctx, req.IdempotencyKey); !ok || err != nil || found.ID != job.ID || !strings.Contains(job.ID, "/operations/") {
+	if found, ok, err := r.p.Find(ctx, req.IdempotencyKey); !ok || err != nil || found.ID != job.ID || job.ID == "" {
 		t.Fatalf("Find: %v %v %v", found, ok, err)
 	}
 }
 
-// TestGoogleVeoOutages: a status call during an outage is a retry, not
-// an end; a refused cancel leaves the operation running to its end.
-func TestGoogleVeoOutages(t *testing.T) {
-	r := newRig(t, func(o *emulator.Options) { o.GoogleNoCancel = true })
+// TestGoogleVideoOutages: a status call during an outage is a retry, not
+// an end; a cancel after it still stops the interaction.
+func TestGoogleVideoOutages(t *testing.T) {
+	r := newRig(t)
 	ctx := context.Background()
-	job, err := r.p.Submit(ctx, provider.Request{IdempotencyKey: "gen-o", Model: r.model(t, "google-veo-3"), Prompt: "rain"})
+	job, err := r.p.Submit(ctx, provider.Request{IdempotencyKey: "gen-o", Model: r.model(t, "google-omni-1.1-flash"), Prompt: "rain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,12 +307,12 @@ func TestGoogleVeoOutages(t *testing.T) {
 	if _, err := r.p.Status(ctx, job); !errors.As(err, &re) {
 		t.Fatalf("status during an outage: %v", err)
 	}
-	st, err := r.p.Cancel(ctx, job)
-	if err != nil || st.State != provider.StateRunning || !strings.Contains(st.Message, "does not cancel") {
-		t.Fatalf("refused cancel: %+v %v", st, err)
+	r.em.Advance(5 * time.Second)
+	if st, err := r.p.Cancel(ctx, job); err != nil || st.State != provider.StateCancelled {
+		t.Fatalf("cancel: %+v %v", st, err)
 	}
 	r.em.Advance(time.Minute)
-	if st, err := r.p.Status(ctx, job); err != nil || st.State != provider.StateCompleted {
-		t.Fatalf("after the outage: %+v %v", st, err)
+	if st, err := r.p.Status(ctx, job); err != nil || st.State != provider.StateCancelled {
+		t.Fatalf("after the cancel: %+v %v", st, err)
 	}
 }

@@ -16,23 +16,20 @@ import (
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
-// TestHostileReplies: an Imagen or Gemini reply with more images than
+// TestHostileReplies: a Gemini image reply with more images than
 // asked (the probe saw 50 stored for one), an image without end, or a
 // gigabyte of zeros leaves in the spool only the images charged for,
 // within their bound; a refusal is permanent.
 func TestHostileReplies(t *testing.T) {
 	cases := []struct {
 		name, model, prompt string
-		count               int
 		wantOuts            int
 		wantErr             string
 	}{
-		{name: "imagen: 50 for one", model: "google-imagen-4", prompt: "a heron [many:50]", wantOuts: 1},
-		{name: "imagen: 50 for four", model: "google-imagen-4", prompt: "a heron [many:50]", count: 4, wantOuts: 4},
-		{name: "gemini: 50 for one", model: "google-gemini-2.5-flash-image", prompt: "a fox [many:50]", wantOuts: 1},
-		{name: "imagen: endless", model: "google-imagen-4", prompt: "a heron [endless]", wantErr: "larger than the 8 MiB"},
-		{name: "gemini: endless", model: "google-gemini-2.5-flash-image", prompt: "a fox [endless]", wantErr: "larger than the 8 MiB"},
-		{name: "gemini: 1 GiB of zeros", model: "google-gemini-2.5-flash-image", prompt: "a fox [zeros:1073741824]", wantErr: "not an image"},
+		{name: "flash: 50 for one", model: "google-gemini-3.1-flash-image", prompt: "a fox [many:50]", wantOuts: 1},
+		{name: "pro: 50 for one", model: "google-gemini-3-pro-image", prompt: "a heron [many:50]", wantOuts: 1},
+		{name: "flash: endless", model: "google-gemini-3.1-flash-image", prompt: "a fox [endless]", wantErr: "larger than the 8 MiB"},
+		{name: "flash: 1 GiB of zeros", model: "google-gemini-3.1-flash-image", prompt: "a fox [zeros:1073741824]", wantErr: "not an image"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,7 +50,7 @@ func TestHostileReplies(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			job, err := p.Submit(context.Background(), provider.Request{IdempotencyKey: "g1", Model: m, Prompt: c.prompt, AspectRatio: "1:1", Count: c.count})
+			job, err := p.Submit(context.Background(), provider.Request{IdempotencyKey: "g1", Model: m, Prompt: c.prompt, AspectRatio: "1:1"})
 			runtime.ReadMemStats(&after)
 			files := 0
 			filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -16,13 +15,10 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
 )
 
-// generate makes a synchronous Imagen or Gemini call and spools its
+// generate makes a synchronous generateContent call and spools its
 // images, as many as req asked for, as attempt n of req's generation.
 func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[string]any, req provider.Request, n int) ([]provider.Output, error) {
-	method, stream := "generateContent", "data"
-	if e.API == "imagen" {
-		method, stream = "predict", "bytesBase64Encoded"
-	}
+	const method = "generateContent"
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, fmt.Errorf("google: encode request: %w", err)
@@ -35,7 +31,7 @@ func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[strin
 		return nil, p.replyErr(e, refused)
 	}
 	defer resp.Body.Close()
-	sc := syncjob.NewScanner(resp.Body, []string{stream}, []string{"raiFilteredReason", "blockReason", "finishReason", "finishMessage", "text"})
+	sc := syncjob.NewScanner(resp.Body, []string{"data"}, []string{"blockReason", "finishReason", "finishMessage", "text"})
 	outs, err := p.journal.Store(ctx, req.IdempotencyKey, n, sc, max(req.Count, 1))
 	var perm *provider.PermanentError
 	if errors.As(err, &perm) {
@@ -54,9 +50,6 @@ func (p *Provider) generate(ctx context.Context, e catalog.Entry, body map[strin
 
 // refusal says in plain words why a reply carried no image.
 func refusal(e catalog.Entry, small map[string][]string) string {
-	if r := small["raiFilteredReason"]; len(r) > 0 {
-		return "Google's safety filters removed the image: " + strings.Join(r, "; ")
-	}
 	if r := small["blockReason"]; len(r) > 0 {
 		return "Google blocked the prompt (" + r[0] + ")"
 	}

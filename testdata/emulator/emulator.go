@@ -113,11 +113,8 @@ type Options struct {
 	// FalIgnoreCancelInProgress makes an in-progress fal request run on
 	// after a cancel (fal: "the app may ignore it").
 	FalIgnoreCancelInProgress bool
-	// GoogleNoCancel refuses Veo operation cancels (400), as a model
-	// that does not offer it would.
-	GoogleNoCancel bool
 	// Timing gives a model's queue and run times; nil: video models
-	// (kling, video, wan, veo in the name) 5 s + 175 s, images 0.5 s + 1.5 s.
+	// (kling, video, wan, veo, omni in the name) 5 s + 175 s, images 0.5 s + 1.5 s.
 	Timing func(model string) (queue, run time.Duration)
 	// WebhookClient posts webhooks (default http.DefaultClient).
 	WebhookClient *http.Client
@@ -336,6 +333,20 @@ func (e *Emulator) Jobs(provider string) int {
 		}
 	}
 	return n
+}
+
+// Models lists the vendor model of each job created at provider, in
+// order (which model a catalog id reached).
+func (e *Emulator) Models(provider string) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, j := range e.order {
+		if j.prov == provider {
+			out = append(out, j.model)
+		}
+	}
+	return out
 }
 
 // JobsByPrompt counts the jobs created at provider per prompt.
@@ -559,7 +570,7 @@ func (e *Emulator) timing(model string) (time.Duration, time.Duration, bool) {
 
 func isVideo(model string) bool {
 	m := strings.ToLower(model)
-	for _, s := range []string{"kling", "video", "wan", "veo"} {
+	for _, s := range []string{"kling", "video", "wan", "veo", "omni"} {
 		if strings.Contains(m, s) {
 			return true
 		}
@@ -609,14 +620,16 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 		e.mu.Unlock()
 		switch f {
 		case Fault429:
-			w.Header().Set("Retry-After", fmt.Sprint(int(after.Seconds())))
+			if prov != "google" { // Google says when in the body (RetryInfo)
+				w.Header().Set("Retry-After", fmt.Sprint(int(after.Seconds())))
+			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
 			switch prov {
 			case "replicate":
 				w.Write(Fixture("replicate", "error_429.json"))
 			case "google":
-				w.Write(googleError(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."))
+				w.Write(googleThrottled(after))
 			case "openai":
 				w.Write(openaiError("Rate limit reached for images per minute. Please try again later.", "requests", "rate_limit_exceeded"))
 			default:

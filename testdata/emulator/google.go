@@ -1,43 +1,73 @@
 package emulator
 
-// The Gemini API (generativelanguage.googleapis.com/v1beta), as its
-// reference documents it:
+// The Gemini API (generativelanguage.googleapis.com), as Google's Go SDK
+// (google.golang.org/genai v1.79.1, read 2026-12-07) speaks it:
 //
-//   - POST /v1beta/models/{model}:predictLongRunning (Veo) → an operation
-//     {"name": "models/{model}/operations/{id}"}; GET /v1beta/{name} →
-//     {"name", "done": true, "response": {"generateVideoResponse":
-//     {"generatedSamples": [{"video": {"uri"}}]}}} or {"done": true,
-//     "error": {"code", "message"}}; "done" is left out while false;
-//     POST /v1beta/{name}:cancel.
+//   - POST /v1beta/models/{model}:generateContent (the Gemini image
+//     models) → {"candidates": [{"content": {"parts": [{"text"},
+//     {"inlineData": {"mimeType", "data"}}]}, "finishReason"}]}.
+//   - POST /v1beta/interactions (the Interactions API, the only way to
+//     the Gemini Omni video models) with {"model", "input": [content...],
+//     "background": true, "response_format": {"type": "video", ...}} →
+//     an Interaction {"id", "status": "in_progress", ...}; GET
+//     /v1beta/interactions/{id} until the status is terminal (completed,
+//     failed, cancelled, ...); a completed one carries a model_output
+//     step whose video content has a "uri"; POST
+//     /v1beta/interactions/{id}/cancel stops a background one. Requests
+//     are decoded and replies built with the SDK's own types
+//     (interactions.CreateModelInteraction and .Interaction), so neither
+//     can drift from the SDK.
 //   - the video uri is GET /v1beta/files/{id}:download?alt=media, with the
 //     key; it redirects to the file host (which must not see the key).
-//   - POST /v1beta/models/{model}:predict (Imagen) → {"predictions":
-//     [{"mimeType", "bytesBase64Encoded"}]}.
-//   - POST /v1beta/models/{model}:generateContent (Gemini image models) →
-//     {"candidates": [{"content": {"parts": [{"text"}, {"inlineData":
-//     {"mimeType", "data"}}]}, "finishReason"}]}.
-//   - GET /v1beta/models lists the models (darkroom's readiness ping);
+//   - GET /v1beta/models lists the models (darkroom's readiness ping).
 //   - every call carries x-goog-api-key; errors are {"error": {"code",
-//     "message", "status"}}.
+//     "message", "status"}} (the Interactions API's own error type,
+//     interactions.Error, has a string code: it gets the status name).
 //
-// Prompt tokens: [fail] fails a Veo operation when it ends (a late
-// failure); [nsfw] is filtered by the safety system (Veo:
-// raiMediaFilteredReasons, Imagen: raiFilteredReason, Gemini:
-// finishReason IMAGE_SAFETY); [invalid] is refused with 400; the hostile
-// ones of hostile.go shape Imagen's and Gemini's replies.
+// What the Gemini API no longer serves is refused as it refuses it: the
+// retired model ids of retired.go answer 404 NOT_FOUND; Imagen's :predict
+// is not served on the Gemini API at all (go-genai: "only supported in
+// Gemini Enterprise Agent Platform mode"); Veo's :predictLongRunning is
+// gone with the Veo models (retired.go); long-running operations have no
+// :cancel (the v1beta discovery document lists only get and list).
+//
+// Prompt tokens: [fail] fails an interaction when it ends (a late
+// failure); [nsfw] is refused by the model (Gemini image: finishReason
+// IMAGE_SAFETY; Omni: a completed interaction with text and no video);
+// [invalid] is refused with 400; the hostile ones of hostile.go shape
+// the Gemini image replies.
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	ia "google.golang.org/genai/interactions/models/interactions"
 )
 
 func googleError(code int, status, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": msg, "status": status}})
 	return b
+}
+
+// googleThrottled is a 429 as the Gemini API sends it: RESOURCE_EXHAUSTED
+// with a google.rpc.RetryInfo detail saying when to come back.
+func googleThrottled(after time.Duration) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"code": 429, "status": "RESOURCE_EXHAUSTED",
+		"message": "You exceeded your current quota, please check your plan and billing details.",
+		"details": []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": durationJSON(after)}},
+	}})
+	return b
+}
+
+// durationJSON is a google.protobuf.Duration in its JSON form ("30s").
+func durationJSON(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 func writeGoogleError(w http.ResponseWriter, code int, status, msg string) {
@@ -46,12 +76,27 @@ func writeGoogleError(w http.ResponseWriter, code int, status, msg string) {
 	w.Write(googleError(code, status, msg))
 }
 
+// writeInteractionsError is an Interactions API error: the SDK's
+// interactions.Error, whose code is a string.
+func writeInteractionsError(w http.ResponseWriter, code int, status, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": ia.Error{Code: &status, Message: &msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// googleModelGone is the Gemini API's answer for a model it does not
+// serve (its usual text, as its SDK's users quote it).
+func googleModelGone(w http.ResponseWriter, model, method string) {
+	writeGoogleError(w, 404, "NOT_FOUND", "models/"+model+" is not found for API version v1beta, or is not supported for "+method+". Call ListModels to see the list of available models and their supported methods.")
+}
+
 func googleOp(r *http.Request) Op {
 	p := r.URL.Path
 	switch {
 	case strings.HasPrefix(p, "/v1beta/files/"):
 		return OpFile
-	case strings.HasSuffix(p, ":cancel"):
+	case strings.HasSuffix(p, "/cancel") || strings.HasSuffix(p, ":cancel"):
 		return OpCancel
 	case r.Method == http.MethodPost:
 		return OpCreate
@@ -67,8 +112,15 @@ func (e *Emulator) google(w http.ResponseWriter, r *http.Request) {
 	}
 	p := strings.TrimPrefix(r.URL.Path, "/v1beta/")
 	switch {
-	case r.Method == http.MethodPost && strings.HasSuffix(p, ":cancel"):
-		e.googleCancel(w, strings.TrimSuffix(p, ":cancel"))
+	case r.Method == http.MethodPost && p == "interactions":
+		e.interactionCreate(w, r)
+	case strings.HasPrefix(p, "interactions/"):
+		id, cancel := strings.CutSuffix(strings.TrimPrefix(p, "interactions/"), "/cancel")
+		if cancel != (r.Method == http.MethodPost) || strings.Contains(id, "/") {
+			writeInteractionsError(w, 404, "NOT_FOUND", "Not found: "+p)
+			return
+		}
+		e.interactionGet(w, id, cancel)
 	case r.Method == http.MethodPost && strings.HasPrefix(p, "models/"):
 		model, method, ok := strings.Cut(strings.TrimPrefix(p, "models/"), ":")
 		if !ok {
@@ -77,33 +129,20 @@ func (e *Emulator) google(w http.ResponseWriter, r *http.Request) {
 		}
 		e.googleCall(w, r, model, method)
 	case r.Method == http.MethodGet && p == "models":
-		writeJSON(w, 200, map[string]any{"models": []any{map[string]any{"name": "models/veo-3.0-generate-001", "supportedGenerationMethods": []string{"predictLongRunning"}}}, "nextPageToken": "x"})
+		writeJSON(w, 200, map[string]any{"models": []any{map[string]any{"name": "models/gemini-3.1-flash-image", "supportedGenerationMethods": []string{"generateContent"}}}, "nextPageToken": "x"})
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "files/"):
 		e.googleDownload(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "files/"), ":download"))
-	case r.Method == http.MethodGet && strings.Contains(p, "/operations/"):
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		j := e.jobs[p[strings.LastIndex(p, "/")+1:]]
-		if j == nil || j.prov != "google" || !strings.HasPrefix(p, "models/"+j.model+"/") {
-			writeGoogleError(w, 404, "NOT_FOUND", "Operation not found: "+p)
-			return
-		}
-		writeJSON(w, 200, e.veoOperation(j, e.clock.Now()))
 	default:
+		// Operations included: v1beta has get and list for them, and
+		// there are none left to get (Veo is retired), nor a :cancel.
 		writeGoogleError(w, 404, "NOT_FOUND", "Not found: "+p)
 	}
 }
 
-// googleRequest is the union of the three request bodies.
-type googleRequest struct {
-	Instances []struct {
-		Prompt          string          `json:"prompt"`
-		Image           json.RawMessage `json:"image"`
-		LastFrame       json.RawMessage `json:"lastFrame"`
-		ReferenceImages []any           `json:"referenceImages"`
-	} `json:"instances"`
-	Parameters map[string]any `json:"parameters"`
-	Contents   []struct {
+// geminiRequest is a generateContent body (the fields darkroom's tests
+// look at).
+type geminiRequest struct {
+	Contents []struct {
 		Parts []struct {
 			Text       string `json:"text"`
 			InlineData *struct {
@@ -115,36 +154,45 @@ type googleRequest struct {
 	GenerationConfig map[string]any `json:"generationConfig"`
 }
 
-// input flattens a request for Inputs: prompt, parameters, and which
-// images came.
-func (g googleRequest) input() map[string]any {
+// input flattens a request for Inputs: the generation config, the prompt,
+// the first image's type and how many images came.
+func (g geminiRequest) input() map[string]any {
 	in := map[string]any{}
-	for k, v := range g.Parameters {
-		in[k] = v
-	}
 	for k, v := range g.GenerationConfig {
 		in[k] = v
 	}
-	if len(g.Instances) > 0 {
-		i := g.Instances[0]
-		in["prompt"] = i.Prompt
-		in["image"], in["lastFrame"], in["referenceImages"] = len(i.Image) > 0, len(i.LastFrame) > 0, len(i.ReferenceImages)
-	}
+	images := 0
 	for _, c := range g.Contents {
 		for _, part := range c.Parts {
 			if part.Text != "" {
 				in["prompt"] = part.Text
 			}
 			if part.InlineData != nil {
-				in["image"] = part.InlineData.MimeType
+				if images == 0 {
+					in["image"] = part.InlineData.MimeType
+				}
+				images++
 			}
 		}
 	}
+	in["images"] = images
 	return in
 }
 
 func (e *Emulator) googleCall(w http.ResponseWriter, r *http.Request, model, method string) {
-	var req googleRequest
+	switch {
+	case method == "predict" || method == "predictLongRunning":
+		// Imagen and Veo live on Vertex AI only now.
+		googleModelGone(w, model, method)
+		return
+	case method != "generateContent":
+		writeGoogleError(w, 404, "NOT_FOUND", "Method "+method+" not found.")
+		return
+	case Retired("google", model) || isVideo(model):
+		googleModelGone(w, model, method)
+		return
+	}
+	var req geminiRequest
 	b, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(b, &req); err != nil {
 		writeGoogleError(w, 400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
@@ -159,26 +207,12 @@ func (e *Emulator) googleCall(w http.ResponseWriter, r *http.Request, model, met
 	e.mu.Lock()
 	j := e.newJob("google", model, in)
 	e.mu.Unlock()
-	switch method {
-	case "predictLongRunning":
-		writeJSON(w, 200, map[string]any{"name": "models/" + model + "/operations/" + j.id})
-	case "predict":
-		e.finishSync(j)
-		if h, ok := hostileOf(prompt); ok {
-			hostileReply(w, imagenShape, h)
-			return
-		}
-		e.imagenReply(w, j, req.Parameters)
-	case "generateContent":
-		e.finishSync(j)
-		if h, ok := hostileOf(prompt); ok {
-			hostileReply(w, geminiShape, h)
-			return
-		}
-		e.geminiReply(w, j)
-	default:
-		writeGoogleError(w, 404, "NOT_FOUND", "Method "+method+" not found.")
+	e.finishSync(j)
+	if h, ok := hostileOf(prompt); ok {
+		hostileReply(w, geminiShape, h)
+		return
 	}
+	e.geminiReply(w, j)
 }
 
 // finishSync makes a synchronous call's job done at once (a slow call is
@@ -190,47 +224,152 @@ func (e *Emulator) finishSync(j *job) {
 	j.start, j.end, j.video = now, now, false
 }
 
-func (e *Emulator) veoOperation(j *job, now time.Time) map[string]any {
-	op := map[string]any{"name": "models/" + j.model + "/operations/" + j.id}
-	ph, pct := j.phaseProgress(now)
-	switch ph {
-	case "queued", "running":
-		op["metadata"] = map[string]any{"@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningMetadata", "progressPercent": int(pct * 100)}
-		return op
-	case "canceled", "aborted":
-		op["done"], op["error"] = true, map[string]any{"code": 1, "message": "Operation was cancelled."}
-	case "failed":
-		op["done"], op["error"] = true, map[string]any{"code": 13, "message": "Video generation failed: " + j.fail}
-	default:
-		gvr := map[string]any{}
-		if j.nsfw {
-			gvr["raiMediaFilteredCount"] = 1
-			gvr["raiMediaFilteredReasons"] = []string{"Your prompt was blocked by our safety filters. Try rephrasing it."}
-		} else {
-			gvr["generatedSamples"] = []any{map[string]any{"video": map[string]any{"uri": e.Google.URL + "/v1beta/files/" + j.id + ":download?alt=media"}}}
-		}
-		op["done"] = true
-		op["response"] = map[string]any{"@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse", "generateVideoResponse": gvr}
+func (e *Emulator) interactionCreate(w http.ResponseWriter, r *http.Request) {
+	var req ia.CreateModelInteraction
+	b, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(b, &req); err != nil || req.Model == "" {
+		writeInteractionsError(w, 400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+		return
 	}
-	return op
-}
-
-func (e *Emulator) googleCancel(w http.ResponseWriter, name string) {
-	if e.opts.GoogleNoCancel {
-		writeGoogleError(w, 400, "FAILED_PRECONDITION", "Cancellation is not supported for this operation.")
+	model := string(req.Model)
+	switch {
+	case Retired("google", model):
+		writeInteractionsError(w, 404, "NOT_FOUND", "Model "+model+" is not found or is no longer supported.")
+		return
+	case !isVideo(model):
+		// The emulator serves the Interactions API for video only.
+		writeInteractionsError(w, 400, "INVALID_ARGUMENT", "The emulator serves interactions for video models only, not "+model+".")
+		return
+	case req.Background == nil || !*req.Background:
+		// A video takes minutes; the emulator has no blocking mode.
+		writeInteractionsError(w, 400, "INVALID_ARGUMENT", "The emulator serves video interactions in background mode only.")
+		return
+	}
+	in := interactionInput(req)
+	prompt, _ := in["prompt"].(string)
+	if prompt == "" || strings.Contains(prompt, "[invalid]") {
+		writeInteractionsError(w, 400, "INVALID_ARGUMENT", "Request contains an invalid argument.")
 		return
 	}
 	e.mu.Lock()
+	j := e.newJob("google", model, in)
+	it := e.interaction(j, e.clock.Now())
+	e.mu.Unlock()
+	writeJSON(w, 200, it)
+}
+
+// interactionInput flattens a create request for Inputs: the prompt, how
+// many images came, the video format and the task.
+func interactionInput(req ia.CreateModelInteraction) map[string]any {
+	in := map[string]any{}
+	var contents []ia.Content
+	if req.Input != nil {
+		contents = req.Input.ArrayOfContent
+		if req.Input.Str != nil {
+			in["prompt"] = *req.Input.Str
+		}
+	}
+	images := 0
+	for _, c := range contents {
+		switch {
+		case c.TextContent != nil:
+			in["prompt"] = c.TextContent.Text
+		case c.ImageContent != nil:
+			images++
+		}
+	}
+	in["images"] = images
+	if v := videoFormat(req); v != nil {
+		put := func(k string, s *string) {
+			if s != nil {
+				in[k] = *s
+			}
+		}
+		put("duration", v.Duration)
+		if v.AspectRatio != nil {
+			in["aspect_ratio"] = string(*v.AspectRatio)
+		}
+		if v.Resolution != nil {
+			in["resolution"] = string(*v.Resolution)
+		}
+		if v.Delivery != nil {
+			in["delivery"] = string(*v.Delivery)
+		}
+	}
+	if gc := req.GenerationConfig; gc != nil && gc.VideoConfig != nil && gc.VideoConfig.Task != nil {
+		in["task"] = string(*gc.VideoConfig.Task)
+	}
+	return in
+}
+
+// videoFormat is a request's video response format. The SDK's union
+// decoder takes {"type": "video", ...} for its map member (go-genai
+// v1.79.1), so the map is decoded again as the video format it is.
+func videoFormat(req ia.CreateModelInteraction) *ia.VideoResponseFormat {
+	rf := req.ResponseFormat
+	if rf == nil || rf.ResponseFormat == nil {
+		return nil
+	}
+	if v := rf.ResponseFormat.VideoResponseFormat; v != nil {
+		return v
+	}
+	if m := rf.ResponseFormat.MapOfAny; m["type"] == "video" {
+		var v ia.VideoResponseFormat
+		if b, err := json.Marshal(m); err == nil && json.Unmarshal(b, &v) == nil {
+			return &v
+		}
+	}
+	return nil
+}
+
+// interaction is j as the Interactions API shows it (callers hold e.mu).
+func (e *Emulator) interaction(j *job, now time.Time) ia.Interaction {
+	model := ia.Model(j.model)
+	created := j.created.UTC().Format(time.RFC3339)
+	it := ia.Interaction{ID: &j.id, Model: &model, Created: &created, Updated: &created}
+	switch ph, _ := j.phaseProgress(now); ph {
+	case "queued":
+		it.Status = ia.InteractionStatusQueued
+	case "running":
+		it.Status = ia.InteractionStatusInProgress
+	case "canceled", "aborted":
+		it.Status = ia.InteractionStatusCancelled
+	case "failed":
+		code, msg := "INTERNAL", "Video generation failed: "+j.fail
+		it.Status, it.Errors = ia.InteractionStatusFailed, []ia.Error{{Code: &code, Message: &msg}}
+	default:
+		var c ia.Content
+		if j.nsfw {
+			c = ia.NewContent(ia.TextContent{Text: "I can't make that video: it goes against the safety policies."})
+		} else {
+			uri := e.Google.URL + "/v1beta/files/" + j.id + ":download?alt=media"
+			c = ia.NewContent(ia.VideoContent{URI: &uri, MimeType: ia.VideoContentMimeTypeVideoMp4.ToPointer()})
+		}
+		it.Status = ia.InteractionStatusCompleted
+		it.Steps = []ia.Step{ia.NewStep(ia.ModelOutputStep{Content: []ia.Content{c}})}
+	}
+	if !j.end.IsZero() && !now.Before(j.end) {
+		updated := j.end.UTC().Format(time.RFC3339)
+		it.Updated = &updated
+	}
+	return it
+}
+
+// interactionGet answers a get, or a cancel: a cancel stops a running
+// background interaction and answers with it as it now is.
+func (e *Emulator) interactionGet(w http.ResponseWriter, id string, cancel bool) {
+	e.mu.Lock()
 	defer e.mu.Unlock()
-	j := e.jobs[name[strings.LastIndex(name, "/")+1:]]
-	if j == nil || j.prov != "google" {
-		writeGoogleError(w, 404, "NOT_FOUND", "Operation not found: "+name)
+	j := e.jobs[id]
+	if j == nil || j.prov != "google" || !isVideo(j.model) {
+		writeInteractionsError(w, 404, "NOT_FOUND", "Interaction "+id+" not found.")
 		return
 	}
-	if now := e.clock.Now(); !terminal(j.phase(now)) {
+	now := e.clock.Now()
+	if cancel && !terminal(j.phase(now)) {
 		j.canceled = now
 	}
-	writeJSON(w, 200, map[string]any{})
+	writeJSON(w, 200, e.interaction(j, now))
 }
 
 // googleDownload redirects a video uri to the file host, as the Gemini
@@ -245,22 +384,6 @@ func (e *Emulator) googleDownload(w http.ResponseWriter, r *http.Request, id str
 		return
 	}
 	http.Redirect(w, r, e.Files.URL+"/files/"+id+"/output.mp4", http.StatusFound)
-}
-
-func (e *Emulator) imagenReply(w http.ResponseWriter, j *job, params map[string]any) {
-	n := 1
-	if v, ok := params["sampleCount"].(float64); ok && v >= 1 && v <= 4 {
-		n = int(v)
-	}
-	var preds []any
-	for range n {
-		if j.nsfw {
-			preds = append(preds, map[string]any{"raiFilteredReason": "The image was filtered by the safety settings: it may depict sensitive content."})
-			continue
-		}
-		preds = append(preds, map[string]any{"mimeType": "image/png", "bytesBase64Encoded": base64.StdEncoding.EncodeToString(pngBytes)})
-	}
-	writeJSON(w, 200, map[string]any{"predictions": preds})
 }
 
 func (e *Emulator) geminiReply(w http.ResponseWriter, j *job) {
@@ -280,8 +403,8 @@ func (e *Emulator) geminiReply(w http.ResponseWriter, j *job) {
 }
 
 // Inputs lists the inputs of the jobs created at provider, in order (for
-// checking field maps): for google the parameters plus prompt and which
-// images came; for openai the form or JSON fields.
+// checking field maps): for google the generation config or video format
+// plus prompt and which images came; for openai the form or JSON fields.
 func (e *Emulator) Inputs(provider string) []map[string]any {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -56,7 +56,6 @@ type replyShape struct{ head, open, close, tail string }
 
 var (
 	openaiShape = replyShape{`{"created":1,"data":[`, `{"b64_json":"`, `"}`, `],"output_format":"png"}`}
-	imagenShape = replyShape{`{"predictions":[`, `{"mimeType":"image/png","bytesBase64Encoded":"`, `"}`, `]}`}
 	geminiShape = replyShape{`{"candidates":[{"content":{"role":"model","parts":[{"text":"Here you are."},`,
 		`{"inlineData":{"mimeType":"image/png","data":"`, `"}}`, `]},"finishReason":"STOP","index":0}]}`}
 )

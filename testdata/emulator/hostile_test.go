@@ -27,19 +27,13 @@ func TestHostileShapes(t *testing.T) {
 	openai := func(prompt string) *http.Response {
 		return post(em.OpenAI.URL+"/v1/images/generations", "Authorization", "Bearer sk-test", `{"prompt":"`+prompt+`","n":1}`)
 	}
-	imagen := func(prompt string) *http.Response {
-		return post(em.Google.URL+"/v1beta/models/imagen-4.0-generate-001:predict", "X-Goog-Api-Key", "gemini_test", `{"instances":[{"prompt":"`+prompt+`"}]}`)
-	}
 	gemini := func(prompt string) *http.Response {
-		return post(em.Google.URL+"/v1beta/models/gemini-2.5-flash-image:generateContent", "X-Goog-Api-Key", "gemini_test", `{"contents":[{"parts":[{"text":"`+prompt+`"}]}]}`)
+		return post(em.Google.URL+"/v1beta/models/gemini-3.1-flash-image:generateContent", "X-Goog-Api-Key", "gemini_test", `{"contents":[{"parts":[{"text":"`+prompt+`"}]}]}`)
 	}
 	var reply struct {
 		Data []struct {
 			B64 string `json:"b64_json"`
 		} `json:"data"`
-		Predictions []struct {
-			B64 string `json:"bytesBase64Encoded"`
-		} `json:"predictions"`
 		Candidates []struct {
 			Content struct {
 				Parts []struct {
@@ -48,18 +42,18 @@ func TestHostileShapes(t *testing.T) {
 			}
 		}
 	}
-	for name, call := range map[string]func(string) *http.Response{"openai": openai, "imagen": imagen, "gemini": gemini} {
+	for name, call := range map[string]func(string) *http.Response{"openai": openai, "gemini": gemini} {
 		resp := call("a [many:30]")
 		err := json.NewDecoder(resp.Body).Decode(&reply)
 		resp.Body.Close()
-		n := len(reply.Data) + len(reply.Predictions)
+		n := len(reply.Data)
 		if len(reply.Candidates) > 0 {
 			n = len(reply.Candidates[0].Content.Parts) - 1 // the text part
 		}
 		if err != nil || n != 30 {
 			t.Errorf("%s [many:30]: %d images, %v", name, n, err)
 		}
-		reply.Data, reply.Predictions, reply.Candidates = nil, nil, nil
+		reply.Data, reply.Candidates = nil, nil
 
 		resp = call("a [zeros:100000]")
 		err = json.NewDecoder(resp.Body).Decode(&reply)
@@ -68,15 +62,13 @@ func TestHostileShapes(t *testing.T) {
 		switch {
 		case len(reply.Data) > 0:
 			b64 = reply.Data[0].B64
-		case len(reply.Predictions) > 0:
-			b64 = reply.Predictions[0].B64
 		case len(reply.Candidates) > 0:
 			b64 = reply.Candidates[0].Content.Parts[1].Inline.Data
 		}
 		if b, _ := base64.StdEncoding.DecodeString(b64); err != nil || len(b) != 100000 || strings.Trim(string(b), "\x00") != "" {
 			t.Errorf("%s [zeros:100000]: %d bytes, %v", name, len(b), err)
 		}
-		reply.Data, reply.Predictions, reply.Candidates = nil, nil, nil
+		reply.Data, reply.Candidates = nil, nil
 
 		resp = call("a [endless]")
 		got, _ := io.CopyN(io.Discard, resp.Body, 8<<20)

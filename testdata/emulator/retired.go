@@ -22,11 +22,15 @@ var retiredOpenAI = map[string]string{
 }
 
 // Retired reports whether the emulator refuses provider's model id as
-// retired ("openai" and the vendor's model name, as sent on the wire).
+// retired ("openai" or "google" and the vendor's model name, as sent on
+// the wire).
 func Retired(provider, model string) bool {
 	switch provider {
 	case "openai":
 		_, ok := retiredOpenAI[model]
+		return ok
+	case "google":
+		_, ok := retiredGoogle[model]
 		return ok
 	}
 	return false
@@ -40,4 +44,30 @@ func Retired(provider, model string) bool {
 // not confirmed by a live call.
 func openaiRetiredMessage(model string) string {
 	return "The model `" + model + "` has been deprecated, learn more here: https://platform.openai.com/docs/deprecations"
+}
+
+// retiredGoogle is the Gemini API's media models past their shutdown,
+// with the date. Sources, checked 2026-12-07: the Gemini API changelog
+// entry of 2026-06-15 (Veo 2 and 3.0 shut down 2026-06-30; Imagen 4 shut
+// down 2026-08-17); the Gemini deprecations page
+// (ai.google.dev/gemini-api/docs/deprecations: gemini-2.5-flash-image
+// 2026-10-02, the Veo 3.1 previews 2026-10-22 with gemini-omni-1.1-flash
+// as their replacement, the Gemini 3 image previews 2026-06-25);
+// gemini-omni-flash-preview, an alias until 2026-09-30. go-genai v1.79.1
+// still lists some of them (interactions.Model), so the SDK alone does
+// not say what is served.
+var retiredGoogle = map[string]string{
+	"veo-2.0-generate-001":           "2026-06-30",
+	"veo-3.0-generate-001":           "2026-06-30",
+	"veo-3.0-fast-generate-001":      "2026-06-30",
+	"veo-3.1-generate-preview":       "2026-10-22",
+	"veo-3.1-fast-generate-preview":  "2026-10-22",
+	"veo-3.1-lite-generate-preview":  "2026-10-22",
+	"imagen-4.0-generate-001":        "2026-08-17",
+	"imagen-4.0-fast-generate-001":   "2026-08-17",
+	"imagen-4.0-ultra-generate-001":  "2026-08-17",
+	"gemini-2.5-flash-image":         "2026-10-02",
+	"gemini-3-pro-image-preview":     "2026-06-25",
+	"gemini-3.1-flash-image-preview": "2026-06-25",
+	"gemini-omni-flash-preview":      "2026-09-30",
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"slices"
@@ -75,5 +76,53 @@ func TestOpenAIRetiredModels(t *testing.T) {
 	}
 	if !slices.Equal([]bool{Retired("openai", "gpt-image-2"), Retired("google", "gpt-image-1")}, []bool{false, false}) {
 		t.Fatal("Retired names a served model")
+	}
+}
+
+// TestGoogleRetiredModels: every retired Gemini API model is refused
+// with 404 NOT_FOUND on generateContent and on the Interactions API, and
+// makes no job; the current models are served.
+func TestGoogleRetiredModels(t *testing.T) {
+	em := New(Options{})
+	defer em.Close()
+	post := func(path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", em.Google.URL+path, bytes.NewBufferString(body))
+		req.Header.Set("X-Goog-Api-Key", "gemini_test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct {
+			Error map[string]any `json:"error"`
+		}
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Error
+	}
+	models := append(slices.Sorted(maps.Keys(retiredGoogle)), "gemini-3.1-flash-image", "gemini-omni-1.2-flash")
+	for _, model := range models {
+		t.Run(model, func(t *testing.T) {
+			jobs := em.Jobs("google")
+			var status int
+			var e map[string]any
+			if isVideo(model) {
+				status, e = post("/v1beta/interactions", `{"model":"`+model+`","background":true,"input":"a fox"}`)
+			} else {
+				status, e = post("/v1beta/models/"+model+":generateContent", `{"contents":[{"parts":[{"text":"a fox"}]}]}`)
+			}
+			if !Retired("google", model) {
+				if status != 200 || em.Jobs("google") != jobs+1 {
+					t.Fatalf("current model: %d %v", status, e)
+				}
+				return
+			}
+			code := e["status"]
+			if isVideo(model) {
+				code = e["code"] // interactions.Error: a string code
+			}
+			if status != 404 || code != "NOT_FOUND" || em.Jobs("google") != jobs {
+				t.Fatalf("retired model: %d %v, %d jobs made", status, e, em.Jobs("google")-jobs)
+			}
+		})
 	}
 }
