@@ -13,6 +13,7 @@
 package syncjob
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -145,6 +146,17 @@ const MaxOutputs = 16
 // provider.MaxOutputBytes; a refusal is a provider.PermanentError, and
 // this attempt's spooled files are removed on any error.
 func (j Journal) Store(ctx context.Context, gen string, n int, sc *Scanner, max int) (outs []provider.Output, err error) {
+	return j.store(ctx, gen, n, sc, max, provider.KindImage)
+}
+
+// StoreVideo is Store for a reply that carries videos inline (Vertex
+// AI's Veo): each is checked for an MP4 (ISO BMFF) header and bounded by
+// the video limit.
+func (j Journal) StoreVideo(ctx context.Context, gen string, n int, sc *Scanner, max int) (outs []provider.Output, err error) {
+	return j.store(ctx, gen, n, sc, max, provider.KindVideo)
+}
+
+func (j Journal) store(ctx context.Context, gen string, n int, sc *Scanner, max int, kind provider.Kind) (outs []provider.Output, err error) {
 	if max <= 0 || max > MaxOutputs {
 		max = MaxOutputs
 	}
@@ -165,7 +177,7 @@ func (j Journal) Store(ctx context.Context, gen string, n int, sc *Scanner, max 
 			return outs, err
 		}
 		key := fmt.Sprintf("%s/out-%d-%d", j.dir(gen), n, len(outs))
-		out, err := j.storeOne(ctx, key, v, len(outs))
+		out, err := j.storeOne(ctx, key, v, len(outs), kind)
 		if err != nil {
 			return outs, err
 		}
@@ -175,29 +187,51 @@ func (j Journal) Store(ctx context.Context, gen string, n int, sc *Scanner, max 
 }
 
 // storeOne spools one base64 value as key, checked as Store says.
-func (j Journal) storeOne(ctx context.Context, key string, v io.Reader, i int) (provider.Output, error) {
+func (j Journal) storeOne(ctx context.Context, key string, v io.Reader, i int, kind provider.Kind) (provider.Output, error) {
 	limit := j.MaxBytes
 	if limit <= 0 {
-		limit = provider.MaxOutputBytes(provider.KindImage)
+		limit = provider.MaxOutputBytes(kind)
 	}
 	src := &sourceErr{r: v}
 	dec := &capped{r: base64.NewDecoder(base64.StdEncoding, src), left: limit}
-	_, format, all, headErr := preview.Header(dec)
+	noun, mime, all, headErr := "an image", "", io.Reader(nil), error(nil)
+	if kind == provider.KindVideo {
+		noun, mime = "a video", "video/mp4"
+		all, headErr = mp4Header(dec)
+	} else {
+		var format string
+		_, format, all, headErr = preview.Header(dec)
+		mime = "image/" + format
+	}
 	var err error
 	if headErr == nil {
-		err = j.Spool.Put(ctx, key, all, "image/"+format)
+		err = j.Spool.Put(ctx, key, all, mime)
 	}
 	switch {
 	case src.err != nil:
 		return provider.Output{}, src.err // the reply broke off
 	case dec.over:
-		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned an image (number %d) larger than the %d MiB an output may be; nothing was kept", j.Provider, i+1, limit>>20)}
+		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned %s (number %d) larger than the %d MiB an output may be; nothing was kept", j.Provider, noun, i+1, limit>>20)}
 	case headErr != nil:
-		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned an image (number %d) that is not an image (%v); nothing was kept", j.Provider, i+1, headErr)}
+		return provider.Output{}, &provider.PermanentError{Message: fmt.Sprintf("%s returned %s (number %d) that is not %s (%v); nothing was kept", j.Provider, noun, i+1, strings.TrimPrefix(noun, "a "), headErr)}
 	case err != nil:
 		return provider.Output{}, fmt.Errorf("%s: spool output: %w", j.Provider, err)
 	}
-	return provider.Output{URL: URLPrefix + key, MimeType: "image/" + format}, nil
+	return provider.Output{URL: URLPrefix + key, MimeType: mime}, nil
+}
+
+// mp4Header reads an ISO BMFF header (a first box of type "ftyp") and
+// returns a reader of the whole file again.
+func mp4Header(r io.Reader) (io.Reader, error) {
+	head := make([]byte, 12)
+	n, err := io.ReadFull(r, head)
+	if err != nil || string(head[4:8]) != "ftyp" {
+		if err == nil || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = errors.New("no MP4 header")
+		}
+		return nil, err
+	}
+	return io.MultiReader(bytes.NewReader(head[:n]), r), nil
 }
 
 // sourceErr remembers a failure to read the reply itself (not its

@@ -13,7 +13,8 @@ import (
 // values of chosen keys as readers, so a multi-megabyte base64 image is
 // decoded on its way to the spool and never held whole (neither the
 // reply nor the decoded file). Small values of other chosen keys (error
-// messages, finish reasons) are kept whole in Small.
+// messages, finish reasons, a "done": true, a flat list of reasons) are
+// kept whole in Small, as text.
 //
 // It is a lexical scanner, not a validator: a key is any string followed
 // by ':', at any depth. That suffices for the vendors' replies, whose
@@ -76,6 +77,11 @@ func (s *Scanner) Next() (string, io.Reader, error) {
 		}
 		key := str
 		if !s.peekQuote() {
+			if s.capture[key] {
+				if err := s.captureOther(key); err != nil {
+					return "", nil, err
+				}
+			}
 			continue
 		}
 		switch {
@@ -85,17 +91,72 @@ func (s *Scanner) Next() (string, io.Reader, error) {
 			return key, s.pending, nil
 		case s.capture[key]:
 			s.r.ReadByte()
-			keep, limit := len(s.Small[key]) < maxValues, maxSmall
-			if !keep {
+			limit := maxSmall
+			if len(s.Small[key]) >= maxValues {
 				limit = 0
 			}
 			v, err := s.readString(limit)
 			if err != nil {
 				return "", nil, err
 			}
-			if keep {
-				s.Small[key] = append(s.Small[key], v)
+			s.keep(key, v)
+		}
+	}
+}
+
+// keep stores a captured value of key, within the bounds.
+func (s *Scanner) keep(key, v string) {
+	if len(s.Small[key]) < maxValues {
+		s.Small[key] = append(s.Small[key], v)
+	}
+}
+
+// captureOther captures a non-string value of a captured key: a literal
+// (true, a number) as its text, or each string of a flat array of
+// strings ("raiMediaFilteredReasons": ["..."]). Objects and nested
+// arrays are left to the scan.
+func (s *Scanner) captureOther(key string) error {
+	b, err := s.r.Peek(1)
+	if err != nil {
+		return nil
+	}
+	if b[0] != '[' {
+		var lit []byte
+		for len(lit) < 64 {
+			c, err := s.r.ReadByte()
+			if err != nil {
+				break
 			}
+			if !(c == '-' || c == '+' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+				s.r.UnreadByte()
+				break
+			}
+			lit = append(lit, c)
+		}
+		if len(lit) > 0 {
+			s.keep(key, string(lit))
+		}
+		return nil
+	}
+	s.r.ReadByte()
+	for {
+		s.skipBlanks()
+		c, err := s.r.ReadByte()
+		switch {
+		case err != nil:
+			return errUnexpectedEnd(err)
+		case c == ']':
+			return nil
+		case c == ',':
+		case c == '"':
+			v, err := s.readString(maxSmall)
+			if err != nil {
+				return err
+			}
+			s.keep(key, v)
+		default:
+			s.r.UnreadByte() // not a flat array of strings: let the scan go on
+			return nil
 		}
 	}
 }

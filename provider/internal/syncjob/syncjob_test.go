@@ -27,11 +27,14 @@ func TestScanner(t *testing.T) {
 		{"escaped slashes", `{"data":[{"b64_json":"` + strings.ReplaceAll(b64, "/", `\/`) + `"}]}`, 1, nil},
 		{"gemini", `{"candidates":[{"content":{"parts":[{"text":"here \"data\": it is"},{"inlineData":{"mimeType":"image/png","data":"` + b64 + `"}}]},"finishReason":"STOP"}]}`, 1, map[string]string{"finishReason": "STOP", "text": `here "data": it is`}},
 		{"refusal", `{"candidates":[{"finishReason":"IMAGE_SAFETY","finishMessage":"blocked"}]}`, 0, map[string]string{"finishReason": "IMAGE_SAFETY"}},
+		{"literals and a list", `{"done": true,"response":{"raiMediaFilteredCount":2, "raiMediaFilteredReasons": [ "a \"b\"" , "c"],"text":"ok"}}`, 0,
+			map[string]string{"done": "true", "raiMediaFilteredCount": "2", "raiMediaFilteredReasons": `a "b"`, "text": "ok"}},
+		{"an object under a captured key", `{"text":{"text":"inner"},"bytesBase64Encoded":"` + b64 + `"}`, 1, map[string]string{"text": "inner"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// One byte at a time: values cross every buffer boundary.
-			sc := NewScanner(iotest.OneByteReader(strings.NewReader(c.reply)), []string{"b64_json", "data", "bytesBase64Encoded"}, []string{"revised_prompt", "finishReason", "text"})
+			sc := NewScanner(iotest.OneByteReader(strings.NewReader(c.reply)), []string{"b64_json", "data", "bytesBase64Encoded"}, []string{"revised_prompt", "finishReason", "text", "done", "raiMediaFilteredCount", "raiMediaFilteredReasons"})
 			n := 0
 			for {
 				_, v, err := sc.Next()
@@ -111,6 +114,49 @@ func TestStoreAndOpen(t *testing.T) {
 	}
 	if _, err := j.Open(ctx, provider.Output{URL: "spool:spool/openai/g/out-1-0"}); err == nil {
 		t.Fatal("opened another provider's spool")
+	}
+}
+
+// TestStoreVideo: an inline video is spooled as video/mp4 within the
+// video bound; bytes without an MP4 header are refused and nothing kept.
+func TestStoreVideo(t *testing.T) {
+	ctx := context.Background()
+	mp4 := append([]byte("\x00\x00\x00\x18ftypmp42"), strings.Repeat("v", 1000)...)
+	cases := []struct {
+		name    string
+		file    []byte
+		wantErr string
+	}{
+		{"mp4", mp4, ""},
+		{"a png", tinyPNG(t), "that is not video"},
+		{"too short", []byte("ftyp"), "that is not video"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := Journal{Spool: provider.DirSpool(dir), Provider: "google"}
+			reply := `{"name":"op","done":true,"response":{"videos":[{"bytesBase64Encoded":"` + base64.StdEncoding.EncodeToString(c.file) + `","mimeType":"video/mp4"}]}}`
+			outs, err := j.StoreVideo(ctx, "g", 0, NewScanner(strings.NewReader(reply), []string{"bytesBase64Encoded"}, nil), 1)
+			if c.wantErr != "" {
+				var perm *provider.PermanentError
+				if !errors.As(err, &perm) || !strings.Contains(perm.Message, c.wantErr) || len(outs) != 0 {
+					t.Fatalf("StoreVideo = %v, %v; want a refusal saying %q", outs, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || len(outs) != 1 || outs[0].MimeType != "video/mp4" {
+				t.Fatalf("StoreVideo = %v, %v", outs, err)
+			}
+			rc, err := j.Open(ctx, outs[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if !bytes.Equal(b, c.file) {
+				t.Fatalf("read back %d bytes", len(b))
+			}
+		})
 	}
 }
 
