@@ -286,7 +286,7 @@ func (r *Response) OK() bool { return r.Status >= 200 && r.Status < 300 }
 
 // Err maps a non-2xx response onto darkroom's error vocabulary:
 //
-//	429               RetryableError{After: Retry-After or the body's hint}
+//	429               RetryableError{After: RetryAfter, else the body's hint}
 //	5xx               RetryableError (After from Retry-After when present)
 //	404               provider.ErrNotFound
 //	400 401 403 422…  PermanentError with the provider's message
@@ -328,9 +328,14 @@ func orStatus(msg string, status int) string {
 	return http.StatusText(status)
 }
 
-// RetryAfter parses a Retry-After header (delay seconds or an HTTP date);
-// 0 when absent or unparsable.
+// RetryAfter is the wait a reply asks for: Retry-After-Ms (OpenAI's,
+// milliseconds; openai-go v3.105.0 internal/requestconfig reads it before
+// Retry-After), else Retry-After (delay seconds or an HTTP date); 0 when
+// absent, unparsable or beyond a day.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms > 0 && ms <= 24*3600*1000 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
@@ -349,9 +354,11 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-var hintRE = regexp.MustCompile(`(?i)resets? in ~?\s*(\d{1,5})\s*(s|sec|seconds?)\b`)
+var hintRE = regexp.MustCompile(`(?i)expected available in (\d{1,5}) seconds?\b`)
 
-// hintedWait reads Replicate's "Your rate limit resets in ~30s." hint.
+// hintedWait reads the wait in Replicate's 429 body, "Request was
+// throttled. Expected available in 1 second." (its rate limits page,
+// replicate.com/docs/topics/predictions/rate-limits, read 2026-12-07).
 func hintedWait(msg string) time.Duration {
 	m := hintRE.FindStringSubmatch(msg)
 	if m == nil {

@@ -12,7 +12,14 @@ import (
 func TestErr(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c := New(Config{Provider: "p", Now: func() time.Time { return now }})
-	h := func(k, v string) http.Header { x := http.Header{}; x.Set(k, v); return x }
+	hh := func(kv ...string) http.Header {
+		x := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			x.Set(kv[i], kv[i+1])
+		}
+		return x
+	}
+	h := func(k, v string) http.Header { return hh(k, v) }
 	tests := []struct {
 		status int
 		hdr    http.Header
@@ -23,7 +30,17 @@ func TestErr(t *testing.T) {
 	}{
 		{429, h("Retry-After", "12"), `{}`, 12 * time.Second, false, "throttled"},
 		{429, h("Retry-After", now.Add(time.Minute).Format(http.TimeFormat)), `{}`, time.Minute, false, ""},
-		{429, http.Header{}, `{"detail":"Request was throttled. Your rate limit resets in ~30s.","status":429}`, 30 * time.Second, false, "resets"},
+		// Replicate's documented 429 bodies (replicate.com/docs/topics/predictions/rate-limits).
+		{429, http.Header{}, `{"detail":"Request was throttled. Expected available in 1 second."}`, time.Second, false, "throttled"},
+		{429, http.Header{}, `{"detail":"Request was throttled. Expected available in 30 seconds."}`, 30 * time.Second, false, "Expected available"},
+		{429, h("Retry-After", "4"), `{"detail":"Request was throttled. Expected available in 30 seconds."}`, 4 * time.Second, false, ""},
+		// OpenAI's Retry-After-Ms comes before Retry-After (openai-go v3.105.0).
+		{429, hh("Retry-After-Ms", "1500", "Retry-After", "7"), `{}`, 1500 * time.Millisecond, false, ""},
+		{429, hh("Retry-After-Ms", "0.5"), `{}`, 500 * time.Microsecond, false, ""},
+		{429, hh("Retry-After-Ms", "NaN", "Retry-After", "7"), `{}`, 7 * time.Second, false, ""},
+		{429, hh("Retry-After-Ms", "-3", "Retry-After", "7"), `{}`, 7 * time.Second, false, ""},
+		{429, hh("Retry-After-Ms", "1e300"), `{}`, 10 * time.Second, false, ""},
+		{503, hh("Retry-After-Ms", "250"), `{}`, 250 * time.Millisecond, false, ""},
 		{429, http.Header{}, ``, 10 * time.Second, false, ""},
 		{503, h("Retry-After", "5"), `oops`, 5 * time.Second, false, "oops"},
 		{500, http.Header{}, `{"detail":"boom"}`, 0, false, "boom"},
@@ -42,7 +59,11 @@ func TestErr(t *testing.T) {
 			}
 		default:
 			if !errors.As(err, &re) || re.After != tc.after || !contains(err.Error(), tc.msg) {
-				t.Errorf("%d %s: %v (after %v)", tc.status, tc.body, err, re)
+				var got time.Duration
+				if re != nil {
+					got = re.After
+				}
+				t.Errorf("%d %v %s: %v (after %v, want %v)", tc.status, tc.hdr, tc.body, err, got, tc.after)
 			}
 		}
 	}
