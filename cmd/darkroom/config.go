@@ -76,6 +76,10 @@ type config struct {
 	FalUserID        string // our fal account, as its webhooks name it
 	GeminiKey        string
 	GeminiBaseURL    string
+	GoogleProject    string // Vertex AI: on when set
+	GoogleLocation   string
+	GoogleCreds      string // a service account key file; empty: application default credentials
+	VertexBaseURL    string
 	OpenAIKey        string
 	OpenAIBaseURL    string
 	OpenAIOrg        string
@@ -540,6 +544,18 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "gemini-base-url", env: envs("DARKROOM_GEMINI_BASE_URL"), doc: "`https://generativelanguage.googleapis.com`",
 			help: "Gemini API origin",
 			set:  text(func(c *config) *string { return &c.GeminiBaseURL })},
+		{flag: "google-project", env: envs("DARKROOM_GOOGLE_PROJECT"), doc: "none",
+			help: "Google Cloud project; turns Veo 3.1 on through Vertex AI",
+			set:  text(func(c *config) *string { return &c.GoogleProject })},
+		{flag: "google-location", env: envs("DARKROOM_GOOGLE_LOCATION"), def: "us-central1",
+			help: "Vertex AI location (region, or global)",
+			set:  text(func(c *config) *string { return &c.GoogleLocation })},
+		{flag: "google-credentials", env: envs("DARKROOM_GOOGLE_CREDENTIALS"), doc: "application default credentials",
+			help: "service account key file for Vertex AI (else GOOGLE_APPLICATION_CREDENTIALS, gcloud's login or the metadata server)",
+			set:  text(func(c *config) *string { return &c.GoogleCreds })},
+		{flag: "vertex-base-url", env: envs("DARKROOM_VERTEX_BASE_URL"), doc: "`https://{location}-aiplatform.googleapis.com`",
+			help: "Vertex AI origin",
+			set:  text(func(c *config) *string { return &c.VertexBaseURL })},
 		{flag: "openai-api-key", env: envs("DARKROOM_OPENAI_API_KEY", "OPENAI_API_KEY"),
 			help: "OpenAI API key; turns the OpenAI image models on",
 			set:  text(func(c *config) *string { return &c.OpenAIKey })},

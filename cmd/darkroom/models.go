@@ -30,23 +30,29 @@ func curatedEntries(cfg *config) ([]catalog.Entry, error) {
 // providerKeys names the setting that turns each remote provider on.
 var providerKeys = map[string]string{replicate.Name: "replicate-api-token", fal.Name: "fal-key", google.Name: "gemini-api-key", openai.Name: "openai-api-key"}
 
-// unavailableModels are the enabled curated models whose provider is not
-// configured, each with the variable that would turn it on (the vendor's
-// own name, GEMINI_API_KEY, which the server reads as well as its
-// DARKROOM_ one).
+// unavailableModels are the enabled curated models no configured
+// provider serves, each with the variable that would turn it on (the
+// vendor's own name, GEMINI_API_KEY, which the server reads as well as its
+// DARKROOM_ one; DARKROOM_GOOGLE_PROJECT for Vertex AI's).
 func unavailableModels(entries []catalog.Entry, configured []provider.Provider) map[string]string {
-	on := map[string]bool{}
+	served := map[string]bool{}
 	for _, p := range configured {
-		on[p.Name()] = true
+		for _, m := range p.Models() {
+			served[m.ID] = true
+		}
 	}
 	out := map[string]string{}
 	for _, e := range entries {
-		if e.Disabled || on[e.Provider] {
+		if e.Disabled || served[e.ID] {
 			continue
+		}
+		flag := providerKeys[e.Provider]
+		if e.Provider == google.Name && google.Backend(e) == "vertex" {
+			flag = "google-project"
 		}
 		out[e.ID] = "the " + e.Provider + " provider's key"
 		for _, s := range serverSettings("serve") {
-			if s.flag == providerKeys[e.Provider] {
+			if s.flag == flag {
 				out[e.ID] = s.env[len(s.env)-1]
 			}
 		}

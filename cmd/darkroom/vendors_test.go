@@ -45,7 +45,8 @@ func vendorCatalog(t *testing.T) string {
 	return p
 }
 
-// vendorServer starts darkroom with only vendor's key ("google" or
+// vendorServer starts darkroom with only vendor's key ("google",
+// "vertex": a Google Cloud project and its service account key file, or
 // "openai"), pointed at rig.
 func vendorServer(t *testing.T, rig *emuRig, vendor string, opts ...func(*config)) *testServer {
 	t.Helper()
@@ -55,6 +56,12 @@ func vendorServer(t *testing.T, rig *emuRig, vendor string, opts ...func(*config
 		switch vendor {
 		case "google":
 			c.GeminiKey, c.GeminiBaseURL = "gemini_test", rig.Google.URL
+		case "vertex":
+			c.GoogleProject, c.GoogleLocation, c.VertexBaseURL = emulator.DefaultVertexProject, emulator.DefaultVertexLocation, rig.Vertex.URL
+			c.GoogleCreds = filepath.Join(t.TempDir(), "service-account.json")
+			if err := os.WriteFile(c.GoogleCreds, rig.ServiceAccountJSON(), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		case "openai":
 			c.OpenAIKey, c.OpenAIBaseURL = "sk-test", rig.OpenAI.URL
 		}
@@ -341,5 +348,41 @@ func TestVendorGoogleEditOfItsImage(t *testing.T) {
 	in := rig.Inputs("google")
 	if len(in) != 2 || in[1]["prompt"] != "make it night" || in[1]["image"] != "image/png" || in[1]["images"] != 1 {
 		t.Fatalf("the edit reached Gemini as %v", in)
+	}
+}
+
+// TestVendorVertexVeo: with only a Google Cloud project and a service
+// account key file (no Gemini key), Veo 3.1 on Vertex AI completes for a
+// legacy assistant and for a Tasks client, the video carried inline in
+// the finished operation; with only a Gemini key, Veo 3.1 names the
+// setting it needs.
+func TestVendorVertexVeo(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := vendorServer(t, rig, "vertex")
+	cs := connect(t, s.url, "2026-07-28")
+	var g genView
+	if res := call(t, cs, "generate", map[string]any{"modelId": "google-veo-3.1-fast", "prompt": "a lighthouse at dusk", "wait": true, "waitSeconds": 30}, &g); res.IsError || g.Status != "completed" || len(g.Outputs) != 1 {
+		t.Fatalf("legacy: %s", text(res))
+	}
+	checkFile(t, g.Outputs[0].URL, emulator.MP4())
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	r := tc.tool("generate", map[string]any{"modelId": "google-veo-3.1", "prompt": "a heron in fog", "durationSeconds": 4})
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+	}
+	_, sc := structuredOf(t, tc.waitTask(r.Result["taskId"].(string)))
+	outs := asList(sc["outputs"])
+	if sc["status"] != "completed" || len(outs) != 1 {
+		t.Fatalf("Tasks: %v", sc)
+	}
+	checkFile(t, outs[0].(map[string]any)["url"].(string), emulator.MP4())
+	if n, tokens := rig.Jobs("vertex"), rig.Count("vertex", emulator.OpToken); n != 2 || tokens != 1 {
+		t.Fatalf("%d Vertex operations and %d token exchanges, want 2 and 1", n, tokens)
+	}
+	// A Gemini key alone does not reach Vertex AI: the model says so.
+	gs := vendorServer(t, rig, "google")
+	res := call(t, connect(t, gs.url, "2026-07-28"), "generate", map[string]any{"modelId": "google-veo-3.1", "prompt": "x"}, nil)
+	if !res.IsError || !strings.Contains(text(res), "DARKROOM_GOOGLE_PROJECT") {
+		t.Fatalf("Veo 3.1 with a Gemini key only: %s", text(res))
 	}
 }

@@ -343,14 +343,26 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool p
 	return append(out, vendors...), err
 }
 
-// vendorProviders builds Google's Gemini API and OpenAI's image API.
+// vendorProviders builds Google's Gemini API and Vertex AI, and OpenAI's
+// image API.
 func vendorProviders(cfg *config, entries []catalog.Entry, fetchOpts func([]string) fetch.Options, spool provider.Spool) ([]provider.Provider, error) {
 	var out []provider.Provider
-	if cfg.GeminiKey != "" {
-		p, err := google.New(google.Config{
+	if cfg.GeminiKey != "" || cfg.GoogleProject != "" {
+		gc := google.Config{
 			Key: cfg.GeminiKey, BaseURL: cfg.GeminiBaseURL, Spool: spool,
 			Models: catalog.ForProvider(entries, google.Name), Fetch: fetchOpts(google.DefaultOutputHosts),
-		})
+		}
+		if cfg.GoogleProject != "" {
+			gc.Vertex = &google.Vertex{Project: cfg.GoogleProject, Location: cfg.GoogleLocation, BaseURL: cfg.VertexBaseURL}
+			if cfg.GoogleCreds != "" {
+				b, err := os.ReadFile(cfg.GoogleCreds)
+				if err != nil {
+					return nil, fmt.Errorf("DARKROOM_GOOGLE_CREDENTIALS: %w", err)
+				}
+				gc.Vertex.Credentials = b
+			}
+		}
+		p, err := google.New(gc)
 		if err != nil {
 			return nil, fmt.Errorf("google: %w", err)
 		}

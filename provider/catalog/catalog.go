@@ -45,7 +45,8 @@ type Entry struct {
 	Endpoint string `json:"endpoint"`
 	// API is the vendor method a google or openai model is called by:
 	// google "gemini" (generateContent) or "interactions" (a background
-	// interaction, for video); openai "images" (generations, or edits when an
+	// interaction, for video) on the Gemini API, "veo" (predictLongRunning)
+	// on Vertex AI; openai "images" (generations, or edits when an
 	// input image comes).
 	API string `json:"api,omitempty"`
 	// Version pins a Replicate version ("hash" or "owner/name:hash"); set,
@@ -180,12 +181,12 @@ func (e Entry) validate() error {
 	switch e.Provider {
 	case "replicate", "fal":
 	case "google":
-		if e.API != "gemini" && e.API != "interactions" {
-			return fmt.Errorf("google api %q is not gemini or interactions", e.API)
+		if e.API != "gemini" && e.API != "interactions" && e.API != "veo" {
+			return fmt.Errorf("google api %q is not gemini, interactions or veo", e.API)
 		}
 		for role := range e.Roles {
-			if role != provider.RoleReference {
-				return fmt.Errorf("roles: google sends reference images only, not %q", role)
+			if role != provider.RoleReference && (role != provider.RoleLastFrame || e.API != "veo") {
+				return fmt.Errorf("roles: google takes reference images (and a last frame on Veo), not %q", role)
 			}
 		}
 	case "openai":

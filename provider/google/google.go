@@ -35,6 +35,7 @@
 package google
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,11 +65,14 @@ const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 // (files/...:download) and the storage it redirects to.
 var DefaultOutputHosts = []string{"generativelanguage.googleapis.com", "*.googleusercontent.com"}
 
-// Config configures a Provider. Key and Spool are required.
+// Config configures a Provider. Spool, and Key or Vertex, are required.
 type Config struct {
 	// Key is the Gemini API key (DARKROOM_GEMINI_API_KEY or
-	// GEMINI_API_KEY, read by the caller).
+	// GEMINI_API_KEY, read by the caller): it serves the "gemini" and
+	// "interactions" entries.
 	Key string
+	// Vertex, set, serves the "veo" entries through Vertex AI.
+	Vertex *Vertex
 	// BaseURL is the API origin (default DefaultBaseURL).
 	BaseURL string
 	// Models are the catalog entries to serve; entries of other providers
@@ -98,22 +102,25 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Provider is the Gemini API adapter. It is safe for concurrent use.
+// Provider is the Gemini API and Vertex AI adapter. It is safe for
+// concurrent use.
 type Provider struct {
 	cfg     Config
 	base    string
-	http    *httpx.Client // status, submit, cancel
-	call    *httpx.Client // synchronous calls
+	http    *httpx.Client  // status, submit, cancel
+	call    *httpx.Client  // synchronous calls
+	vertex  *vertexBackend // nil without Vertex
 	fetch   *fetch.Fetcher
 	models  catalog.Set
 	journal syncjob.Journal
 	gate    *syncjob.Gate
 }
 
-// New builds a Provider.
+// New builds a Provider. With Vertex, it reads the credentials (a bad
+// key file fails here, not at the first call).
 func New(cfg Config) (*Provider, error) {
-	if cfg.Key == "" {
-		return nil, errors.New("google: a Gemini API key is required")
+	if cfg.Key == "" && cfg.Vertex == nil {
+		return nil, errors.New("google: a Gemini API key or a Vertex AI project is required")
 	}
 	if cfg.Spool == nil {
 		return nil, errors.New("google: a spool is required")
@@ -152,11 +159,32 @@ func New(cfg Config) (*Provider, error) {
 		cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/"),
 		http: client(cfg.RequestTimeout), call: client(cfg.CallTimeout),
 		fetch:   fetch.New(cfg.Fetch),
-		models:  catalog.NewSet(cfg.Models, Name),
 		journal: syncjob.Journal{Spool: cfg.Spool, Provider: Name},
 		gate:    syncjob.NewGate(cfg.MaxConcurrentCalls, 0),
 	}
+	if cfg.Vertex != nil {
+		if p.vertex, err = newVertex(context.Background(), cfg); err != nil {
+			return nil, err
+		}
+	}
+	// Each entry is served by the backend it needs, when configured.
+	var served []catalog.Entry
+	for _, e := range cfg.Models {
+		if Backend(e) == "vertex" && p.vertex != nil || Backend(e) == "gemini" && cfg.Key != "" {
+			served = append(served, e)
+		}
+	}
+	p.models = catalog.NewSet(served, Name)
 	return p, nil
+}
+
+// Backend names the setting an entry of this provider needs: the Gemini
+// API key, or a Vertex AI project ("veo" entries).
+func Backend(e catalog.Entry) string {
+	if e.API == "veo" {
+		return "vertex"
+	}
+	return "gemini"
 }
 
 // Name implements provider.Provider.
@@ -175,8 +203,10 @@ type jobData struct {
 	Model string `json:"modelId"`
 	// Key is the generation's id (its submit journal's name).
 	Key string `json:"key,omitempty"`
-	// Interaction is a video interaction's id.
+	// Interaction is a video interaction's id (Gemini API).
 	Interaction string `json:"interaction,omitempty"`
+	// Operation is a Veo operation's name (Vertex AI).
+	Operation string `json:"operation,omitempty"`
 	// Outputs are a synchronous call's spooled files.
 	Outputs     []provider.Output `json:"outputs,omitempty"`
 	Resubmitted bool              `json:"resubmitted,omitempty"`
@@ -184,8 +214,11 @@ type jobData struct {
 
 func (p *Provider) data(job provider.Job) (jobData, error) {
 	var d jobData
-	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Interaction == "" && len(d.Outputs) == 0) {
-		return d, &provider.PermanentError{Message: "google job record lacks its interaction or outputs (a Veo operation from before darkroom moved to Gemini Omni is not followed)"}
+	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Interaction == "" && d.Operation == "" && len(d.Outputs) == 0) {
+		return d, &provider.PermanentError{Message: "google job record lacks its interaction, operation or outputs"}
+	}
+	if d.Operation != "" && p.vertex == nil {
+		return d, &provider.PermanentError{Message: "a Veo operation needs Vertex AI, which this server no longer has (or a Gemini API Veo operation from before darkroom moved to Gemini Omni)"}
 	}
 	return d, nil
 }
@@ -196,19 +229,23 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if !ok {
 		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("google does not serve model %q here", req.Model.ID)}
 	}
-	video := e.API == "interactions"
+	// Each API's request is built (and refused, for free) before the
+	// journal counts an attempt.
 	var body map[string]any
 	var interaction ia.CreateModelInteraction
 	var err error
-	if video {
+	switch e.API {
+	case "interactions":
 		interaction, err = interactionBody(ctx, e, req)
-	} else {
+	case "veo":
+		body, err = veoBody(ctx, e, req)
+	default:
 		body, err = geminiBody(ctx, e, req)
 	}
 	if err != nil {
 		return provider.Job{}, err
 	}
-	if !video {
+	if e.API == "gemini" {
 		leave, err := p.gate.Enter(Name)
 		if err != nil {
 			return provider.Job{}, err
@@ -220,9 +257,12 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	d := jobData{Model: e.ID, Key: req.IdempotencyKey, Resubmitted: n > 1}
-	if video {
+	switch e.API {
+	case "interactions":
 		d.Interaction, err = p.startInteraction(ctx, e, interaction)
-	} else {
+	case "veo":
+		d.Operation, err = p.startVeo(ctx, e, body)
+	default:
 		d.Outputs, err = p.generate(ctx, e, body, req, n)
 	}
 	if err != nil {
@@ -232,10 +272,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	b, _ := json.Marshal(d)
-	job := provider.Job{ID: d.Interaction, Data: b}
-	if job.ID == "" {
-		job.ID = "sync-" + req.IdempotencyKey
-	}
+	job := provider.Job{ID: cmp.Or(d.Interaction, d.Operation, "sync-"+req.IdempotencyKey), Data: b}
 	// The work is done whether or not this record lands: the runner
 	// records the job from our answer; the record only serves a crash.
 	_ = p.journal.Done(ctx, req.IdempotencyKey, n, job)
@@ -253,11 +290,16 @@ func (p *Provider) Status(ctx context.Context, job provider.Job) (provider.Statu
 	if err != nil {
 		return provider.Status{}, err
 	}
-	if d.Interaction == "" {
+	var st provider.Status
+	switch {
+	case d.Interaction != "":
+		st, err = p.interactionStatus(ctx, d)
+	case d.Operation != "":
+		st, err = p.veoStatus(ctx, d)
+	default:
 		p.journal.Forget(ctx, d.Key)
 		return syncDone(d), nil
 	}
-	st, err := p.interactionStatus(ctx, d)
 	if err == nil && st.State.Terminal() {
 		p.journal.Forget(ctx, d.Key)
 	}
@@ -273,16 +315,20 @@ func syncDone(d jobData) provider.Status {
 }
 
 // Cancel implements provider.Provider: a synchronous job is already
-// done; a video interaction is asked to stop.
+// done; a video interaction is asked to stop; a Veo operation cannot be
+// (Vertex AI has no cancel for it): it runs to its end.
 func (p *Provider) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
 	d, err := p.data(job)
 	if err != nil {
 		return provider.Status{}, err
 	}
-	if d.Interaction == "" {
-		return syncDone(d), nil
+	switch {
+	case d.Interaction != "":
+		return p.cancelInteraction(ctx, d)
+	case d.Operation != "":
+		return provider.Status{State: provider.StateRunning, Message: "Vertex AI does not cancel a Veo operation; it runs to its end"}, nil
 	}
-	return p.cancelInteraction(ctx, d)
+	return syncDone(d), nil
 }
 
 // OpenOutput implements provider.Provider: spooled files from the spool,
@@ -307,8 +353,19 @@ func (p *Provider) OpenOutput(ctx context.Context, job provider.Job, out provide
 // images and videos it delivers, not refused calls or failed interactions.
 func (p *Provider) RefundsFailures() bool { return true }
 
-// Ping implements provider.Pinger: the Gemini API's model list, one
-// entry.
+// Ping implements provider.Pinger: the Gemini API's model list (one
+// entry) with a key; a Vertex AI sign-in with Vertex.
 func (p *Provider) Ping(ctx context.Context) error {
-	return p.http.Ping(ctx, p.base+"/v1beta/models?pageSize=1")
+	if p.cfg.Key != "" {
+		if err := p.http.Ping(ctx, p.base+"/v1beta/models?pageSize=1"); err != nil {
+			return err
+		}
+	}
+	if p.vertex != nil {
+		// Signing in is the check: Vertex has no cheap model list.
+		if _, err := p.vertex.tokens.Token(); err != nil {
+			return fmt.Errorf("google: Vertex AI sign-in: %w", err)
+		}
+	}
+	return nil
 }

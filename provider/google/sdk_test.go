@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/auth/credentials"
 	"google.golang.org/genai"
 	"google.golang.org/genai/interactions/models/apierrors"
 	ia "google.golang.org/genai/interactions/models/interactions"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
@@ -51,29 +53,88 @@ func TestSDKTypesAgree(t *testing.T) {
 			continue
 		}
 		t.Run(e.ID, func(t *testing.T) {
-			r := newRig(t)
-			sdk := sdkClient(t, r.em)
+			var r *rig
+			var sdk *genai.Client
+			if google.Backend(e) == "vertex" {
+				r = vertexRig(t, nil)
+				sdk = sdkVertexClient(t, r.em)
+			} else {
+				r = newRig(t)
+				sdk = sdkClient(t, r.em)
+			}
 			ctx := context.Background()
 			ratio := e.AspectRatios[len(e.AspectRatios)-1]
 			req := provider.Request{IdempotencyKey: "sdk-" + e.ID, Model: r.model(t, e.ID), Prompt: "a fox at dawn", AspectRatio: ratio,
 				InputImage: pngInput(""), Extra: []provider.Input{*pngInput(provider.RoleReference)}}
 			var want map[string]any
-			if e.Kind == provider.KindVideo {
+			switch {
+			case e.API == "veo":
+				req.DurationSeconds, req.Seed = e.Durations[0], 7
+				req.Extra = append(req.Extra, *pngInput(provider.RoleLastFrame))
+				want = sdkVeo(t, r, sdk, e, ratio)
+			case e.Kind == provider.KindVideo:
 				req.DurationSeconds = e.Durations[0]
 				want = sdkVideo(t, r, sdk, e, ratio)
-			} else {
+			default:
 				want = sdkImage(t, r, sdk, e, ratio)
 			}
 			if _, err := r.p.Submit(ctx, req); err != nil {
 				t.Fatal(err)
 			}
-			in := r.em.Inputs("google")
+			in := r.em.Inputs(map[bool]string{true: "vertex", false: "google"}[e.API == "veo"])
 			got := in[len(in)-1]
 			if !maps.EqualFunc(want, got, func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }) {
 				t.Fatalf("the SDK and darkroom sent different requests:\nsdk:      %v\ndarkroom: %v", want, got)
 			}
 		})
 	}
+}
+
+// sdkVertexClient is the SDK in Vertex mode, signed in with the
+// emulator's service account key.
+func sdkVertexClient(t *testing.T, em *emulator.Emulator) *genai.Client {
+	t.Helper()
+	creds, err := credentials.DetectDefault(&credentials.DetectOptions{CredentialsJSON: em.ServiceAccountJSON(), Scopes: []string{"https://www.googleapis.com/auth/cloud-platform"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		Backend: genai.BackendVertexAI, Project: emulator.DefaultVertexProject, Location: emulator.DefaultVertexLocation, Credentials: creds,
+		HTTPOptions: genai.HTTPOptions{BaseURL: em.Vertex.URL + "/", APIVersion: "v1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sdkVeo makes e's video on Vertex AI through the SDK (a first frame, a
+// last frame and one reference), follows the operation with the SDK to
+// its inline video, and returns the create request as the emulator saw
+// it.
+func sdkVeo(t *testing.T, r *rig, sdk *genai.Client, e catalog.Entry, ratio string) map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	img := &genai.Image{ImageBytes: emulator.PNG(), MIMEType: "image/png"}
+	op, err := sdk.Models.GenerateVideosFromSource(ctx, e.Endpoint, &genai.GenerateVideosSource{Prompt: "a fox at dawn", Image: img}, &genai.GenerateVideosConfig{
+		AspectRatio: ratio, DurationSeconds: new(int32(e.Durations[0])), Resolution: "720p", GenerateAudio: new(true), NumberOfVideos: 1, Seed: new(int32(7)),
+		LastFrame: img, ReferenceImages: []*genai.VideoGenerationReferenceImage{{Image: img, ReferenceType: genai.VideoGenerationReferenceTypeAsset}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := r.em.Inputs("vertex")[0]
+	r.em.Advance(time.Hour)
+	done, err := sdk.Operations.GetVideosOperation(ctx, op, nil)
+	if err != nil || !done.Done || done.Response == nil || len(done.Response.GeneratedVideos) != 1 || !bytes.Equal(done.Response.GeneratedVideos[0].Video.VideoBytes, emulator.MP4()) {
+		t.Fatalf("the SDK read %+v, %v", done, err)
+	}
+	// A retired model is the SDK's APIError.
+	var api genai.APIError
+	if _, err := sdk.Models.GenerateVideosFromSource(ctx, "veo-3.0-generate-001", &genai.GenerateVideosSource{Prompt: "x"}, nil); !errors.As(err, &api) || api.Code != 404 || api.Status != "NOT_FOUND" {
+		t.Fatalf("retired: %v", err)
+	}
+	return sent
 }
 
 // lastInput is the request the emulator saw last, flattened.

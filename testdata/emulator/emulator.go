@@ -59,7 +59,8 @@ const (
 	OpList   Op = "list" // Replicate GET /v1/predictions
 	OpFile   Op = "file"
 	OpSecret Op = "secret"
-	OpJWKS   Op = "jwks" // fal's webhook signing keys
+	OpJWKS   Op = "jwks"  // fal's webhook signing keys
+	OpToken  Op = "token" // Vertex AI's OAuth token exchange
 )
 
 // Fault is an injected failure.
@@ -101,6 +102,10 @@ type Options struct {
 	// (defaults "gemini_test" and "sk-test").
 	GeminiKey string
 	OpenAIKey string
+	// VertexProject and VertexLocation are the Vertex AI project and
+	// location served (defaults DefaultVertexProject and
+	// DefaultVertexLocation).
+	VertexProject, VertexLocation string
 	// WebhookSecret signs Replicate webhooks (default: the fixture's).
 	WebhookSecret string
 	// OutputTTL is how long output files stay (default 1 h, Replicate's).
@@ -147,6 +152,7 @@ type Emulator struct {
 	Replicate *httptest.Server
 	Fal       *httptest.Server
 	Google    *httptest.Server
+	Vertex    *httptest.Server // Vertex AI and its OAuth token endpoint
 	OpenAI    *httptest.Server
 	Files     *httptest.Server
 
@@ -169,6 +175,7 @@ type Emulator struct {
 	retrying  []retry // refused deliveries waiting for their next attempt
 	hookSeq   int
 	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
+	tokens    map[string]bool      // Vertex access tokens issued
 }
 
 // Delivery is one webhook POST made by the emulator.
@@ -237,6 +244,12 @@ func New(o Options) *Emulator {
 	if o.WebhookClient == nil {
 		o.WebhookClient = http.DefaultClient
 	}
+	if o.VertexProject == "" {
+		o.VertexProject = DefaultVertexProject
+	}
+	if o.VertexLocation == "" {
+		o.VertexLocation = DefaultVertexLocation
+	}
 	if o.FalUserID == "" {
 		o.FalUserID = DefaultFalUserID
 	}
@@ -244,13 +257,14 @@ func New(o Options) *Emulator {
 		o.FalSigningKey = DefaultFalSigningKey
 	}
 	e := &Emulator{
-		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, prompts: map[string]int{},
+		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, prompts: map[string]int{}, tokens: map[string]bool{},
 		rng: rand.New(rand.NewPCG(1, 2)), release: make(chan struct{}), slowHits: make(chan Op, 64),
 		falKeys: []ed25519.PrivateKey{o.FalSigningKey},
 	}
 	e.Replicate = httptest.NewServer(e.wrap("replicate", http.HandlerFunc(e.replicate)))
 	e.Fal = httptest.NewServer(e.wrap("fal", http.HandlerFunc(e.fal)))
 	e.Google = httptest.NewServer(e.wrap("google", http.HandlerFunc(e.google)))
+	e.Vertex = httptest.NewServer(e.wrap("vertex", http.HandlerFunc(e.vertex)))
 	e.OpenAI = httptest.NewServer(e.wrap("openai", http.HandlerFunc(e.openai)))
 	e.Files = httptest.NewServer(e.wrap("files", http.HandlerFunc(e.files)))
 	return e
@@ -262,6 +276,7 @@ func (e *Emulator) Close() {
 	e.Replicate.Close()
 	e.Fal.Close()
 	e.Google.Close()
+	e.Vertex.Close()
 	e.OpenAI.Close()
 	e.Files.Close()
 }
@@ -620,7 +635,7 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 		e.mu.Unlock()
 		switch f {
 		case Fault429:
-			if prov != "google" { // Google says when in the body (RetryInfo)
+			if prov != "google" && prov != "vertex" { // Google says when in the body (RetryInfo)
 				w.Header().Set("Retry-After", fmt.Sprint(int(after.Seconds())))
 			}
 			w.Header().Set("Content-Type", "application/json")
@@ -628,7 +643,7 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 			switch prov {
 			case "replicate":
 				w.Write(Fixture("replicate", "error_429.json"))
-			case "google":
+			case "google", "vertex":
 				w.Write(googleThrottled(after))
 			case "openai":
 				w.Write(openaiError("Rate limit reached for images per minute. Please try again later.", "requests", "rate_limit_exceeded"))
@@ -638,7 +653,7 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 			return
 		case Fault500:
 			switch prov {
-			case "google":
+			case "google", "vertex":
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusServiceUnavailable)
 				w.Write(googleError(503, "UNAVAILABLE", "The model is overloaded. Please try again later."))
@@ -720,6 +735,8 @@ func opOf(prov string, r *http.Request) Op {
 		return OpFile
 	case "google":
 		return googleOp(r)
+	case "vertex":
+		return vertexOp(r)
 	case "openai":
 		if r.Method == http.MethodPost {
 			return OpCreate

@@ -22,8 +22,8 @@ var retiredOpenAI = map[string]string{
 }
 
 // Retired reports whether the emulator refuses provider's model id as
-// retired ("openai" or "google" and the vendor's model name, as sent on
-// the wire).
+// retired ("openai", "google" for the Gemini API or "vertex" for Vertex
+// AI, and the vendor's model name, as sent on the wire).
 func Retired(provider, model string) bool {
 	switch provider {
 	case "openai":
@@ -31,6 +31,9 @@ func Retired(provider, model string) bool {
 		return ok
 	case "google":
 		_, ok := retiredGoogle[model]
+		return ok
+	case "vertex":
+		_, ok := retiredVertex[model]
 		return ok
 	}
 	return false
@@ -70,4 +73,13 @@ var retiredGoogle = map[string]string{
 	"gemini-3-pro-image-preview":     "2026-06-25",
 	"gemini-3.1-flash-image-preview": "2026-06-25",
 	"gemini-omni-flash-preview":      "2026-09-30",
+}
+
+// retiredVertex is Vertex AI's Veo models past their retirement: Vertex's
+// Veo 3 model card (docs.cloud.google.com, generative AI models, Veo 3,
+// read 2026-12-07 as quoted in the project's vendor review): "Retirement
+// date: June 30, 2026" for both 3.0 ids, migrate to veo-3.1-*-001.
+var retiredVertex = map[string]string{
+	"veo-3.0-generate-001":      "2026-06-30",
+	"veo-3.0-fast-generate-001": "2026-06-30",
 }
