@@ -93,7 +93,7 @@ func TestVendorListModels(t *testing.T) {
 	}{
 		{"google", []string{"google-omni-1.2-flash", "google-omni-1.1-flash", "google-veo-3", "google-veo-3-fast", "google-gemini-3.1-flash-image",
 			"google-gemini-3-pro-image", "google-gemini-3.1-flash-lite-image", "google-gemini-2.5-flash-image", "google-imagen-4", "google-imagen-4-fast"}},
-		{"openai", []string{"openai-gpt-image-2", "openai-gpt-image-1", "openai-gpt-image-1-mini"}},
+		{"openai", []string{"openai-gpt-image-2", "openai-gpt-image-2-2k", "openai-gpt-image-2-4k", "openai-gpt-image-1", "openai-gpt-image-1-mini"}},
 		{"none", nil},
 	}
 	rig := startEmulator(t, defaultTiming)
@@ -159,6 +159,7 @@ var vendorCases = []vendorCase{
 	{name: "gpt-image edit", vendor: "openai", model: "openai-gpt-image-2", prompt: "add a moon", image: true, want: "completed"},
 	{name: "gpt-image masked edit", vendor: "openai", model: "openai-gpt-image-2", prompt: "a moon in the mask", mask: true, want: "completed"},
 	{name: "gpt-image three", vendor: "openai", model: "openai-gpt-image-2", prompt: "three kites", count: 3, tasks: true, want: "completed"},
+	{name: "gpt-image 4K", vendor: "openai", model: "openai-gpt-image-2-4k", prompt: "a wide valley", want: "completed"},
 	{name: "gpt-image moderation", vendor: "openai", model: "openai-gpt-image-2", prompt: "x [nsfw]", want: "failed", wantMsg: "safety system refused"},
 	{name: "gpt-image quota", vendor: "openai", model: "openai-gpt-image-1", prompt: "x [quota]", tasks: true, want: "failed", wantMsg: "insufficient_quota"},
 }

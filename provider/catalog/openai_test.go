@@ -42,8 +42,11 @@ func TestOpenAIEntries(t *testing.T) {
 		if r := e.Roles["reference"]; 1+r.Max > 16 {
 			t.Errorf("%s takes %d images on an edit; ImageEditParams.Image takes up to 16", e.ID, 1+r.Max)
 		}
+		// Sizes above 2560x1440 only where the entry says they are
+		// experimental, to its users too.
+		experimental := strings.Contains(e.Title, "experimental")
 		for ratio, v := range e.Input.AspectRatioValues {
-			if err := gptImage2Size(fmt.Sprint(v)); err != nil {
+			if err := gptImage2Size(fmt.Sprint(v), experimental); err != nil {
 				t.Errorf("%s %s: %v", e.ID, ratio, err)
 			}
 		}
@@ -52,8 +55,9 @@ func TestOpenAIEntries(t *testing.T) {
 
 // gptImage2Size checks a size as image.go documents it for gpt-image-2:
 // WIDTHxHEIGHT, both divisible by 16, aspect ratio within 1:3 to 3:1, at
-// most 2560x1440's pixels (above it is "experimental").
-func gptImage2Size(s string) error {
+// most 2560x1440's pixels (above it is "experimental"), or with
+// experimental at most 3840x2160's ("the maximum supported resolution").
+func gptImage2Size(s string, experimental bool) error {
 	var w, h int
 	if n, _ := fmt.Sscanf(s, "%dx%d", &w, &h); n != 2 || fmt.Sprintf("%dx%d", w, h) != s || w <= 0 || h <= 0 {
 		return fmt.Errorf("size %q is not WIDTHxHEIGHT", s)
@@ -63,7 +67,9 @@ func gptImage2Size(s string) error {
 		return fmt.Errorf("size %q: width and height must be divisible by 16", s)
 	case w > 3*h || h > 3*w:
 		return fmt.Errorf("size %q: aspect ratio outside 1:3 to 3:1", s)
-	case w*h > 2560*1440:
+	case w*h > 3840*2160:
+		return fmt.Errorf("size %q: above 3840x2160, the maximum", s)
+	case w*h > 2560*1440 && !experimental:
 		return fmt.Errorf("size %q: above 2560x1440 is experimental", s)
 	}
 	return nil
@@ -71,8 +77,13 @@ func gptImage2Size(s string) error {
 
 func TestGPTImage2Size(t *testing.T) {
 	for s, ok := range map[string]bool{"1024x1024": true, "1536x864": true, "2560x1440": true, "1000x1000": false, "3072x1008": false, "3840x2160": false, "1024": false, "auto": false} {
-		if err := gptImage2Size(s); (err == nil) != ok {
+		if err := gptImage2Size(s, false); (err == nil) != ok {
 			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for s, ok := range map[string]bool{"3840x2160": true, "2160x3840": true, "3856x2160": false, "4096x4096": false} {
+		if err := gptImage2Size(s, true); (err == nil) != ok {
+			t.Errorf("experimental %s: %v", s, err)
 		}
 	}
 }

@@ -47,9 +47,13 @@ func sdkFields(v any) map[string]bool {
 	return out
 }
 
-// sdkRequest is the entry's request at ratio "3:2", as the SDK's params.
+// ratioOf is the ratio the tests ask e for: its last (the first is the
+// default, which would not show a size mapping that does not apply).
+func ratioOf(e catalog.Entry) string { return e.AspectRatios[len(e.AspectRatios)-1] }
+
+// sdkRequest is the entry's request at ratioOf(e), as the SDK's params.
 func sdkRequest(e catalog.Entry, prompt string, count int, image, mask bool, refs int) (gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) {
-	size, _ := e.Input.AspectRatioValues["3:2"].(string)
+	size, _ := e.Input.AspectRatioValues[ratioOf(e)].(string)
 	quality, _ := e.Defaults["quality"].(string)
 	format, _ := e.Defaults["output_format"].(string)
 	gen = sdk.ImageGenerateParams{Model: e.Endpoint, Prompt: prompt, N: sdk.Int(int64(count)), Size: sdk.ImageGenerateParamsSize(size),
@@ -156,7 +160,7 @@ func TestSDKTypesAgree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				req := withInputs(provider.Request{IdempotencyKey: "g-" + c.name, Model: e.Model(), Prompt: c.prompt, AspectRatio: "3:2", Count: c.count}, c.image, c.mask, c.refs)
+				req := withInputs(provider.Request{IdempotencyKey: "g-" + c.name, Model: e.Model(), Prompt: c.prompt, AspectRatio: ratioOf(e), Count: c.count}, c.image, c.mask, c.refs)
 				if _, err := p.Submit(context.Background(), req); err != nil {
 					t.Fatal(err)
 				}
