@@ -45,11 +45,16 @@ var interactionID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
 
 func validInteraction(id string) bool { return interactionID.MatchString(id) }
 
-// replyErr maps a refused submit or call: Google answered, so nothing
+// replyErr maps a refused Gemini API submit or call (see refusedErr).
+func (p *Provider) replyErr(e catalog.Entry, r *httpx.Response) error {
+	return refusedErr(p.http, "the Gemini API", e, r)
+}
+
+// refusedErr maps a refused submit or call: Google answered, so nothing
 // was made (a 429 or 5xx wraps ErrNotCreated; the runner retries later,
 // after the RetryInfo delay a 429 names).
-func (p *Provider) replyErr(e catalog.Entry, r *httpx.Response) error {
-	err := p.http.Err(r)
+func refusedErr(c *httpx.Client, backend string, e catalog.Entry, r *httpx.Response) error {
+	err := c.Err(r)
 	var re *provider.RetryableError
 	switch {
 	case errors.As(err, &re):
@@ -59,7 +64,7 @@ func (p *Provider) replyErr(e catalog.Entry, r *httpx.Response) error {
 		}
 		return &provider.RetryableError{Err: fmt.Errorf("%w: %w", provider.ErrNotCreated, re.Err), After: after}
 	case errors.Is(err, provider.ErrNotFound):
-		return &provider.PermanentError{Message: fmt.Sprintf("the Gemini API does not serve model %s: %s", e.Endpoint, httpx.Message(r.Body))}
+		return &provider.PermanentError{Message: fmt.Sprintf("%s does not serve model %s: %s", backend, e.Endpoint, httpx.Message(r.Body))}
 	}
 	return err
 }

@@ -132,7 +132,7 @@ func (p *Provider) startVeo(ctx context.Context, e catalog.Entry, body map[strin
 		return "", httpx.SubmitErr(err, nil)
 	}
 	if !resp.OK() {
-		return "", p.vertexErr(e, resp)
+		return "", refusedErr(p.vertex.http, vertexName, e, resp)
 	}
 	var op struct {
 		Name string `json:"name"`
@@ -149,23 +149,6 @@ func (p *Provider) startVeo(ctx context.Context, e catalog.Entry, body map[strin
 func (p *Provider) validOperation(e catalog.Entry, name string) bool {
 	id, ok := strings.CutPrefix(name, p.vertex.prefix+e.Endpoint+"/operations/")
 	return ok && id != "" && !strings.ContainsAny(id, "/?#%\\ ")
-}
-
-// vertexErr maps a refused submit: Vertex answered, so nothing was made.
-func (p *Provider) vertexErr(e catalog.Entry, r *httpx.Response) error {
-	err := p.vertex.http.Err(r)
-	var re *provider.RetryableError
-	switch {
-	case errors.As(err, &re):
-		after := re.After
-		if d := retryDelay(r.Body); d > 0 {
-			after = d
-		}
-		return &provider.RetryableError{Err: fmt.Errorf("%w: %w", provider.ErrNotCreated, re.Err), After: after}
-	case errors.Is(err, provider.ErrNotFound):
-		return &provider.PermanentError{Message: fmt.Sprintf("Vertex AI does not serve model %s here: %s", e.Endpoint, httpx.Message(r.Body))}
-	}
-	return err
 }
 
 // veoStatus fetches the operation; done, its video streams from the
