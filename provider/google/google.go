@@ -1,6 +1,7 @@
 // Package google is darkroom's adapter for Google's Gemini API
 // (https://generativelanguage.googleapis.com): the Gemini image models
-// for images, the Gemini Omni models for video.
+// for images, the Gemini Omni models for video; and, with a Google Cloud
+// project, for Vertex AI's Veo (see Vertex).
 //
 // Wire facts it relies on, from Google's Go SDK (google.golang.org/genai
 // v1.79.1, read 2026-12-07; the emulator, testdata/emulator/google.go,
@@ -217,8 +218,8 @@ func (p *Provider) data(job provider.Job) (jobData, error) {
 	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || (d.Interaction == "" && d.Operation == "" && len(d.Outputs) == 0) {
 		return d, &provider.PermanentError{Message: "google job record lacks its interaction, operation or outputs"}
 	}
-	if d.Operation != "" && p.vertex == nil {
-		return d, &provider.PermanentError{Message: "a Veo operation needs Vertex AI, which this server no longer has (or a Gemini API Veo operation from before darkroom moved to Gemini Omni)"}
+	if d.Operation != "" && (p.vertex == nil || !strings.HasPrefix(d.Operation, p.vertex.prefix)) {
+		return d, &provider.PermanentError{Message: "this Veo operation is not one of this server's Vertex AI project (or a Gemini API Veo operation from before darkroom moved to Gemini Omni)"}
 	}
 	return d, nil
 }
