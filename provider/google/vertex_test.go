@@ -177,3 +177,21 @@ func TestVertexRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestVertexForeignOperation: a recorded Veo operation that is not of
+// this server's project (an old Gemini API one, or another project's) is
+// never fetched: it ends with a permanent error.
+func TestVertexForeignOperation(t *testing.T) {
+	r := vertexRig(t, nil)
+	for _, op := range []string{
+		"models/veo-3.0-generate-001/operations/abc", // the Gemini API's, from before Omni
+		"projects/other/locations/us-central1/publishers/google/models/veo-3.1-generate-001/operations/abc",
+	} {
+		data, _ := json.Marshal(map[string]string{"modelId": "google-veo-3.1", "key": "g", "operation": op})
+		_, err := r.p.Status(context.Background(), provider.Job{ID: op, Data: data})
+		var perm *provider.PermanentError
+		if !errors.As(err, &perm) || r.em.Count("vertex", emulator.OpStatus) != 0 {
+			t.Fatalf("%s: %v, %d fetches", op, err, r.em.Count("vertex", emulator.OpStatus))
+		}
+	}
+}
