@@ -8,19 +8,80 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
-// falApp is the part of an endpoint fal's status paths keep.
+// fal's queue, as fal documents it and fal-js reads it:
+//
+//   - submit: POST /{endpoint} → 200 {status: IN_QUEUE, request_id,
+//     response_url, status_url, cancel_url, queue_position}; the URLs keep
+//     only the endpoint's app, never its sub-path ("The status, result,
+//     and cancel URLs use only the owner and the app":
+//     fal.ai/docs/api-reference/inference-api, 2026; fal-js's
+//     parseEndpointId keeps a workflows/ or comfy/ namespace: falApp).
+//   - status: GET {status_url}[?logs=1] → 202 IN_QUEUE / IN_PROGRESS, 200
+//     COMPLETED; result: GET {response_url}; cancel: PUT {cancel_url}.
+//     Any other path of a request (its sub-path kept, say) is 404.
+//
+// Tests may ask for more than that:
+//
+//   - RouteFal serves an endpoint's requests under a path of the test's
+//     own, so the URLs fal gives differ from any a client would build.
+//   - A prompt holding "[app-error]" makes a request whose app fails: it
+//     is COMPLETED, and its response_url answers 500 with fal's request
+//     error (detail, error_type runner_server_error, X-Fal-Error-Type),
+//     its webhook ERROR "Invalid status code: 500".
+
+// falAppError is the failure of a request whose app failed ([app-error]).
+const falAppError = "Internal Server Error"
+
+// falApp is the part of an endpoint that fal's request paths keep: as
+// fal-js parseEndpointId (libs/client/src/utils.ts, fal-ai/fal-js 381105e,
+// 2026-08-02) makes it, owner/alias after an optional workflows/ or comfy/
+// namespace.
 func falApp(endpoint string) string {
-	parts := strings.SplitN(endpoint, "/", 3)
-	if len(parts) < 2 {
+	parts := strings.Split(endpoint, "/")
+	n := 2
+	if parts[0] == "workflows" || parts[0] == "comfy" {
+		n = 3
+	}
+	if len(parts) <= n {
 		return endpoint
 	}
-	return parts[0] + "/" + parts[1]
+	return strings.Join(parts[:n], "/")
+}
+
+var falRoutes sync.Map // *Emulator → *sync.Map of endpoint → path prefix
+
+// RouteFal makes fal give, and serve, the URLs of endpoint's requests
+// under prefix on the queue's host ("gateway/x" → /gateway/x/{app}/
+// requests/{id}): URLs no client would build from the endpoint, so a test
+// can tell whether they are followed.
+func (e *Emulator) RouteFal(endpoint, prefix string) {
+	m, _ := falRoutes.LoadOrStore(e, &sync.Map{})
+	m.(*sync.Map).Store(endpoint, strings.Trim(prefix, "/")+"/")
+}
+
+// falRoot is the path of j's request, without slashes around it.
+func (e *Emulator) falRoot(j *job) string {
+	prefix := ""
+	if m, ok := falRoutes.Load(e); ok {
+		if v, ok := m.(*sync.Map).Load(j.model); ok {
+			prefix = v.(string)
+		}
+	}
+	return prefix + falApp(j.model) + "/requests/" + j.id
+}
+
+// falURLs are the request's URLs as fal gives them.
+func (e *Emulator) falURLs(j *job) map[string]any {
+	base := e.Fal.URL + "/" + e.falRoot(j)
+	return map[string]any{"request_id": j.id, "response_url": base, "status_url": base + "/status", "cancel_url": base + "/cancel"}
 }
 
 func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
@@ -45,19 +106,15 @@ func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
 		e.falSubmit(w, r, p)
 		return
 	}
-	// {owner}/{app}/requests/{id}[/status|/cancel]
-	parts := strings.Split(p, "/")
-	if len(parts) < 4 || parts[2] != "requests" {
-		writeJSON(w, 404, map[string]any{"detail": "Not found"})
-		return
-	}
-	appPath, id, tail := parts[0]+"/"+parts[1], parts[3], strings.Join(parts[4:], "/")
+	// {falRoot}[/status|/cancel]
+	_, rest, _ := strings.Cut(p, "/requests/")
+	id, tail, _ := strings.Cut(rest, "/")
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	j := e.jobs[id]
-	if j == nil || j.prov != "fal" || falApp(j.model) != appPath {
-		// A path keeping the model's subpath lands here too: fal's
-		// status paths drop it.
+	if j == nil || j.prov != "fal" || strings.TrimSuffix(strings.TrimSuffix(p, tail), "/") != e.falRoot(j) {
+		// A path keeping the model's sub-path lands here too: fal's
+		// request paths drop it.
 		writeJSON(w, 404, map[string]any{"status": "NOT_FOUND", "detail": "Request not found"})
 		return
 	}
@@ -67,6 +124,9 @@ func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, e.falStatusCode(j, now), e.falStatus(j, now, r.URL.Query().Get("logs") == "1"))
 	case r.Method == http.MethodGet && tail == "":
 		st, v := e.falResult(j, now)
+		if m, ok := v.(map[string]any); ok && m["error_type"] != nil {
+			w.Header().Set("X-Fal-Error-Type", fmt.Sprint(m["error_type"]))
+		}
 		writeJSON(w, st, v)
 	case r.Method == http.MethodPut && tail == "cancel":
 		ph := j.phase(now)
@@ -114,12 +174,13 @@ func (e *Emulator) falSubmit(w http.ResponseWriter, r *http.Request, endpoint st
 	if wh := r.URL.Query().Get("fal_webhook"); wh != "" {
 		j.webhook = wh
 	}
-	base := e.Fal.URL + "/" + falApp(endpoint) + "/requests/" + j.id
-	e.mu.Unlock()
+	if strings.Contains(prompt, "[app-error]") {
+		j.fail = falAppError
+	}
 	v := FixtureMap("fal", "submit.json")
-	v["request_id"], v["gateway_request_id"] = j.id, j.id
-	v["response_url"], v["status_url"], v["cancel_url"] = base, base+"/status", base+"/cancel"
-	v["queue_position"] = 0
+	maps.Copy(v, e.falURLs(j))
+	e.mu.Unlock()
+	v["gateway_request_id"], v["queue_position"] = j.id, 0
 	writeJSON(w, 200, v)
 }
 
@@ -133,10 +194,10 @@ func (e *Emulator) falStatusCode(j *job, now time.Time) int {
 // falStatus renders the status reply (callers hold e.mu).
 func (e *Emulator) falStatus(j *job, now time.Time, logs bool) map[string]any {
 	ph, prog := j.phaseProgress(now)
-	base := e.Fal.URL + "/" + falApp(j.model) + "/requests/" + j.id
+	var v map[string]any
 	switch ph {
 	case "queued":
-		v := FixtureMap("fal", "status_in_queue.json")
+		v = FixtureMap("fal", "status_in_queue.json")
 		pos := 0
 		for _, o := range e.order {
 			if o == j {
@@ -146,28 +207,21 @@ func (e *Emulator) falStatus(j *job, now time.Time, logs bool) map[string]any {
 				pos++
 			}
 		}
-		v["queue_position"], v["response_url"] = pos, base
-		return v
+		v["queue_position"] = pos
 	case "running":
-		v := FixtureMap("fal", "status_in_progress.json")
-		v["response_url"] = base
-		if logs {
-			v["logs"] = []any{
-				map[string]any{"message": "Generating", "level": "INFO", "source": "user", "timestamp": ts(j.start)},
-				map[string]any{"message": "Progress: " + itoa(int(prog*100)) + "%", "level": "INFO", "source": "user", "timestamp": ts(now)},
-			}
-		} else {
-			delete(v, "logs")
+		v = FixtureMap("fal", "status_in_progress.json")
+		v["logs"] = []any{
+			map[string]any{"message": "Generating", "level": "INFO", "source": "USER", "timestamp": ts(j.start)},
+			map[string]any{"message": "Progress: " + itoa(int(prog*100)) + "%", "level": "INFO", "source": "USER", "timestamp": ts(now)},
 		}
-		return v
 	default:
-		v := FixtureMap("fal", "status_completed.json")
-		v["response_url"] = base
-		if !logs {
-			delete(v, "logs")
-		}
-		return v
+		v = FixtureMap("fal", "status_completed.json")
 	}
+	if !logs {
+		delete(v, "logs")
+	}
+	maps.Copy(v, e.falURLs(j))
+	return v
 }
 
 func itoa(n int) string {
@@ -184,6 +238,9 @@ func (e *Emulator) falResult(j *job, now time.Time) (int, any) {
 	case "canceled", "aborted":
 		return 400, map[string]any{"detail": "Request was cancelled"}
 	case "failed":
+		if j.fail == falAppError {
+			return 500, map[string]any{"detail": falAppError, "error_type": "runner_server_error"}
+		}
 		return 422, FixtureMap("fal", "error_422.json")
 	}
 	outs := e.outputs(j)
@@ -226,6 +283,9 @@ func (e *Emulator) falHook(j *job, now time.Time) Delivery {
 	v := FixtureMap("fal", name)
 	v["request_id"], v["gateway_request_id"] = j.id, j.id
 	v["payload"] = res
+	if st != 200 {
+		v["error"] = "Invalid status code: " + itoa(st) // as docs.fal.ai/model-endpoints/webhooks shows it
+	}
 	body, _ := json.Marshal(v)
 	stamp := strconv.FormatInt(now.Unix(), 10)
 	h := http.Header{}
