@@ -5,10 +5,13 @@
 //
 //   - submit: POST {queue}/{model_id}[/{subpath}] with the JSON input,
 //     Authorization: Key $FAL_KEY; the reply has request_id, status_url,
-//     response_url and cancel_url. Status and result paths drop the
-//     subpath, so the returned URLs are persisted in Job.Data and used
-//     as they are (when they stay on the queue's origin; otherwise they
-//     are rebuilt, so our key never goes elsewhere).
+//     response_url and cancel_url. fal says not to build these ("Do not
+//     build these URLs yourself": fal.ai/docs/api-reference/inference-api,
+//     2026), so they are persisted in Job.Data and used for every later
+//     call of the request, as long as they are on the queue's origin
+//     (our key goes with each call). Only a URL fal did not give us (a
+//     job learnt from a webhook, a record without it, a reply pointing
+//     elsewhere) is rebuilt, as fal-js builds it (queueApp).
 //   - status: GET status_url?logs=1 → IN_QUEUE (queue_position),
 //     IN_PROGRESS (logs), COMPLETED; result: GET response_url.
 //   - cancel: PUT cancel_url → CANCELLATION_REQUESTED (202),
@@ -242,48 +245,87 @@ type jobData struct {
 	CancelURL   string `json:"cancelUrl"`
 }
 
-// app is the part of a fal endpoint that status paths keep: owner/app
-// ("fal-ai/flux/dev" → "fal-ai/flux").
-func app(endpoint string) string {
-	parts := strings.SplitN(endpoint, "/", 3)
-	if len(parts) < 2 {
+// queueApp is the part of an endpoint id that fal's status, result and
+// cancel paths keep, as fal-js builds them (parseEndpointId in
+// libs/client/src/utils.ts, used by queue.ts status/result/cancel;
+// fal-ai/fal-js 381105e, 2026-08-02): owner/alias, after a "workflows/"
+// or "comfy/" namespace, the sub-path dropped ("fal-ai/flux/dev" →
+// "fal-ai/flux", "workflows/o/a/x" → "workflows/o/a").
+func queueApp(endpoint string) string {
+	parts := strings.Split(endpoint, "/")
+	n := 2
+	if parts[0] == "workflows" || parts[0] == "comfy" {
+		n = 3
+	}
+	if len(parts) <= n {
 		return endpoint
 	}
-	return parts[0] + "/" + parts[1]
+	return strings.Join(parts[:n], "/")
 }
 
-// urlsFor builds the queue URLs of a request from its endpoint.
+// urlsFor rebuilds the queue URLs of a request from its endpoint, for
+// when fal's own are not to be had.
 func (p *Provider) urlsFor(endpoint, requestID string) jobData {
-	base := p.queue + "/" + app(endpoint) + "/requests/" + url.PathEscape(requestID)
+	base := p.queue + "/" + queueApp(endpoint) + "/requests/" + url.PathEscape(requestID)
 	return jobData{RequestID: requestID, StatusURL: base + "/status", ResponseURL: base, CancelURL: base + "/cancel"}
+}
+
+// onQueue is the URL fal gave when it is on the queue's origin (our key
+// goes with every call, so a reply never sends it elsewhere), else the
+// rebuilt one.
+func (p *Provider) onQueue(given, rebuilt string) string {
+	if given != "" && httpx.SameOrigin(p.queue, given) {
+		return given
+	}
+	return rebuilt
+}
+
+// endpointOf is the endpoint of a model: its entry's, or the path in a
+// qualified id ("fal:owner/app/sub"); "" when neither says.
+func endpointOf(e catalog.Entry, modelID string) string {
+	if e.Endpoint != "" {
+		return e.Endpoint
+	}
+	if ref, err := modelschema.ParseID(modelID); err == nil && ref.Provider == Name {
+		return ref.Path
+	}
+	return ""
 }
 
 // JobFor rebuilds the Job of a fal request of a catalog model from its
 // request id (for a request id learnt from a verified webhook, with the
 // generation's own model).
 func (p *Provider) JobFor(modelID, requestID string) (provider.Job, error) {
-	e, ok := p.models.Get(modelID)
-	if ref, err := modelschema.ParseID(modelID); !ok && err == nil && ref.Provider == Name {
-		e, ok = catalog.Entry{ID: modelID, Endpoint: ref.Path}, true // the endpoint is in the id
-	}
-	if !ok || requestID == "" {
+	e, _ := p.models.Get(modelID)
+	endpoint := endpointOf(e, modelID)
+	if endpoint == "" || requestID == "" {
 		return provider.Job{}, fmt.Errorf("fal: cannot build a job for model %q request %q", modelID, requestID)
 	}
-	d := p.urlsFor(e.Endpoint, requestID)
-	d.Model = e.ID
+	d := p.urlsFor(endpoint, requestID)
+	d.Model = cmp.Or(e.ID, modelID)
 	b, _ := json.Marshal(d)
 	return provider.Job{ID: requestID, Data: b}, nil
 }
 
+// data reads a job's record. Its URLs are checked again (the queue URL may
+// have changed since), and one missing or off the queue's origin is
+// rebuilt from the model's endpoint.
 func (p *Provider) data(ctx context.Context, job provider.Job) (jobData, catalog.Entry, error) {
 	var d jobData
-	if len(job.Data) == 0 || json.Unmarshal(job.Data, &d) != nil || d.StatusURL == "" || d.ResponseURL == "" {
-		return d, catalog.Entry{}, &provider.PermanentError{Message: "fal job record lacks its queue URLs"}
+	if len(job.Data) > 0 && json.Unmarshal(job.Data, &d) != nil {
+		d = jobData{}
 	}
-	if job.ID != "" && d.RequestID == "" {
-		d.RequestID = job.ID
-	}
+	d.RequestID = cmp.Or(d.RequestID, job.ID)
 	e, _, _ := p.entry(ctx, d.Model) // zero for a model no longer in the catalog
+	if endpoint := endpointOf(e, d.Model); endpoint != "" && d.RequestID != "" {
+		r := p.urlsFor(endpoint, d.RequestID)
+		d.StatusURL, d.ResponseURL, d.CancelURL = p.onQueue(d.StatusURL, r.StatusURL), p.onQueue(d.ResponseURL, r.ResponseURL), p.onQueue(d.CancelURL, r.CancelURL)
+	}
+	for _, u := range []string{d.StatusURL, d.ResponseURL, d.CancelURL} {
+		if !httpx.SameOrigin(p.queue, u) {
+			return d, e, &provider.PermanentError{Message: "fal job record lacks its queue URLs"}
+		}
+	}
 	return d, e, nil
 }
 
@@ -346,14 +388,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	d := p.urlsFor(e.Endpoint, r.RequestID)
 	d.Model = e.ID
-	// Prefer fal's own URLs (they are authoritative about paths), but
-	// only on the queue's origin: our key goes with every call.
-	if httpx.SameOrigin(p.queue, r.StatusURL) && httpx.SameOrigin(p.queue, r.ResponseURL) {
-		d.StatusURL, d.ResponseURL = r.StatusURL, r.ResponseURL
-		if httpx.SameOrigin(p.queue, r.CancelURL) {
-			d.CancelURL = r.CancelURL
-		}
-	}
+	d.StatusURL, d.ResponseURL, d.CancelURL = p.onQueue(r.StatusURL, d.StatusURL), p.onQueue(r.ResponseURL, d.ResponseURL), p.onQueue(r.CancelURL, d.CancelURL)
 	b, _ := json.Marshal(d)
 	submitted = true
 	job := provider.Job{ID: r.RequestID, Data: b}
@@ -529,6 +564,7 @@ func (p *Provider) status(ctx context.Context, d jobData, e catalog.Entry) (prov
 		if msg := httpx.Text(r.Error); msg != "" {
 			return p.failed(d, msg), nil
 		}
+		d.ResponseURL = p.onQueue(r.ResponseURL, d.ResponseURL) // fal's word, for a job whose URLs were rebuilt
 		return p.result(ctx, d, e)
 	default:
 		return provider.Status{State: provider.StateQueued, Message: fmt.Sprintf("fal status %q", r.Status)}, nil

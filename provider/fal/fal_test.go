@@ -337,21 +337,6 @@ func TestConcurrencyCapFreedElsewhere(t *testing.T) {
 	}
 }
 
-func TestForeignURLsIgnored(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`{"request_id":"r1","status_url":"https://evil.example/steal/status","response_url":"https://evil.example/steal","cancel_url":"https://evil.example/steal/cancel"}`))
-	}))
-	defer srv.Close()
-	p, _ := fal.New(fal.Config{Key: "k", QueueURL: srv.URL, RequestsPerMinute: -1})
-	job, err := p.Submit(context.Background(), req(t, p, "fal-flux-dev", "k", "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(job.Data), "evil") || !strings.Contains(string(job.Data), srv.URL+"/fal-ai/flux/requests/r1/status") {
-		t.Fatalf("job data %s", job.Data)
-	}
-}
-
 // TestLostSubmitBoundByWebhook: the submit reply is lost, Find cannot
 // tell, and the webhook carrying the key binds the job: no second job.
 func TestLostSubmitBoundByWebhook(t *testing.T) {
