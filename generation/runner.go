@@ -338,7 +338,7 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 	}
 	var perm *provider.PermanentError
 	if errors.As(err, &perm) {
-		r.providerFailed(ctx, g, perm.Message, hook{})
+		r.providerFailed(ctx, g, perm.Message, false, hook{})
 		return -1, true
 	}
 	r.mu.Lock()
@@ -596,10 +596,11 @@ func (r *Runner) fail(ctx context.Context, id string, kind ErrorKind, msg string
 
 // providerFailed ends g failed with the provider's reason. Where the
 // vendor bills no refused or failed request (provider.RefundsFailures),
-// the credits are refunded too.
-func (r *Runner) providerFailed(ctx context.Context, g *Generation, msg string, h hook) {
+// or not this one (notBilled: provider.Status.NotBilled), the credits
+// are refunded too.
+func (r *Runner) providerFailed(ctx context.Context, g *Generation, msg string, notBilled bool, h hook) {
 	rf, ok := provider.As[provider.RefundsFailures](r.s.providers[g.Provider])
-	if !ok || !rf.RefundsFailures() {
+	if !notBilled && (!ok || !rf.RefundsFailures()) {
 		r.failWith(ctx, g.ID, ErrorProvider, msg, h)
 		return
 	}

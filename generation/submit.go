@@ -369,7 +369,7 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 		if msg == "" {
 			msg = "the provider reported a failure without a message"
 		}
-		r.providerFailed(ctx, g, msg, h)
+		r.providerFailed(ctx, g, msg, st.NotBilled, h)
 		return -1, nil
 	case provider.StateCancelled:
 		c := change(g.ID, EventCancelled, "")

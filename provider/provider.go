@@ -157,6 +157,10 @@ type Status struct {
 	// (bad prompt, safety filter, ...). It reaches the client as an isError
 	// tool result, not as a protocol error.
 	Error string
+	// NotBilled, with StateFailed, says the vendor bills nothing for this
+	// failure (fal: a request that failed with a 5xx), so the runner
+	// refunds it whether or not the provider implements RefundsFailures.
+	NotBilled bool
 }
 
 // Provider is one media-generation backend.

@@ -13,7 +13,9 @@
 //     job learnt from a webhook, a record without it, a reply pointing
 //     elsewhere) is rebuilt, as fal-js builds it (queueApp).
 //   - status: GET status_url?logs=1 → IN_QUEUE (queue_position),
-//     IN_PROGRESS (logs), COMPLETED; result: GET response_url.
+//     IN_PROGRESS (logs), COMPLETED; result: GET response_url. A
+//     COMPLETED request whose result answers 5xx marked as fal's request
+//     error ended failed inside the app (see result).
 //   - cancel: PUT cancel_url → CANCELLATION_REQUESTED (202),
 //     ALREADY_COMPLETED (400), NOT_FOUND (404), OK.
 //   - webhook: ?fal_webhook=<url> on submit; fal POSTs {request_id,
@@ -599,6 +601,26 @@ func (p *Provider) result(ctx context.Context, d jobData, e catalog.Entry) (prov
 		return p.failed(d, msg), nil
 	case resp.Status == http.StatusNotFound || resp.Status == http.StatusGone:
 		return provider.Status{State: provider.StateFailed, Error: "fal no longer has this request's result"}, nil
+	case resp.Status >= 500:
+		// The request is COMPLETED, so a 5xx fal marks as a request error
+		// (error_type and X-Fal-Error-Type: "Request Error Types",
+		// fal.ai/docs/documentation/model-apis/request-errors, 2026) is its
+		// stored outcome: the app or its runner failed, and reading again
+		// cannot change that. fal bills no 5xx ("Server errors (HTTP 500+)
+		// are never charged": fal FAQ, 2026), so the generation ends
+		// failed with fal's message and is refunded (NotBilled). An
+		// unmarked 5xx is a fault on the way, retried.
+		kind := requestError(resp)
+		if kind == "" {
+			return provider.Status{}, p.http.Err(resp)
+		}
+		msg := fmt.Sprintf("the request failed at fal (%d %s)", resp.Status, kind)
+		if m := httpx.Message(resp.Body); m != "" {
+			msg += ": " + m
+		}
+		st := p.failed(d, msg)
+		st.NotBilled = st.State == provider.StateFailed
+		return st, nil
 	default:
 		return provider.Status{}, p.http.Err(resp)
 	}
@@ -619,6 +641,19 @@ func (p *Provider) result(ctx context.Context, d jobData, e catalog.Entry) (prov
 		return provider.Status{State: provider.StateFailed, Error: "fal reported completion but the result has no output file"}, nil
 	}
 	return provider.Status{State: provider.StateCompleted, Progress: 1, Message: "completed", Outputs: outs}, nil
+}
+
+// requestError is fal's error type of a failed request's reply: the
+// X-Fal-Error-Type header, else the body's error_type ("" when neither).
+func requestError(resp *httpx.Response) string {
+	if t := resp.Header.Get("X-Fal-Error-Type"); t != "" {
+		return t
+	}
+	var b struct {
+		ErrorType string `json:"error_type"`
+	}
+	_ = json.Unmarshal(resp.Body, &b)
+	return b.ErrorType
 }
 
 func withQuery(u, k, v string) string {
