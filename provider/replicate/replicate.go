@@ -5,8 +5,9 @@
 //
 //   - create: POST /v1/models/{owner}/{name}/predictions {input} for
 //     official models, or POST /v1/predictions {version, input} for a
-//     pinned version; optional webhook + webhook_events_filter; the
-//     Cancel-After header sets a deadline (we send Request.Deadline).
+//     version (a non-official model's, pinned or latest); optional
+//     webhook + webhook_events_filter; the Cancel-After header sets a
+//     deadline (we send Request.Deadline; at least MinCancelAfter).
 //     Prefer: wait is never used: the runner polls or takes webhooks.
 //   - get: GET /v1/predictions/{id}; cancel: POST /v1/predictions/{id}/cancel.
 //   - statuses starting, processing, succeeded, failed, canceled, aborted.
@@ -237,8 +238,12 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	now := p.cfg.Now()
 	if !req.Deadline.IsZero() {
 		left := req.Deadline.Sub(now)
-		if left < time.Second {
-			return provider.Job{}, &provider.PermanentError{Message: "the generation's deadline passed before it was submitted"}
+		if left < MinCancelAfter {
+			// Replicate refuses a shorter Cancel-After. Sending 5 s would
+			// run the prediction past the deadline, when darkroom has
+			// already given the generation up: it would be paid for and
+			// never collected. So it ends here, unsent and uncharged.
+			return provider.Job{}, &provider.PermanentError{Message: "the generation's deadline passed before it was submitted (less than Replicate's 5 s minimum remained)"}
 		}
 		hdr.Set("Cancel-After", FormatCancelAfter(left))
 	}
@@ -260,6 +265,12 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	return makeJob(pr.ID, e.ID), nil
 }
+
+// MinCancelAfter is the shortest Cancel-After Replicate takes: "The
+// minimum allowed duration is 5 seconds" (its OpenAPI document,
+// parameters_cancel_after_header, as mirrored in tryAGI/Replicate at
+// 6c8ab8e, 2026-04-09; vendors-2026-12.md item 9).
+const MinCancelAfter = 5 * time.Second
 
 // FormatCancelAfter renders a Cancel-After value: whole hours ("6h"),
 // minutes ("90m") or seconds ("45s"), rounded up to the second.

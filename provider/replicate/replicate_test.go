@@ -239,25 +239,48 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestDeadline: the deadline goes to Replicate as Cancel-After, never
+// under its 5 s minimum: with less left the submit ends unsent, as
+// darkroom's own "deadline passed".
 func TestDeadline(t *testing.T) {
 	ctx := context.Background()
-	em, p := setup(t, emulator.Options{}, nil)
-	r := req(t, p, "replicate-kling-1.6", "g-dl", "slow boat")
-	r.Deadline = em.Now().Add(2 * time.Second) // the video queues 5 s
-	job, err := p.Submit(ctx, r)
-	if err != nil {
-		t.Fatal(err)
+	queue := func(string) (time.Duration, time.Duration) { return 10 * time.Second, 10 * time.Second }
+	for _, tt := range []struct {
+		left time.Duration
+		sent bool // else refused before any request
+	}{
+		{7 * time.Second, true},
+		{5 * time.Second, true},
+		{4900 * time.Millisecond, false},
+		{time.Second, false},
+		{-time.Second, false},
+	} {
+		t.Run(tt.left.String(), func(t *testing.T) {
+			em, p := setup(t, emulator.Options{Timing: queue}, nil)
+			r := req(t, p, "replicate-kling-1.6", "g-dl", "slow boat")
+			r.Deadline = em.Now().Add(tt.left)
+			job, err := p.Submit(ctx, r)
+			if !tt.sent {
+				if !isPermanent(err) || !strings.Contains(err.Error(), "deadline passed") || em.Count("replicate", emulator.OpCreate) != 0 {
+					t.Fatalf("%v left: %v after %d creates; want darkroom's refusal, unsent", tt.left, err, em.Count("replicate", emulator.OpCreate))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Queued 10 s, so the deadline aborts it before it starts.
+			em.Advance(tt.left - time.Millisecond)
+			if st, _ := p.Status(ctx, job); st.State != provider.StateQueued {
+				t.Fatalf("before its deadline: %+v", st)
+			}
+			em.Advance(time.Millisecond)
+			if st, _ := p.Status(ctx, job); st.State != provider.StateFailed || !strings.Contains(st.Error, "aborted") {
+				t.Fatalf("at its deadline: %+v", st)
+			}
+		})
 	}
-	em.Advance(3 * time.Second)
-	st, _ := p.Status(ctx, job)
-	if st.State != provider.StateFailed || !strings.Contains(st.Error, "aborted") {
-		t.Fatalf("aborted: %+v", st)
-	}
-	r.Deadline = em.Now().Add(-time.Second)
-	if _, err := p.Submit(ctx, r); !isPermanent(err) {
-		t.Fatalf("past deadline: %v", err)
-	}
-	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Minute: "90m", 45 * time.Second: "45s", 1500 * time.Millisecond: "2s"} {
+	for d, want := range map[time.Duration]string{6 * time.Hour: "6h", 90 * time.Minute: "90m", 45 * time.Second: "45s", 5500 * time.Millisecond: "6s"} {
 		if got := replicate.FormatCancelAfter(d); got != want {
 			t.Errorf("FormatCancelAfter(%v) = %s, want %s", d, got, want)
 		}
