@@ -642,7 +642,7 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusTooManyRequests)
 			switch prov {
 			case "replicate":
-				w.Write(Fixture("replicate", "error_429.json"))
+				w.Write(replicateThrottled(after))
 			case "google", "vertex":
 				w.Write(googleThrottled(after))
 			case "openai":

@@ -114,6 +114,20 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 	writeJSON(w, http.StatusCreated, v)
 }
 
+// replicateThrottled is Replicate's 429 body for a wait of after, in
+// whole seconds as the Retry-After beside it: "Request was throttled.
+// Expected available in 1 second." (replicate.com/docs/topics/predictions/
+// rate-limits, read 2026-12-07; testdata/replicate/error_429.json).
+func replicateThrottled(after time.Duration) []byte {
+	n := int(after.Seconds())
+	unit := "seconds"
+	if n == 1 {
+		unit = "second"
+	}
+	b, _ := json.Marshal(map[string]string{"detail": fmt.Sprintf("Request was throttled. Expected available in %d %s.", n, unit)})
+	return b
+}
+
 func (e *Emulator) replicateCancel(w http.ResponseWriter, id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
