@@ -23,12 +23,23 @@ type Info struct {
 	Doc json.RawMessage `json:"doc"`
 	// Version is the Replicate version the document belongs to.
 	Version string `json:"version,omitempty"`
+	// Official is Replicate's is_official: an official model is run
+	// through its model endpoint and refuses a version (Replicate's
+	// OpenAPI document, predictions.create "version"). nil in an Info
+	// stored before darkroom read it (see unread).
+	Official *bool `json:"official,omitempty"`
 	// Kind is what the provider's metadata says the model makes (fal's
 	// category, the file type of Replicate's default example), if it says.
 	Kind provider.Kind `json:"kind,omitempty"`
 	// Price is the provider's published price, if it publishes one.
 	Price *Price `json:"price,omitempty"`
 }
+
+func (i Info) official() bool { return i.Official != nil && *i.Official }
+
+// unread reports a Replicate document stored before darkroom read
+// is_official: whether its model takes a version is not known.
+func (i Info) unread() bool { return i.Format == FormatReplicate && i.Official == nil }
 
 // Price is a provider's unit price.
 type Price struct {
@@ -233,7 +244,9 @@ func Entry(ref Ref, info Info, s *Schema, pricing Pricing) (catalog.Entry, error
 	if e.Title == "" {
 		e.Title = ref.Path
 	}
-	if ref.Provider == "replicate" && info.Version != "" {
+	if ref.Provider == "replicate" && info.Version != "" && !info.official() {
+		// An official model takes no version: with Version empty the
+		// adapter posts to /v1/models/{owner}/{name}/predictions.
 		e.Version = ref.Path + ":" + info.Version
 	}
 	e.Kind = s.OutputKind

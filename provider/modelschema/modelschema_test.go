@@ -156,7 +156,11 @@ func TestResolveDerivesTheEntry(t *testing.T) {
 	}{
 		{id: "replicate:black-forest-labs/flux-schnell", credits: 10, unit: "run", check: func(e catalog.Entry) bool {
 			return e.Kind == provider.KindImage && e.Input.Prompt == "prompt" && e.Input.AspectRatio == "aspect_ratio" && len(e.AspectRatios) == 11 &&
-				e.Input.Seed == "seed" && e.Input.Count == "num_outputs" && e.MaxCount == 4 && e.Version == "black-forest-labs/flux-schnell:"+emulator.ReplicateVersion("black-forest-labs/flux-schnell")
+				e.Input.Seed == "seed" && e.Input.Count == "num_outputs" && e.MaxCount == 4 &&
+				e.Version == "" && e.Endpoint == "black-forest-labs/flux-schnell" // official: its model endpoint, no version
+		}},
+		{id: "replicate:acme/clip-maker", credits: 300, unit: "run", check: func(e catalog.Entry) bool { // a community model: by version
+			return e.Kind == provider.KindVideo && e.Version == "acme/clip-maker:"+emulator.ReplicateVersion("acme/clip-maker")
 		}},
 		{id: "replicate:black-forest-labs/flux-dev", credits: 10, unit: "run", check: func(e catalog.Entry) bool {
 			return e.Input.InputImage == "image" && !e.NeedsInputImage

@@ -222,6 +222,15 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 			var info Info
 			if json.Unmarshal(st.Info, &info) == nil {
 				if built, err := r.build(ref, info, st.FetchedAt, curated); err == nil {
+					if curated == nil && info.unread() {
+						// Stored before darkroom read is_official: its entry
+						// names a version, which Replicate refuses for an
+						// official model. Ask once more; if Replicate cannot
+						// answer, the stored copy serves as before.
+						if fresh, err := r.fetch(ctx, ref, src, curated); err == nil {
+							return fresh, nil
+						}
+					}
 					m = built
 					r.keep(key, m)
 				}

@@ -23,7 +23,15 @@ import (
 //     {id, openapi_schema} (Cog's OpenAPI document: the input is
 //     components.schemas.Input) and default_example (a prediction).
 //   - GET /v1/models/{owner}/{name}/versions/{id}: one version, with its
-//     openapi_schema.
+//     openapi_schema. Official models serve no versions (404).
+//   - is_official (boolean) on the model: an official model is run through
+//     POST /v1/models/{owner}/{name}/predictions and refuses a version
+//     with 422 "Invalid version or not permitted" (Replicate's OpenAPI
+//     document, schemas_model_response and predictions.create "version",
+//     as mirrored in tryAGI/Replicate, see
+//     testdata/emulator/replicate_contract_test.go; replicate-javascript
+//     PR #358, 2025-09-18). A reply without it reads as not official: the
+//     version form darkroom used before.
 //   - QUERY /v1/models with the query as a text/plain body: search,
 //     paginated as {next, previous, results: [model]}.
 //
@@ -35,6 +43,7 @@ type modelObject struct {
 	Owner         string `json:"owner"`
 	Name          string `json:"name"`
 	Description   string `json:"description"`
+	IsOfficial    bool   `json:"is_official"`
 	LatestVersion *struct {
 		ID      string          `json:"id"`
 		Schema  json.RawMessage `json:"openapi_schema"`
@@ -56,7 +65,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
 		return modelschema.Info{}, err
 	}
-	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: clip.Description(m.Description)}
+	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: clip.Description(m.Description), Official: &m.IsOfficial}
 	if m.DefaultExample != nil {
 		info.Kind = kindOfOutput(m.DefaultExample.Output)
 	}

@@ -31,11 +31,14 @@ import (
 // fields: num_outputs (Replicate) and num_images (fal) outputs.
 
 type replicateModel struct {
-	Description string         `json:"description"`
-	Kind        string         `json:"kind"`
-	Schema      map[string]any `json:"openapi_schema"`
-	path        string
-	version     string
+	Description string `json:"description"`
+	// Official is is_official: run through its model endpoint, refusing a
+	// version and serving none (replicate.go).
+	Official bool           `json:"is_official"`
+	Kind     string         `json:"kind"`
+	Schema   map[string]any `json:"openapi_schema"`
+	path     string
+	version  string
 }
 
 type models struct {
@@ -131,9 +134,13 @@ func (e *Emulator) replicateModelObject(m *replicateModel) map[string]any {
 	return map[string]any{
 		"url": "https://replicate.com/" + m.path, "owner": owner, "name": name, "description": m.Description,
 		"visibility": "public", "github_url": nil, "paper_url": nil, "license_url": nil, "run_count": 1000,
-		"cover_image_url": nil, "default_example": example,
-		"latest_version": map[string]any{"id": m.version, "created_at": "2026-01-01T00:00:00.000000Z", "cog_version": "0.16.8", "openapi_schema": m.Schema},
+		"cover_image_url": nil, "default_example": example, "is_official": m.Official,
+		"latest_version": m.versionObject(),
 	}
+}
+
+func (m *replicateModel) versionObject() map[string]any {
+	return map[string]any{"id": m.version, "created_at": "2026-01-01T00:00:00.000000Z", "cog_version": "0.16.8", "openapi_schema": m.Schema}
 }
 
 // replicateModels serves /v1/models and below; ok is false when the path
@@ -152,7 +159,7 @@ func (e *Emulator) replicateModels(w http.ResponseWriter, r *http.Request) bool 
 		return false
 	}
 	parts := strings.Split(strings.TrimPrefix(p, "/v1/models/"), "/")
-	if len(parts) != 2 && !(len(parts) == 4 && parts[2] == "versions") {
+	if len(parts) < 2 || len(parts) > 4 || (len(parts) > 2 && parts[2] != "versions") {
 		return false
 	}
 	e.mu.Lock()
@@ -162,15 +169,19 @@ func (e *Emulator) replicateModels(w http.ResponseWriter, r *http.Request) bool 
 		return true
 	}
 	m := e.replicateModel(parts[0] + "/" + parts[1])
-	if m == nil || (len(parts) == 4 && parts[3] != m.version) {
+	// Official models serve no versions (vendors-2026-12.md item 5).
+	if m == nil || (len(parts) > 2 && m.Official) || (len(parts) == 4 && parts[3] != m.version) {
 		writeJSON(w, 404, map[string]any{"detail": "Not found.", "status": 404})
 		return true
 	}
-	if len(parts) == 4 {
-		writeJSON(w, 200, map[string]any{"id": m.version, "created_at": "2026-01-01T00:00:00.000000Z", "cog_version": "0.16.8", "openapi_schema": m.Schema})
-		return true
+	switch len(parts) {
+	case 4:
+		writeJSON(w, 200, m.versionObject())
+	case 3:
+		writeJSON(w, 200, map[string]any{"next": nil, "previous": nil, "results": []any{m.versionObject()}})
+	default:
+		writeJSON(w, 200, e.replicateModelObject(m))
 	}
-	writeJSON(w, 200, e.replicateModelObject(m))
 	return true
 }
 

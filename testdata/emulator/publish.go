@@ -26,15 +26,26 @@ func (e *Emulator) publishedModels() *publishedModels {
 	return p.(*publishedModels)
 }
 
-// PublishReplicate serves a Replicate model owner/name of kind "image" or
-// "video" with this description and openapi_schema (its version id is
-// derived from the path, as for testdata/models).
+// PublishReplicate serves a community Replicate model owner/name of kind
+// "image" or "video" with this description and openapi_schema (its
+// version id is derived from the path, as for testdata/models).
 func (e *Emulator) PublishReplicate(path, kind, description string, schema map[string]any) {
-	sum := sha256.Sum256([]byte(path))
+	e.publishReplicate(&replicateModel{Description: description, Kind: kind, Schema: schema, path: path})
+}
+
+// PublishOfficialReplicate is PublishReplicate for an official model: it
+// is run through its model endpoint and refuses a version.
+func (e *Emulator) PublishOfficialReplicate(path, kind, description string, schema map[string]any) {
+	e.publishReplicate(&replicateModel{Description: description, Kind: kind, Schema: schema, path: path, Official: true})
+}
+
+func (e *Emulator) publishReplicate(m *replicateModel) {
+	sum := sha256.Sum256([]byte(m.path))
+	m.version = hex.EncodeToString(sum[:])
 	p := e.publishedModels()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.replicate[path] = &replicateModel{Description: description, Kind: kind, Schema: schema, path: path, version: hex.EncodeToString(sum[:])}
+	p.replicate[m.path] = m
 }
 
 // PublishFal serves doc as the OpenAPI document of fal endpoint id.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -68,8 +69,22 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 	}
 	b, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(b, &body); err != nil || body.Input == nil {
-		writeJSON(w, 422, map[string]any{"title": "Input validation failed", "detail": "- input is required", "status": 422})
+		replicateProblem(w, 422, "Input validation failed", "- input is required")
 		return
+	}
+	version := ""
+	if model == "" {
+		if body.Version == "" {
+			replicateProblem(w, 422, "Invalid version", "version is required")
+			return
+		}
+		var ok bool
+		if model, version, ok = e.replicateVersion(body.Version); !ok {
+			replicateProblem(w, 422, "Invalid version or not permitted", "The specified version does not exist (or perhaps you don't have permission to use it?)")
+			return
+		}
+	} else if m := e.replicateModel(model); m != nil && m.Official {
+		version = "hidden"
 	}
 	prompt, _ := body.Input["prompt"].(string)
 	if prompt == "" || strings.Contains(prompt, "[invalid]") {
@@ -78,25 +93,16 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 		w.Write(Fixture("replicate", "error_422.json"))
 		return
 	}
-	version := ""
-	if model == "" {
-		if body.Version == "" {
-			writeJSON(w, 422, map[string]any{"title": "Invalid version", "detail": "version is required", "status": 422})
-			return
-		}
-		model, version, _ = strings.Cut(body.Version, ":")
-		if !strings.Contains(model, "/") {
-			model, version = "unknown/versioned", body.Version
-		}
-	}
 	if replicateInvalid(w, model, body.Input) {
 		return
 	}
 	var deadline time.Duration
 	if ca := r.Header.Get("Cancel-After"); ca != "" {
-		d, err := time.ParseDuration(ca)
-		if err != nil || d <= 0 {
-			writeJSON(w, 400, map[string]any{"detail": "invalid Cancel-After header", "status": 400})
+		d, ok := replicateCancelAfter(ca)
+		if !ok {
+			// The last sentence is the document's; the status, title and
+			// first sentence are not documented (assumed).
+			replicateProblem(w, 400, "Invalid Cancel-After header", "Cancel-After must be a duration such as 30s, 5m or 1h30m. The minimum allowed duration is 5 seconds.")
 			return
 		}
 		deadline = d
@@ -112,6 +118,64 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 	v := e.prediction(j, e.clock.Now())
 	e.mu.Unlock()
 	writeJSON(w, http.StatusCreated, v)
+}
+
+// replicateVersion resolves predictions.create's "version" as Replicate's
+// OpenAPI document describes it (schemas_version_prediction_request):
+// "owner/name" only for an official model; "owner/name:id" or a bare "id"
+// for any other. An official model refuses a version id, with 422 "Invalid
+// version or not permitted" (vendors-2026-12.md item 5; the body as
+// replicate/cog-flux-schnell#1 of 2024-08-12 quotes it, for a version id of
+// the official flux-schnell). A community model named without its version,
+// or with another, gets the same 422 (assumed: the document says only
+// that the version is required). A model the emulator does not know is
+// taken as sent. ok is false when Replicate refuses the version.
+func (e *Emulator) replicateVersion(v string) (model, version string, ok bool) {
+	model, version, pinned := strings.Cut(v, ":")
+	if !strings.Contains(model, "/") { // a bare version id
+		model, version, pinned = "unknown/versioned", v, true
+		for _, m := range e.replicateAll() {
+			if m.version == v {
+				model = m.path
+			}
+		}
+	}
+	m := e.replicateModel(model)
+	switch {
+	case m == nil:
+		return model, version, true
+	case m.Official:
+		return model, "hidden", !pinned
+	default: // "For all other models, the specific version is required."
+		return model, version, pinned && version == m.version
+	}
+}
+
+// cancelAfterRE is Cancel-After's form in Replicate's OpenAPI document
+// (parameters_cancel_after_header): units s, m and h, combinable ("1h30m45s"),
+// a number without a unit being seconds.
+var cancelAfterRE = regexp.MustCompile(`^(\d+h)?(\d+m)?(\d+s?)?$`)
+
+// replicateCancelAfter reads a Cancel-After header; ok is false for one
+// Replicate refuses, including one under its 5 s minimum.
+func replicateCancelAfter(v string) (time.Duration, bool) {
+	if !cancelAfterRE.MatchString(v) {
+		return 0, false
+	}
+	if last := v[len(v)-1]; last >= '0' && last <= '9' {
+		v += "s"
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d >= 5*time.Second
+}
+
+// replicateProblem writes Replicate's error body, {"title", "detail",
+// "status"} as application/problem+json (as testdata/replicate's
+// error_401.json and error_422.json).
+func replicateProblem(w http.ResponseWriter, status int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"title": title, "detail": detail, "status": status})
 }
 
 // replicateThrottled is Replicate's 429 body for a wait of after, in

@@ -235,8 +235,11 @@ pricing += [
   {"endpoint_id": "fal-ai/kling-video/v2.1/pro/image-to-video", "unit_price": 0.09, "unit": "seconds", "currency": "USD"},
 ]
 
+# Every Replicate model above is official (is_official: run through its
+# model endpoint, no versions served) but the emulator-only community one.
+COMMUNITY = {"acme/clip-maker"}
 for path, (desc, kind, doc) in replicate.items():
-    json.dump({"description": desc, "kind": kind, "openapi_schema": doc}, open("replicate/" + path.replace("/", "__") + ".json", "w"), indent=1, sort_keys=True)
+    json.dump({"description": desc, "is_official": path not in COMMUNITY, "kind": kind, "openapi_schema": doc}, open("replicate/" + path.replace("/", "__") + ".json", "w"), indent=1, sort_keys=True)
 for path, doc in fal.items():
     json.dump(doc, open("fal/" + path.replace("/", "__") + ".json", "w"), indent=1, sort_keys=True)
 json.dump({"prices": pricing}, open("fal/pricing.json", "w"), indent=1)
