@@ -262,8 +262,12 @@ func (e *Emulator) prediction(j *job, now time.Time) map[string]any {
 	v["input"] = j.input
 	v["created_at"] = ts(j.created)
 	v["urls"] = map[string]any{
+		"web":    "https://replicate.com/p/" + j.id,
 		"get":    e.Replicate.URL + "/v1/predictions/" + j.id,
 		"cancel": e.Replicate.URL + "/v1/predictions/" + j.id + "/cancel",
+	}
+	if !j.deadline.IsZero() { // Cancel-After's time (schemas_prediction_response.deadline)
+		v["deadline"] = ts(j.deadline)
 	}
 	if e.opts.EchoWebhook && j.webhook != "" {
 		v["webhook"] = j.webhook
@@ -295,6 +299,11 @@ func (e *Emulator) prediction(j *job, now time.Time) map[string]any {
 		}
 	case "canceled", "aborted":
 		v["completed_at"] = ts(j.doneAt())
+	}
+	for _, k := range []string{"started_at", "completed_at"} {
+		if v[k] == nil { // a time not yet come is absent, not null (the document's examples)
+			delete(v, k)
+		}
 	}
 	return v
 }
