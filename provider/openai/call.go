@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
 	"sort"
-	"strconv"
-	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -202,22 +199,10 @@ func (p *Provider) refusal(r *httpx.Response) error {
 	err := p.http.Err(r)
 	var re *provider.RetryableError
 	if errors.As(err, &re) {
-		return &provider.RetryableError{Err: fmt.Errorf("%w: %w", provider.ErrNotCreated, re.Err), After: retryAfterMs(r.Header, re.After)}
+		return &provider.RetryableError{Err: fmt.Errorf("%w: %w", provider.ErrNotCreated, re.Err), After: re.After}
 	}
 	if errors.Is(err, provider.ErrNotFound) {
 		return &provider.PermanentError{Message: "OpenAI does not offer this endpoint or model: " + httpx.Message(r.Body)}
 	}
 	return err
-}
-
-// retryAfterMs is OpenAI's Retry-After-Ms when it sends one: openai-go
-// v3.105.0 (internal/requestconfig) prefers it to Retry-After, being the
-// finer hint. A value that is not a finite delay under an hour leaves
-// the wait as it was.
-func retryAfterMs(h http.Header, after time.Duration) time.Duration {
-	ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64)
-	if err != nil || math.IsNaN(ms) || ms < 0 || ms > float64(time.Hour/time.Millisecond) {
-		return after
-	}
-	return time.Duration(ms * float64(time.Millisecond))
 }

@@ -210,7 +210,6 @@ type job struct {
 	fail     string
 	nsfw     bool
 	video    bool
-	ignoreCx bool
 
 	sentStart, sentDone bool
 }
