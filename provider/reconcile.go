@@ -45,3 +45,13 @@ type RefundsFailures interface {
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
+
+// Lister is implemented by providers that can say which of their curated
+// models the vendor lists for our credential now (darkroom models check).
+type Lister interface {
+	// Listed answers, by model id, whether the vendor lists the model's
+	// vendor model; a model it cannot ask about is left out. The error
+	// is for a vendor it could not ask at all (unreachable, credential
+	// refused: a PermanentError).
+	Listed(ctx context.Context) (map[string]bool, error)
+}

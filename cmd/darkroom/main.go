@@ -29,6 +29,7 @@ Usage:
   darkroom stdio [flags]   serve MCP over stdin/stdout
   darkroom client ...      call tools as a Tasks client
   darkroom healthcheck     probe a running server (/healthz, or /readyz)
+  darkroom models check    ask each configured provider which curated models it serves
   darkroom version         print the version
 
 Run "darkroom COMMAND -h" for its flags. Every flag has a DARKROOM_*
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runClient(ctx, args, stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(ctx, args, stdout)
+	case "models":
+		err = runModels(ctx, args, stdout)
 	case "version", "--version", "-v":
 		cmd = "version"
 		err = runVersion(args, stdout)
@@ -107,6 +110,9 @@ func help(w io.Writer, cmd string) bool {
 	case "healthcheck":
 		fmt.Fprint(w, healthcheckUsage)
 		writeSettings(w, healthcheckSettings())
+	case "models":
+		fmt.Fprint(w, modelsUsage)
+		writeSettings(w, serverSettings("serve"))
 	case "version":
 		fmt.Fprint(w, versionUsage)
 	default:

@@ -175,3 +175,50 @@ func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, e
 func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.Entry, error)) {
 	p.cfg.Resolve = f
 }
+
+// Listed implements provider.Lister: fal's model list (the Platform API)
+// asked for each curated endpoint; one fal does not list, or lists as
+// not active, is not served.
+func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	active := map[string]bool{}
+	for _, e := range p.models.Entries() {
+		if _, ok := active[e.Endpoint]; !ok {
+			ok, err := p.listed(ctx, e.Endpoint)
+			if err != nil {
+				return nil, err
+			}
+			active[e.Endpoint] = ok
+		}
+		out[e.ID] = active[e.Endpoint]
+	}
+	return out, nil
+}
+
+// listed asks fal whether it lists endpoint as active.
+func (p *Provider) listed(ctx context.Context, endpoint string) (bool, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.api+"/v1/models?"+url.Values{"endpoint_id": {endpoint}}.Encode(), nil, nil)
+	if err != nil {
+		return false, err
+	}
+	if err := p.http.Err(resp); err != nil {
+		return false, err
+	}
+	var v struct {
+		Models []struct {
+			Endpoint string `json:"endpoint_id"`
+			Meta     struct {
+				Status string `json:"status"`
+			} `json:"metadata"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal(resp.Body, &v); err != nil {
+		return false, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable model list: %w", err)}
+	}
+	for _, m := range v.Models {
+		if m.Endpoint == endpoint && (m.Meta.Status == "" || m.Meta.Status == "active") {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -370,3 +370,53 @@ func (p *Provider) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// maxListPages bounds the Gemini API's model list darkroom reads (1,000
+// models a page).
+const maxListPages = 20
+
+// Listed implements provider.Lister: the Gemini API's model list, read
+// with the key, for the Gemini API's entries; Vertex AI's are left out
+// (darkroom reads no Vertex model list).
+func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	if p.cfg.Key == "" {
+		return out, nil
+	}
+	names := map[string]bool{}
+	token := ""
+	for range maxListPages {
+		u := p.base + "/v1beta/models?pageSize=1000"
+		if token != "" {
+			u += "&pageToken=" + url.QueryEscape(token)
+		}
+		resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, u, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.http.Err(resp); err != nil {
+			return nil, err
+		}
+		var page struct {
+			Models []struct {
+				Name string `json:"name"`
+			} `json:"models"`
+			Next string `json:"nextPageToken"`
+		}
+		if err := json.Unmarshal(resp.Body, &page); err != nil {
+			return nil, &provider.RetryableError{Err: fmt.Errorf("google: unreadable model list: %w", err)}
+		}
+		for _, m := range page.Models {
+			names[strings.TrimPrefix(m.Name, "models/")] = true
+		}
+		if token = page.Next; token == "" {
+			break
+		}
+	}
+	for _, e := range p.models.Entries() {
+		if Backend(e) == "gemini" {
+			out[e.ID] = names[e.Endpoint]
+		}
+	}
+	return out, nil
+}

@@ -223,3 +223,32 @@ func (p *Provider) RefundsFailures() bool { return true }
 func (p *Provider) Ping(ctx context.Context) error {
 	return p.http.Ping(ctx, p.base+"/v1/models")
 }
+
+// Listed implements provider.Lister: OpenAI's model list, read with the
+// key.
+func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.base+"/v1/models", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.http.Err(resp); err != nil {
+		return nil, err
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(resp.Body, &list); err != nil {
+		return nil, &provider.RetryableError{Err: fmt.Errorf("openai: unreadable model list: %w", err)}
+	}
+	ids := map[string]bool{}
+	for _, m := range list.Data {
+		ids[m.ID] = true
+	}
+	out := map[string]bool{}
+	for _, e := range p.models.Entries() {
+		out[e.ID] = ids[e.Endpoint]
+	}
+	return out, nil
+}

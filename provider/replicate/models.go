@@ -192,3 +192,29 @@ func (p *Provider) entry(ctx context.Context, id string) (catalog.Entry, bool, e
 func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.Entry, error)) {
 	p.cfg.Resolve = f
 }
+
+// Listed implements provider.Lister: each curated model's object (or its
+// pinned version), read with the token; a 404 is a model Replicate no
+// longer serves.
+func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	seen := map[string]bool{}
+	for _, e := range p.models.Entries() {
+		u := p.base + "/v1/models/" + e.Endpoint
+		if path, version, ok := strings.Cut(e.Version, ":"); ok {
+			u = p.base + "/v1/models/" + path + "/versions/" + version
+		} else if e.Version != "" {
+			u += "/versions/" + e.Version
+		}
+		if _, ok := seen[u]; !ok {
+			var v struct{}
+			err := p.getJSON(ctx, u, &v)
+			if err != nil && !errors.Is(err, provider.ErrNotFound) {
+				return nil, err
+			}
+			seen[u] = err == nil
+		}
+		out[e.ID] = seen[u]
+	}
+	return out, nil
+}

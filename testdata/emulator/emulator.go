@@ -176,6 +176,7 @@ type Emulator struct {
 	hookSeq   int
 	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
 	tokens    map[string]bool      // Vertex access tokens issued
+	unlisted  map[string]bool      // provider\x00model taken out of listings (listing.go)
 }
 
 // Delivery is one webhook POST made by the emulator.

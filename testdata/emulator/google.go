@@ -19,7 +19,8 @@ package emulator
 //     can drift from the SDK.
 //   - the video uri is GET /v1beta/files/{id}:download?alt=media, with the
 //     key; it redirects to the file host (which must not see the key).
-//   - GET /v1beta/models lists the models (darkroom's readiness ping).
+//   - GET /v1beta/models lists the models (darkroom's readiness ping,
+//     and darkroom models check; listing.go).
 //   - every call carries x-goog-api-key; errors are {"error": {"code",
 //     "message", "status"}} (the Interactions API's own error type,
 //     interactions.Error, has a string code: it gets the status name).
@@ -129,7 +130,7 @@ func (e *Emulator) google(w http.ResponseWriter, r *http.Request) {
 		}
 		e.googleCall(w, r, model, method)
 	case r.Method == http.MethodGet && p == "models":
-		writeJSON(w, 200, map[string]any{"models": []any{map[string]any{"name": "models/gemini-3.1-flash-image", "supportedGenerationMethods": []string{"generateContent"}}}, "nextPageToken": "x"})
+		e.geminiModels(w, r)
 	case r.Method == http.MethodGet && strings.HasPrefix(p, "files/"):
 		e.googleDownload(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "files/"), ":download"))
 	default:
@@ -188,7 +189,7 @@ func (e *Emulator) googleCall(w http.ResponseWriter, r *http.Request, model, met
 	case method != "generateContent":
 		writeGoogleError(w, 404, "NOT_FOUND", "Method "+method+" not found.")
 		return
-	case Retired("google", model) || isVideo(model):
+	case e.gone("google", model) || isVideo(model):
 		googleModelGone(w, model, method)
 		return
 	}
@@ -233,7 +234,7 @@ func (e *Emulator) interactionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	model := string(req.Model)
 	switch {
-	case Retired("google", model):
+	case e.gone("google", model):
 		writeInteractionsError(w, 404, "NOT_FOUND", "Model "+model+" is not found or is no longer supported.")
 		return
 	case !isVideo(model):

@@ -234,10 +234,13 @@ func (e *Emulator) falMeta(w http.ResponseWriter, r *http.Request) bool {
 		if e.metaDown(w) {
 			return true
 		}
-		text := strings.ToLower(q.Get("q"))
+		text, only := strings.ToLower(q.Get("q")), q["endpoint_id"]
 		var out []any
 		all := e.falAll()
 		for _, id := range sortedKeys(all) {
+			if len(only) > 0 && !slices.Contains(only, id) || e.gone("fal", id) {
+				continue
+			}
 			info, _ := all[id]["info"].(map[string]any)
 			meta, _ := info["x-fal-metadata"].(map[string]any)
 			desc, _ := info["description"].(string)

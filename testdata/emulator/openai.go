@@ -52,7 +52,7 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 	var in map[string]any
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
-		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{"id": "gpt-image-2", "object": "model", "owned_by": "system"}}})
+		e.openaiModels(w)
 		return
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/images/generations":
 		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -70,7 +70,7 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, 404, "Invalid URL ("+r.Method+" "+r.URL.Path+")", "invalid_request_error", "")
 		return
 	}
-	if m, _ := in["model"].(string); Retired("openai", m) {
+	if m, _ := in["model"].(string); e.gone("openai", m) {
 		writeOpenAIError(w, 404, openaiRetiredMessage(m), "invalid_request_error", "model_not_found")
 		return
 	}

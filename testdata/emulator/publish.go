@@ -87,6 +87,9 @@ func (e *Emulator) falPrices(endpoint string) []any {
 
 // replicateModel finds a Replicate model: published here, else testdata's.
 func (e *Emulator) replicateModel(path string) *replicateModel {
+	if e.gone("replicate", path) {
+		return nil
+	}
 	p := e.publishedModels()
 	p.mu.Lock()
 	m := p.replicate[path]
@@ -99,6 +102,9 @@ func (e *Emulator) replicateModel(path string) *replicateModel {
 
 // falDoc finds a fal endpoint's document: published here, else testdata's.
 func (e *Emulator) falDoc(endpoint string) map[string]any {
+	if e.gone("fal", endpoint) {
+		return nil
+	}
 	p := e.publishedModels()
 	p.mu.Lock()
 	doc := p.fal[endpoint]

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/catalog"
+)
+
+const modelsUsage = `Usage: darkroom models check [--json] [flags]
+
+Asks each provider configured here, with its own credentials, which of
+darkroom's curated models it serves today: reachable or not, credentials
+accepted or refused, and for each model the vendor model it calls and
+whether the vendor lists it. Exits 1 when a configured provider cannot be
+asked or a curated model of it is not listed, so a cron job or a health
+check can run it. Run it after upgrading, after rotating a key, and when a
+generation fails because a model is not available. It reads the same
+settings as serve (flags or DARKROOM_* variables); --json prints the
+report as JSON.
+
+`
+
+// checkTimeout bounds the whole check.
+const checkTimeout = 2 * time.Minute
+
+// modelCheck is what one curated model resolves to.
+type modelCheck struct {
+	ID          string `json:"modelId"`
+	VendorModel string `json:"vendorModel"`
+	// State: "listed", "not listed", "not checked" (the provider cannot
+	// list it), or "not configured" (its provider is not set up here,
+	// with Needs naming the setting).
+	State string `json:"state"`
+	Needs string `json:"needs,omitempty"`
+}
+
+// providerCheck is one provider's part of the report.
+type providerCheck struct {
+	Name string `json:"provider"`
+	// State: "ok", "unreachable", "credentials refused" or "not
+	// configured".
+	State  string       `json:"state"`
+	Error  string       `json:"error,omitempty"`
+	Models []modelCheck `json:"models"`
+}
+
+type checkReport struct {
+	OK        bool            `json:"ok"`
+	Providers []providerCheck `json:"providers"`
+}
+
+// runModels is `darkroom models ...`.
+func runModels(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return flag.ErrHelp
+		}
+		return usageError{errors.New(`the subcommand is "check"`)}
+	}
+	args = args[1:]
+	asJSON := false
+	if i := slices.Index(args, "--json"); i >= 0 {
+		asJSON, args = true, slices.Delete(args, i, i+1)
+	}
+	cfg, err := parseConfig("serve", args)
+	if err != nil {
+		return err
+	}
+	cfg.Webhooks = false // a check makes no provider wait for deliveries
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	providers, err := remoteProviders(ctx, cfg, newLogger(cfg.LogLevel), provider.DirSpool(os.TempDir()) /* no submit: nothing is spooled */)
+	if err != nil {
+		return err
+	}
+	entries, err := curatedEntries(cfg)
+	if err != nil {
+		return err
+	}
+	report := checkModels(ctx, entries, providers)
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(report)
+	} else {
+		err = report.write(out)
+	}
+	if err == nil && !report.OK {
+		err = errCheckFailed
+	}
+	return err
+}
+
+// errCheckFailed makes the exit status 1 once the report is printed.
+var errCheckFailed = errors.New("some curated models are not served (see above)")
+
+// checkModels asks each configured provider which of its curated models
+// its vendor lists, and names what the others need.
+func checkModels(ctx context.Context, entries []catalog.Entry, providers []provider.Provider) checkReport {
+	report := checkReport{OK: true}
+	unavailable := unavailableModels(entries, providers)
+	for _, p := range providers {
+		pc := providerCheck{Name: p.Name(), State: "ok"}
+		listed := map[string]bool{}
+		if l, ok := provider.As[provider.Lister](p); ok {
+			var err error
+			if listed, err = l.Listed(ctx); err != nil {
+				var perm *provider.PermanentError
+				pc.State, pc.Error, report.OK = "unreachable", err.Error(), false
+				if errors.As(err, &perm) {
+					pc.State = "credentials refused"
+				}
+			}
+		}
+		served := map[string]bool{}
+		for _, m := range p.Models() {
+			served[m.ID] = true
+		}
+		for _, e := range entries {
+			if e.Disabled || e.Provider != p.Name() || !served[e.ID] {
+				continue
+			}
+			mc := modelCheck{ID: e.ID, VendorModel: cmp.Or(e.Endpoint, e.Version), State: "not checked"}
+			if ok, asked := listed[e.ID]; asked {
+				mc.State = map[bool]string{true: "listed", false: "not listed"}[ok]
+				report.OK = report.OK && ok
+			}
+			pc.Models = append(pc.Models, mc)
+		}
+		report.Providers = append(report.Providers, pc)
+	}
+	for _, e := range entries {
+		need, ok := unavailable[e.ID]
+		if !ok {
+			continue
+		}
+		// Under its provider when that runs with other settings (Vertex
+		// AI beside the Gemini API), else under "not configured".
+		i := slices.IndexFunc(report.Providers, func(pc providerCheck) bool { return pc.Name == e.Provider })
+		if i < 0 {
+			report.Providers = append(report.Providers, providerCheck{Name: e.Provider, State: "not configured"})
+			i = len(report.Providers) - 1
+		}
+		report.Providers[i].Models = append(report.Providers[i].Models, modelCheck{ID: e.ID, VendorModel: cmp.Or(e.Endpoint, e.Version), State: "not configured", Needs: need})
+	}
+	return report
+}
+
+func (r checkReport) write(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	for _, pc := range r.Providers {
+		line := pc.Name + ": " + pc.State
+		if pc.Error != "" {
+			line += " (" + pc.Error + ")"
+		}
+		fmt.Fprintln(tw, line)
+		for _, m := range pc.Models {
+			state := m.State
+			if m.Needs != "" {
+				state += ": needs " + m.Needs
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.ID, m.VendorModel, state)
+		}
+	}
+	verdict := "every curated model of the configured providers is listed"
+	if !r.OK {
+		verdict = "NOT OK: a configured provider could not be asked, or lists a curated model no more"
+	}
+	fmt.Fprintln(tw, verdict)
+	return tw.Flush()
+}

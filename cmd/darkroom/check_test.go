@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// checkArgs are the flags that point every provider at rig, each with
+// its key; Vertex AI with the emulator's service account.
+func checkArgs(t *testing.T, rig *emuRig) []string {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), "service-account.json")
+	if err := os.WriteFile(creds, rig.ServiceAccountJSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{
+		"--replicate-api-token", "r8_test", "--replicate-base-url", rig.Replicate.URL,
+		"--fal-key", "fal_test", "--fal-queue-url", rig.Fal.URL, "--fal-api-url", rig.Fal.URL, "--fal-openapi-url", rig.Fal.URL,
+		"--gemini-api-key", "gemini_test", "--gemini-base-url", rig.Google.URL,
+		"--openai-api-key", "sk-test", "--openai-base-url", rig.OpenAI.URL,
+		"--google-project", emulator.DefaultVertexProject, "--google-location", emulator.DefaultVertexLocation,
+		"--google-credentials", creds, "--vertex-base-url", rig.Vertex.URL,
+	}
+}
+
+// TestModelsCheck runs `darkroom models check` against the emulator: all
+// listed exits 0; a model each vendor withdrew (Unlist) is named and
+// exits 1, and listed again, exits 0; a refused key is said as such; a
+// provider not configured names the setting it needs and fails nothing.
+func TestModelsCheck(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	args := checkArgs(t, rig)
+	check := func(extra ...string) (int, string, checkReport) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append(append([]string{"models", "check", "--json"}, args...), extra...), &out, &errOut)
+		var r checkReport
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("exit %d, not a report: %v\n%s\n%s", code, err, out.String(), errOut.String())
+		}
+		return code, errOut.String(), r
+	}
+	states := func(r checkReport) map[string]string {
+		out := map[string]string{}
+		for _, p := range r.Providers {
+			out[p.Name] = p.State
+			for _, m := range p.Models {
+				out[m.ID] = m.State
+			}
+		}
+		return out
+	}
+
+	code, stderr, r := check()
+	s := states(r)
+	if code != 0 || !r.OK {
+		t.Fatalf("all listed: exit %d, %s %+v", code, stderr, r)
+	}
+	for id, want := range map[string]string{
+		"replicate": "ok", "fal": "ok", "google": "ok", "openai": "ok",
+		"replicate-flux-schnell": "listed", "fal-flux-schnell": "listed", "google-omni-1.2-flash": "listed",
+		"google-gemini-3.1-flash-image": "listed", "google-veo-3.1": "not checked", "openai-gpt-image-2": "listed",
+	} {
+		if s[id] != want {
+			t.Errorf("%s: %q, want %q", id, s[id], want)
+		}
+	}
+
+	// Each vendor withdraws one model: each is named, and the check fails.
+	withdrawn := map[string][2]string{
+		"replicate-flux-schnell":        {"replicate", "black-forest-labs/flux-schnell"},
+		"fal-flux-schnell":              {"fal", "fal-ai/flux/schnell"},
+		"google-gemini-3.1-flash-image": {"google", "gemini-3.1-flash-image"},
+		"openai-gpt-image-2":            {"openai", "gpt-image-2"},
+	}
+	for _, w := range withdrawn {
+		rig.Unlist(w[0], w[1])
+	}
+	code, stderr, r = check()
+	s = states(r)
+	if code != 1 || r.OK || !strings.Contains(stderr, "not served") {
+		t.Fatalf("withdrawn: exit %d, %s", code, stderr)
+	}
+	for id := range withdrawn {
+		if s[id] != "not listed" {
+			t.Errorf("%s: %q, want not listed", id, s[id])
+		}
+	}
+	if s["google-gemini-2.5-flash-image"] != "not listed" || s["google-omni-1.2-flash"] != "listed" {
+		t.Errorf("the former id that calls the withdrawn model, or a model still listed: %v", s)
+	}
+	for _, w := range withdrawn {
+		rig.Relist(w[0], w[1])
+	}
+	if code, stderr, _ := check(); code != 0 {
+		t.Fatalf("listed again: exit %d, %s", code, stderr)
+	}
+
+	// A key OpenAI refuses; Vertex not set up.
+	code, _, r = check("--openai-api-key", "sk-wrong", "--google-project", "")
+	s = states(r)
+	if code != 1 || s["openai"] != "credentials refused" || s["google-veo-3.1"] != "not configured" || s["google"] != "ok" {
+		t.Fatalf("refused key, no Vertex: exit %d, %v", code, s)
+	}
+}
+
+// TestModelsCheckText: the text report names each model, its vendor model
+// and its state, one a line.
+func TestModelsCheckText(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), append([]string{"models", "check"}, checkArgs(t, rig)...), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"google: ok", "google-omni-1.2-flash", "gemini-omni-1.2-flash", "listed", "google-veo-3.1", "not checked", "every curated model"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Logf("darkroom models check against the emulator:\n%s", out.String())
+}
