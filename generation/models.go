@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 )
@@ -74,13 +75,39 @@ func modelError(err error) error {
 }
 
 // Unavailable is the refusal of a curated model whose provider is not
-// configured here, naming what the server needs (nil for any other id).
+// configured here, naming what the server needs, or that its vendor no
+// longer lists, saying so (nil for any other id).
 func (s *Service) Unavailable(id string) error {
-	need, ok := s.cfg.Unavailable[id]
-	if !ok {
-		return nil
+	if need, ok := s.cfg.Unavailable[id]; ok {
+		return inputErrorf("modelId %q is not available on this server: it needs %s on the server, which is not set (list_models lists the models this server offers)", id, need)
 	}
-	return inputErrorf("modelId %q is not available on this server: it needs %s on the server, which is not set (list_models lists the models this server offers)", id, need)
+	if why, ok := (*s.withdrawn.p.Load())[id]; ok {
+		return inputErrorf("modelId %q is not available now: %s; it is offered again once the vendor lists it (list_models lists the models available now)", id, why)
+	}
+	return nil
+}
+
+// withdrawn are the curated models their vendors no longer list, by id,
+// each with why: what the last look at each provider's listing found
+// (cmd/darkroom refreshes it with Withdraw).
+type withdrawn struct {
+	p atomic.Pointer[map[string]string]
+}
+
+// Withdraw replaces the curated models their vendors no longer list, by
+// id, each with the reason a caller is told; nil withdraws none. They
+// leave list_models and are refused for free until they come back.
+func (s *Service) Withdraw(why map[string]string) {
+	if why == nil {
+		why = map[string]string{}
+	}
+	s.withdrawn.p.Store(&why)
+}
+
+// Available reports whether a model is not withdrawn.
+func (s *Service) Available(id string) bool {
+	_, gone := (*s.withdrawn.p.Load())[id]
+	return !gone
 }
 
 // lookupModel is the curated model of an id, or the one Resolve found

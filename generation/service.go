@@ -116,6 +116,7 @@ type Service struct {
 	providers map[string]provider.Provider
 	previews  *preview.Cache // inline previews' bytes by key (immutable)
 	resolved  resolvedModels // qualified models (models.go)
+	withdrawn withdrawn      // curated models their vendors list no more (models.go)
 }
 
 // NewService builds the service and its model catalog.
@@ -152,6 +153,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
 	s.previews = preview.NewCache(previewCacheBytes)
+	s.Withdraw(nil)
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
 		for _, m := range p.Models() {
@@ -179,7 +181,9 @@ func (s *Service) kick() {
 func (s *Service) Hub() *Hub { return s.cfg.Hub }
 
 // Models lists every model, in provider then catalog order.
-func (s *Service) Models() []provider.Model { return slices.Clone(s.models) }
+func (s *Service) Models() []provider.Model {
+	return slices.DeleteFunc(slices.Clone(s.models), func(m provider.Model) bool { return !s.Available(m.ID) })
+}
 
 // Model looks a model up by id.
 func (s *Service) Model(id string) (provider.Model, bool) {
@@ -261,6 +265,9 @@ const (
 
 // Validate checks a request against the catalog without touching storage.
 func (s *Service) Validate(req *CreateRequest) (provider.Model, error) {
+	if !s.Available(req.ModelID) {
+		return provider.Model{}, s.Unavailable(req.ModelID)
+	}
 	m, ok := s.lookupModel(req)
 	if !ok {
 		if err := s.Unavailable(req.ModelID); err != nil {

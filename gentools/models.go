@@ -170,6 +170,9 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks
 		if res, err = t.cfg.Models.Search(ctx, a.Query, provider.Kind(a.Kind), limit, a.Cursor); err != nil {
 			return modelRefusal(err)
 		}
+		// A curated model its vendor lists no more is not offered (the
+		// page may come out shorter than limit).
+		res.Models = slices.DeleteFunc(slices.Clone(res.Models), func(h modelschema.Hit) bool { return !t.svc.Available(h.ID) }) // a cached search's slice
 	} else {
 		res = &modelschema.SearchResult{Models: []modelschema.Hit{}, Sources: []string{"curated"}}
 		q := strings.ToLower(a.Query)

@@ -52,6 +52,7 @@ type Set struct {
 	providerCalls    *prometheus.CounterVec
 	providerDuration *prometheus.HistogramVec
 	webhooks         *prometheus.CounterVec
+	modelAvailable   *prometheus.GaugeVec
 	leaseTakeovers   prometheus.Counter
 	acceptErrors     prometheus.Counter
 	inFlightHolds    prometheus.Counter
@@ -104,6 +105,8 @@ func New() *Set {
 	s.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "webhook_deliveries_total",
 		Help: "Webhook deliveries, by provider and verdict (accepted, duplicate, ignored: for no live generation of ours, refused: bad signature or body, error: not stored)."},
 		[]string{"provider", "verdict"})
+	s.modelAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "model_available",
+		Help: "1 while a curated model's vendor lists it for this server's credentials, 0 once it does not (the last look at each provider's listing)."}, []string{"model"})
 	s.leaseTakeovers = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "runner_lease_takeovers_total",
 		Help: "Leases of another (ended) runner taken over at start."})
 	s.acceptErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "accept_errors_total",
@@ -124,7 +127,7 @@ func New() *Set {
 		Help: "Storage failures, by component (store, blob) and operation."}, []string{"component", "operation"})
 	for _, c := range []prometheus.Collector{s.requests, s.requestDuration, s.byPathVec, s.rateLimited, s.listenStreams, s.created, s.finished,
 		s.toSubmit, s.toFinish, s.creditsCharged, s.creditsRefunded, s.providerCalls, s.providerDuration, s.webhooks,
-		s.leaseTakeovers, s.acceptErrors, s.inFlightHolds, s.commitDuration, s.commitBatch, s.blobBytes, s.blobDuration, s.storageErrors} {
+		s.modelAvailable, s.leaseTakeovers, s.acceptErrors, s.inFlightHolds, s.commitDuration, s.commitBatch, s.blobBytes, s.blobDuration, s.storageErrors} {
 		f(c)
 	}
 	return s
@@ -255,6 +258,17 @@ func (s *Set) ProviderCall(provider, op, outcome string, d time.Duration) {
 func (s *Set) Webhook(provider, verdict string) {
 	if s != nil {
 		s.webhooks.WithLabelValues(provider, verdict).Inc()
+	}
+}
+
+// ModelAvailable records whether a curated model's vendor lists it.
+func (s *Set) ModelAvailable(model string, ok bool) {
+	if s != nil {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		s.modelAvailable.WithLabelValues(model).Set(v)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,7 +130,7 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 			if e.Disabled || e.Provider != p.Name() || !served[e.ID] {
 				continue
 			}
-			mc := modelCheck{ID: e.ID, VendorModel: cmp.Or(e.Endpoint, e.Version), State: "not checked"}
+			mc := modelCheck{ID: e.ID, VendorModel: cmpOr(e.Endpoint, e.Version), State: "not checked"}
 			if ok, asked := listed[e.ID]; asked {
 				mc.State = map[bool]string{true: "listed", false: "not listed"}[ok]
 				report.OK = report.OK && ok
@@ -152,7 +151,7 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 			report.Providers = append(report.Providers, providerCheck{Name: e.Provider, State: "not configured"})
 			i = len(report.Providers) - 1
 		}
-		report.Providers[i].Models = append(report.Providers[i].Models, modelCheck{ID: e.ID, VendorModel: cmp.Or(e.Endpoint, e.Version), State: "not configured", Needs: need})
+		report.Providers[i].Models = append(report.Providers[i].Models, modelCheck{ID: e.ID, VendorModel: cmpOr(e.Endpoint, e.Version), State: "not configured", Needs: need})
 	}
 	return report
 }

@@ -125,3 +125,89 @@ func TestModelsCheckText(t *testing.T) {
 	}
 	t.Logf("darkroom models check against the emulator:\n%s", out.String())
 }
+
+// TestModelWithdrawn: a model its vendor stops listing leaves list_models
+// and search_models at the next refresh, and generate and describe_model
+// refuse it for free, saying why; an outage withdraws nothing; listed
+// again, it comes back.
+func TestModelWithdrawn(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := vendorServer(t, rig, "google")
+	cs := connect(t, s.url, "2026-07-28")
+	ctx := context.Background()
+	listed := func() map[string]bool {
+		var l struct {
+			Models []struct {
+				ID string `json:"modelId"`
+			} `json:"models"`
+		}
+		call(t, cs, "list_models", map[string]any{}, &l)
+		out := map[string]bool{}
+		for _, m := range l.Models {
+			out[m.ID] = true
+		}
+		return out
+	}
+	// The former ids that call the same vendor model go with it.
+	calling := []string{"google-gemini-3.1-flash-image", "google-gemini-2.5-flash-image", "google-imagen-4"}
+
+	s.app.refreshModels(ctx)
+	if l := listed(); !l[calling[0]] || !l["google-omni-1.2-flash"] {
+		t.Fatalf("all listed: %v", l)
+	}
+	rig.Unlist("google", "gemini-3.1-flash-image")
+	s.app.refreshModels(ctx)
+	l := listed()
+	for _, id := range calling {
+		if l[id] {
+			t.Errorf("%s still offered", id)
+		}
+	}
+	if !l["google-gemini-3-pro-image"] || !l["google-omni-1.2-flash"] {
+		t.Fatalf("other models withdrawn too: %v", l)
+	}
+	res := call(t, cs, "generate", map[string]any{"modelId": calling[0], "prompt": "a fox"}, nil)
+	if !res.IsError || !strings.Contains(text(res), "Google no longer lists gemini-3.1-flash-image") {
+		t.Fatalf("generate of a withdrawn model: %s", text(res))
+	}
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": calling[1]}, nil); !res.IsError || !strings.Contains(text(res), "not available now") {
+		t.Fatalf("describe_model of a withdrawn model: %s", text(res))
+	}
+	var found struct {
+		Models []struct {
+			ID string `json:"modelId"`
+		} `json:"models"`
+	}
+	call(t, cs, "search_models", map[string]any{"query": "gemini"}, &found)
+	offered := map[string]bool{}
+	for _, m := range found.Models {
+		offered[m.ID] = true
+	}
+	if offered[calling[0]] || !offered["google-gemini-3-pro-image"] {
+		t.Errorf("search_models offers a withdrawn model, or not the others: %v", found)
+	}
+	var credits map[string]any
+	call(t, cs, "get_credits", map[string]any{}, &credits)
+	if credits["spent"] != float64(0) || rig.Jobs("google") != 0 {
+		t.Fatalf("a refused model cost %v credits and made %d jobs", credits["spent"], rig.Jobs("google"))
+	}
+
+	// Listed again: back.
+	rig.Relist("google", "gemini-3.1-flash-image")
+	s.app.refreshModels(ctx)
+	if l := listed(); !l[calling[0]] || !l[calling[2]] {
+		t.Fatalf("listed again: %v", l)
+	}
+	// An outage withdraws nothing: the last listing stands.
+	rig.Unlist("google", "gemini-3.1-flash-image")
+	rig.Inject(emulator.Rule{Provider: "google", Op: emulator.OpStatus, Fault: emulator.Fault500})
+	s.app.refreshModels(ctx)
+	rig.ClearFaults()
+	if l := listed(); !l[calling[0]] {
+		t.Fatalf("an outage withdrew %s", calling[0])
+	}
+	var w genView
+	if res := call(t, cs, "generate", map[string]any{"modelId": "google-gemini-3-pro-image", "prompt": "a fox", "wait": true, "waitSeconds": 30}, &w); res.IsError || w.Status != "completed" {
+		t.Fatalf("a listed model: %s", text(res))
+	}
+}

@@ -80,6 +80,7 @@ type config struct {
 	GoogleLocation   string
 	GoogleCreds      string // a service account key file; empty: application default credentials
 	VertexBaseURL    string
+	ModelsRefresh    time.Duration // how often each provider's listing is read; 0: never
 	OpenAIKey        string
 	OpenAIBaseURL    string
 	OpenAIOrg        string
@@ -556,6 +557,16 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "vertex-base-url", env: envs("DARKROOM_VERTEX_BASE_URL"), doc: "`https://{location}-aiplatform.googleapis.com`",
 			help: "Vertex AI origin",
 			set:  text(func(c *config) *string { return &c.VertexBaseURL })},
+		{flag: "models-refresh", env: envs("DARKROOM_MODELS_REFRESH"), def: "6h",
+			help: "how often darkroom asks each provider which curated models its vendor lists (a model it no longer lists is withdrawn until it is again); 0: never",
+			set: func(c *config, v string) (err error) {
+				if v == "0" {
+					c.ModelsRefresh = 0
+					return nil
+				}
+				c.ModelsRefresh, err = duration(v, time.Minute, 7*24*time.Hour)
+				return err
+			}},
 		{flag: "openai-api-key", env: envs("DARKROOM_OPENAI_API_KEY", "OPENAI_API_KEY"),
 			help: "OpenAI API key; turns the OpenAI image models on",
 			set:  text(func(c *config) *string { return &c.OpenAIKey })},

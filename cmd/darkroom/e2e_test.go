@@ -47,6 +47,7 @@ func startServerLog(t testing.TB, log *slog.Logger, latency float64, opts ...fun
 	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	cfg.LocalLatency = latency
 	cfg.MaxInputBytes = 1 << 20
+	cfg.ModelsRefresh = 0 // a test reads the listings itself (refreshModels)
 	for _, o := range opts {
 		o(cfg)
 	}

@@ -69,6 +69,7 @@ type app struct {
 	keys         map[string]auth.Overrides // per-caller overrides by principal id
 	routes       map[string]http.Handler   // provider webhooks
 	bytes        *outbytes.Budget          // output bytes in flight
+	watch        modelWatch                // what each vendor lists (modelwatch.go)
 	ops                                    // ops.go: metrics, readiness, drain
 }
 
@@ -486,6 +487,7 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 			a.tasks.Store().RunSweeper(ctx, time.Minute, func(err error) { a.log.Error("task sweeper", "err", err) })
 		})
 		wg.Go(func() { a.limits.Run(ctx) })
+		wg.Go(func() { a.watchModels(ctx) })
 		if pg, ok := a.fleet(); ok {
 			// Per-caller buckets are split by the live replica count.
 			wg.Go(func() { pg.Heartbeat(ctx, 0, a.replicaSplit.Set) })
