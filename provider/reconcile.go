@@ -46,12 +46,20 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Lister is implemented by providers that can say which of their curated
-// models the vendor lists for our credential now (darkroom models check).
+// Lister is implemented by providers that can say which vendor models
+// their curated models may run the vendor lists for our credential now
+// (darkroom models check, and the refresh that withdraws and retargets).
 type Lister interface {
-	// Listed answers, by model id, whether the vendor lists the model's
-	// vendor model; a model it cannot ask about is left out. The error
-	// is for a vendor it could not ask at all (unreachable, credential
-	// refused: a PermanentError).
+	// Listed answers, by vendor model (each entry's Endpoint, pinned
+	// Version and Targets), whether the vendor lists it; one it cannot
+	// ask about is left out. The error is for a vendor it could not ask
+	// at all (unreachable, credential refused: a PermanentError).
 	Listed(ctx context.Context) (map[string]bool, error)
+}
+
+// Retargeter is implemented by providers whose curated ids may run
+// another of their targets (catalog.Entry.Targets): runs maps an id to
+// the target it runs now; an id not in it runs its Endpoint.
+type Retargeter interface {
+	Retarget(runs map[string]string)
 }

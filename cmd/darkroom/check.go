@@ -130,10 +130,16 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 			if e.Disabled || e.Provider != p.Name() || !served[e.ID] {
 				continue
 			}
-			mc := modelCheck{ID: e.ID, VendorModel: cmpOr(e.Endpoint, e.Version), State: "not checked"}
-			if ok, asked := listed[e.ID]; asked {
-				mc.State = map[bool]string{true: "listed", false: "not listed"}[ok]
-				report.OK = report.OK && ok
+			mc := modelCheck{ID: e.ID, VendorModel: e.Candidates()[0], State: "not checked"}
+			switch target, asked := resolveTarget(e, listed); {
+			case !asked:
+			case target == "":
+				mc.State, report.OK = "not listed", false
+			case target == mc.VendorModel:
+				mc.State = "listed"
+			default:
+				// The alias runs its next target.
+				mc.VendorModel, mc.State = target, "listed (its next target: "+mc.VendorModel+" is not)"
 			}
 			pc.Models = append(pc.Models, mc)
 		}
@@ -151,7 +157,7 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 			report.Providers = append(report.Providers, providerCheck{Name: e.Provider, State: "not configured"})
 			i = len(report.Providers) - 1
 		}
-		report.Providers[i].Models = append(report.Providers[i].Models, modelCheck{ID: e.ID, VendorModel: cmpOr(e.Endpoint, e.Version), State: "not configured", Needs: need})
+		report.Providers[i].Models = append(report.Providers[i].Models, modelCheck{ID: e.ID, VendorModel: e.Candidates()[0], State: "not configured", Needs: need})
 	}
 	return report
 }

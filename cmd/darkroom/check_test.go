@@ -82,6 +82,7 @@ func TestModelsCheck(t *testing.T) {
 	for _, w := range withdrawn {
 		rig.Unlist(w[0], w[1])
 	}
+	rig.Unlist("openai", "gpt-image-2-2026-04-21") // the OpenAI ids' next target too
 	code, stderr, r = check()
 	s = states(r)
 	if code != 1 || r.OK || !strings.Contains(stderr, "not served") {
@@ -98,6 +99,7 @@ func TestModelsCheck(t *testing.T) {
 	for _, w := range withdrawn {
 		rig.Relist(w[0], w[1])
 	}
+	rig.Relist("openai", "gpt-image-2-2026-04-21")
 	if code, stderr, _ := check(); code != 0 {
 		t.Fatalf("listed again: exit %d, %s", code, stderr)
 	}
@@ -209,5 +211,42 @@ func TestModelWithdrawn(t *testing.T) {
 	var w genView
 	if res := call(t, cs, "generate", map[string]any{"modelId": "google-gemini-3-pro-image", "prompt": "a fox", "wait": true, "waitSeconds": 30}, &w); res.IsError || w.Status != "completed" {
 		t.Fatalf("a listed model: %s", text(res))
+	}
+}
+
+// TestModelAliasRunsItsNextTarget: when OpenAI no longer lists
+// gpt-image-2, the curated ids that name it stay offered and run their
+// next target, the dated snapshot; models check says which it runs; when
+// gpt-image-2 is listed again, they run it again.
+func TestModelAliasRunsItsNextTarget(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := vendorServer(t, rig, "openai")
+	cs := connect(t, s.url, "2026-07-28")
+	ctx := context.Background()
+	generate := func(prompt string) string {
+		t.Helper()
+		var w genView
+		if res := call(t, cs, "generate", map[string]any{"modelId": "openai-gpt-image-2", "prompt": prompt, "wait": true, "waitSeconds": 30}, &w); res.IsError || w.Status != "completed" {
+			t.Fatalf("generate: %s", text(res))
+		}
+		in := rig.Inputs("openai")
+		m, _ := in[len(in)-1]["model"].(string)
+		return m
+	}
+	rig.Unlist("openai", "gpt-image-2")
+	s.app.refreshModels(ctx)
+	if got := generate("a kite"); got != "gpt-image-2-2026-04-21" {
+		t.Fatalf("with gpt-image-2 unlisted the alias ran %q", got)
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"models", "check", "--openai-api-key", "sk-test", "--openai-base-url", rig.OpenAI.URL,
+		"--replicate-api-token", "", "--fal-key", "", "--gemini-api-key", "", "--google-project", ""}
+	if code := run(ctx, args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "gpt-image-2-2026-04-21  listed (its next target: gpt-image-2 is not)") {
+		t.Fatalf("check: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	rig.Relist("openai", "gpt-image-2")
+	s.app.refreshModels(ctx)
+	if got := generate("a boat"); got != "gpt-image-2" {
+		t.Fatalf("listed again, the alias ran %q", got)
 	}
 }

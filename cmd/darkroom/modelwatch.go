@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,21 @@ type modelWatch struct {
 	listing map[string]map[string]bool // by provider, by model id
 	at      map[string]time.Time       // when each listing was read
 	gone    map[string]string          // withdrawn now, with why
+	runs    map[string]string          // ids that run a later target now
+}
+
+// resolveTarget is the vendor model e runs given its provider's listing:
+// the first of its candidates listed ("" when none is); asked is false
+// when the listing says nothing of them.
+func resolveTarget(e catalog.Entry, listed map[string]bool) (target string, asked bool) {
+	for _, v := range e.Candidates() {
+		ok, known := listed[v]
+		asked = asked || known
+		if ok {
+			return v, true
+		}
+	}
+	return "", asked
 }
 
 // watchModels reads every provider's listing at start and every
@@ -70,14 +86,31 @@ func (a *app) refreshModels(ctx context.Context) {
 		w.listing[p.Name()], w.at[p.Name()] = listed, time.Now()
 	}
 	gone := map[string]string{}
+	runs := map[string]map[string]string{} // by provider: id → the target it runs
 	for _, e := range entries {
-		listed, ok := w.listing[e.Provider][e.ID]
-		if !ok {
+		target, asked := resolveTarget(e, w.listing[e.Provider])
+		if !asked {
 			continue // not asked, or cannot be
 		}
-		a.metrics.ModelAvailable(e.ID, listed)
-		if !listed {
-			gone[e.ID] = fmt.Sprintf("%s no longer lists %s for this server's credentials (checked %s)", vendorName(e), cmpOr(e.Endpoint, e.Version), w.at[e.Provider].UTC().Format(time.RFC3339))
+		a.metrics.ModelAvailable(e.ID, target != "")
+		switch {
+		case target == "":
+			gone[e.ID] = fmt.Sprintf("%s no longer lists %s for this server's credentials (checked %s)", vendorName(e), strings.Join(e.Candidates(), " or "), w.at[e.Provider].UTC().Format(time.RFC3339))
+		case target != e.Candidates()[0]:
+			if runs[e.Provider] == nil {
+				runs[e.Provider] = map[string]string{}
+			}
+			runs[e.Provider][e.ID] = target
+			if w.runs[e.ID] != target {
+				a.log.Warn("model runs its next target: its vendor no longer lists the first", "model", e.ID, "runs", target)
+			}
+		}
+	}
+	w.runs = map[string]string{}
+	for _, p := range a.providers {
+		if r, ok := provider.As[provider.Retargeter](p); ok {
+			r.Retarget(runs[p.Name()])
+			maps.Copy(w.runs, runs[p.Name()])
 		}
 	}
 	for id := range gone {
@@ -112,11 +145,4 @@ func ageOf(t time.Time) string {
 		return "never read"
 	}
 	return time.Since(t).Round(time.Second).String()
-}
-
-func cmpOr(s, def string) string {
-	if s != "" {
-		return s
-	}
-	return def
 }

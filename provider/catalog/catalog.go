@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/words"
@@ -43,6 +44,11 @@ type Entry struct {
 	// (official model endpoint), fal "owner/app[/subpath]", Google and
 	// OpenAI the model name ("gemini-omni-1.2-flash", "gpt-image-2").
 	Endpoint string `json:"endpoint"`
+	// Targets are the vendor models the id runs instead of Endpoint, in
+	// order, when its vendor no longer lists Endpoint: the same model
+	// under another name (a dated snapshot), at the same price. The id is
+	// a stable alias: it runs the first one listed (Set.Retarget).
+	Targets []string `json:"targets,omitempty"`
 	// API is the vendor method a google or openai model is called by:
 	// google "gemini" (generateContent) or "interactions" (a background
 	// interaction, for video) on the Gemini API, "veo" (predictLongRunning)
@@ -211,6 +217,9 @@ func (e Entry) validate() error {
 	if e.Input.Prompt == "" {
 		return errors.New("input.prompt is required")
 	}
+	if len(e.Targets) > 0 && e.Version != "" {
+		return errors.New("targets go with an endpoint, not a pinned version")
+	}
 	if e.ExpectedSeconds <= 0 {
 		return errors.New("expectedSeconds must be > 0")
 	}
@@ -283,15 +292,17 @@ func ForProvider(es []Entry, name string) []Entry {
 	return out
 }
 
-// Set is one provider's enabled entries, looked up by model id.
+// Set is one provider's enabled entries, looked up by model id. Copies
+// share one retargeting.
 type Set struct {
 	entries []Entry
 	byID    map[string]Entry
+	runs    *atomic.Pointer[map[string]string] // id → the target it runs now
 }
 
 // NewSet keeps the enabled entries of provider name.
 func NewSet(es []Entry, name string) Set {
-	s := Set{byID: map[string]Entry{}}
+	s := Set{byID: map[string]Entry{}, runs: new(atomic.Pointer[map[string]string])}
 	for _, e := range ForProvider(es, name) {
 		s.entries = append(s.entries, e)
 		s.byID[e.ID] = e
@@ -299,13 +310,73 @@ func NewSet(es []Entry, name string) Set {
 	return s
 }
 
-// Entries lists the set in catalog order.
-func (s Set) Entries() []Entry { return s.entries }
+// Entries lists the set in catalog order, each with the vendor model it
+// runs now.
+func (s Set) Entries() []Entry {
+	out := slices.Clone(s.entries)
+	for i := range out {
+		out[i] = s.retargeted(out[i])
+	}
+	return out
+}
 
-// Get returns the entry for a model id.
+// Get returns the entry for a model id, with the vendor model it runs now.
 func (s Set) Get(id string) (Entry, bool) {
 	e, ok := s.byID[id]
-	return e, ok
+	return s.retargeted(e), ok
+}
+
+// Vendors lists every vendor model the set's entries may run (each
+// Endpoint, or pinned Version, and its Targets), once each.
+func (s Set) Vendors() []string {
+	var out []string
+	for _, e := range s.entries {
+		for _, v := range e.Candidates() {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// Candidates are the vendor models e may run, in order: its Endpoint,
+// then its Targets; a pinned Version alone, as "owner/name:version" where
+// the endpoint names the model.
+func (e Entry) Candidates() []string {
+	switch {
+	case e.Version == "":
+		return append([]string{e.Endpoint}, e.Targets...)
+	case e.Endpoint != "" && !strings.Contains(e.Version, ":"):
+		return []string{e.Endpoint + ":" + e.Version}
+	default:
+		return []string{e.Version}
+	}
+}
+
+// Retarget makes each id in runs run that target instead of its Endpoint
+// (an id not in runs runs its Endpoint); a target the entry does not name
+// is ignored.
+func (s Set) Retarget(runs map[string]string) {
+	m := map[string]string{}
+	for id, t := range runs {
+		if e, ok := s.byID[id]; ok && slices.Contains(e.Targets, t) {
+			m[id] = t
+		}
+	}
+	s.runs.Store(&m)
+}
+
+func (s Set) retargeted(e Entry) Entry {
+	if s.runs == nil {
+		return e
+	}
+	if m := s.runs.Load(); m != nil {
+		if t, ok := (*m)[e.ID]; ok {
+			e.Endpoint = t
+		}
+	}
+	return e
 }
 
 // Models lists the set as darkroom's provider.Models.

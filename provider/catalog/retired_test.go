@@ -17,8 +17,10 @@ func TestNoRetiredModels(t *testing.T) {
 		if e.Provider == google.Name && google.Backend(e) == "vertex" {
 			vendor = "vertex" // Vertex AI retires on its own dates
 		}
-		if !e.Disabled && emulator.Retired(vendor, e.Endpoint) {
-			t.Errorf("%s names %s model %q, which its vendor has retired", e.ID, vendor, e.Endpoint)
+		for _, v := range e.Candidates() {
+			if !e.Disabled && emulator.Retired(vendor, v) {
+				t.Errorf("%s names %s model %q, which its vendor has retired", e.ID, vendor, v)
+			}
 		}
 	}
 }

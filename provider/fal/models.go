@@ -177,23 +177,22 @@ func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.En
 }
 
 // Listed implements provider.Lister: fal's model list (the Platform API)
-// asked for each curated endpoint; one fal does not list, or lists as
+// asked for each curated vendor endpoint; one fal does not list, or lists as
 // not active, is not served.
 func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
-	active := map[string]bool{}
-	for _, e := range p.models.Entries() {
-		if _, ok := active[e.Endpoint]; !ok {
-			ok, err := p.listed(ctx, e.Endpoint)
-			if err != nil {
-				return nil, err
-			}
-			active[e.Endpoint] = ok
+	for _, v := range p.models.Vendors() {
+		ok, err := p.listed(ctx, v)
+		if err != nil {
+			return nil, err
 		}
-		out[e.ID] = active[e.Endpoint]
+		out[v] = ok
 	}
 	return out, nil
 }
+
+// Retarget implements provider.Retargeter.
+func (p *Provider) Retarget(runs map[string]string) { p.models.Retarget(runs) }
 
 // listed asks fal whether it lists endpoint as active.
 func (p *Provider) listed(ctx context.Context, endpoint string) (bool, error) {

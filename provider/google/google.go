@@ -376,8 +376,8 @@ func (p *Provider) Ping(ctx context.Context) error {
 const maxListPages = 20
 
 // Listed implements provider.Lister: the Gemini API's model list, read
-// with the key, for the Gemini API's entries; Vertex AI's are left out
-// (darkroom reads no Vertex model list).
+// with the key, for the Gemini API's entries' vendor models; Vertex AI's
+// are left out (darkroom reads no Vertex model list).
 func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
 	if p.cfg.Key == "" {
@@ -415,8 +415,13 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 	}
 	for _, e := range p.models.Entries() {
 		if Backend(e) == "gemini" {
-			out[e.ID] = names[e.Endpoint]
+			for _, v := range e.Candidates() {
+				out[v] = names[v]
+			}
 		}
 	}
 	return out, nil
 }
+
+// Retarget implements provider.Retargeter.
+func (p *Provider) Retarget(runs map[string]string) { p.models.Retarget(runs) }

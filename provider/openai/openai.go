@@ -247,8 +247,11 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 		ids[m.ID] = true
 	}
 	out := map[string]bool{}
-	for _, e := range p.models.Entries() {
-		out[e.ID] = ids[e.Endpoint]
+	for _, v := range p.models.Vendors() {
+		out[v] = ids[v]
 	}
 	return out, nil
 }
+
+// Retarget implements provider.Retargeter.
+func (p *Provider) Retarget(runs map[string]string) { p.models.Retarget(runs) }

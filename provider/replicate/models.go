@@ -193,28 +193,25 @@ func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.En
 	p.cfg.Resolve = f
 }
 
-// Listed implements provider.Lister: each curated model's object (or its
-// pinned version), read with the token; a 404 is a model Replicate no
-// longer serves.
+// Listed implements provider.Lister: each curated vendor model's object
+// (or its pinned version), read with the token; a 404 is a model
+// Replicate no longer serves.
 func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
-	seen := map[string]bool{}
-	for _, e := range p.models.Entries() {
-		u := p.base + "/v1/models/" + e.Endpoint
-		if path, version, ok := strings.Cut(e.Version, ":"); ok {
+	for _, v := range p.models.Vendors() {
+		u := p.base + "/v1/models/" + v
+		if path, version, ok := strings.Cut(v, ":"); ok {
 			u = p.base + "/v1/models/" + path + "/versions/" + version
-		} else if e.Version != "" {
-			u += "/versions/" + e.Version
 		}
-		if _, ok := seen[u]; !ok {
-			var v struct{}
-			err := p.getJSON(ctx, u, &v)
-			if err != nil && !errors.Is(err, provider.ErrNotFound) {
-				return nil, err
-			}
-			seen[u] = err == nil
+		var obj struct{}
+		err := p.getJSON(ctx, u, &obj)
+		if err != nil && !errors.Is(err, provider.ErrNotFound) {
+			return nil, err
 		}
-		out[e.ID] = seen[u]
+		out[v] = err == nil
 	}
 	return out, nil
 }
+
+// Retarget implements provider.Retargeter.
+func (p *Provider) Retarget(runs map[string]string) { p.models.Retarget(runs) }
