@@ -168,6 +168,9 @@ func TestModelWithdrawn(t *testing.T) {
 	if !l["google-gemini-3-pro-image"] || !l["google-omni-1.2-flash"] {
 		t.Fatalf("other models withdrawn too: %v", l)
 	}
+	if code, checks := readyz(t, s.url); code != 200 || checks["models"] != "withdrawn" {
+		t.Fatalf("readyz with models withdrawn: %d %v (advisory: still 200)", code, checks)
+	}
 	res := call(t, cs, "generate", map[string]any{"modelId": calling[0], "prompt": "a fox"}, nil)
 	if !res.IsError || !strings.Contains(text(res), "Google no longer lists gemini-3.1-flash-image") {
 		t.Fatalf("generate of a withdrawn model: %s", text(res))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/server"
 )
 
 // modelWatch keeps the last listing each provider's vendor gave (which
@@ -125,6 +126,19 @@ func (a *app) refreshModels(ctx context.Context) {
 	}
 	w.gone = gone
 	a.svc.Withdraw(maps.Clone(gone))
+}
+
+// probe is /readyz's advisory models check: "withdrawn" while any
+// curated model is (which, and how many, are in the log, not on the
+// unauthenticated /readyz).
+func (w *modelWatch) probe(context.Context) error {
+	w.mu.Lock()
+	n := len(w.gone)
+	w.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return &server.NotReady{Category: "withdrawn", Err: fmt.Errorf("%d curated models withdrawn: their vendors no longer list them", n)}
 }
 
 // vendorName is how a caller knows an entry's vendor.

@@ -105,7 +105,7 @@ func (a *app) readiness() http.Handler {
 			}
 			return nil
 		}},
-	}, a.vendorChecks()...)
+	}, append(a.vendorChecks(), server.Check{Name: "models", Advisory: true, Probe: a.watch.probe})...)
 	return server.Readiness(a.log, 3*time.Second, checks...)
 }
 

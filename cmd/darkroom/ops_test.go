@@ -396,7 +396,7 @@ func readyz(t *testing.T, url string, secrets ...string) (int, map[string]string
 		t.Fatalf("readyz: %d with status %q", resp.StatusCode, body.Status)
 	}
 	categories := map[string]bool{"ok": true, "missing": true, "not writable": true, "unreachable": true, "timeout": true,
-		"failing": true, "not running": true, "draining": true, "credentials refused": true}
+		"failing": true, "not running": true, "draining": true, "credentials refused": true, "withdrawn": true}
 	for name, v := range body.Checks {
 		if !categories[v] {
 			t.Errorf("readyz check %s = %q: not a category", name, v)
