@@ -196,13 +196,6 @@ func (p *Provider) Retarget(runs map[string]string) { p.models.Retarget(runs) }
 
 // listed asks fal whether it lists endpoint as active.
 func (p *Provider) listed(ctx context.Context, endpoint string) (bool, error) {
-	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.api+"/v1/models?"+url.Values{"endpoint_id": {endpoint}}.Encode(), nil, nil)
-	if err != nil {
-		return false, err
-	}
-	if err := p.http.Err(resp); err != nil {
-		return false, err
-	}
 	var v struct {
 		Models []struct {
 			Endpoint string `json:"endpoint_id"`
@@ -211,8 +204,8 @@ func (p *Provider) listed(ctx context.Context, endpoint string) (bool, error) {
 			} `json:"metadata"`
 		} `json:"models"`
 	}
-	if err := json.Unmarshal(resp.Body, &v); err != nil {
-		return false, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable model list: %w", err)}
+	if err := p.http.GetJSON(ctx, p.api+"/v1/models?"+url.Values{"endpoint_id": {endpoint}}.Encode(), &v); err != nil {
+		return false, err
 	}
 	for _, m := range v.Models {
 		if m.Endpoint == endpoint && (m.Meta.Status == "" || m.Meta.Status == "active") {

@@ -390,21 +390,14 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 		if token != "" {
 			u += "&pageToken=" + url.QueryEscape(token)
 		}
-		resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, u, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		if err := p.http.Err(resp); err != nil {
-			return nil, err
-		}
 		var page struct {
 			Models []struct {
 				Name string `json:"name"`
 			} `json:"models"`
 			Next string `json:"nextPageToken"`
 		}
-		if err := json.Unmarshal(resp.Body, &page); err != nil {
-			return nil, &provider.RetryableError{Err: fmt.Errorf("google: unreadable model list: %w", err)}
+		if err := p.http.GetJSON(ctx, u, &page); err != nil {
+			return nil, err
 		}
 		for _, m := range page.Models {
 			names[strings.TrimPrefix(m.Name, "models/")] = true

@@ -227,20 +227,13 @@ func (p *Provider) Ping(ctx context.Context) error {
 // Listed implements provider.Lister: OpenAI's model list, read with the
 // key.
 func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
-	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.base+"/v1/models", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.http.Err(resp); err != nil {
-		return nil, err
-	}
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := json.Unmarshal(resp.Body, &list); err != nil {
-		return nil, &provider.RetryableError{Err: fmt.Errorf("openai: unreadable model list: %w", err)}
+	if err := p.http.GetJSON(ctx, p.base+"/v1/models", &list); err != nil {
+		return nil, err
 	}
 	ids := map[string]bool{}
 	for _, m := range list.Data {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -62,7 +61,7 @@ type versionObject struct {
 // Describe implements modelschema.Source.
 func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelschema.Info, error) {
 	var m modelObject
-	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
+	if err := p.http.GetJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
 		return modelschema.Info{}, err
 	}
 	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: clip.Description(m.Description), Official: &m.IsOfficial}
@@ -77,7 +76,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 		return checkVersion(info, ref)
 	}
 	var v versionObject
-	if err := p.getJSON(ctx, p.base+"/v1/models/"+ref.Path+"/versions/"+ref.Version, &v); err != nil {
+	if err := p.http.GetJSON(ctx, p.base+"/v1/models/"+ref.Path+"/versions/"+ref.Version, &v); err != nil {
 		return modelschema.Info{}, err
 	}
 	if len(v.Schema) == 0 {
@@ -118,20 +117,6 @@ func kindOfOutput(out any) provider.Kind {
 		return provider.KindImage
 	}
 	return ""
-}
-
-func (p *Provider) getJSON(ctx context.Context, u string, v any) error {
-	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, u, nil, nil)
-	if err != nil {
-		return err
-	}
-	if err := p.http.Err(resp); err != nil {
-		return err
-	}
-	if err := json.Unmarshal(resp.Body, v); err != nil {
-		return &provider.RetryableError{Err: fmt.Errorf("replicate: unreadable reply: %w", err)}
-	}
-	return nil
 }
 
 // Search implements modelschema.Source: QUERY /v1/models.
@@ -204,7 +189,7 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 			u = p.base + "/v1/models/" + path + "/versions/" + version
 		}
 		var obj struct{}
-		err := p.getJSON(ctx, u, &obj)
+		err := p.http.GetJSON(ctx, u, &obj)
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			return nil, err
 		}
