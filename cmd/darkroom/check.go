@@ -37,9 +37,11 @@ const checkTimeout = 2 * time.Minute
 type modelCheck struct {
 	ID          string `json:"modelId"`
 	VendorModel string `json:"vendorModel"`
-	// State: "listed", "not listed", "not checked" (the provider cannot
-	// list it), or "not configured" (its provider is not set up here,
-	// with Needs naming the setting).
+	// State: "listed"; "listed (its next target: ...)" when the vendor
+	// no longer lists the entry's endpoint and VendorModel is the target
+	// it runs; "not listed"; "not checked" (the provider cannot list it);
+	// or "not configured" (its provider is not set up here, with Needs
+	// naming the setting).
 	State string `json:"state"`
 	Needs string `json:"needs,omitempty"`
 }
