@@ -20,7 +20,7 @@ import (
 // listing: an outage withdraws nothing.
 type modelWatch struct {
 	mu      sync.Mutex
-	listing map[string]map[string]bool // by provider, by model id
+	listing map[string]map[string]bool // by provider, by vendor model
 	at      map[string]time.Time       // when each listing was read
 	gone    map[string]string          // withdrawn now, with why
 	runs    map[string]string          // ids that run a later target now
@@ -68,23 +68,29 @@ func (a *app) refreshModels(ctx context.Context) {
 		a.log.Warn("models refresh: curated catalog", "err", err)
 		return
 	}
+	// The vendors are asked without the lock (readiness reads it).
+	fresh := map[string]map[string]bool{}
+	failed := map[string]error{}
+	for _, p := range a.providers {
+		if l, ok := provider.As[provider.Lister](p); ok {
+			if listed, err := l.Listed(ctx); err != nil {
+				failed[p.Name()] = err
+			} else {
+				fresh[p.Name()] = listed
+			}
+		}
+	}
 	w := &a.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.listing == nil {
 		w.listing, w.at, w.gone = map[string]map[string]bool{}, map[string]time.Time{}, map[string]string{}
 	}
-	for _, p := range a.providers {
-		l, ok := provider.As[provider.Lister](p)
-		if !ok {
-			continue
-		}
-		listed, err := l.Listed(ctx)
-		if err != nil {
-			a.log.Warn("models refresh: provider not asked; its last listing stands", "provider", p.Name(), "listing_age", ageOf(w.at[p.Name()]), "err", err)
-			continue
-		}
-		w.listing[p.Name()], w.at[p.Name()] = listed, time.Now()
+	for name, err := range failed {
+		a.log.Warn("models refresh: provider not asked; its last listing stands", "provider", name, "listing_age", ageOf(w.at[name]), "err", err)
+	}
+	for name, listed := range fresh {
+		w.listing[name], w.at[name] = listed, time.Now()
 	}
 	gone := map[string]string{}
 	runs := map[string]map[string]string{} // by provider: id → the target it runs
