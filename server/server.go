@@ -70,13 +70,19 @@ type Config struct {
 	StreamKeepAlive time.Duration
 }
 
+// Implementation is darkroom's serverInfo, the one value every answer that
+// carries one gives (go-sdk's initialize, and the Tasks methods' _meta).
+func Implementation(version string) *mcp.Implementation {
+	return &mcp.Implementation{Name: Name, Title: "darkroom media generation", Version: version}
+}
+
 // New builds the MCP server with the compatibility tools registered.
 func New(cfg Config) *mcp.Server {
 	caps := cfg.Capabilities
 	if caps == nil {
 		caps = &mcp.ServerCapabilities{}
 	}
-	impl := &mcp.Implementation{Name: Name, Title: "darkroom media generation", Version: cfg.Version}
+	impl := Implementation(cfg.Version)
 	s := mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: "darkroom generates images and videos. Call list_models, then generate. Generation takes seconds to minutes: " +
 			"poll with wait_generation (or tasks/get when you use the Tasks extension); never call generate twice for one request.",

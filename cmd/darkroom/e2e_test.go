@@ -449,3 +449,19 @@ func TestRetentionExpiresOutputs(t *testing.T) {
 		t.Fatalf("download after retention: %s", text(res))
 	}
 }
+
+// TestOneServerInfo: the serverInfo initialize gives is the one every
+// Tasks answer carries in its _meta, title included (there was a second,
+// without it).
+func TestOneServerInfo(t *testing.T) {
+	s := startServer(t, 0)
+	info := connect(t, s.url, "2026-07-28").InitializeResult().ServerInfo
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	r := tc.tool("generate", map[string]any{"modelId": "local-sketch", "prompt": "a kite"})
+	got := tc.call("tasks/get", map[string]any{"taskId": r.Result["taskId"]})
+	meta, _ := got.Result["_meta"].(map[string]any)
+	si, _ := meta["io.modelcontextprotocol/serverInfo"].(map[string]any)
+	if info == nil || si["name"] != info.Name || si["title"] != info.Title || si["version"] != info.Version || info.Title == "" {
+		t.Fatalf("initialize's serverInfo %+v, tasks/get's %v", info, si)
+	}
+}

@@ -122,8 +122,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.setLimits()
 	a.bytes = outbytes.New(a.cfg.OutputBytes)
 	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
-	info := &mcp.Implementation{Name: server.Name, Version: buildVersion()}
-	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: info, PollInterval: server.PollInterval(a.limits),
+	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: server.Implementation(buildVersion()), PollInterval: server.PollInterval(a.limits),
 		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes, KeepAlive: a.cfg.StreamKeepAlive})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
