@@ -23,8 +23,32 @@ type Models interface {
 }
 
 // resolvedModels are the qualified models this process resolved, by id
-// (a resolution is cheap to repeat but a lookup by id is cheaper).
-type resolvedModels struct{ m sync.Map }
+// (a resolution is cheap to repeat but a lookup by id is cheaper), at
+// most maxResolved: past it the set starts over, since any caller can
+// name new qualified ids without end.
+type resolvedModels struct {
+	mu sync.Mutex
+	m  map[string]provider.Model
+}
+
+// maxResolved bounds resolvedModels.
+const maxResolved = 4096
+
+func (r *resolvedModels) store(m provider.Model) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[m.ID]; !ok && len(r.m) >= maxResolved || r.m == nil {
+		r.m = map[string]provider.Model{}
+	}
+	r.m[m.ID] = m
+}
+
+func (r *resolvedModels) load(id string) (provider.Model, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.m[id]
+	return m, ok
+}
 
 // Resolve makes req's model known before Validate: a qualified id is
 // resolved (Config.Models), and provider-native input is checked against
@@ -52,7 +76,7 @@ func (s *Service) Resolve(ctx context.Context, req *CreateRequest) error {
 		if _, ok := s.providers[m.Provider]; !ok {
 			return inputErrorf("model %s needs the %s provider, which is not configured on this server", m.ID, m.Provider)
 		}
-		s.resolved.m.Store(m.ID, m)
+		s.resolved.store(m)
 		req.resolved = &m
 	}
 	if req.Input != nil {
@@ -132,7 +156,7 @@ func (s *Service) modelOf(ctx context.Context, g *Generation) provider.Model {
 	}
 	if s.cfg.Models != nil {
 		if m, err := s.cfg.Models.Resolve(ctx, g.ModelID); err == nil {
-			s.resolved.m.Store(m.ID, m)
+			s.resolved.store(m)
 			return m
 		}
 	}

@@ -190,8 +190,8 @@ func (s *Service) Model(id string) (provider.Model, bool) {
 	if m, ok := s.modelByID[id]; ok {
 		return m, true
 	}
-	if m, ok := s.resolved.m.Load(id); ok {
-		return m.(provider.Model), true
+	if m, ok := s.resolved.load(id); ok {
+		return m, true
 	}
 	return provider.Model{}, false
 }
