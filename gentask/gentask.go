@@ -1,7 +1,6 @@
 package gentask
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -51,8 +50,14 @@ func (g *GenTasks) Register(generate mcp.ToolHandler) {
 // fetch it twice.
 func leanGenerate(generate mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if bytes.Contains(req.Params.Arguments, []byte(`"inputImage"`)) || bytes.Contains(req.Params.Arguments, []byte(`"inputs"`)) {
-			return nil, nil
+		// Decided from the arguments' own keys (a prompt that mentions
+		// "inputImage" takes no image).
+		var args struct {
+			InputImage json.RawMessage `json:"inputImage"`
+			Inputs     json.RawMessage `json:"inputs"`
+		}
+		if json.Unmarshal(req.Params.Arguments, &args) != nil || args.InputImage != nil || args.Inputs != nil {
+			return nil, nil // the full way says what is wrong, once
 		}
 		return generate(ctx, req)
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
 // leanPost is one raw tools/call as a client of some era sends it.
@@ -174,4 +177,31 @@ func TestLeanReadsMetrics(t *testing.T) {
 		{"darkroom_requests_by_path_total", l("transport", "http", "path", "lean"), 3},
 		{"darkroom_requests_by_path_total", l("transport", "http", "path", "go-sdk"), 2},
 	})
+}
+
+// TestLeanGenerateDecidesFromKeys: a Tasks client's generate is served
+// below go-sdk unless its arguments carry an input image (inputImage or
+// inputs keys); a prompt whose text is "inputImage" is served lean (it
+// was decided by searching the raw bytes).
+func TestLeanGenerateDecidesFromKeys(t *testing.T) {
+	s := startServer(t, 1)
+	tasksPost := leanPost{version: "2026-07-28", meta: map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": withTasks()}}
+	img := map[string]any{"data": base64.StdEncoding.EncodeToString(emulator.PNG()), "mimeType": "image/png"}
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		lean bool
+	}{
+		{"prompt only", map[string]any{"modelId": "local-sketch", "prompt": "a kite"}, true},
+		{"a prompt that is the key's name", map[string]any{"modelId": "local-sketch", "prompt": "inputImage"}, true},
+		{"a negative prompt that is the other's", map[string]any{"modelId": "local-sketch", "prompt": "a kite", "negativePrompt": "inputs"}, true},
+		{"an input image", map[string]any{"modelId": "local-photo", "prompt": "warmer", "inputImage": img}, false},
+		{"inputs", map[string]any{"modelId": "local-photo", "prompt": "warmer", "inputs": []any{map[string]any{"role": "image", "image": img}}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if body, served := tasksPost.post(t, s.url, "generate", c.args); served != c.lean {
+				t.Fatalf("served below go-sdk %v, want %v: %s", served, c.lean, body)
+			}
+		})
+	}
 }
