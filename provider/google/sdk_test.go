@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,4 +244,39 @@ func sdkVideo(t *testing.T, r *rig, sdk *genai.Client, e catalog.Entry, ratio st
 		t.Fatalf("unknown id: %T %v", err, err)
 	}
 	return sent
+}
+
+// TestSDKReadsModelList: the emulator's Gemini model list, read a page at
+// a time by the SDK's own Models.List, names the same models darkroom's
+// Listed finds; a model Google withdraws leaves both.
+func TestSDKReadsModelList(t *testing.T) {
+	r := newRig(t)
+	r.em.Unlist("google", "gemini-3-pro-image")
+	ctx := context.Background()
+	names := map[string]bool{}
+	page, err := sdkClient(t, r.em).Models.List(ctx, &genai.ListModelsConfig{PageSize: 2})
+	for pages := 0; err == nil; pages++ {
+		for _, m := range page.Items {
+			names[strings.TrimPrefix(m.Name, "models/")] = true
+		}
+		if pages > 10 {
+			t.Fatal("the pages do not end")
+		}
+		page, err = page.Next(ctx)
+	}
+	if !errors.Is(err, genai.ErrPageDone) || len(names) < 3 {
+		t.Fatalf("the SDK read %v, then %v", names, err)
+	}
+	listed, err := r.p.Listed(ctx)
+	if err != nil || len(listed) == 0 {
+		t.Fatalf("Listed: %v %v", listed, err)
+	}
+	for v, ok := range listed {
+		if ok != names[v] || ok != (v != "gemini-3-pro-image" && !emulator.Retired("google", v)) {
+			t.Errorf("%s: darkroom says listed %v, the SDK read %v (every page)", v, ok, names[v])
+		}
+	}
+	if listed["gemini-3-pro-image"] || !listed["gemini-3.1-flash-image"] {
+		t.Fatalf("withdrawn or kept wrongly: %v", listed)
+	}
 }

@@ -197,3 +197,41 @@ func texts(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// TestSDKReadsModelList: the emulator's model list (what darkroom models
+// check and the models refresh read) decodes with the SDK's own
+// Models.List into the same ids darkroom's Listed finds, with no field
+// the SDK does not know; a model OpenAI withdraws leaves both.
+func TestSDKReadsModelList(t *testing.T) {
+	em := emulator.New(emulator.Options{})
+	t.Cleanup(em.Close)
+	em.Unlist("openai", "gpt-image-2")
+	client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
+	page, err := client.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, m := range page.Data {
+		if len(m.JSON.ExtraFields) != 0 || m.Object != "model" {
+			t.Fatalf("model %s: fields the SDK does not know %v, object %q", m.ID, slices.Collect(maps.Keys(m.JSON.ExtraFields)), m.Object)
+		}
+		ids[m.ID] = true
+	}
+	p, err := openai.New(openai.Config{Key: "sk-test", BaseURL: em.OpenAI.URL, Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := p.Listed(context.Background())
+	if err != nil || len(listed) == 0 {
+		t.Fatalf("Listed: %v %v", listed, err)
+	}
+	for v, ok := range listed {
+		if ok != ids[v] {
+			t.Errorf("%s: darkroom says listed %v, the SDK read %v", v, ok, ids[v])
+		}
+	}
+	if listed["gpt-image-2"] || !listed["gpt-image-2-2026-04-21"] {
+		t.Fatalf("withdrawn gpt-image-2, or its snapshot: %v", listed)
+	}
+}
