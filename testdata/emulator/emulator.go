@@ -177,6 +177,7 @@ type Emulator struct {
 	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
 	tokens    map[string]bool      // Vertex access tokens issued
 	unlisted  map[string]bool      // provider\x00model taken out of listings (listing.go)
+	comfy     []*ComfyUI           // ComfyUI backends (comfyui.go)
 }
 
 // Delivery is one webhook POST made by the emulator.
@@ -279,6 +280,7 @@ func (e *Emulator) Close() {
 	e.Vertex.Close()
 	e.OpenAI.Close()
 	e.Files.Close()
+	e.closeComfy()
 }
 
 // Clock returns the emulator's clock.
@@ -444,6 +446,7 @@ func (e *Emulator) NextEvent() (t time.Time, ok bool) {
 
 // Flush delivers every webhook due at the current time, in order.
 func (e *Emulator) Flush() {
+	e.stepComfy()
 	for {
 		d, ok := e.nextDelivery()
 		if !ok {
