@@ -26,8 +26,8 @@ import (
 
 // config is every setting of serve and stdio, typed and validated.
 // parseConfig fills it from serverSettings: each is a flag whose default
-// comes from its environment variable. README.md's table lists the same
-// settings (TestREADMESettings).
+// comes from its environment variable. docs/configuration.md's tables are
+// generated from these settings (TestREADMESettings).
 type config struct {
 	Addr            string
 	DataDir         string
@@ -130,7 +130,7 @@ type setting[T any] struct {
 	flag   string   // name, without dashes
 	env    []string // DARKROOM_* first; the first one set (non-empty) wins
 	def    string   // default, as text
-	doc    string   // the default as README.md and -h show it, when not def
+	doc    string   // the default as the docs and -h show it, when not def
 	help   string
 	isBool bool                       // a boolean flag: "--flag" alone means true
 	set    func(c *T, v string) error // parses and validates v into c
@@ -269,9 +269,9 @@ func (c *config) authEnv(name string) string {
 // serverSettings are the settings of serve and stdio (cmd): stdio listens
 // on a free port unless told otherwise.
 func serverSettings(cmd string) []setting[config] {
-	addr, metricsAddr := "127.0.0.1:8080", defaultMetricsAddr
+	addr, metricsAddr, dataDir := "127.0.0.1:8080", defaultMetricsAddr, "./darkroom-data"
 	if cmd == "stdio" {
-		addr, metricsAddr = stdioFilesAddr, "off"
+		addr, metricsAddr, dataDir = stdioFilesAddr, "off", userDataDir()
 	}
 	text := func(p func(*config) *string) func(*config, string) error {
 		return func(c *config, v string) error { *p(c) = v; return nil }
@@ -280,8 +280,8 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "addr", env: envs("DARKROOM_ADDR"), def: addr, doc: "`127.0.0.1:8080`; stdio: `" + stdioFilesAddr + "`",
 			help: "HTTP listen address (stdio serves only /files on it, and takes a free port when this one is taken)",
 			set:  text(func(c *config) *string { return &c.Addr })},
-		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: "./darkroom-data",
-			help: "data directory: database and local files",
+		{flag: "data", env: envs("DARKROOM_DATA_DIR"), def: dataDir, doc: "`./darkroom-data`; stdio: the user data folder",
+			help: "data directory: database and local files (stdio's default is the user data folder: ~/.local/share/darkroom, ~/Library/Application Support/darkroom, %LOCALAPPDATA%\\darkroom)",
 			set:  text(func(c *config) *string { return &c.DataDir })},
 		{flag: "database-url", env: envs("DARKROOM_DATABASE_URL"),
 			help: "postgres://… selects PostgreSQL (several replicas may share it); empty: SQLite in the data directory",

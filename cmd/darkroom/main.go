@@ -8,7 +8,7 @@
 //	darkroom version
 //
 // Every setting is a flag whose default is a DARKROOM_* environment
-// variable (config.go; the table in README.md).
+// variable (config.go; the tables in docs/configuration.md).
 package main
 
 import (
@@ -34,7 +34,7 @@ Usage:
 
 Run "darkroom COMMAND -h" for its flags. Every flag has a DARKROOM_*
 environment variable that sets its default; the flag overrides it (see
-README.md).
+docs/configuration.md).
 `
 
 func main() {
