@@ -17,17 +17,20 @@ import (
 //     that never ends (until the client hangs up); a file download the
 //     same, unbase64'd;
 //   - [zeros:N]: the one image is N bytes of zeros (an "image" in name
-//     only), streamed as it is read.
+//     only), streamed as it is read;
+//   - [large:N]: the one image is N bytes, a real PNG padded with zeros
+//     (an image every check accepts, only large), streamed likewise.
 //
 // Nothing is held whole: a reply of gigabytes costs the emulator a
 // buffer.
 
-var hostileToken = regexp.MustCompile(`\[(many|zeros):(\d+)\]|\[endless\]`)
+var hostileToken = regexp.MustCompile(`\[(many|zeros|large):(\d+)\]|\[endless\]`)
 
 type hostility struct {
 	many    int
 	endless bool
 	zeros   int64
+	large   int64
 }
 
 func hostileOf(prompt string) (h hostility, ok bool) {
@@ -38,6 +41,8 @@ func hostileOf(prompt string) (h hostility, ok bool) {
 			h.many = int(n)
 		case "zeros":
 			h.zeros = n
+		case "large":
+			h.large = n
 		default:
 			h.endless = true
 		}
@@ -81,10 +86,10 @@ func hostileReply(w http.ResponseWriter, s replyShape, h hostility) {
 				return
 			}
 		}
-	case h.zeros > 0:
+	case h.zeros > 0 || h.large > 0:
 		io.WriteString(w, s.open)
 		enc := base64.NewEncoder(base64.StdEncoding, w)
-		if writeZeros(enc, h.zeros) != nil {
+		if writePadded(enc, h) != nil {
 			return
 		}
 		enc.Close()
@@ -112,6 +117,18 @@ func writeZeros(w io.Writer, n int64) error {
 	return nil
 }
 
+// writePadded writes h's zeros, or its large image: the PNG, then zeros
+// up to h.large bytes in all.
+func writePadded(w io.Writer, h hostility) error {
+	if h.large <= 0 {
+		return writeZeros(w, h.zeros)
+	}
+	if _, err := w.Write(pngBytes); err != nil {
+		return err
+	}
+	return writeZeros(w, h.large-int64(len(pngBytes)))
+}
+
 // hostileFile serves an output file of a job whose prompt asks for one:
 // zeros, or a PNG header then bytes without end. ok is false otherwise.
 func hostileFile(w http.ResponseWriter, j *job) (ok bool) {
@@ -125,10 +142,14 @@ func hostileFile(w http.ResponseWriter, j *job) (ok bool) {
 				return true
 			}
 		}
-	case h.zeros > 0:
+	case h.zeros > 0 || h.large > 0:
 		w.Header().Set("Content-Type", "image/png")
-		w.Header().Set("Content-Length", strconv.FormatInt(h.zeros, 10))
-		writeZeros(w, h.zeros)
+		size := h.zeros
+		if h.large > 0 {
+			size = max(h.large, int64(len(pngBytes)))
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		writePadded(w, h)
 		return true
 	}
 	return false
