@@ -69,12 +69,23 @@ func refusedErr(c *httpx.Client, backend string, e catalog.Entry, r *httpx.Respo
 	return err
 }
 
+// statusErr maps a refused status call as httpx does, with the
+// RetryInfo delay a 429 names (Google sends no Retry-After).
+func statusErr(c *httpx.Client, r *httpx.Response) error {
+	err := c.Err(r)
+	var re *provider.RetryableError
+	if d := retryDelay(r.Body); d > 0 && errors.As(err, &re) {
+		return &provider.RetryableError{Err: re.Err, After: d}
+	}
+	return err
+}
+
 func (p *Provider) interactionStatus(ctx context.Context, d jobData) (provider.Status, error) {
 	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, p.base+interactionsPath+"/"+d.Interaction, nil, nil)
 	if err != nil {
 		return provider.Status{}, err
 	}
-	if err := p.http.Err(resp); err != nil {
+	if err := statusErr(p.http, resp); err != nil {
 		return provider.Status{}, err
 	}
 	return readInteraction(resp.Body)

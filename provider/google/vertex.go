@@ -161,7 +161,7 @@ func (p *Provider) veoStatus(ctx context.Context, d jobData) (provider.Status, e
 		return provider.Status{}, err
 	}
 	if refused != nil {
-		return provider.Status{}, p.vertex.http.Err(refused)
+		return provider.Status{}, statusErr(p.vertex.http, refused)
 	}
 	defer resp.Body.Close()
 	sc := syncjob.NewScanner(resp.Body, []string{"bytesBase64Encoded"}, []string{"done", "code", "message", "raiMediaFilteredCount", "raiMediaFilteredReasons"})
