@@ -1058,10 +1058,14 @@ func (c *ComfyUI) render(p *comfyPrompt, id string) map[string]any {
 	if s := p.nodeOf("KSampler"); s != "" {
 		seed = intOf(p.graph[s].Inputs["seed"], 0)
 	}
+	sw, sh := w, h // at most 256 px a side, in the same proportions
+	if m := max(w, h); m > 256 {
+		sw, sh = max(w*256/m, 1), max(h*256/m, 1)
+	}
 	var items []any
 	for i := range batch {
 		name := file(".png", i)
-		c.files[typ+"/"+sub+"/"+name] = comfyPNG(min(w, 256), min(h, 256), seed+i)
+		c.files[typ+"/"+sub+"/"+name] = comfyPNG(sw, sh, seed+i)
 		items = append(items, map[string]any{"filename": name, "subfolder": sub, "type": typ})
 	}
 	return map[string]any{"images": items}

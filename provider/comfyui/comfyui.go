@@ -1,0 +1,1080 @@
+// Package comfyui is darkroom's adapter for ComfyUI, the operator's own
+// GPU: each workflow file of a folder is a model (workflow.go), run on one
+// or more ComfyUI backends.
+//
+// Wire facts it relies on, read from Comfy-Org/ComfyUI (server.py,
+// execution.py, main.py, comfy_execution/jobs.py at index commit
+// 002c3fb9; the git snapshot a125cd84 of 2025-10-12 lacks the jobs API and
+// the client-supplied prompt_id, which a ComfyUI that old refuses or
+// ignores):
+//
+//   - POST /prompt {prompt, prompt_id, client_id} queues the graph under
+//     the prompt_id we give, which must be a UUID in canonical lowercase
+//     form (else 400 invalid_prompt_id). ComfyUI does not refuse an id it
+//     already holds: it would queue it twice. So darkroom looks the id up
+//     before it submits (Find after a crash, and on the backend it chose
+//     in Submit), and the id is derived from the generation id
+//     (PromptID): exactly once.
+//   - 400 {error:{type,message,details,extra_info}, node_errors:{node:
+//     {errors:[{type,message,details,extra_info:{input_name}}],
+//     class_type}}}: a refused graph, a PermanentError naming the node and
+//     input; the generation is refunded (RefundsFailures).
+//   - GET /api/jobs/{id}: pending, in_progress, completed, failed (with
+//     execution_error), cancelled (an interrupted run), with the outputs;
+//     404 {"error":"Job not found"}. A ComfyUI without the jobs API
+//     answers aiohttp's plain 404: then GET /history/{id} and GET /queue.
+//   - POST /api/jobs/{id}/cancel {cancelled}: idempotent, interrupts the
+//     running job or dequeues a pending one; without it POST /interrupt
+//     {prompt_id} (only if that prompt runs) and POST /queue {delete}.
+//   - outputs: history outputs {node: {images|gifs|videos: [{filename,
+//     subfolder, type}]}}, read with GET /view?filename&subfolder&type;
+//     only the workflow's save nodes' files of type "output" are results.
+//   - POST /upload/image (multipart image, overwrite, type): inputs, named
+//     from the generation's prompt id and overwritten, so a retried submit
+//     replaces its file instead of adding "name (1).png".
+//   - GET /prompt {exec_info:{queue_remaining}}: a backend's load; a
+//     backend that does not answer takes no new prompt.
+//   - /ws?clientId=: progress (ws.go). Events of a prompt go only to the
+//     socket of the client_id it was queued with, so each process has its
+//     own clientId and a prompt queued by a process that died is polled.
+package comfyui
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+)
+
+// Name is the provider's id.
+const Name = "comfyui"
+
+// Config configures a Provider.
+type Config struct {
+	// URLs are the ComfyUI origins (http://host:8188), one or more.
+	URLs []string
+	// Header ("Name: value") goes with every request, for a ComfyUI
+	// behind an authenticating proxy.
+	Header string
+	// Workflows are the models served.
+	Workflows []*Workflow
+	// GiveUp is how long a backend may stay unreachable while it holds a
+	// job before the job is given up, failed and refunded (default 5 min).
+	GiveUp time.Duration
+	// HTTPClient sends the requests (nil: one with a 30 s timeout).
+	HTTPClient *http.Client
+	// NoWebsocket turns progress over the websocket off: jobs are polled.
+	NoWebsocket bool
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+// Provider is the ComfyUI adapter. It is safe for concurrent use.
+type Provider struct {
+	cfg      Config
+	http     *httpx.Client
+	header   http.Header
+	backends []*backend
+	models   map[string]*Workflow
+	list     []provider.Model
+	clientID string
+	live     *liveSet
+
+	startOnce sync.Once
+	stop      context.CancelFunc
+	onFrame   func() // tests: after each websocket frame
+
+	mu        sync.Mutex
+	cancelled map[string]time.Time // prompt ids we asked to cancel
+}
+
+// backend is one ComfyUI origin and what this process knows of it.
+type backend struct {
+	origin string
+	host   string
+
+	mu        sync.Mutex
+	downSince time.Time // zero while it answers
+	queue     int       // queue_remaining at the last look
+	inflight  int       // submits under way here
+	picked    int       // submits sent here, for ties
+	noJobs    bool      // an older ComfyUI: no /api/jobs
+	ws        *watcher
+}
+
+// New builds a Provider.
+func New(cfg Config) (*Provider, error) {
+	if len(cfg.URLs) == 0 {
+		return nil, errors.New("comfyui: at least one ComfyUI URL is needed")
+	}
+	if cfg.GiveUp <= 0 {
+		cfg.GiveUp = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	hc := httpx.Config{Provider: Name, HTTPClient: cfg.HTTPClient, Now: cfg.Now}
+	hdr := http.Header{}
+	if cfg.Header != "" {
+		name, value, ok := strings.Cut(cfg.Header, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		if !ok || name == "" || value == "" {
+			return nil, errors.New(`comfyui: the header is "Name: value"`)
+		}
+		hc.AuthHeader, hc.AuthValue = name, value
+		hdr.Set(name, value)
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	p := &Provider{cfg: cfg, http: httpx.New(hc), header: hdr, models: map[string]*Workflow{}, clientID: hex.EncodeToString(id[:]),
+		live: newLiveSet(cfg.Now), cancelled: map[string]time.Time{}}
+	for _, raw := range cfg.URLs {
+		u, err := url.Parse(strings.TrimSpace(raw))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("comfyui: bad URL %q (an origin: http://host:8188)", raw)
+		}
+		origin := u.Scheme + "://" + u.Host
+		if slices.ContainsFunc(p.backends, func(b *backend) bool { return b.origin == origin }) {
+			continue
+		}
+		p.backends = append(p.backends, &backend{origin: origin, host: u.Host})
+	}
+	for _, w := range cfg.Workflows {
+		if _, dup := p.models[w.Model.ID]; dup {
+			return nil, fmt.Errorf("comfyui: two workflows named %s", w.Name)
+		}
+		p.models[w.Model.ID] = w
+		p.list = append(p.list, w.Model)
+	}
+	return p, nil
+}
+
+// Name implements provider.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Models implements provider.Provider: one per workflow.
+func (p *Provider) Models() []provider.Model { return slices.Clone(p.list) }
+
+// Workflow is the workflow of a model id.
+func (p *Provider) Workflow(id string) (*Workflow, bool) {
+	w, ok := p.models[id]
+	return w, ok
+}
+
+// RefundsFailures implements provider.RefundsFailures: a refused graph, a
+// run that failed or a prompt a backend lost made nothing, and nothing is
+// charged for it.
+func (p *Provider) RefundsFailures() bool { return true }
+
+// Close stops the websockets.
+func (p *Provider) Close() {
+	p.start()
+	p.stop()
+}
+
+// start connects the websockets (once, at first use).
+func (p *Provider) start() {
+	p.startOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		p.stop = cancel
+		if p.cfg.NoWebsocket {
+			return
+		}
+		for _, b := range p.backends {
+			b.ws = &watcher{p: p, b: b}
+			go b.ws.run(ctx)
+		}
+	})
+}
+
+// PromptID is the prompt id of a generation: a UUID (version 8, RFC 9562)
+// from a hash of its id, in the canonical lowercase form ComfyUI accepts.
+func PromptID(key string) string {
+	s := sha256.Sum256([]byte("darkroom comfyui prompt\x00" + key))
+	b := s[:16]
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// jobData is what Job.Data holds.
+type jobData struct {
+	Backend string `json:"backend"`
+	Model   string `json:"modelId"`
+}
+
+func (p *Provider) jobOf(b *backend, model, id string) provider.Job {
+	d, _ := json.Marshal(jobData{Backend: b.origin, Model: model})
+	return provider.Job{ID: id, Data: d}
+}
+
+func (p *Provider) backendOf(job provider.Job) (*backend, jobData, error) {
+	var d jobData
+	_ = json.Unmarshal(job.Data, &d)
+	for _, b := range p.backends {
+		if b.origin == d.Backend {
+			return b, d, nil
+		}
+	}
+	return nil, d, &provider.PermanentError{Message: fmt.Sprintf("the ComfyUI at %s that holds this job is no longer configured (DARKROOM_COMFYUI_URL)", cmp.Or(d.Backend, "an unknown address"))}
+}
+
+// --- backend health and choice ---
+
+func (b *backend) answered() {
+	b.mu.Lock()
+	b.downSince = time.Time{}
+	b.mu.Unlock()
+}
+
+func (b *backend) failed(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.downSince.IsZero() {
+		b.downSince = now
+	}
+	return now.Sub(b.downSince)
+}
+
+// unreachable reports whether err is the backend not answering (as
+// opposed to the caller's own context ending).
+func unreachable(ctx context.Context, err error) bool {
+	var re *provider.RetryableError
+	return ctx.Err() == nil && errors.As(err, &re)
+}
+
+// load asks a backend its queue length (GET /prompt).
+func (p *Provider) load(ctx context.Context, b *backend) (int, error) {
+	var r struct {
+		ExecInfo struct {
+			QueueRemaining *int `json:"queue_remaining"`
+		} `json:"exec_info"`
+	}
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/prompt", nil, nil)
+	if err == nil {
+		err = p.http.Err(resp)
+	}
+	if err == nil && (json.Unmarshal(resp.Body, &r) != nil || r.ExecInfo.QueueRemaining == nil) {
+		err = &provider.RetryableError{Err: fmt.Errorf("comfyui: %s answers GET /prompt without exec_info.queue_remaining", b.host)}
+	}
+	if err != nil {
+		b.failed(p.cfg.Now())
+		return 0, err
+	}
+	b.answered()
+	b.mu.Lock()
+	b.queue = *r.ExecInfo.QueueRemaining
+	b.mu.Unlock()
+	return *r.ExecInfo.QueueRemaining, nil
+}
+
+// choose asks every backend its queue length and takes the shortest
+// (counting submits under way; ties go to the one picked least); a
+// backend that does not answer is left out.
+func (p *Provider) choose(ctx context.Context) (*backend, error) {
+	type answer struct {
+		b   *backend
+		n   int
+		err error
+	}
+	ch := make(chan answer, len(p.backends))
+	for _, b := range p.backends {
+		go func() {
+			n, err := p.load(ctx, b)
+			ch <- answer{b, n, err}
+		}()
+	}
+	var best *backend
+	bestLoad, bestPicked := 0, 0
+	var errs []string
+	for range p.backends {
+		a := <-ch
+		if a.err != nil {
+			errs = append(errs, a.b.host+": "+a.err.Error())
+			continue
+		}
+		a.b.mu.Lock()
+		load, picked := a.n+a.b.inflight, a.b.picked
+		a.b.mu.Unlock()
+		if best == nil || load < bestLoad || (load == bestLoad && (picked < bestPicked || picked == bestPicked && a.b.origin < best.origin)) {
+			best, bestLoad, bestPicked = a.b, load, picked
+		}
+	}
+	if best == nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		slices.Sort(errs)
+		return nil, &provider.RetryableError{Err: fmt.Errorf("%w: no ComfyUI answers (%s)", provider.ErrNotCreated, strings.Join(errs, "; ")), After: 5 * time.Second}
+	}
+	best.mu.Lock()
+	best.inflight++
+	best.picked++
+	best.mu.Unlock()
+	return best, nil
+}
+
+// Ping implements provider.Pinger: some backend answers /system_stats.
+func (p *Provider) Ping(ctx context.Context) error {
+	var errs []string
+	for _, b := range p.backends {
+		resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/system_stats", nil, nil)
+		if err == nil {
+			err = p.http.Err(resp)
+		}
+		if err == nil {
+			b.answered()
+			return nil
+		}
+		b.failed(p.cfg.Now())
+		errs = append(errs, b.host+": "+err.Error())
+	}
+	return fmt.Errorf("comfyui: no backend answers: %s", strings.Join(errs, "; "))
+}
+
+// --- submit ---
+
+// Submit implements provider.Provider: the inputs uploaded, the graph
+// built and queued under the generation's prompt id on the least loaded
+// backend, unless that backend already holds it.
+func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
+	w, ok := p.models[req.Model.ID]
+	if !ok {
+		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("no ComfyUI workflow serves model %q here", req.Model.ID)}
+	}
+	if err := w.CheckInput(req.Input); err != nil {
+		return provider.Job{}, &provider.PermanentError{Message: err.Error()}
+	}
+	p.start()
+	b, err := p.choose(ctx)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	defer func() {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}()
+	id := PromptID(req.IdempotencyKey)
+	if held, err := p.holder(ctx, b, id, w); err != nil {
+		return provider.Job{}, httpx.SubmitErr(err, nil)
+	} else if held != nil {
+		return p.jobOf(held, w.Model.ID, id), nil // queued by an earlier attempt: never twice
+	}
+	job := p.jobOf(b, w.Model.ID, id)
+	files, err := p.uploadInputs(ctx, b, w, id, req)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	graph, err := w.build(req, files)
+	if err != nil {
+		return provider.Job{}, err
+	}
+	p.live.track(id)
+	body := map[string]any{"prompt": graph, "prompt_id": id, "client_id": p.clientID,
+		"extra_data": map[string]any{"darkroom_generation": req.IdempotencyKey}}
+	resp, err := p.http.Do(ctx, httpx.Create, http.MethodPost, b.origin+"/prompt", body, nil)
+	if err != nil {
+		return provider.Job{}, httpx.SubmitErr(err, nil)
+	}
+	if resp.Status == http.StatusBadRequest {
+		return provider.Job{}, &provider.PermanentError{Message: refusal(w, resp.Body)}
+	}
+	if err := p.http.Err(resp); err != nil {
+		return provider.Job{}, httpx.SubmitErr(err, resp)
+	}
+	var r struct {
+		PromptID string `json:"prompt_id"`
+	}
+	if json.Unmarshal(resp.Body, &r) != nil || r.PromptID != id {
+		// An older ComfyUI ignores a client's prompt_id and mints its own:
+		// its prompts cannot be found again, so it is not used.
+		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("the ComfyUI at %s did not keep the prompt id darkroom gave (%q): it is older than the client-supplied prompt_id, which darkroom needs to submit exactly once; update ComfyUI", b.host, r.PromptID)}
+	}
+	b.answered()
+	return job, nil
+}
+
+// holder is the backend that already holds prompt id, if one that
+// answers does: the chosen one must answer; one that does not answer was
+// left out by choose (the runner's Find, which asks every backend, is
+// what settles a submit whose outcome is unknown).
+func (p *Provider) holder(ctx context.Context, chosen *backend, id string, w *Workflow) (*backend, error) {
+	type answer struct {
+		b     *backend
+		found bool
+		err   error
+	}
+	ch := make(chan answer, len(p.backends))
+	for _, b := range p.backends {
+		go func() {
+			_, found, err := p.lookup(ctx, b, id, w)
+			ch <- answer{b, found, err}
+		}()
+	}
+	var held *backend
+	var err error
+	for range p.backends {
+		a := <-ch
+		switch {
+		case a.found:
+			held = a.b
+		case a.err != nil && a.b == chosen:
+			err = a.err
+		}
+	}
+	if held != nil {
+		return held, nil
+	}
+	return nil, err
+}
+
+// nodeError is one entry of a 400's node_errors.
+type nodeError struct {
+	ClassType string `json:"class_type"`
+	Errors    []struct {
+		Type      string         `json:"type"`
+		Message   string         `json:"message"`
+		Details   string         `json:"details"`
+		ExtraInfo map[string]any `json:"extra_info"`
+	} `json:"errors"`
+}
+
+// refusal is the message of a 400 from POST /prompt: each node and input
+// named, in darkroom's words where the input is one of generate's own.
+func refusal(w *Workflow, body []byte) string {
+	var r struct {
+		Error struct {
+			Type      string         `json:"type"`
+			Message   string         `json:"message"`
+			Details   string         `json:"details"`
+			ExtraInfo map[string]any `json:"extra_info"`
+		} `json:"error"`
+		NodeErrors map[string]nodeError `json:"node_errors"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return clip.Message("ComfyUI refused the workflow: " + httpx.Message(body))
+	}
+	owned := w.owned()
+	var parts []string
+	for _, node := range slices.Sorted(mapsKeys(r.NodeErrors)) {
+		ne := r.NodeErrors[node]
+		for _, e := range ne.Errors {
+			in, _ := e.ExtraInfo["input_name"].(string)
+			s := fmt.Sprintf("node %s (%s)", node, ne.ClassType)
+			if in != "" {
+				s += " input " + in
+				if arg, ok := owned[node+"."+in]; ok {
+					s += " (set by " + arg + ")"
+				}
+			}
+			s += ": " + e.Message
+			if e.Details != "" {
+				s += " (" + e.Details + ")"
+			}
+			parts = append(parts, s)
+		}
+	}
+	msg := "ComfyUI refused workflow " + w.Name
+	if r.Error.Type != "" {
+		msg += " (" + r.Error.Type + ")"
+	}
+	if len(parts) > 0 {
+		msg += ": " + strings.Join(parts, "; ")
+	} else {
+		msg += ": " + strings.TrimSuffix(r.Error.Message, ".")
+		if r.Error.Details != "" {
+			msg += " (" + r.Error.Details + ")"
+		}
+		if r.Error.Type == "missing_node_type" {
+			msg += "; install the custom node on every ComfyUI darkroom uses"
+		}
+	}
+	return clip.Message(msg)
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// uploadInputs uploads each input file to the node input its role maps
+// to, named from the prompt id and overwritten: a retry replaces its
+// file. It returns what each node input is to name.
+func (p *Provider) uploadInputs(ctx context.Context, b *backend, w *Workflow, id string, req provider.Request) (map[string]string, error) {
+	files := map[string]string{}
+	refs := 0
+	all := slices.Clone(req.Extra)
+	if req.InputImage != nil {
+		in := *req.InputImage
+		in.Role = provider.RoleImage
+		all = append([]provider.Input{in}, all...)
+	}
+	for _, in := range all {
+		var ref, role string
+		switch in.Role {
+		case provider.RoleImage, provider.RoleFirstFrame, "":
+			ref, role = w.Map.Image, "image"
+		case provider.RoleMask:
+			ref, role = w.Map.Mask, "mask"
+		case provider.RoleLastFrame:
+			ref, role = w.Map.LastFrame, "last_frame"
+		case provider.RoleReference:
+			if refs < len(w.Map.References) {
+				ref = w.Map.References[refs]
+			}
+			role = fmt.Sprintf("reference-%d", refs+1)
+			refs++
+		}
+		if ref == "" {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("workflow %s takes no %s input", w.Name, in.Role)}
+		}
+		name := "darkroom-" + id + "-" + role + extOf(in.MimeType)
+		got, err := p.upload(ctx, b, name, in)
+		if err != nil {
+			return nil, err
+		}
+		files[ref] = got
+	}
+	return files, nil
+}
+
+func extOf(mime string) string {
+	switch mime {
+	case "image/jpeg":
+		return ".jpg"
+	case "image/webp":
+		return ".webp"
+	case "image/gif":
+		return ".gif"
+	}
+	return ".png"
+}
+
+// upload streams one input to POST /upload/image (type input, overwrite).
+func (p *Provider) upload(ctx context.Context, b *backend, name string, in provider.Input) (string, error) {
+	if in.Open == nil {
+		return "", &provider.PermanentError{Message: "an input file cannot be read"}
+	}
+	rc, err := in.Open(ctx)
+	if err != nil {
+		return "", fmt.Errorf("comfyui: read input: %w", err)
+	}
+	defer rc.Close()
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		err := func() error {
+			fw, err := mw.CreateFormFile("image", name)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(fw, rc); err != nil {
+				return err
+			}
+			for k, v := range map[string]string{"overwrite": "true", "type": "input"} {
+				if err := mw.WriteField(k, v); err != nil {
+					return err
+				}
+			}
+			return mw.Close()
+		}()
+		pw.CloseWithError(err)
+	}()
+	stream, r, err := p.http.Open(ctx, httpx.Other, http.MethodPost, b.origin+"/upload/image", pr, mw.FormDataContentType(), nil)
+	pr.Close()
+	if err != nil {
+		return "", err
+	}
+	if stream == nil {
+		return "", p.http.Err(r)
+	}
+	defer stream.Body.Close()
+	var u struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(io.LimitReader(stream.Body, 1<<20)).Decode(&u); err != nil || u.Name == "" {
+		return "", &provider.RetryableError{Err: fmt.Errorf("comfyui: %s answered the upload without a file name", b.host)}
+	}
+	return u.Name, nil
+}
+
+// --- find, status ---
+
+// view is what a backend says of one prompt.
+type view struct {
+	state    provider.State
+	outputs  []provider.Output
+	err      string
+	position int // 1-based, pending only (0: unknown)
+}
+
+// Find implements provider.Provider: the generation's prompt id looked up
+// on every backend. A backend that cannot be asked makes the answer
+// unknown (an error), never "none": a second submit could run it twice.
+func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, error) {
+	id := PromptID(key)
+	var errs []string
+	for _, b := range p.backends {
+		_, found, err := p.lookup(ctx, b, id, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return provider.Job{}, false, ctx.Err()
+			}
+			errs = append(errs, b.host+": "+err.Error())
+			continue
+		}
+		if found {
+			p.start()
+			return p.jobOf(b, "", id), true, nil
+		}
+	}
+	if len(errs) > 0 {
+		return provider.Job{}, false, &provider.RetryableError{Err: fmt.Errorf("comfyui: cannot tell whether prompt %s was queued: %s", id, strings.Join(errs, "; ")), After: 5 * time.Second}
+	}
+	return provider.Job{}, false, nil
+}
+
+// lookup asks one backend about a prompt: the jobs API, or on a ComfyUI
+// without it the history and the queue.
+func (p *Provider) lookup(ctx context.Context, b *backend, id string, w *Workflow) (view, bool, error) {
+	b.mu.Lock()
+	noJobs := b.noJobs
+	b.mu.Unlock()
+	if !noJobs {
+		resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/api/jobs/"+url.PathEscape(id), nil, nil)
+		if err != nil {
+			return view{}, false, err
+		}
+		if resp.Status == http.StatusNotFound {
+			var nf struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(resp.Body, &nf) == nil && nf.Error != "" {
+				b.answered()
+				return view{}, false, nil // the jobs API does not know it
+			}
+			b.mu.Lock()
+			b.noJobs = true // an older ComfyUI
+			b.mu.Unlock()
+			return p.lookupOld(ctx, b, id, w)
+		}
+		if err := p.http.Err(resp); err != nil {
+			return view{}, false, err
+		}
+		var j job
+		if err := json.Unmarshal(resp.Body, &j); err != nil {
+			return view{}, false, &provider.RetryableError{Err: fmt.Errorf("comfyui: unreadable job: %w", err)}
+		}
+		b.answered()
+		v := p.viewOfJob(b, j, w)
+		if v.state == provider.StateQueued {
+			v.position = p.position(ctx, b, id)
+		}
+		return v, true, nil
+	}
+	return p.lookupOld(ctx, b, id, w)
+}
+
+// job is /api/jobs/{id}'s answer (jobs.py normalize_*_item).
+type job struct {
+	ID             string                    `json:"id"`
+	Status         string                    `json:"status"`
+	Outputs        map[string]map[string]any `json:"outputs"`
+	ExecutionError map[string]any            `json:"execution_error"`
+}
+
+func (p *Provider) viewOfJob(b *backend, j job, w *Workflow) view {
+	switch j.Status {
+	case "pending":
+		return view{state: provider.StateQueued}
+	case "in_progress":
+		return view{state: provider.StateRunning}
+	case "completed":
+		return view{state: provider.StateCompleted, outputs: p.outputsOf(b, j.Outputs, w)}
+	case "cancelled":
+		return view{state: provider.StateCancelled}
+	case "failed":
+		return view{state: provider.StateFailed, err: runError(j.ExecutionError)}
+	}
+	return view{state: provider.StateQueued}
+}
+
+func runError(e map[string]any) string {
+	if e == nil {
+		return "the ComfyUI run failed"
+	}
+	node, _ := e["node_id"].(string)
+	class, _ := e["node_type"].(string)
+	msg, _ := e["exception_message"].(string)
+	typ, _ := e["exception_type"].(string)
+	s := "the ComfyUI run failed"
+	if node != "" {
+		s += fmt.Sprintf(" at node %s (%s)", node, class)
+	}
+	if msg = strings.TrimSpace(msg); msg != "" {
+		s += ": " + msg
+	} else if typ != "" {
+		s += ": " + typ
+	}
+	return clip.Message(s)
+}
+
+// lookupOld is lookup on a ComfyUI without the jobs API.
+func (p *Provider) lookupOld(ctx context.Context, b *backend, id string, w *Workflow) (view, bool, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/history/"+url.PathEscape(id), nil, nil)
+	if err == nil {
+		err = p.http.Err(resp)
+	}
+	if err != nil {
+		return view{}, false, err
+	}
+	var h map[string]struct {
+		Outputs map[string]map[string]any `json:"outputs"`
+		Status  *struct {
+			StatusStr string  `json:"status_str"`
+			Messages  [][]any `json:"messages"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(resp.Body, &h); err != nil {
+		return view{}, false, &provider.RetryableError{Err: fmt.Errorf("comfyui: unreadable history: %w", err)}
+	}
+	if item, ok := h[id]; ok {
+		b.answered()
+		if item.Status == nil || item.Status.StatusStr != "error" {
+			return view{state: provider.StateCompleted, outputs: p.outputsOf(b, item.Outputs, w)}, true, nil
+		}
+		var errData map[string]any
+		for _, m := range item.Status.Messages {
+			if len(m) < 2 {
+				continue
+			}
+			switch m[0] {
+			case "execution_interrupted":
+				return view{state: provider.StateCancelled}, true, nil
+			case "execution_error":
+				errData, _ = m[1].(map[string]any)
+			}
+		}
+		return view{state: provider.StateFailed, err: runError(errData)}, true, nil
+	}
+	q, err := p.queue(ctx, b)
+	if err != nil {
+		return view{}, false, err
+	}
+	if slices.Contains(q.running, id) {
+		return view{state: provider.StateRunning}, true, nil
+	}
+	if i := slices.Index(q.pending, id); i >= 0 {
+		return view{state: provider.StateQueued, position: i + 1}, true, nil
+	}
+	return view{}, false, nil
+}
+
+type queueView struct{ running, pending []string }
+
+// queue is GET /queue: the ids running and pending, in queue order.
+func (p *Provider) queue(ctx context.Context, b *backend) (queueView, error) {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/queue", nil, nil)
+	if err == nil {
+		err = p.http.Err(resp)
+	}
+	if err != nil {
+		return queueView{}, err
+	}
+	var q struct {
+		Running [][]any `json:"queue_running"`
+		Pending [][]any `json:"queue_pending"`
+	}
+	if err := json.Unmarshal(resp.Body, &q); err != nil {
+		return queueView{}, &provider.RetryableError{Err: fmt.Errorf("comfyui: unreadable queue: %w", err)}
+	}
+	b.answered()
+	type item struct {
+		n  float64
+		id string
+	}
+	ids := func(items [][]any) []string {
+		var its []item
+		for _, it := range items {
+			if len(it) >= 2 {
+				n, _ := it[0].(float64)
+				id, _ := it[1].(string)
+				its = append(its, item{n, id})
+			}
+		}
+		slices.SortStableFunc(its, func(a, b item) int { return cmp.Compare(a.n, b.n) })
+		var out []string
+		for _, it := range its {
+			out = append(out, it.id)
+		}
+		return out
+	}
+	return queueView{running: ids(q.Running), pending: ids(q.Pending)}, nil
+}
+
+// position is a pending prompt's place in its backend's queue (the jobs
+// API's pending jobs, oldest first); 0 when it cannot be had.
+func (p *Provider) position(ctx context.Context, b *backend, id string) int {
+	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/api/jobs?status=pending&sort_by=created_at&sort_order=asc", nil, nil)
+	if err != nil || !resp.OK() {
+		return 0
+	}
+	var r struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+	}
+	if json.Unmarshal(resp.Body, &r) != nil {
+		return 0
+	}
+	for i, j := range r.Jobs {
+		if j.ID == id {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// outputKeys are the lists of files an output node's ui output holds
+// (SaveImage and SaveVideo: images; VideoHelperSuite: gifs).
+var outputKeys = []string{"images", "gifs", "videos", "video", "animated_images"}
+
+// outputsOf reads the result files of the workflow's save nodes (any
+// node's, for a job found without its model), in node order.
+func (p *Provider) outputsOf(b *backend, outputs map[string]map[string]any, w *Workflow) []provider.Output {
+	m := map[string]Node{}
+	for k := range outputs {
+		m[k] = Node{}
+	}
+	nodes := ids(m)
+	var out []provider.Output
+	for _, node := range nodes {
+		if w != nil && !slices.Contains(w.Map.Outputs, node) {
+			continue
+		}
+		for _, key := range outputKeys {
+			items, _ := outputs[node][key].([]any)
+			for _, it := range items {
+				f, _ := it.(map[string]any)
+				name, _ := f["filename"].(string)
+				sub, _ := f["subfolder"].(string)
+				typ, _ := f["type"].(string)
+				if name == "" || cmp.Or(typ, "output") != "output" {
+					continue
+				}
+				q := url.Values{"filename": {name}, "subfolder": {sub}, "type": {"output"}}
+				format, _ := f["format"].(string)
+				out = append(out, provider.Output{URL: b.origin + "/view?" + q.Encode(), MimeType: mimeOf(name, format)})
+			}
+		}
+	}
+	return out
+}
+
+func mimeOf(name, format string) string {
+	if strings.HasPrefix(format, "video/") {
+		return "video/mp4"
+	}
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".webp":
+		return "image/webp"
+	case ".gif":
+		return "image/gif"
+	case ".mp4", ".mov":
+		return "video/mp4"
+	case ".webm":
+		return "video/webm"
+	}
+	return "application/octet-stream"
+}
+
+// Status implements provider.Provider.
+func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status, error) {
+	b, d, err := p.backendOf(j)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	p.start()
+	p.live.track(j.ID)
+	w := p.models[d.Model]
+	v, found, err := p.lookup(ctx, b, j.ID, w)
+	if err != nil {
+		if !unreachable(ctx, err) {
+			return provider.Status{}, err
+		}
+		down := b.failed(p.cfg.Now())
+		if down >= p.cfg.GiveUp {
+			p.live.forget(j.ID)
+			return provider.Status{State: provider.StateFailed, NotBilled: true,
+				Error: fmt.Sprintf("the ComfyUI at %s has not answered for %s while running this prompt; given up", b.host, down.Round(time.Second))}, nil
+		}
+		return provider.Status{}, err
+	}
+	if !found {
+		p.live.forget(j.ID)
+		if p.askedToCancel(j.ID) {
+			return provider.Status{State: provider.StateCancelled, Message: "cancelled at ComfyUI (" + b.host + ")"}, nil
+		}
+		return provider.Status{State: provider.StateFailed, NotBilled: true,
+			Error: fmt.Sprintf("the ComfyUI at %s no longer knows this prompt: it restarted and lost its queue, or its history was cleared", b.host)}, nil
+	}
+	st := provider.Status{State: v.state}
+	switch v.state {
+	case provider.StateQueued:
+		st.Message = "in the queue of the ComfyUI at " + b.host
+		if v.position > 0 {
+			st.Message += fmt.Sprintf(", position %d", v.position)
+		}
+	case provider.StateRunning:
+		st.Message = "running on the ComfyUI at " + b.host
+		if l, ok := p.live.get(j.ID); ok && l.max > 0 {
+			st.Progress = min(float64(l.value)/float64(l.max), 0.99)
+			st.Message += fmt.Sprintf(": node %s, step %d/%d (%.0f%%)", l.node, l.value, l.max, st.Progress*100)
+		}
+	case provider.StateCompleted:
+		st.Progress, st.Message, st.Outputs = 1, "completed on the ComfyUI at "+b.host, v.outputs
+		if len(v.outputs) == 0 {
+			st = provider.Status{State: provider.StateFailed, NotBilled: true, Error: "the ComfyUI run completed without an output file from the workflow's save nodes"}
+		}
+	case provider.StateFailed:
+		st.Error, st.NotBilled = v.err, true
+	case provider.StateCancelled:
+		st.Message = "cancelled at ComfyUI (" + b.host + ")"
+	}
+	if st.State.Terminal() {
+		p.live.forget(j.ID)
+	}
+	return st, nil
+}
+
+func (p *Provider) askedToCancel(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	for k, at := range p.cancelled {
+		if now.Sub(at) > 24*time.Hour {
+			delete(p.cancelled, k)
+		}
+	}
+	_, ok := p.cancelled[id]
+	return ok
+}
+
+// Cancel implements provider.Provider: POST /api/jobs/{id}/cancel, or on
+// an older ComfyUI /interrupt with the prompt id and /queue delete; then
+// the state the backend shows.
+func (p *Provider) Cancel(ctx context.Context, j provider.Job) (provider.Status, error) {
+	b, _, err := p.backendOf(j)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	p.mu.Lock()
+	p.cancelled[j.ID] = p.cfg.Now()
+	p.mu.Unlock()
+	b.mu.Lock()
+	noJobs := b.noJobs
+	b.mu.Unlock()
+	if !noJobs {
+		resp, err := p.http.Do(ctx, httpx.Other, http.MethodPost, b.origin+"/api/jobs/"+url.PathEscape(j.ID)+"/cancel", map[string]any{}, nil)
+		if err != nil {
+			return provider.Status{}, err
+		}
+		var nf struct {
+			Error string `json:"error"`
+		}
+		if resp.Status == http.StatusNotFound && json.Unmarshal(resp.Body, &nf) != nil {
+			b.mu.Lock()
+			b.noJobs = true
+			b.mu.Unlock()
+			noJobs = true
+		} else if err := p.http.Err(resp); err != nil {
+			return provider.Status{}, err
+		}
+	}
+	if noJobs {
+		for _, call := range []struct {
+			path string
+			body any
+		}{{"/interrupt", map[string]any{"prompt_id": j.ID}}, {"/queue", map[string]any{"delete": []string{j.ID}}}} {
+			resp, err := p.http.Do(ctx, httpx.Other, http.MethodPost, b.origin+call.path, call.body, nil)
+			if err == nil {
+				err = p.http.Err(resp)
+			}
+			if err != nil {
+				return provider.Status{}, err
+			}
+		}
+	}
+	st, err := p.Status(ctx, j)
+	if err != nil {
+		return provider.Status{State: provider.StateRunning, Message: "cancellation requested at ComfyUI (" + b.host + ")"}, nil
+	}
+	if !st.State.Terminal() {
+		st.Message = "cancellation requested; " + st.Message
+	}
+	return st, nil
+}
+
+// OpenOutput implements provider.Provider: the file from /view on the
+// backend that made it (never another host).
+func (p *Provider) OpenOutput(ctx context.Context, j provider.Job, out provider.Output) (io.ReadCloser, error) {
+	b, _, err := p.backendOf(j)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(out.URL, b.origin+"/view?") {
+		return nil, &provider.PermanentError{Message: "a ComfyUI output not on its backend's /view"}
+	}
+	stream, r, err := p.http.Open(ctx, httpx.Other, http.MethodGet, out.URL, nil, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if stream == nil {
+		return nil, p.http.Err(r)
+	}
+	return stream.Body, nil
+}
+
+// Preview is the latest preview frame of a running prompt (made small by
+// package preview: a JPEG of at most 512 px and 64 KB), and how many
+// frames came; ok is false when none came.
+func (p *Provider) Preview(jobID string) (jpeg []byte, frames int, ok bool) {
+	l, ok := p.live.get(jobID)
+	if !ok || l.preview == nil {
+		return nil, 0, false
+	}
+	return bytes.Clone(l.preview), l.frames, true
+}

@@ -1,0 +1,516 @@
+package comfyui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/png"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// rig is an emulator with ComfyUI backends and a provider over them,
+// on the emulator's clock.
+type rig struct {
+	t      *testing.T
+	em     *emulator.Emulator
+	clock  *emulator.Clock
+	comfy  []*emulator.ComfyUI
+	p      *Provider
+	frames chan struct{}
+}
+
+func newRig(t *testing.T, n int, o emulator.ComfyOptions, cfg Config) *rig {
+	t.Helper()
+	clock := emulator.NewClock(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
+	em := emulator.New(emulator.Options{Clock: clock})
+	t.Cleanup(em.Close)
+	r := &rig{t: t, em: em, clock: clock, frames: make(chan struct{}, 4096)}
+	for range n {
+		c := em.ComfyUI(o)
+		r.comfy = append(r.comfy, c)
+		cfg.URLs = append(cfg.URLs, c.URL)
+	}
+	ws, err := LoadWorkflows("workflows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Workflows, cfg.Now = ws, clock.Now
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.onFrame = func() {
+		select {
+		case r.frames <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(p.Close)
+	r.p = p
+	return r
+}
+
+// connected waits until every backend holds the provider's websocket.
+func (r *rig) connected() {
+	r.t.Helper()
+	r.p.start()
+	deadline := time.After(10 * time.Second)
+	for !r.p.Connected() || !r.socketsOpen() {
+		select {
+		case <-r.frames: // the first frame of each socket is its status
+		case <-deadline:
+			r.t.Fatal("the websockets did not connect")
+		}
+	}
+}
+
+func (r *rig) socketsOpen() bool {
+	for _, c := range r.comfy {
+		if c.Sockets() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// until advances nothing: it waits for websocket frames until ok holds.
+func (r *rig) until(what string, ok func() bool) {
+	r.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !ok() {
+		select {
+		case <-r.frames:
+		case <-deadline:
+			r.t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+func (r *rig) advance(d time.Duration) { r.em.Advance(d) }
+
+func (r *rig) model(name string) provider.Model {
+	r.t.Helper()
+	w, ok := r.p.Workflow("comfyui:" + name)
+	if !ok {
+		r.t.Fatalf("no workflow %s", name)
+	}
+	return w.Model
+}
+
+func (r *rig) submit(key, model, prompt string, mod func(*provider.Request)) provider.Job {
+	r.t.Helper()
+	req := provider.Request{IdempotencyKey: key, Model: r.model(model), Prompt: prompt}
+	if mod != nil {
+		mod(&req)
+	}
+	job, err := r.p.Submit(context.Background(), req)
+	if err != nil {
+		r.t.Fatalf("submit %s: %v", key, err)
+	}
+	return job
+}
+
+func (r *rig) status(job provider.Job) provider.Status {
+	r.t.Helper()
+	st, err := r.p.Status(context.Background(), job)
+	if err != nil {
+		r.t.Fatalf("status: %v", err)
+	}
+	return st
+}
+
+func pngInput(w, h int, seed byte) *provider.Input {
+	var b bytes.Buffer
+	img := emuImage(w, h, seed)
+	png.Encode(&b, img)
+	data := b.Bytes()
+	return &provider.Input{MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}}
+}
+
+func TestComfyPromptID(t *testing.T) {
+	a, b := PromptID("0190aaaa"), PromptID("0190aaab")
+	if a == b || a != PromptID("0190aaaa") || len(a) != 36 || strings.ToLower(a) != a || a[14] != '8' {
+		t.Fatalf("prompt ids %s %s", a, b)
+	}
+}
+
+func TestComfyWorkflows(t *testing.T) {
+	ws, err := LoadWorkflows("workflows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*Workflow{}
+	for _, w := range ws {
+		byName[w.Name] = w
+	}
+	for _, tc := range []struct {
+		name     string
+		kind     provider.Kind
+		m        Mapping
+		maxCount int
+		roles    map[string]int
+		needs    bool
+		ratios   bool
+	}{
+		{"text-to-image", provider.KindImage, Mapping{Prompt: "6.text", NegativePrompt: "7.text", Seed: "3.seed", Width: "5.width", Height: "5.height", Count: "5.batch_size", Outputs: []string{"9"}}, 4, nil, false, true},
+		{"masked-inpainting", provider.KindImage, Mapping{Prompt: "6.text", NegativePrompt: "7.text", Seed: "3.seed", Image: "10.image", Mask: "11.image", Outputs: []string{"9"}}, 1, map[string]int{"mask": 1}, true, false},
+		{"image-to-video", provider.KindVideo, Mapping{Seed: "3.seed", Width: "12.width", Height: "12.height", Image: "23.image", Outputs: []string{"27"}}, 1, nil, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := byName[tc.name]
+			if w == nil {
+				t.Fatal("not loaded")
+			}
+			m := w.Model
+			if m.ID != "comfyui:"+tc.name || m.Provider != Name || m.Kind != tc.kind || m.MaxCount != tc.maxCount || m.NeedsInputImage != tc.needs || (len(m.AspectRatios) > 0) != tc.ratios {
+				t.Fatalf("model %+v", m)
+			}
+			if len(m.Roles) != len(tc.roles) || (tc.roles != nil && m.Roles["mask"] != tc.roles["mask"]) {
+				t.Fatalf("roles %v", m.Roles)
+			}
+			got, want := w.Map, tc.m
+			if strings.Join(got.Outputs, ",") != strings.Join(want.Outputs, ",") || got.Prompt != want.Prompt || got.NegativePrompt != want.NegativePrompt ||
+				got.Seed != want.Seed || got.Width != want.Width || got.Height != want.Height || got.Count != want.Count || got.Image != want.Image || got.Mask != want.Mask {
+				t.Fatalf("mapping %+v, want %+v", got, want)
+			}
+			if m.Credits < 1 || m.ExpectedDuration <= 0 || m.Title == "" {
+				t.Fatalf("model %+v", m)
+			}
+		})
+	}
+}
+
+func TestComfyWorkflowRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, graph string
+		mf          mappingFile
+		want        string
+	}{
+		{"UI format", `{"nodes":[],"links":[]}`, mappingFile{}, "API-format"},
+		{"no output", `{"1":{"class_type":"CLIPTextEncode","inputs":{"text":"x"}}}`, mappingFile{}, "no output node"},
+		{"mapped to a missing node", `{"1":{"class_type":"SaveImage","inputs":{"images":["2",0]}}}`, mappingFile{Mapping: Mapping{Prompt: "7.text"}}, "names node 7"},
+		{"mapped to a link", `{"1":{"class_type":"SaveImage","inputs":{"images":["2",0]}}}`, mappingFile{Mapping: Mapping{Prompt: "1.images"}}, "linked input"},
+		{"bad ref", `{"1":{"class_type":"SaveImage","inputs":{"images":["2",0]}}}`, mappingFile{Mapping: Mapping{Seed: "seed"}}, `"node.input"`},
+		{"bad kind", `{"1":{"class_type":"SaveImage","inputs":{"images":["2",0]}}}`, mappingFile{Kind: "audio"}, "image or video"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewWorkflow("x", []byte(tc.graph), tc.mf)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestComfyCheckInput(t *testing.T) {
+	ws, err := LoadWorkflows("workflows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *Workflow
+	for _, x := range ws {
+		if x.Name == "text-to-image" {
+			w = x
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		input map[string]any
+		want  string // "" accepted
+	}{
+		{"steps and sampler", map[string]any{"3.steps": 30.0, "3.sampler_name": "dpmpp_2m", "4.ckpt_name": "v1-5-pruned-emaonly.safetensors"}, ""},
+		{"owned seed", map[string]any{"3.seed": 5.0}, "set by generate's seed"},
+		{"owned prompt", map[string]any{"6.text": "x"}, "set by generate's prompt"},
+		{"linked", map[string]any{"3.model": "x"}, "linked to another node"},
+		{"no node", map[string]any{"99.steps": 1.0}, "has no node 99"},
+		{"no input", map[string]any{"3.nope": 1.0}, "has no input nope"},
+		{"type", map[string]any{"3.steps": "many"}, "is a number, not a string"},
+		{"not node.input", map[string]any{"steps": 1.0}, `"node.input"`},
+		{"structured", map[string]any{"3.cfg": []any{1.0}}, "not a structured value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := w.CheckInput(tc.input)
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if len(w.Fields()) == 0 {
+		t.Fatal("no fields")
+	}
+	for _, f := range w.Fields() {
+		if f.Name == "3.seed" || f.Name == "6.text" || f.Name == "3.model" {
+			t.Fatalf("field %s is owned or linked", f.Name)
+		}
+	}
+}
+
+// TestComfyRun: three prompts over two backends by queue length, with
+// progress and previews from the websocket, outputs streamed from /view.
+func TestComfyRun(t *testing.T) {
+	r := newRig(t, 2, emulator.ComfyOptions{Steps: 4, RunTime: 4 * time.Second}, Config{})
+	r.connected()
+	jobs := []provider.Job{
+		r.submit("gen-1", "text-to-image", "a lighthouse", func(q *provider.Request) { q.Count, q.AspectRatio = 2, "16:9" }),
+		r.submit("gen-2", "text-to-image", "a ferry", nil),
+		r.submit("gen-3", "text-to-image", "a harbour", nil),
+	}
+	if a, b := r.comfy[0].Queued(), r.comfy[1].Queued(); a+b != 3 || a == 0 || b == 0 {
+		t.Fatalf("queued %d and %d: not shared by queue length", a, b)
+	}
+	third := r.status(jobs[2])
+	if third.State != provider.StateQueued || !strings.Contains(third.Message, "position 1") {
+		t.Fatalf("third: %+v", third)
+	}
+	r.advance(2 * time.Second)
+	r.until("progress of the first", func() bool {
+		l, ok := r.p.live.get(jobs[0].ID)
+		return ok && l.value >= 2 && l.frames >= 2
+	})
+	st := r.status(jobs[0])
+	if st.State != provider.StateRunning || st.Progress < 0.3 || !strings.Contains(st.Message, "step 2/4") {
+		t.Fatalf("running: %+v", st)
+	}
+	if img, frames, ok := r.p.Preview(jobs[0].ID); !ok || frames < 2 || len(img) == 0 {
+		t.Fatalf("preview: %v %d", ok, frames)
+	}
+	r.advance(2 * time.Second)
+	st = r.status(jobs[0])
+	if st.State != provider.StateCompleted || len(st.Outputs) != 2 {
+		t.Fatalf("completed: %+v", st)
+	}
+	for _, o := range st.Outputs {
+		rc, err := r.p.OpenOutput(context.Background(), jobs[0], o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(rc)
+		rc.Close()
+		if err != nil || o.MimeType != "image/png" {
+			t.Fatalf("output %s: %v", o.MimeType, err)
+		}
+		if b := img.Bounds(); b.Dx() <= b.Dy() {
+			t.Fatalf("16:9 output is %v", b)
+		}
+	}
+	if _, _, ok := r.p.Preview(jobs[0].ID); ok {
+		t.Fatal("a finished prompt keeps its live preview")
+	}
+	if _, err := r.p.OpenOutput(context.Background(), jobs[0], provider.Output{URL: "http://elsewhere/view?filename=x"}); err == nil {
+		t.Fatal("an output off the backend opened")
+	}
+	r.advance(8 * time.Second)
+	for _, j := range jobs[1:] {
+		if st := r.status(j); st.State != provider.StateCompleted || len(st.Outputs) != 1 {
+			t.Fatalf("%s: %+v", j.ID, st)
+		}
+	}
+}
+
+// TestComfyExactlyOnce: a prompt is queued once whatever is retried; a
+// backend that cannot be asked makes Find unsure, not "none".
+func TestComfyExactlyOnce(t *testing.T) {
+	r := newRig(t, 2, emulator.ComfyOptions{RunTime: time.Hour}, Config{NoWebsocket: true})
+	job := r.submit("gen-once", "text-to-image", "a lighthouse", nil)
+	again := r.submit("gen-once", "text-to-image", "a lighthouse", nil)
+	if again.ID != job.ID || r.comfy[0].Submits(job.ID)+r.comfy[1].Submits(job.ID) != 1 {
+		t.Fatalf("resubmitted: %s %s", job.ID, again.ID)
+	}
+	found, ok, err := r.p.Find(context.Background(), "gen-once")
+	if err != nil || !ok || found.ID != job.ID {
+		t.Fatalf("find: %v %v %v", found, ok, err)
+	}
+	if _, ok, err := r.p.Find(context.Background(), "gen-never"); err != nil || ok {
+		t.Fatalf("find of a prompt never queued: %v %v", ok, err)
+	}
+	holder := r.comfy[0]
+	if holder.Submits(job.ID) == 0 {
+		holder = r.comfy[1]
+	}
+	holder.SetDown(true)
+	if _, _, err := r.p.Find(context.Background(), "gen-once"); err == nil {
+		t.Fatal("find with the holder down answered")
+	}
+	if _, _, err := r.p.Find(context.Background(), "gen-never"); err == nil {
+		t.Fatal("find with a backend down said none")
+	}
+	// A new prompt goes to the backend that answers.
+	other := r.submit("gen-other", "text-to-image", "a ferry", nil)
+	if holder.Submits(other.ID) != 0 {
+		t.Fatal("a prompt went to the backend that is down")
+	}
+	holder.SetDown(false)
+	holder.Restart() // and lost its queue
+	if _, ok, err := r.p.Find(context.Background(), "gen-once"); err != nil || ok {
+		t.Fatalf("find after the queue was lost: %v %v", ok, err)
+	}
+}
+
+// TestComfyRefusals: a graph ComfyUI refuses is a clear permanent error
+// naming the node and input; nothing is queued.
+func TestComfyRefusals(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{}, Config{NoWebsocket: true})
+	for _, tc := range []struct {
+		name  string
+		input map[string]any
+		want  string
+	}{
+		{"value not in list", map[string]any{"3.sampler_name": "nope"}, "node 3 (KSampler) input sampler_name: Value not in list"},
+		{"too large", map[string]any{"3.steps": 20000.0}, "node 3 (KSampler) input steps: Value 20000 bigger than max"},
+		{"not in the workflow", map[string]any{"3.nope": 1.0}, "has no input nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := r.p.Submit(context.Background(), provider.Request{IdempotencyKey: "gen-" + tc.name, Model: r.model("text-to-image"), Prompt: "x", Input: tc.input})
+			var perm *provider.PermanentError
+			if !errors.As(err, &perm) || !strings.Contains(perm.Message, tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if r.comfy[0].Queued() != 0 {
+		t.Fatal("a refused graph was queued")
+	}
+}
+
+// TestComfyEnds: a run that fails, a backend that restarts (the queue
+// lost), one that stops answering past GiveUp, one that comes back in
+// time, and cancels through the jobs API and on an older ComfyUI.
+func TestComfyEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   emulator.ComfyOptions
+		prompt string
+		do     func(r *rig, job provider.Job)
+		state  provider.State
+		want   string
+	}{
+		{"fails mid-run", emulator.ComfyOptions{}, "a cat [fail]", func(r *rig, _ provider.Job) { r.advance(3 * time.Second) },
+			provider.StateFailed, "node 3 (KSampler): failure requested by the [fail] token"},
+		{"restart loses it", emulator.ComfyOptions{}, "a cat", func(r *rig, _ provider.Job) { r.comfy[0].Restart() },
+			provider.StateFailed, "no longer knows this prompt"},
+		{"down past give-up", emulator.ComfyOptions{}, "a cat", func(r *rig, job provider.Job) {
+			r.comfy[0].SetDown(true)
+			if _, err := r.p.Status(context.Background(), job); err == nil {
+				r.t.Fatal("a backend down answered")
+			}
+			r.advance(2 * time.Minute)
+		}, provider.StateFailed, "has not answered for 2m0s"},
+		{"back in time", emulator.ComfyOptions{}, "a cat", func(r *rig, job provider.Job) {
+			r.comfy[0].SetDown(true)
+			if _, err := r.p.Status(context.Background(), job); err == nil {
+				r.t.Fatal("a backend down answered")
+			}
+			r.advance(time.Minute)
+			r.comfy[0].SetDown(false)
+			r.advance(5 * time.Second)
+		}, provider.StateCompleted, ""},
+		{"cancel running", emulator.ComfyOptions{}, "a cat [hang]", func(r *rig, job provider.Job) {
+			r.advance(time.Second)
+			if st, err := r.p.Cancel(context.Background(), job); err != nil || st.State != provider.StateCancelled {
+				r.t.Fatalf("cancel: %+v %v", st, err)
+			}
+		}, provider.StateCancelled, ""},
+		{"cancel running, no jobs API", emulator.ComfyOptions{NoJobsAPI: true}, "a cat [hang]", func(r *rig, job provider.Job) {
+			r.advance(time.Second)
+			if st, err := r.p.Cancel(context.Background(), job); err != nil || st.State != provider.StateCancelled {
+				r.t.Fatalf("cancel: %+v %v", st, err)
+			}
+			if r.comfy[0].Count("POST /interrupt") != 1 || r.comfy[0].Count("POST /queue") != 1 {
+				r.t.Fatal("not cancelled by /interrupt and /queue")
+			}
+		}, provider.StateCancelled, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1, tc.opts, Config{NoWebsocket: true, GiveUp: 2 * time.Minute})
+			job := r.submit("gen-"+tc.name, "text-to-image", tc.prompt, nil)
+			tc.do(r, job)
+			st := r.status(job)
+			if st.State != tc.state || !strings.Contains(st.Error, tc.want) {
+				t.Fatalf("%+v, want %s %q", st, tc.state, tc.want)
+			}
+			if st.State == provider.StateFailed && !st.NotBilled {
+				t.Fatal("a failure is billed")
+			}
+		})
+	}
+}
+
+// TestComfyInputs: inputs are uploaded under names derived from the
+// prompt id and overwritten: a resubmit after the queue was lost adds no
+// "name (1).png".
+func TestComfyInputs(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{}, Config{NoWebsocket: true})
+	mod := func(q *provider.Request) {
+		q.InputImage = pngInput(32, 32, 1)
+		mask := pngInput(32, 32, 2)
+		mask.Role = provider.RoleMask
+		q.Extra = []provider.Input{*mask}
+	}
+	job := r.submit("gen-edit", "masked-inpainting", "a red door", mod)
+	r.comfy[0].Restart()
+	if again := r.submit("gen-edit", "masked-inpainting", "a red door", mod); again.ID != job.ID {
+		t.Fatal("another prompt id")
+	}
+	want := []string{"/darkroom-" + job.ID + "-image.png", "/darkroom-" + job.ID + "-mask.png"}
+	if got := r.comfy[0].Files("input"); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("input files %v, want %v", got, want)
+	}
+	r.advance(3 * time.Second)
+	st := r.status(job)
+	if st.State != provider.StateCompleted || len(st.Outputs) != 1 {
+		t.Fatalf("%+v", st)
+	}
+	clip := r.submit("gen-clip", "image-to-video", "a clip", func(q *provider.Request) { q.InputImage = pngInput(64, 36, 3) })
+	r.advance(10 * time.Second)
+	st = r.status(clip)
+	if st.State != provider.StateCompleted || len(st.Outputs) != 1 || st.Outputs[0].MimeType != "video/mp4" {
+		t.Fatalf("clip %+v", st)
+	}
+	rc, err := r.p.OpenOutput(context.Background(), clip, st.Outputs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(b, emulator.MP4()) {
+		t.Fatal("not the video")
+	}
+}
+
+// TestComfyHeader: a ComfyUI behind a proxy gets the header on every call,
+// the websocket's included.
+func TestComfyHeader(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{Header: "X-Proxy-Key: k1"}, Config{Header: "X-Proxy-Key: k1"})
+	r.connected()
+	job := r.submit("gen-h", "text-to-image", "x", nil)
+	r.advance(3 * time.Second)
+	if st := r.status(job); st.State != provider.StateCompleted {
+		t.Fatalf("%+v", st)
+	}
+	if err := r.p.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{URLs: []string{"http://x"}, Header: "nocolon"}); err == nil {
+		t.Fatal("a header without a value")
+	}
+	if _, err := New(Config{URLs: []string{"http://x/path"}}); err == nil {
+		t.Fatal("a URL with a path")
+	}
+}
+
+func emuImage(w, h int, seed byte) *image.NRGBA {
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = seed + byte(i)
+	}
+	return img
+}

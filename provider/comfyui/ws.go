@@ -1,0 +1,288 @@
+package comfyui
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/darkroom-mcp/darkroom/preview"
+)
+
+// Progress over ComfyUI's websocket (/ws?clientId=, server.py
+// websocket_handler; the events of execution.py and main.py):
+//
+//   - text frames {"type", "data"}: status (first, with sid), executing
+//     {node, prompt_id} (node null: the prompt ended), progress {value,
+//     max, prompt_id, node}, executed, execution_start, execution_success,
+//     execution_error, execution_interrupted, execution_cached.
+//   - binary frames: a 4-byte big-endian event type, then for 1
+//     (PREVIEW_IMAGE) a 4-byte image type (1 JPEG, 2 PNG) and the image,
+//     for 4 (PREVIEW_IMAGE_WITH_METADATA, sent to a client whose first
+//     message declared supports_preview_metadata) a 4-byte length, that
+//     much JSON (prompt_id, node_id, image_type) and the image; 3 is
+//     progress text, ignored.
+//
+// A preview frame becomes the running prompt's preview (package preview
+// makes it small, at most one a second a prompt); it is never an output.
+// The socket only adds detail: every state is also read by polling.
+
+// Bounds of what the socket keeps.
+const (
+	maxFrameBytes = 8 << 20 // a frame larger is not read
+	maxLive       = 512     // prompts followed at once
+	previewEvery  = time.Second
+)
+
+// live is what the socket said of one prompt.
+type live struct {
+	value, max int
+	node       string
+	preview    []byte // the latest frame, made small
+	frames     int
+	previewAt  time.Time
+	at         time.Time
+}
+
+// liveSet is the live state of the prompts this process follows.
+type liveSet struct {
+	now func() time.Time
+	mu  sync.Mutex
+	m   map[string]*live
+}
+
+func newLiveSet(now func() time.Time) *liveSet {
+	return &liveSet{now: now, m: map[string]*live{}}
+}
+
+// track starts following a prompt (the oldest followed is dropped past
+// maxLive).
+func (s *liveSet) track(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[id]; ok {
+		return
+	}
+	if len(s.m) >= maxLive {
+		var oldest string
+		var at time.Time
+		for k, l := range s.m {
+			if oldest == "" || l.at.Before(at) {
+				oldest, at = k, l.at
+			}
+		}
+		delete(s.m, oldest)
+	}
+	s.m[id] = &live{at: s.now()}
+}
+
+func (s *liveSet) forget(id string) {
+	s.mu.Lock()
+	delete(s.m, id)
+	s.mu.Unlock()
+}
+
+func (s *liveSet) get(id string) (live, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.m[id]
+	if !ok {
+		return live{}, false
+	}
+	return *l, true
+}
+
+// update changes a followed prompt (nothing for one not followed).
+func (s *liveSet) update(id string, f func(l *live)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.m[id]; ok {
+		f(l)
+		l.at = s.now()
+	}
+}
+
+// wantsPreview reports whether a frame for id is to be made now.
+func (s *liveSet) wantsPreview(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.m[id]
+	return ok && (l.preview == nil || s.now().Sub(l.previewAt) >= previewEvery)
+}
+
+// watcher holds one backend's websocket, reconnecting with backoff.
+type watcher struct {
+	p *Provider
+	b *backend
+
+	mu        sync.Mutex
+	connected bool
+	current   string // the prompt the last event named
+}
+
+// Connected reports whether the socket is open.
+func (w *watcher) Connected() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.connected
+}
+
+func (w *watcher) run(ctx context.Context) {
+	wait := time.Second
+	for ctx.Err() == nil {
+		err := w.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			wait = time.Second
+		}
+		w.p.cfg.Logger.Debug("comfyui: websocket closed; polling meanwhile", "backend", w.b.host, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// session is one connection, read until it breaks.
+func (w *watcher) session(ctx context.Context) error {
+	u := "ws" + strings.TrimPrefix(w.b.origin, "http") + "/ws?clientId=" + w.p.clientID
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, _, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPHeader: w.p.header.Clone(), HTTPClient: w.p.cfg.HTTPClient})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(maxFrameBytes)
+	hello, _ := json.Marshal(map[string]any{"type": "feature_flags", "data": map[string]any{"supports_preview_metadata": true}})
+	if err := conn.Write(ctx, websocket.MessageText, hello); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.connected = true
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.connected = false
+		w.mu.Unlock()
+	}()
+	for {
+		typ, b, err := conn.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if typ == websocket.MessageText {
+			w.text(b)
+		} else {
+			w.binary(b)
+		}
+		if f := w.p.onFrame; f != nil {
+			f()
+		}
+	}
+}
+
+func (w *watcher) text(b []byte) {
+	var m struct {
+		Type string `json:"type"`
+		Data struct {
+			PromptID string `json:"prompt_id"`
+			Node     any    `json:"node"`
+			Value    int    `json:"value"`
+			Max      int    `json:"max"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.Data.PromptID == "" {
+		return
+	}
+	id := m.Data.PromptID
+	node, _ := m.Data.Node.(string)
+	switch m.Type {
+	case "executing", "execution_start", "execution_cached":
+		w.setCurrent(id)
+		if node != "" {
+			w.p.live.update(id, func(l *live) { l.node = node })
+		}
+	case "progress":
+		w.setCurrent(id)
+		w.p.live.update(id, func(l *live) {
+			l.value, l.max = m.Data.Value, m.Data.Max
+			if node != "" {
+				l.node = node
+			}
+		})
+	}
+}
+
+func (w *watcher) setCurrent(id string) {
+	w.mu.Lock()
+	w.current = id
+	w.mu.Unlock()
+}
+
+// binary reads a preview frame and keeps it as its prompt's preview.
+func (w *watcher) binary(b []byte) {
+	if len(b) < 8 {
+		return
+	}
+	var id, mime string
+	var img []byte
+	switch binary.BigEndian.Uint32(b) {
+	case 1: // PREVIEW_IMAGE: image type, image
+		w.mu.Lock()
+		id = w.current
+		w.mu.Unlock()
+		mime = map[uint32]string{1: "image/jpeg", 2: "image/png"}[binary.BigEndian.Uint32(b[4:])]
+		img = b[8:]
+	case 4: // PREVIEW_IMAGE_WITH_METADATA: length, metadata, image
+		n := binary.BigEndian.Uint32(b[4:])
+		if uint64(n) > uint64(len(b)-8) {
+			return
+		}
+		var meta struct {
+			PromptID  string `json:"prompt_id"`
+			ImageType string `json:"image_type"`
+		}
+		if json.Unmarshal(b[8:8+n], &meta) != nil {
+			return
+		}
+		id, mime, img = meta.PromptID, meta.ImageType, b[8+n:]
+	default:
+		return
+	}
+	if id == "" {
+		return
+	}
+	w.p.live.update(id, func(l *live) { l.frames++ })
+	if !preview.Supported(mime) || !w.p.live.wantsPreview(id) {
+		return
+	}
+	small, err := preview.Make(bytes.NewReader(img), mime)
+	if err != nil {
+		return
+	}
+	w.p.live.update(id, func(l *live) {
+		l.preview, l.previewAt = small.Data, w.p.live.now()
+	})
+}
+
+// Connected reports whether the websocket of every backend is open (for
+// tests and readiness detail).
+func (p *Provider) Connected() bool {
+	p.start()
+	for _, b := range p.backends {
+		if b.ws == nil || !b.ws.Connected() {
+			return false
+		}
+	}
+	return true
+}
