@@ -25,6 +25,7 @@ var checks = []check{
 	{"Safety", []Capability{CapSafety}, func(t *testing.T, s *suite) { s.failure(t, OutcomeSafety) }},
 	{"Quota", []Capability{CapQuota}, func(t *testing.T, s *suite) { s.failure(t, OutcomeQuota) }},
 	{"Cancel", []Capability{CapAsync, CapCancel}, testCancel},
+	{"CancelAfterCompletion", nil, testCancelAfterCompletion},
 	{"Throttled", []Capability{CapThrottle}, testThrottled},
 	{"ServerError", []Capability{CapServerError}, testServerError},
 	{"Outage", []Capability{CapOutage}, testOutage},
@@ -338,6 +339,25 @@ func testCancel(t *testing.T, s *suite) {
 	if cst, err := p.Cancel(context.Background(), job); err != nil || cst.State != provider.StateCancelled {
 		t.Fatalf("Cancel of a cancelled job: %s, %v", describe(cst), err)
 	}
+}
+
+// testCancelAfterCompletion: cancelling a finished job changes nothing
+// (StateCancelled only when the vendor confirms a cancel).
+func testCancelAfterCompletion(t *testing.T, s *suite) {
+	job, _ := s.completed(t, "pt-cancel-late")
+	p := s.e.Provider
+	cst, err := p.Cancel(context.Background(), job)
+	if err != nil {
+		t.Fatalf("Cancel of a completed job: %v", err)
+	}
+	if cst.State == provider.StateCancelled || cst.State == provider.StateFailed {
+		t.Fatalf("Cancel of a completed job answered %s", describe(cst))
+	}
+	st, seen := s.settle(t, p, job)
+	if st.State != provider.StateCompleted || len(st.Outputs) == 0 {
+		t.Fatalf("after a late Cancel the job is %s (states %v), want completed with its outputs", describe(st), states(seen))
+	}
+	read(t, p, job, st)
 }
 
 func retryable(t *testing.T, what string, err error) *provider.RetryableError {

@@ -39,7 +39,8 @@
 //     refunded exactly when the harness says the vendor bills nothing
 //     (NotBilled): provider.RefundsFailures, or Status.NotBilled for a
 //     failure seen in Status.
-//   - Cancel: a cancelled job ends StateCancelled, without outputs.
+//   - Cancel, CancelAfterCompletion: a cancelled job ends StateCancelled,
+//     without outputs; cancelling a finished job changes nothing.
 //   - Throttled, ServerError, Outage: a 429 is a RetryableError carrying
 //     the vendor's hint and ErrNotCreated, and made no job; a 5xx is a
 //     RetryableError (ErrNotCreated only if no job was made); an
@@ -107,6 +108,9 @@ const (
 	// CapListing: the adapter implements provider.Lister.
 	CapListing Capability = "listing"
 )
+
+var capabilities = []Capability{CapAsync, CapQueued, CapCancel, CapLostReply, CapFail, CapSafety, CapQuota,
+	CapThrottle, CapServerError, CapOutage, CapRedirect, CapLargeOutput, CapListing}
 
 // Outcome is how a scripted vendor ends a job (Vendor.Prompt).
 type Outcome string
@@ -200,6 +204,11 @@ func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
 		t.Fatal("providertest: Harness.New is nil")
+	}
+	for cap := range h.Lacks {
+		if !slices.Contains(capabilities, cap) {
+			t.Fatalf("providertest: Lacks names %q, not a Capability", cap)
+		}
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
