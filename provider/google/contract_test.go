@@ -43,6 +43,7 @@ func TestContract(t *testing.T) {
 			providertest.CapSafety:      "the emulator scripts no Veo safety refusal",
 			providertest.CapListing:     "darkroom reads no Vertex AI model list (Listed leaves Vertex entries out)",
 			providertest.CapLargeOutput: "the emulator's Veo operation answers one fixed 1 KiB video (the spool it streams into is GeminiImage's, checked there)",
+			providertest.CapPing:        "Ping checks the Vertex AI sign-in, whose token is cached for its life: it does not reach Vertex each time",
 		})},
 	}
 	for _, c := range cases {

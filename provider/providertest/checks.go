@@ -450,8 +450,21 @@ func testOutage(t *testing.T, s *suite) {
 	if !s.lacks(CapAsync) {
 		job = s.submit(t, p, "pt-before-outage", "a lighthouse at dusk")
 	}
+	pinger, pings := provider.As[provider.Pinger](p)
+	if pings && s.lacks(CapPing) {
+		t.Logf("Ping not checked: lacks %s: %s", CapPing, s.h.Lacks[CapPing])
+		pings = false
+	}
+	if pings {
+		if err := pinger.Ping(ctx); err != nil {
+			t.Fatalf("Ping of a reachable vendor: %v", err)
+		}
+	}
 	before := s.e.Jobs()
 	s.e.Down()
+	if pings && pinger.Ping(ctx) == nil {
+		t.Error("Ping of an unreachable vendor answers nil")
+	}
 	_, err := p.Submit(ctx, s.req("pt-outage", "a lighthouse at dusk"))
 	retryable(t, "Submit to an unreachable vendor", err)
 	if !errors.Is(err, provider.ErrNotCreated) {

@@ -103,11 +103,17 @@ func (v *fakeVendor) take(op providertest.Op) error {
 // fake is the adapter: all it keeps is in the vendor.
 type fake struct{ v *fakeVendor }
 
-func (p *fake) Name() string                   { return "fake" }
-func (p *fake) Models() []provider.Model       { return []provider.Model{fakeModel} }
-func (p *fake) RefundsFailures() bool          { return mutant != "no-refund" }
-func (p *fake) Ping(ctx context.Context) error { _, err := p.Listed(ctx); return err }
-func jobOf(id string) provider.Job             { return provider.Job{ID: id, Data: json.RawMessage(`{}`)} }
+func (p *fake) Name() string             { return "fake" }
+func (p *fake) Models() []provider.Model { return []provider.Model{fakeModel} }
+func (p *fake) RefundsFailures() bool    { return mutant != "no-refund" }
+func (p *fake) Ping(ctx context.Context) error {
+	if mutant == "ping-lies" {
+		return nil
+	}
+	_, err := p.Listed(ctx)
+	return err
+}
+func jobOf(id string) provider.Job { return provider.Job{ID: id, Data: json.RawMessage(`{}`)} }
 func (j *fakeJob) has(o providertest.Outcome) bool {
 	return strings.Contains(j.prompt, "["+string(o)+"]")
 }
@@ -251,6 +257,7 @@ func TestMutants(t *testing.T) {
 		{"no-hint", "Throttled"},
 		{"outage-fails", "Outage"},
 		{"outage-hides", "Outage"},
+		{"ping-lies", "Outage"},
 		{"any-url", "ForeignOutputHost"},
 		{"held-whole", "LargeOutputMemory"},
 		{"stale-listing", "Listing"},

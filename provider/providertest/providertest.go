@@ -45,8 +45,8 @@
 //     the vendor's hint and ErrNotCreated, and made no job; a 5xx is a
 //     RetryableError (ErrNotCreated only if no job was made); an
 //     unreachable vendor is a RetryableError with ErrNotCreated on submit,
-//     a RetryableError (never a failed job) on status, and an error (never
-//     an empty listing) from provider.Lister.
+//     a RetryableError (never a failed job) on status, and an error from
+//     provider.Pinger and provider.Lister (never an empty listing).
 //   - ForeignOutputHost, RedirectToForeignHost: OpenOutput never reaches
 //     a host outside the adapter's allowlist, directly or by redirect.
 //   - LargeOutputMemory: taking an output of LargeOutputBytes allocates at
@@ -107,10 +107,13 @@ const (
 	CapLargeOutput Capability = "large-output"
 	// CapListing: the adapter implements provider.Lister.
 	CapListing Capability = "listing"
+	// CapPing: the adapter's provider.Pinger (where it has one) asks the
+	// vendor each time.
+	CapPing Capability = "ping"
 )
 
 var capabilities = []Capability{CapAsync, CapQueued, CapCancel, CapLostReply, CapFail, CapSafety, CapQuota,
-	CapThrottle, CapServerError, CapOutage, CapRedirect, CapLargeOutput, CapListing}
+	CapThrottle, CapServerError, CapOutage, CapRedirect, CapLargeOutput, CapListing, CapPing}
 
 // Outcome is how a scripted vendor ends a job (Vendor.Prompt).
 type Outcome string
