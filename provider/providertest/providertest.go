@@ -25,6 +25,12 @@
 //		})
 //	}
 //
+// A provider with no emulator builds its Vendor from funcs over its own
+// fake vendor: TestFake (fake_test.go) is a whole provider so tested, in
+// a test package, passing every check. The emulator's Vendor is
+// Emulated. Harness.New is called once a subtest; Env.Restart builds a
+// second adapter on the same vendor and state, as a restarted process.
+//
 // What it pins down (one subtest each, a fresh vendor and adapter each):
 //
 //   - Complete: a submitted job is observed queued → running → completed,
@@ -54,10 +60,11 @@
 //   - Listing: provider.Lister lists the model, and stops listing it once
 //     the vendor withdraws it.
 //
-// One allowance follows the runner: a synchronous adapter whose Find
-// answers provider.ErrResubmitOnce after a lost reply may be submitted
-// once more (the vendor may bill both); a second lost reply must leave
-// Find answering ErrUnsupported, with DuplicateRisk declared.
+// One allowance follows the runner: an adapter whose Find answers
+// provider.ErrResubmitOnce after a lost reply (its submit journal saw one
+// call cut off) may be submitted once more, and the vendor may bill
+// both; a second lost reply must leave Find answering ErrUnsupported,
+// with DuplicateRisk declared: never a third call.
 //
 // A check needing a capability in Harness.Lacks is skipped, naming the
 // reason; a capability the adapter does not implement and the harness
