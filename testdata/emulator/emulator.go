@@ -9,7 +9,9 @@
 // injectable Clock, never on wall time: a job is queued for its queue
 // time, running (with progress logs) for its run time, then done. Prompt
 // tokens steer a job: "[fail]" fails it, "[nsfw]" trips fal's safety
-// checker, "[invalid]" is refused at submit with 422.
+// checker, "[invalid]" is refused at submit with 422, "[run=12s]" runs it
+// from its submit for that long (a Go duration), whatever its model's
+// timing. DoneAt says when a job was scripted to end.
 //
 // Webhooks are delivered only from Advance and Flush (never from inside a
 // request), signed with Standard Webhooks for Replicate and with fal's
@@ -59,8 +61,9 @@ const (
 	OpList   Op = "list" // Replicate GET /v1/predictions
 	OpFile   Op = "file"
 	OpSecret Op = "secret"
-	OpJWKS   Op = "jwks"  // fal's webhook signing keys
-	OpToken  Op = "token" // Vertex AI's OAuth token exchange
+	OpJWKS   Op = "jwks"   // fal's webhook signing keys
+	OpToken  Op = "token"  // Vertex AI's OAuth token exchange
+	OpStream Op = "stream" // fal GET status/stream (server-sent events)
 )
 
 // Fault is an injected failure.
@@ -177,6 +180,8 @@ type Emulator struct {
 	falKeys   []ed25519.PrivateKey // newest last; it signs, all are served
 	tokens    map[string]bool      // Vertex access tokens issued
 	unlisted  map[string]bool      // provider\x00model taken out of listings (listing.go)
+	moved     chan struct{}        // closed and replaced each time Advance moves the clock (hold.go)
+	closed    chan struct{}        // closed by Close: held requests end
 	comfy     []*ComfyUI           // ComfyUI backends (comfyui.go)
 }
 
@@ -261,6 +266,7 @@ func New(o Options) *Emulator {
 		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, prompts: map[string]int{}, tokens: map[string]bool{},
 		rng: rand.New(rand.NewPCG(1, 2)), release: make(chan struct{}), slowHits: make(chan Op, 64),
 		falKeys: []ed25519.PrivateKey{o.FalSigningKey},
+		moved:   make(chan struct{}), closed: make(chan struct{}),
 	}
 	e.Replicate = httptest.NewServer(e.wrap("replicate", http.HandlerFunc(e.replicate)))
 	e.Fal = httptest.NewServer(e.wrap("fal", http.HandlerFunc(e.fal)))
@@ -274,6 +280,13 @@ func New(o Options) *Emulator {
 // Close stops the servers.
 func (e *Emulator) Close() {
 	e.Release()
+	e.mu.Lock()
+	select {
+	case <-e.closed:
+	default:
+		close(e.closed)
+	}
+	e.mu.Unlock()
 	e.Replicate.Close()
 	e.Fal.Close()
 	e.Google.Close()
@@ -397,12 +410,14 @@ func (e *Emulator) Redeliver(i int) int {
 // Advance moves the clock on by d and delivers the webhooks due.
 func (e *Emulator) Advance(d time.Duration) {
 	e.clock.Set(e.clock.Now().Add(d))
+	e.wake()
 	e.Flush()
 }
 
 // AdvanceTo moves the clock to t (if later) and delivers the webhooks due.
 func (e *Emulator) AdvanceTo(t time.Time) {
 	e.clock.Set(t)
+	e.wake()
 	e.Flush()
 }
 
@@ -612,6 +627,9 @@ func (e *Emulator) newJob(prov, model string, input map[string]any) *job {
 		j.fail = "failure requested by the [fail] token"
 	}
 	j.nsfw = strings.Contains(prompt, "[nsfw]")
+	if d, ok := runToken(prompt); ok {
+		j.start, j.end = now, now.Add(d)
+	}
 	e.jobs[j.id] = j
 	e.order = append(e.order, j)
 	e.prompts[prov+"\x00"+prompt]++
@@ -768,6 +786,8 @@ func opOf(prov string, r *http.Request) Op {
 			return OpCancel
 		case strings.HasSuffix(p, "/status"):
 			return OpStatus
+		case strings.HasSuffix(p, "/status/stream"):
+			return OpStream
 		default:
 			return OpResult
 		}

@@ -26,6 +26,10 @@ import (
 //     parseEndpointId keeps a workflows/ or comfy/ namespace: falApp).
 //   - status: GET {status_url}[?logs=1] → 202 IN_QUEUE / IN_PROGRESS, 200
 //     COMPLETED; result: GET {response_url}; cancel: PUT {cancel_url}.
+//   - status stream: GET {status_url}/stream[?logs=1] → text/event-stream,
+//     one "data: {status}" event per change, the last one COMPLETED, then
+//     the stream ends (fal-js queue.ts streamStatus and streaming.ts
+//     FalStream, fal-ai/fal-js 381105e, 2026-08-02; see falStream).
 //     Any other path of a request (its sub-path kept, say) is 404.
 //
 // Tests may ask for more than that:
@@ -106,9 +110,13 @@ func (e *Emulator) fal(w http.ResponseWriter, r *http.Request) {
 		e.falSubmit(w, r, p)
 		return
 	}
-	// {falRoot}[/status|/cancel]
+	// {falRoot}[/status|/status/stream|/cancel]
 	_, rest, _ := strings.Cut(p, "/requests/")
 	id, tail, _ := strings.Cut(rest, "/")
+	if r.Method == http.MethodGet && tail == "status/stream" {
+		e.falStream(w, r, p, id, tail)
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	j := e.jobs[id]
@@ -336,4 +344,63 @@ func SignFal(key ed25519.PrivateKey, requestID, userID, timestamp string, body [
 	sum := sha256.Sum256(body)
 	msg := fmt.Sprintf("%s\n%s\n%s\n%x", requestID, userID, timestamp, sum)
 	return hex.EncodeToString(ed25519.Sign(key, []byte(msg)))
+}
+
+// falKeepAlive is how often, on the emulator's clock, the status stream
+// sends its current status again while nothing changes. fal documents no
+// keep-alive; fal-js gives up on a stream after 15 s without a chunk
+// (streaming.ts EVENT_STREAM_TIMEOUT), so a live stream is taken to send
+// one more often than that (assumed).
+const falKeepAlive = 5 * time.Second
+
+// falStream serves GET {status_url}/stream as fal-js reads it: a 2xx
+// text/event-stream whose events' data are the status objects of the
+// status endpoint, sent at each change of the request (and every
+// falKeepAlive), the stream ending after the COMPLETED one. A request
+// already done gets its COMPLETED status at once.
+func (e *Emulator) falStream(w http.ResponseWriter, r *http.Request, p, id, tail string) {
+	e.mu.Lock()
+	j := e.jobs[id]
+	ok := j != nil && j.prov == "fal" && strings.TrimSuffix(strings.TrimSuffix(p, tail), "/") == e.falRoot(j)
+	e.mu.Unlock()
+	if !ok {
+		writeJSON(w, 404, map[string]any{"status": "NOT_FOUND", "detail": "Request not found"})
+		return
+	}
+	logs := r.URL.Query().Get("logs") == "1"
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	last, sentAt := "", time.Time{}
+	for {
+		var ev []byte
+		var done bool
+		e.hold(r, time.Time{}, func(now time.Time) bool {
+			v := e.falStatus(j, now, logs)
+			done = v["status"] == "COMPLETED"
+			// A change is of the status, the queue position or the
+			// percentage (not of the logs' timestamps).
+			_, prog := j.phaseProgress(now)
+			key := fmt.Sprint(v["status"], v["queue_position"], int(prog*100))
+			if key != last || !now.Before(sentAt.Add(falKeepAlive)) {
+				last, sentAt = key, now
+				ev, _ = json.Marshal(v)
+				return true
+			}
+			return false
+		})
+		if ev == nil || r.Context().Err() != nil {
+			return // the client left, or the emulator closed
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", ev); err != nil {
+			return
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		if done {
+			return
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func openaiError(msg, typ, code string) []byte {
@@ -91,8 +92,18 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	j := e.newJob("openai", strings.TrimPrefix(r.URL.Path, "/v1/images/"), in)
 	now := e.clock.Now()
-	j.start, j.end, j.video = now, now, false
+	end := now
+	if d, ok := runToken(prompt); ok {
+		end = now.Add(d) // the call is held that long: OpenAI answers when the image is made
+	}
+	j.start, j.end, j.video = now, end, false
 	e.mu.Unlock()
+	if end.After(now) {
+		if !e.hold(r, time.Time{}, func(t time.Time) bool { return !t.Before(end) }) {
+			return
+		}
+		now = e.Now()
+	}
 	if j.nsfw {
 		writeOpenAIError(w, 400, "Your request was rejected by the safety system. If you believe this is an error, contact us.", "image_generation_user_error", "moderation_blocked")
 		return

@@ -107,6 +107,13 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 		}
 		deadline = d
 	}
+	wait, ok := replicateWait(r.Header.Get("Prefer"))
+	if !ok {
+		// The document gives the pattern, not the refusal: status, title
+		// and detail are assumed.
+		replicateProblem(w, 400, "Invalid Prefer header", "Prefer must be wait or wait=n, where n is a number of seconds between 1 and 60.")
+		return
+	}
 	e.mu.Lock()
 	j := e.newJob("replicate", model, body.Input)
 	j.version = version
@@ -116,8 +123,28 @@ func (e *Emulator) replicateCreate(w http.ResponseWriter, r *http.Request, model
 		j.deadline = j.created.Add(deadline)
 	}
 	v := e.prediction(j, e.clock.Now())
+	created := j.created
 	e.mu.Unlock()
-	writeJSON(w, http.StatusCreated, v)
+	if wait == 0 {
+		writeJSON(w, http.StatusCreated, v)
+		return
+	}
+	// Prefer: wait holds the create until the prediction ends or the wait
+	// runs out: 201 "If the Prefer: wait header is provided it will
+	// contain the final output", else 202 "created but does not yet have
+	// all outputs", in its current state (predictions.create's responses).
+	ended := e.hold(r, created.Add(wait), func(now time.Time) bool { return terminal(j.phase(now)) })
+	if r.Context().Err() != nil {
+		return // the client gave up: the prediction runs on, unanswered
+	}
+	e.mu.Lock()
+	v = e.prediction(j, e.clock.Now())
+	e.mu.Unlock()
+	code := http.StatusAccepted
+	if ended {
+		code = http.StatusCreated
+	}
+	writeJSON(w, code, v)
 }
 
 // replicateVersion resolves predictions.create's "version" as Replicate's
