@@ -21,6 +21,7 @@ var checks = []check{
 	{"Complete", nil, testComplete},
 	{"FindAfterRestart", nil, testFindAfterRestart},
 	{"LostSubmitReply", []Capability{CapLostReply}, testLostSubmitReply},
+	{"DroppedSubmit", []Capability{CapLostReply}, testDroppedSubmit},
 	{"Failed", []Capability{CapFail}, func(t *testing.T, s *suite) { s.failure(t, OutcomeFail) }},
 	{"Safety", []Capability{CapSafety}, func(t *testing.T, s *suite) { s.failure(t, OutcomeSafety) }},
 	{"Quota", []Capability{CapQuota}, func(t *testing.T, s *suite) { s.failure(t, OutcomeQuota) }},
@@ -251,6 +252,47 @@ func testLostSubmitReply(t *testing.T, s *suite) {
 	}
 	if st, seen := s.settle(t, p, found); st.State != provider.StateCompleted {
 		t.Fatalf("the job found ended %s (states %v)", describe(st), states(seen))
+	}
+	if n := s.e.Jobs() - before; n != 1 {
+		t.Fatalf("%d vendor jobs, want 1", n)
+	}
+}
+
+// testDroppedSubmit: the connection broke before the vendor did
+// anything; the adapter cannot know that, so it must not claim
+// ErrNotCreated, and reconciling makes exactly one job.
+func testDroppedSubmit(t *testing.T, s *suite) {
+	need(t, s.e.Fault != nil, "Vendor.Fault")
+	before := s.e.Jobs()
+	s.e.Fault(OpSubmit, FaultDrop, 0)
+	_, err := s.e.Provider.Submit(context.Background(), s.req("pt-drop", "a lighthouse at dusk"))
+	if n := s.e.Jobs() - before; n != 0 {
+		t.Fatalf("the scripted dropped connection made %d vendor jobs, want 0", n)
+	}
+	if err == nil {
+		t.Fatal("Submit succeeded over a dropped connection")
+	}
+	retryable(t, "Submit over a dropped connection", err)
+	if errors.Is(err, provider.ErrNotCreated) {
+		t.Fatalf("Submit over a dropped connection claims ErrNotCreated, which it cannot know: %v", err)
+	}
+	p := s.e.Restart()
+	_, ok, err := p.Find(context.Background(), "pt-drop")
+	switch {
+	case errors.Is(err, provider.ErrUnsupported):
+		if duplicateRisk(p) {
+			t.Logf("Find is unsupported and the adapter declares DuplicateRisk: the runner waits, never resubmits")
+			return
+		}
+	case errors.Is(err, provider.ErrResubmitOnce):
+	case err != nil:
+		t.Fatalf("Find: %v", err)
+	case ok:
+		t.Fatal("Find finds a job the vendor never made")
+	}
+	job := s.submit(t, p, "pt-drop", "a lighthouse at dusk")
+	if st, seen := s.settle(t, p, job); st.State != provider.StateCompleted {
+		t.Fatalf("the resubmitted job ended %s (states %v)", describe(st), states(seen))
 	}
 	if n := s.e.Jobs() - before; n != 1 {
 		t.Fatalf("%d vendor jobs, want 1", n)

@@ -33,7 +33,7 @@ func Emulated(em *emulator.Emulator, prov string, srv *httptest.Server) Vendor {
 			if op == OpStatus {
 				eop = emulator.OpStatus
 			}
-			ef := map[Fault]emulator.Fault{FaultThrottle: emulator.Fault429, FaultServer: emulator.Fault500, FaultLoseReply: emulator.FaultLoseReply}[f]
+			ef := map[Fault]emulator.Fault{FaultThrottle: emulator.Fault429, FaultServer: emulator.Fault500, FaultLoseReply: emulator.FaultLoseReply, FaultDrop: emulator.FaultDrop}[f]
 			em.Inject(emulator.Rule{Provider: prov, Op: eop, Fault: ef, Times: 1, RetryAfter: after})
 		},
 		Down:     srv.Close,

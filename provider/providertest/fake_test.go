@@ -97,6 +97,12 @@ func (v *fakeVendor) take(op providertest.Op) error {
 		}
 		return &provider.RetryableError{Err: fmt.Errorf("fake: 429: %w", provider.ErrNotCreated), After: f.after}
 	}
+	if f.f == providertest.FaultDrop {
+		if mutant == "drop-not-created" {
+			return &provider.RetryableError{Err: fmt.Errorf("fake: connection reset: %w", provider.ErrNotCreated)}
+		}
+		return &provider.RetryableError{Err: errors.New("fake: connection reset")}
+	}
 	return &provider.RetryableError{Err: errors.New("fake: 500")}
 }
 
@@ -250,6 +256,7 @@ func TestMutants(t *testing.T) {
 		{"find-forgets", "FindAfterRestart"},
 		{"find-forgets", "LostSubmitReply"},
 		{"lost-not-created", "LostSubmitReply"},
+		{"drop-not-created", "DroppedSubmit"},
 		{"no-refund", "Failed"},
 		{"no-refund", "Safety"},
 		{"no-refund", "Quota"},

@@ -40,6 +40,9 @@
 //     Find, or a second Submit with the same key makes no second job, or
 //     the adapter declares provider.DuplicateRisk (the runner then does
 //     not resubmit). A lost reply is never reported as ErrNotCreated.
+//   - DroppedSubmit: a connection dropped before the vendor did anything
+//     is an unknown outcome (never ErrNotCreated); reconciling it (Find,
+//     then Submit) makes exactly one job.
 //   - Failed, Safety, Quota: each ends the generation failed (a
 //     PermanentError from Submit, or StateFailed with a message), and is
 //     refunded exactly when the harness says the vendor bills nothing
@@ -94,7 +97,8 @@ const (
 	// CapCancel: the vendor can stop a running job.
 	CapCancel Capability = "cancel"
 	// CapLostReply: the vendor can be scripted to make a job and lose the
-	// submit's reply (FaultLoseReply).
+	// submit's reply (FaultLoseReply), or to drop the connection having
+	// done nothing (FaultDrop).
 	CapLostReply Capability = "lost-reply"
 	// CapFail, CapSafety, CapQuota: the vendor can be scripted to fail a
 	// job, refuse it for safety, refuse it for quota (Vendor.Prompt).
@@ -147,6 +151,7 @@ const (
 	FaultThrottle  Fault = "429"        // 429 with the given retry hint
 	FaultServer    Fault = "5xx"        // a server error, nothing done
 	FaultLoseReply Fault = "lose-reply" // the work done, the reply lost
+	FaultDrop      Fault = "drop"       // the connection closed, nothing done
 )
 
 // Bounds of the memory check: taking one output of LargeOutputBytes
