@@ -29,5 +29,7 @@ func TestContract(t *testing.T) {
 		Lacks: map[providertest.Capability]string{
 			providertest.CapQuota: "the emulator scripts no fal balance refusal",
 		},
+		// fal bills no 5xx ("Server errors (HTTP 500+) are never charged").
+		NotBilled: []providertest.Outcome{providertest.OutcomeAppError},
 	})
 }

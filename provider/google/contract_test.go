@@ -17,7 +17,8 @@ import (
 func TestContract(t *testing.T) {
 	const sync = "the Gemini API answers the image in the generateContent reply: Submit returns the finished job"
 	both := map[providertest.Capability]string{
-		providertest.CapQuota: "Google's quota refusal is its 429 RESOURCE_EXHAUSTED (Throttled)",
+		providertest.CapQuota:    "Google's quota refusal is its 429 RESOURCE_EXHAUSTED (Throttled)",
+		providertest.CapAppError: "a 5xx from Google is a retried fault (ServerError); a job that fails is Failed",
 	}
 	with := func(m map[providertest.Capability]string) map[providertest.Capability]string {
 		for k, v := range both {

@@ -51,6 +51,7 @@ func TestContract(t *testing.T) {
 			providertest.CapLostReply:   noVendor,
 			providertest.CapSafety:      "the local provider has no safety system",
 			providertest.CapQuota:       "the local provider has no quota",
+			providertest.CapAppError:    "the local provider's one failure is [fail] (Failed)",
 			providertest.CapThrottle:    noVendor,
 			providertest.CapServerError: noVendor,
 			providertest.CapOutage:      noVendor,

@@ -35,7 +35,8 @@ func TestContract(t *testing.T) {
 		},
 		Lacks: map[providertest.Capability]string{
 			providertest.CapAsync: sync, providertest.CapQueued: sync, providertest.CapCancel: sync,
-			providertest.CapFail: "OpenAI fails an image call only by refusing it (Safety, Quota)",
+			providertest.CapFail:     "OpenAI fails an image call only by refusing it (Safety, Quota)",
+			providertest.CapAppError: "a 5xx from OpenAI is a retried fault (ServerError), never a job's end",
 		},
 		NotBilled: []providertest.Outcome{providertest.OutcomeSafety, providertest.OutcomeQuota},
 	})

@@ -25,6 +25,7 @@ var checks = []check{
 	{"Failed", []Capability{CapFail}, func(t *testing.T, s *suite) { s.failure(t, OutcomeFail) }},
 	{"Safety", []Capability{CapSafety}, func(t *testing.T, s *suite) { s.failure(t, OutcomeSafety) }},
 	{"Quota", []Capability{CapQuota}, func(t *testing.T, s *suite) { s.failure(t, OutcomeQuota) }},
+	{"AppError", []Capability{CapAppError}, func(t *testing.T, s *suite) { s.failure(t, OutcomeAppError) }},
 	{"Cancel", []Capability{CapAsync, CapCancel}, testCancel},
 	{"CancelAfterCompletion", nil, testCancelAfterCompletion},
 	{"Throttled", []Capability{CapThrottle}, testThrottled},

@@ -12,7 +12,7 @@ import (
 // Emulated is the Vendor of the emulator's vendor prov ("replicate",
 // "fal", "google", "vertex", "openai"), served by srv (Down closes it).
 // Outcomes are the emulator's prompt tokens ([fail], [nsfw], [quota],
-// [large:N]); faults are its rules, each for one call.
+// [app-error], [large:N]); faults are its rules, each for one call.
 func Emulated(em *emulator.Emulator, prov string, srv *httptest.Server) Vendor {
 	return Vendor{
 		Prompt: func(o Outcome) string {
@@ -23,6 +23,8 @@ func Emulated(em *emulator.Emulator, prov string, srv *httptest.Server) Vendor {
 				return "[nsfw]"
 			case OutcomeQuota:
 				return "[quota]"
+			case OutcomeAppError:
+				return "[app-error]"
 			case OutcomeLarge:
 				return fmt.Sprintf("[large:%d]", LargeOutputBytes)
 			}

@@ -49,7 +49,7 @@ func TestFake(t *testing.T) {
 		Lacks: map[providertest.Capability]string{
 			providertest.CapRedirect: "the fake's outputs are not URLs",
 		},
-		NotBilled: []providertest.Outcome{providertest.OutcomeFail, providertest.OutcomeSafety, providertest.OutcomeQuota},
+		NotBilled: []providertest.Outcome{providertest.OutcomeFail, providertest.OutcomeSafety, providertest.OutcomeQuota, providertest.OutcomeAppError},
 	})
 }
 
@@ -185,6 +185,8 @@ func (p *fake) Status(ctx context.Context, job provider.Job) (provider.Status, e
 		return provider.Status{State: provider.StateRunning, Progress: float64(age-time.Second) / float64(time.Second)}, nil
 	case j.has(providertest.OutcomeFail):
 		return provider.Status{State: provider.StateFailed, Progress: 1, Error: "fake: the job failed"}, nil
+	case j.has(providertest.OutcomeAppError):
+		return provider.Status{State: provider.StateFailed, Progress: 1, Error: "fake: the app crashed (500)", NotBilled: mutant != "no-refund"}, nil
 	case j.has(providertest.OutcomeSafety):
 		return provider.Status{State: provider.StateFailed, Progress: 1, Error: "fake: refused by the safety system", NotBilled: mutant != "no-refund"}, nil
 	}
@@ -260,6 +262,7 @@ func TestMutants(t *testing.T) {
 		{"no-refund", "Failed"},
 		{"no-refund", "Safety"},
 		{"no-refund", "Quota"},
+		{"no-refund", "AppError"},
 		{"cancel-ignored", "Cancel"},
 		{"no-hint", "Throttled"},
 		{"outage-fails", "Outage"},

@@ -43,7 +43,7 @@
 //   - DroppedSubmit: a connection dropped before the vendor did anything
 //     is an unknown outcome (never ErrNotCreated); reconciling it (Find,
 //     then Submit) makes exactly one job.
-//   - Failed, Safety, Quota: each ends the generation failed (a
+//   - Failed, Safety, Quota, AppError: each ends the generation failed (a
 //     PermanentError from Submit, or StateFailed with a message), and is
 //     refunded exactly when the harness says the vendor bills nothing
 //     (NotBilled): provider.RefundsFailures, or Status.NotBilled for a
@@ -105,6 +105,9 @@ const (
 	CapFail   Capability = "fail"
 	CapSafety Capability = "safety"
 	CapQuota  Capability = "quota"
+	// CapAppError: the vendor can be scripted to end a job failed by a
+	// server error of its own (Vendor.Prompt(OutcomeAppError)).
+	CapAppError Capability = "app-error"
 	// CapThrottle, CapServerError: the vendor can answer 429 with a hint,
 	// 5xx (Vendor.Fault).
 	CapThrottle    Capability = "throttle"
@@ -123,7 +126,7 @@ const (
 	CapPing Capability = "ping"
 )
 
-var capabilities = []Capability{CapAsync, CapQueued, CapCancel, CapLostReply, CapFail, CapSafety, CapQuota,
+var capabilities = []Capability{CapAsync, CapQueued, CapCancel, CapLostReply, CapFail, CapSafety, CapQuota, CapAppError,
 	CapThrottle, CapServerError, CapOutage, CapRedirect, CapLargeOutput, CapListing, CapPing}
 
 // Outcome is how a scripted vendor ends a job (Vendor.Prompt).
@@ -133,7 +136,10 @@ const (
 	OutcomeFail   Outcome = "fail"   // the job fails at the vendor
 	OutcomeSafety Outcome = "safety" // the vendor's safety system refuses it
 	OutcomeQuota  Outcome = "quota"  // the account's quota or credit is spent
-	OutcomeLarge  Outcome = "large"  // one output of LargeOutputBytes bytes
+	// OutcomeAppError: the job ends failed by the vendor's own server
+	// error (fal: a COMPLETED request whose result is a 5xx request error).
+	OutcomeAppError Outcome = "app-error"
+	OutcomeLarge    Outcome = "large" // one output of LargeOutputBytes bytes
 )
 
 // Op is a vendor operation a fault is injected into.
