@@ -97,6 +97,11 @@ type Config struct {
 	// (X-Fal-Object-Lifecycle-Preference). darkroom copies outputs at
 	// once, so an hour is plenty.
 	ObjectLifetime time.Duration
+	// StreamStall is how long a status stream may send nothing before it
+	// is dropped and the request polled (default 15 s, fal-js's
+	// EVENT_STREAM_TIMEOUT); StreamFor bounds one stream (default 10 min).
+	StreamStall time.Duration
+	StreamFor   time.Duration
 	// HTTPClient sends API requests (nil: one with RequestTimeout).
 	HTTPClient     *http.Client
 	RequestTimeout time.Duration
@@ -137,8 +142,9 @@ type Provider struct {
 	http    *httpx.Client
 	fetch   *fetch.Fetcher
 	models  catalog.Set
-	hooks   *seen.Set // verified deliveries (request ids)
-	mine    *seen.Set // request ids this process submitted
+	stream  *httpx.Client // status streams: no whole-request timeout
+	hooks   *seen.Set     // verified deliveries (request ids)
+	mine    *seen.Set     // request ids this process submitted
 	keys    *jwks
 
 	mu        sync.Mutex
@@ -174,6 +180,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StreamStall <= 0 {
+		cfg.StreamStall = DefaultStreamStall
+	}
+	if cfg.StreamFor <= 0 {
+		cfg.StreamFor = 10 * time.Minute
+	}
 	if cfg.Fetch.Hosts == nil {
 		cfg.Fetch.Hosts = DefaultOutputHosts
 	}
@@ -207,6 +219,11 @@ func New(cfg Config) (*Provider, error) {
 		openapi: cfg.OpenAPIURL,
 		http: httpx.New(httpx.Config{
 			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: cfg.HTTPClient, Timeout: cfg.RequestTimeout,
+			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
+			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
+		}),
+		stream: httpx.New(httpx.Config{
+			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: streamClient(cfg.HTTPClient),
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
@@ -548,6 +565,12 @@ func (p *Provider) status(ctx context.Context, d jobData, e catalog.Entry) (prov
 	if err := json.Unmarshal(resp.Body, &r); err != nil {
 		return provider.Status{}, &provider.RetryableError{Err: fmt.Errorf("fal: unreadable status: %w", err)}
 	}
+	return p.fromReply(ctx, d, e, r)
+}
+
+// fromReply maps one status object (the status endpoint's reply, or an
+// event of its stream) onto darkroom's; a COMPLETED one costs the result.
+func (p *Provider) fromReply(ctx context.Context, d jobData, e catalog.Entry, r statusReply) (provider.Status, error) {
 	switch r.Status {
 	case "IN_QUEUE":
 		st := provider.Status{State: provider.StateQueued, Message: "in fal's queue"}

@@ -68,11 +68,16 @@ func (s *suite) settle(t *testing.T, p provider.Provider, job provider.Job) (pro
 	t.Helper()
 	step := max(s.e.Model.ExpectedDuration/40, 25*time.Millisecond)
 	var seen []provider.State
+	var last provider.Status
 	for range maxSteps {
 		st, err := p.Status(context.Background(), job)
 		if err != nil {
 			t.Fatalf("Status after %v: %v", states(seen), err)
 		}
+		if st.State == provider.StateRunning && last.State == provider.StateRunning && st.Progress < last.Progress {
+			t.Errorf("progress went back from %v to %v while running", last.Progress, st.Progress)
+		}
+		last = st
 		if len(seen) == 0 || seen[len(seen)-1] != st.State {
 			seen = append(seen, st.State)
 		}

@@ -182,7 +182,11 @@ func (p *fake) Status(ctx context.Context, job provider.Job) (provider.Status, e
 	case age < time.Second:
 		return provider.Status{State: provider.StateQueued}, nil
 	case age < 2*time.Second:
-		return provider.Status{State: provider.StateRunning, Progress: float64(age-time.Second) / float64(time.Second)}, nil
+		progress := float64(age-time.Second) / float64(time.Second)
+		if mutant == "progress-back" {
+			progress = 1 - progress
+		}
+		return provider.Status{State: provider.StateRunning, Progress: progress}, nil
 	case j.has(providertest.OutcomeFail):
 		return provider.Status{State: provider.StateFailed, Progress: 1, Error: "fake: the job failed"}, nil
 	case j.has(providertest.OutcomeAppError):
@@ -255,6 +259,7 @@ func TestMutants(t *testing.T) {
 		t.Skip("inside a mutant run")
 	}
 	for _, c := range []struct{ mutant, fails string }{
+		{"progress-back", "Complete"},
 		{"find-forgets", "FindAfterRestart"},
 		{"find-forgets", "LostSubmitReply"},
 		{"lost-not-created", "LostSubmitReply"},

@@ -34,7 +34,8 @@
 // What it pins down (one subtest each, a fresh vendor and adapter each):
 //
 //   - Complete: a submitted job is observed queued → running → completed,
-//     never backwards, and its outputs open and read.
+//     never backwards (its progress neither, while running), and its
+//     outputs open and read.
 //   - FindAfterRestart / LostSubmitReply: after a crash (a new adapter on
 //     the same vendor) or a lost submit reply, the job is found again with
 //     Find, or a second Submit with the same key makes no second job, or

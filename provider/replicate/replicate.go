@@ -8,7 +8,9 @@
 //     version (a non-official model's, pinned or latest); optional
 //     webhook + webhook_events_filter; the Cancel-After header sets a
 //     deadline (we send Request.Deadline; at least MinCancelAfter).
-//     Prefer: wait is never used: the runner polls or takes webhooks.
+//     Prefer: wait=n (1–60 s) holds the create until the prediction ends
+//     (201, its final output) or n runs out (202, its current state);
+//     sent only through SubmitWait (signal.go).
 //   - get: GET /v1/predictions/{id}; cancel: POST /v1/predictions/{id}/cancel.
 //   - statuses starting, processing, succeeded, failed, canceled, aborted.
 //   - webhooks are signed with Standard Webhooks (see webhook.go).
@@ -97,12 +99,13 @@ type Config struct {
 
 // Provider is the Replicate adapter. It is safe for concurrent use.
 type Provider struct {
-	cfg    Config
-	base   string
-	http   *httpx.Client
-	fetch  *fetch.Fetcher
-	models catalog.Set
-	replay *seen.Set
+	cfg      Config
+	base     string
+	http     *httpx.Client
+	waitHTTP *httpx.Client // creates held by Prefer: wait (signal.go)
+	fetch    *fetch.Fetcher
+	models   catalog.Set
+	replay   *seen.Set
 
 	secretMu sync.RWMutex
 	secret   []byte
@@ -158,6 +161,11 @@ func New(cfg Config) (*Provider, error) {
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.CreatesPerMinute, httpx.Other: cfg.RequestsPerMinute},
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
+		waitHTTP: httpx.New(httpx.Config{
+			Provider: Name, AuthValue: "Bearer " + cfg.Token, HTTPClient: waitClient(cfg.HTTPClient),
+			PerMinute: map[httpx.Class]int{httpx.Create: cfg.CreatesPerMinute, httpx.Other: cfg.RequestsPerMinute},
+			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
+		}),
 		fetch:   fetch.New(cfg.Fetch),
 		replay:  seen.New(cfg.ReplayCache, 2*cfg.WebhookTolerance, cfg.Now),
 		submits: map[string]submitRecord{},
@@ -209,16 +217,26 @@ func (pr prediction) created() time.Time {
 
 // Submit implements provider.Provider.
 func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.Job, error) {
+	job, _, _, err := p.create(ctx, req, 0)
+	return job, err
+}
+
+// create makes the prediction, holding the call up to wait (Prefer:
+// wait) when wait is set, and returns the prediction its reply carried.
+func (p *Provider) create(ctx context.Context, req provider.Request, wait time.Duration) (provider.Job, prediction, catalog.Entry, error) {
+	fail := func(err error) (provider.Job, prediction, catalog.Entry, error) {
+		return provider.Job{}, prediction{}, catalog.Entry{}, err
+	}
 	e, ok, err := p.entry(ctx, req.Model.ID)
 	if err != nil {
-		return provider.Job{}, err
+		return fail(err)
 	}
 	if !ok {
-		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("replicate does not serve model %q here", req.Model.ID)}
+		return fail(&provider.PermanentError{Message: fmt.Sprintf("replicate does not serve model %q here", req.Model.ID)})
 	}
 	input, err := e.BuildInput(req)
 	if err != nil {
-		return provider.Job{}, err
+		return fail(err)
 	}
 	body := map[string]any{"input": input}
 	endpoint := p.base + "/v1/models/" + e.Endpoint + "/predictions"
@@ -229,7 +247,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if req.WebhookURL != "" {
 		wh, err := WithKey(req.WebhookURL, req.IdempotencyKey)
 		if err != nil {
-			return provider.Job{}, err
+			return fail(err)
 		}
 		body["webhook"] = wh
 		body["webhook_events_filter"] = p.cfg.WebhookEvents
@@ -243,27 +261,37 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 			// run the prediction past the deadline, when darkroom has
 			// already given the generation up: it would be paid for and
 			// never collected. So it ends here, unsent and uncharged.
-			return provider.Job{}, &provider.PermanentError{Message: "the generation's deadline passed before it was submitted (less than Replicate's 5 s minimum remained)"}
+			return fail(&provider.PermanentError{Message: "the generation's deadline passed before it was submitted (less than Replicate's 5 s minimum remained)"})
 		}
 		hdr.Set("Cancel-After", FormatCancelAfter(left))
 	}
+	client := p.http
+	if wait > 0 {
+		// Held up to wait, then answered: a client of its own, whose
+		// bound is the wait and the usual request time after it.
+		hdr.Set("Prefer", fmt.Sprintf("wait=%d", int64(wait/time.Second)))
+		client = p.waitHTTP
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait+p.timeout())
+		defer cancel()
+	}
 	p.remember(req.IdempotencyKey, e, input, req.Seed == 0, now)
-	resp, err := p.http.Do(ctx, httpx.Create, http.MethodPost, endpoint, body, hdr)
+	resp, err := client.Do(ctx, httpx.Create, http.MethodPost, endpoint, body, hdr)
 	if err != nil {
-		return provider.Job{}, httpx.SubmitErr(err, nil)
+		return fail(httpx.SubmitErr(err, nil))
 	}
 	if err := p.http.Err(resp); err != nil {
 		if errors.Is(err, provider.ErrNotFound) {
-			return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("replicate does not know model %s: %s", e.Endpoint, httpx.Message(resp.Body))}
+			return fail(&provider.PermanentError{Message: fmt.Sprintf("replicate does not know model %s: %s", e.Endpoint, httpx.Message(resp.Body))})
 		}
-		return provider.Job{}, httpx.SubmitErr(err, resp)
+		return fail(httpx.SubmitErr(err, resp))
 	}
 	var pr prediction
 	if err := json.Unmarshal(resp.Body, &pr); err != nil || pr.ID == "" {
 		// Created or not, we cannot tell: leave it to Find.
-		return provider.Job{}, &provider.RetryableError{Err: fmt.Errorf("replicate: unreadable create reply (%d)", resp.Status)}
+		return fail(&provider.RetryableError{Err: fmt.Errorf("replicate: unreadable create reply (%d)", resp.Status)})
 	}
-	return makeJob(pr.ID, e.ID), nil
+	return makeJob(pr.ID, e.ID), pr, e, nil
 }
 
 // MinCancelAfter is the shortest Cancel-After Replicate takes: "The

@@ -357,7 +357,9 @@ const falKeepAlive = 5 * time.Second
 // text/event-stream whose events' data are the status objects of the
 // status endpoint, sent at each change of the request (and every
 // falKeepAlive), the stream ending after the COMPLETED one. A request
-// already done gets its COMPLETED status at once.
+// already done gets its COMPLETED status at once. A prompt holding
+// "[drop-stream]" makes a stream that ends after its first event (a
+// dropped stream, cleanly closed).
 func (e *Emulator) falStream(w http.ResponseWriter, r *http.Request, p, id, tail string) {
 	e.mu.Lock()
 	j := e.jobs[id]
@@ -368,6 +370,9 @@ func (e *Emulator) falStream(w http.ResponseWriter, r *http.Request, p, id, tail
 		return
 	}
 	logs := r.URL.Query().Get("logs") == "1"
+	e.mu.Lock()
+	prompt, _ := j.input["prompt"].(string)
+	e.mu.Unlock()
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -399,8 +404,8 @@ func (e *Emulator) falStream(w http.ResponseWriter, r *http.Request, p, id, tail
 		if fl != nil {
 			fl.Flush()
 		}
-		if done {
-			return
+		if done || strings.Contains(prompt, "[drop-stream]") {
+			return // a "[drop-stream]" request's stream ends after its first event
 		}
 	}
 }

@@ -173,7 +173,9 @@ func (c *Client) send(ctx context.Context, req *http.Request) (*http.Response, e
 	if c.cfg.AuthValue != "" {
 		req.Header.Set(cmpOr(c.cfg.AuthHeader, "Authorization"), c.cfg.AuthValue)
 	}
-	req.Header.Set("Accept", "application/json")
+	if req.Header.Get("Accept") == "" { // a stream asks for text/event-stream
+		req.Header.Set("Accept", "application/json")
+	}
 	req.Header.Set("User-Agent", c.cfg.UserAgent)
 	resp, err := c.hc.Do(req)
 	if err != nil {

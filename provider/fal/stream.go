@@ -1,0 +1,164 @@
+package fal
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+)
+
+// fal's status stream, as fal-js reads it (fal-ai/fal-js 381105e,
+// 2026-08-02: libs/client/src/queue.ts streamStatus, streaming.ts
+// FalStream):
+//
+//   - GET {queue}/{owner}/{alias}/requests/{id}/status/stream?logs=1 with
+//     Accept: text/event-stream and the key;
+//   - a 2xx text/event-stream whose events' data are the status objects
+//     the status endpoint answers (IN_QUEUE with queue_position,
+//     IN_PROGRESS with logs, COMPLETED), the stream ending after the
+//     COMPLETED one (FalStream emits "done" with the last data);
+//   - fal-js gives up on a stream after 15 s without a chunk
+//     (EVENT_STREAM_TIMEOUT: "The maximum time interval in milliseconds
+//     between stream chunks. Defaults to 15s"). fal documents no
+//     keep-alive; a stream that sends nothing for StreamStall is dropped
+//     here and the request polled.
+//
+// fal-js still defaults to polling ("Streaming is currently experimental
+// and once stable, it will be the default mode"), so every failure of the
+// stream, from its opening to its last event, ends in a poll at once: the
+// request is never lost or made twice by it.
+
+// DefaultStreamStall is how long a status stream may stay silent before
+// it is dropped: fal-js's EVENT_STREAM_TIMEOUT.
+const DefaultStreamStall = 15 * time.Second
+
+// Signal implements provider.Signaller: fal's webhook where darkroom can
+// be called back, else the status stream.
+func (p *Provider) Signal(m provider.Model, webhook bool) provider.Signal {
+	if webhook {
+		return provider.SignalWebhook
+	}
+	return provider.SignalStream
+}
+
+// streamClient is c without its whole-request timeout (a stream lives
+// as long as its request); nil: the default transport.
+func streamClient(c *http.Client) *http.Client {
+	if c == nil {
+		return &http.Client{}
+	}
+	cc := *c
+	cc.Timeout = 0
+	return &cc
+}
+
+// streamURL is the request's status stream: its status URL's path and
+// "/stream".
+func streamURL(statusURL string) string {
+	u, err := url.Parse(statusURL)
+	if err != nil {
+		return statusURL + "/stream"
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/stream"
+	u.RawPath = ""
+	q := u.Query()
+	q.Set("logs", "1")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Watch implements provider.Watcher: it holds the request's status
+// stream until COMPLETED, then reads the result as Status does. Each
+// status before that goes to progress.
+func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(provider.Status)) (provider.Status, error) {
+	d, e, err := p.data(ctx, job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	outer := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StreamFor)
+	defer cancel()
+	// A stream silent for StreamStall, its headers included, is cut:
+	// cancelling its context ends the wait or the read.
+	var stalled atomic.Bool
+	stall := time.AfterFunc(p.cfg.StreamStall, func() { stalled.Store(true); cancel() })
+	defer stall.Stop()
+	isStall := func(err error) error {
+		if stalled.Load() && outer.Err() == nil {
+			return fmt.Errorf("fal: %w: nothing for %s", provider.ErrStreamStalled, p.cfg.StreamStall)
+		}
+		return err
+	}
+	hdr := http.Header{}
+	hdr.Set("Accept", "text/event-stream")
+	resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, streamURL(d.StatusURL), nil, "", hdr)
+	if err != nil {
+		return provider.Status{}, isStall(err)
+	}
+	if r != nil {
+		if err := p.http.Err(r); err != nil {
+			return provider.Status{}, err
+		}
+		return provider.Status{}, fmt.Errorf("fal: status stream answered %d", r.Status)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return provider.Status{}, fmt.Errorf("fal: status stream answered %q, not server-sent events", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), httpx.MaxBody)
+	var last provider.Status
+	var data strings.Builder
+	for sc.Scan() {
+		stall.Reset(p.cfg.StreamStall)
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(v, " "))
+			continue
+		}
+		if line != "" || data.Len() == 0 {
+			continue // another field, a comment (a keep-alive), or nothing yet
+		}
+		var ev statusReply
+		err := json.Unmarshal([]byte(data.String()), &ev)
+		data.Reset()
+		if err != nil || ev.Status == "" {
+			continue // not a status: not ours to read
+		}
+		stall.Stop() // the result's own request is bounded as any other
+		st, err := p.fromReply(ctx, d, e, ev)
+		if err != nil {
+			return last, err
+		}
+		stall.Reset(p.cfg.StreamStall)
+		if st.State.Terminal() {
+			p.release(d.RequestID)
+			return st, nil
+		}
+		last = st
+		if progress != nil {
+			progress(st)
+		}
+	}
+	switch {
+	case stalled.Load() && outer.Err() == nil:
+		return last, isStall(nil)
+	case ctx.Err() != nil:
+		return last, ctx.Err()
+	case sc.Err() != nil && !errors.Is(sc.Err(), context.Canceled):
+		return last, fmt.Errorf("fal: %w: %v", provider.ErrStreamEnded, sc.Err())
+	}
+	return last, fmt.Errorf("fal: %w", provider.ErrStreamEnded)
+}
