@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 var checks = []check{
 	{"Complete", nil, testComplete},
+	{"StatusAfterRestart", nil, testStatusAfterRestart},
 	{"FindAfterRestart", nil, testFindAfterRestart},
 	{"LostSubmitReply", []Capability{CapLostReply}, testLostSubmitReply},
 	{"DroppedSubmit", []Capability{CapLostReply}, testDroppedSubmit},
@@ -173,6 +175,27 @@ func containsState(seen []provider.State, want provider.State) bool {
 		}
 	}
 	return false
+}
+
+// testStatusAfterRestart: the runner persists the Job Submit returned
+// (as JSON) and gives it back to a restarted process, whose adapter
+// follows it to its end and reads its outputs.
+func testStatusAfterRestart(t *testing.T, s *suite) {
+	job := s.submit(t, s.e.Provider, "pt-restart", "a lighthouse at dusk")
+	b, err := json.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored provider.Job
+	if err := json.Unmarshal(b, &stored); err != nil {
+		t.Fatal(err)
+	}
+	p := s.e.Restart()
+	st, seen := s.settle(t, p, stored)
+	if st.State != provider.StateCompleted {
+		t.Fatalf("after a restart the job ended %s (states %v)", describe(st), states(seen))
+	}
+	read(t, p, stored, st)
 }
 
 // testFindAfterRestart: a process that submitted and crashed finds the

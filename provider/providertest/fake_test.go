@@ -107,7 +107,10 @@ func (v *fakeVendor) take(op providertest.Op) error {
 }
 
 // fake is the adapter: all it keeps is in the vendor.
-type fake struct{ v *fakeVendor }
+type fake struct {
+	v    *fakeVendor
+	mine sync.Map // job ids this instance submitted (the instance-state mutant's memory)
+}
 
 func (p *fake) Name() string             { return "fake" }
 func (p *fake) Models() []provider.Model { return []provider.Model{fakeModel} }
@@ -143,6 +146,7 @@ func (p *fake) Submit(ctx context.Context, req provider.Request) (provider.Job, 
 		}
 		return provider.Job{}, &provider.RetryableError{Err: errors.New("fake: connection reset")}
 	}
+	p.mine.Store(id, true)
 	return jobOf(id), nil
 }
 
@@ -165,6 +169,9 @@ func (p *fake) Status(ctx context.Context, job provider.Job) (provider.Status, e
 	v := p.v
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if _, ok := p.mine.Load(job.ID); !ok && mutant == "instance-state" {
+		return provider.Status{}, provider.ErrNotFound
+	}
 	if v.down && mutant == "outage-fails" {
 		return provider.Status{State: provider.StateFailed, Error: "fake: unreachable"}, nil
 	}
@@ -260,6 +267,7 @@ func TestMutants(t *testing.T) {
 	}
 	for _, c := range []struct{ mutant, fails string }{
 		{"progress-back", "Complete"},
+		{"instance-state", "StatusAfterRestart"},
 		{"find-forgets", "FindAfterRestart"},
 		{"find-forgets", "LostSubmitReply"},
 		{"lost-not-created", "LostSubmitReply"},

@@ -36,6 +36,8 @@
 //   - Complete: a submitted job is observed queued → running → completed,
 //     never backwards (its progress neither, while running), and its
 //     outputs open and read.
+//   - StatusAfterRestart: the Job Submit returned, stored as JSON, is
+//     followed to its end and its outputs read by a restarted adapter.
 //   - FindAfterRestart / LostSubmitReply: after a crash (a new adapter on
 //     the same vendor) or a lost submit reply, the job is found again with
 //     Find, or a second Submit with the same key makes no second job, or
