@@ -3,8 +3,10 @@ package generation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 )
@@ -100,38 +102,59 @@ func modelError(err error) error {
 
 // Unavailable is the refusal of a curated model whose provider is not
 // configured here, naming what the server needs, or that its vendor no
-// longer lists, saying so (nil for any other id).
+// longer lists, saying so and naming its successor if one is known (nil
+// for any other id).
 func (s *Service) Unavailable(id string) error {
 	if need, ok := s.cfg.Unavailable[id]; ok {
 		return inputErrorf("modelId %q is not available on this server: it needs %s on the server, which is not set (list_models lists the models this server offers)", id, need)
 	}
-	if why, ok := (*s.withdrawn.p.Load())[id]; ok {
-		return inputErrorf("modelId %q is not available now: %s; it is offered again once the vendor lists it (list_models lists the models available now)", id, why)
+	if a := s.Availability(id); a.Withdrawn != "" {
+		instead := "list_models lists the models available now"
+		if a.Successor != "" {
+			instead = fmt.Sprintf("use %s instead, or list_models for the models available now", a.Successor)
+		}
+		return inputErrorf("modelId %q is not available now: %s; it is offered again once the vendor lists it (%s)", id, a.Withdrawn, instead)
 	}
 	return nil
 }
 
-// withdrawn are the curated models their vendors no longer list, by id,
-// each with why: what the last look at each provider's listing found
-// (cmd/darkroom refreshes it with Withdraw).
-type withdrawn struct {
-	p atomic.Pointer[map[string]string]
+// Availability is what the last look at a curated model's vendor
+// listing found (cmd/darkroom's refresh sets it with SetAvailability).
+type Availability struct {
+	// Withdrawn says why the model is not offered now ("" while it is):
+	// it leaves list_models and generate refuses it for free.
+	Withdrawn string
+	// Successor is a darkroom model id to use instead, when one is known.
+	Successor string
+	// ShutdownDate is the day the vendor announced it stops serving the
+	// model's vendor model (zero when none is announced).
+	ShutdownDate time.Time
 }
 
-// Withdraw replaces the curated models their vendors no longer list, by
-// id, each with the reason a caller is told; nil withdraws none. They
-// leave list_models and are refused for free until they come back.
-func (s *Service) Withdraw(why map[string]string) {
-	if why == nil {
-		why = map[string]string{}
+// availability holds the curated models' Availability, by id; an id
+// without one is available.
+type availability struct {
+	p atomic.Pointer[map[string]Availability]
+}
+
+// SetAvailability replaces what the vendors' listings say of the curated
+// models, by id; nil says nothing of any (all available).
+func (s *Service) SetAvailability(by map[string]Availability) {
+	if by == nil {
+		by = map[string]Availability{}
 	}
-	s.withdrawn.p.Store(&why)
+	s.availability.p.Store(&by)
+}
+
+// Availability is what the vendor's listing says of a model (the zero
+// value for one it says nothing of: available).
+func (s *Service) Availability(id string) Availability {
+	return (*s.availability.p.Load())[id]
 }
 
 // Available reports whether a model is not withdrawn.
 func (s *Service) Available(id string) bool {
-	_, gone := (*s.withdrawn.p.Load())[id]
-	return !gone
+	return s.Availability(id).Withdrawn == ""
 }
 
 // lookupModel is the curated model of an id, or the one Resolve found

@@ -108,15 +108,15 @@ type Config struct {
 
 // Service is the API over generations used by the tool handlers.
 type Service struct {
-	cfg       Config
-	store     Store
-	kicks     chan struct{} // wakes the runner
-	models    []provider.Model
-	modelByID map[string]provider.Model
-	providers map[string]provider.Provider
-	previews  *preview.Cache // inline previews' bytes by key (immutable)
-	resolved  resolvedModels // qualified models (models.go)
-	withdrawn withdrawn      // curated models their vendors list no more (models.go)
+	cfg          Config
+	store        Store
+	kicks        chan struct{} // wakes the runner
+	models       []provider.Model
+	modelByID    map[string]provider.Model
+	providers    map[string]provider.Provider
+	previews     *preview.Cache // inline previews' bytes by key (immutable)
+	resolved     resolvedModels // qualified models (models.go)
+	availability availability   // what the vendors' listings say of curated models (models.go)
 }
 
 // NewService builds the service and its model catalog.
@@ -153,7 +153,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
 	s.previews = preview.NewCache(previewCacheBytes)
-	s.Withdraw(nil)
+	s.SetAvailability(nil)
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
 		for _, m := range p.Models() {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,11 +61,14 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 	if n := utf8.RuneCountInString(a.ModelID); n > maxModelIDChars {
 		return tasks.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
 	}
-	if err := t.svc.Unavailable(a.ModelID); err != nil {
+	// A model its vendor withdrew is described, available:false with why;
+	// one whose provider is not configured here is refused.
+	av := t.svc.Availability(a.ModelID)
+	if err := t.svc.Unavailable(a.ModelID); err != nil && av.Withdrawn == "" {
 		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
 	}
 	var d *modelschema.Description
-	key := a.ModelID
+	var key any = a.ModelID
 	if t.cfg.Models != nil {
 		var err error
 		if d, key, err = t.cfg.Models.Describe(ctx, a.ModelID); err != nil {
@@ -75,8 +79,8 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 	} else {
 		return tasks.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
 	}
-	return tasks.Reply{ID: "describe_model\x00" + a.ModelID, Key: key, Render: func() *mcp.CallToolResult {
-		out := t.described(d)
+	return tasks.Reply{ID: "describe_model\x00" + a.ModelID, Key: describedKey{key, av}, Render: func() *mcp.CallToolResult {
+		out := t.described(d, av)
 		return structured(describeLine(out), out)
 	}}, nil
 }
@@ -89,10 +93,30 @@ type described struct {
 	NeedsInputImage   bool           `json:"needsInputImage"`
 	AcceptsInputImage bool           `json:"acceptsInputImage,omitempty"`
 	Roles             map[string]int `json:"roles,omitempty"`
+	// Available is false while the model's vendor lists none of its
+	// vendor models (generate refuses it), with why.
+	Available         bool   `json:"available"`
+	UnavailableReason string `json:"unavailableReason,omitempty"`
+	// ShutdownDate (YYYY-MM-DD) is set when the vendor announced one
+	// within 30 days.
+	ShutdownDate string `json:"shutdownDate,omitempty"`
+	// Successor is the model to use instead, when one is known and this
+	// one is unavailable or shutting down.
+	Successor string `json:"successor,omitempty"`
 }
 
-func (t *Tools) described(d *modelschema.Description) described {
-	out := described{Description: d}
+// describedKey is what a describe_model answer depends on: the
+// description's key and the model's availability.
+type describedKey struct {
+	key any
+	av  generation.Availability
+}
+
+func (t *Tools) described(d *modelschema.Description, av generation.Availability) described {
+	out := described{Description: d, Available: av.Withdrawn == "", UnavailableReason: av.Withdrawn, Successor: av.Successor}
+	if !av.ShutdownDate.IsZero() {
+		out.ShutdownDate = av.ShutdownDate.Format(time.DateOnly)
+	}
 	if m, ok := t.svc.Model(d.ModelID); ok {
 		out.NeedsInputImage, out.AcceptsInputImage, out.Roles = m.NeedsInputImage, m.AcceptsInputImage, m.Roles
 	}
@@ -131,7 +155,17 @@ func describeLine(d described) string {
 	if len(d.Roles) > 0 {
 		inputs += ", takes " + words.And(slices.Sorted(maps.Keys(d.Roles))) + " inputs"
 	}
-	return fmt.Sprintf("%s: %s model, %s%s, %s", d.ModelID, d.Kind, price, inputs, fields)
+	line := fmt.Sprintf("%s: %s model, %s%s, %s", d.ModelID, d.Kind, price, inputs, fields)
+	if !d.Available {
+		line += "; NOT AVAILABLE now: " + d.UnavailableReason
+	}
+	if d.ShutdownDate != "" {
+		line += "; its vendor shuts it down on " + d.ShutdownDate
+	}
+	if d.Successor != "" {
+		line += "; use " + d.Successor + " instead"
+	}
+	return line
 }
 
 type searchArgs struct {

@@ -115,7 +115,7 @@ const (
  "maxCount":{"type":"integer"},"needsInputImage":{"type":"boolean"},"roles":{"type":"object"}}}}},"required":["models"]}`
 	describeModelIn  = `{"type":"object","properties":{"modelId":{"type":"string","minLength":1,"maxLength":MAX_MODEL_ID,"description":"From list_models or search_models, or a provider-qualified id the server allows (replicate:owner/name[:version], fal:owner/app[/path])."}},"required":["modelId"],"additionalProperties":false}`
 	describeModelOut = `{"type":"object","properties":{"modelId":{"type":"string"},"kind":{"type":"string"},"credits":{"type":"integer"},"priceUnit":{"type":"string"},
- "maxCount":{"type":"integer"},"needsInputImage":{"type":"boolean"},"roles":{"type":"object"},"mapping":{"type":"object"},"input":{"type":["array","null"]}},"required":["modelId","input"]}`
+ "maxCount":{"type":"integer"},"needsInputImage":{"type":"boolean"},"roles":{"type":"object"},"mapping":{"type":"object"},"input":{"type":["array","null"]},"available":{"type":"boolean"}},"required":["modelId","input","available"]}`
 	searchModelsIn = `{"type":"object","properties":{"query":{"type":"string","maxLength":MAX_QUERY,"description":"Words to find in ids, titles, descriptions."},
  "kind":{"type":"string","enum":["image","video"]},"cursor":{"type":"string"},
  "limit":{"type":"integer","minimum":1,"maximum":MAX_SEARCH,"default":DEF_SEARCH}},"required":["query"],"additionalProperties":false}`

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotCreated marks a Submit failure after which the provider surely
@@ -50,11 +51,22 @@ type Pinger interface {
 // their curated models may run the vendor lists for our credential now
 // (darkroom models check, and the refresh that withdraws and retargets).
 type Lister interface {
-	// Listed answers, by vendor model (each entry's Endpoint, pinned
-	// Version and Targets), whether the vendor lists it; one it cannot
+	// Listed answers for each vendor model (each entry's Endpoint, pinned
+	// Version and Targets) what the vendor says of it; one it cannot
 	// ask about is left out. The error is for a vendor it could not ask
 	// at all (unreachable, credential refused: a PermanentError).
-	Listed(ctx context.Context) (map[string]bool, error)
+	Listed(ctx context.Context) (Listing, error)
+}
+
+// Listing is what a vendor's model list says, by vendor model.
+type Listing map[string]VendorModel
+
+// VendorModel is what a vendor's model list says of one model.
+type VendorModel struct {
+	Listed bool `json:"listed"`
+	// ShutdownDate is the day the vendor says it stops serving the model
+	// (OpenAI's shutdown_date); zero when none is announced.
+	ShutdownDate time.Time `json:"shutdownDate,omitzero"`
 }
 
 // Retargeter is implemented by providers whose curated ids may run
@@ -62,4 +74,29 @@ type Lister interface {
 // the target it runs now; an id not in it runs its Endpoint.
 type Retargeter interface {
 	Retarget(runs map[string]string)
+}
+
+// StoredListing is a provider's last Listing as a ListingStore keeps it.
+type StoredListing struct {
+	Provider string
+	Listing  []byte // the Listing as JSON
+	ReadAt   time.Time
+}
+
+// ListingStore keeps each provider's last Listing with when it was read
+// (the engines' model_listings table), so an outage or a restart keeps
+// the last one, and the replicas on one database ask each vendor once
+// per refresh between them: the one whose claim succeeds asks, the
+// others read what it stored.
+type ListingStore interface {
+	// ModelListing is the provider's stored listing (ErrNotFound: none).
+	ModelListing(ctx context.Context, provider string) (StoredListing, error)
+	// ClaimModelListing makes the caller the one that asks the
+	// provider's vendor, until `until`, when the stored listing was read
+	// at or before staleBefore and no other claim holds at now; false when
+	// another replica holds one or the listing is fresh.
+	ClaimModelListing(ctx context.Context, provider string, staleBefore, now, until time.Time) (bool, error)
+	// PutModelListing stores a listing read later than the stored one,
+	// and ends the claim.
+	PutModelListing(ctx context.Context, l StoredListing) error
 }

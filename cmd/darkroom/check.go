@@ -44,6 +44,11 @@ type modelCheck struct {
 	// naming the setting).
 	State string `json:"state"`
 	Needs string `json:"needs,omitempty"`
+	// ShutdownDate is the day the vendor says it stops serving
+	// VendorModel (YYYY-MM-DD), when it announced one.
+	ShutdownDate string `json:"shutdownDate,omitempty"`
+	// Successor is the curated model to use instead, when one is known.
+	Successor string `json:"successor,omitempty"`
 }
 
 // providerCheck is one provider's part of the report.
@@ -113,7 +118,7 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 	unavailable := unavailableModels(entries, providers)
 	for _, p := range providers {
 		pc := providerCheck{Name: p.Name(), State: "ok"}
-		listed := map[string]bool{}
+		listed := provider.Listing{}
 		if l, ok := provider.As[provider.Lister](p); ok {
 			var err error
 			if listed, err = l.Listed(ctx); err != nil {
@@ -133,10 +138,14 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 				continue
 			}
 			mc := modelCheck{ID: e.ID, VendorModel: e.Candidates()[0], State: "not checked"}
-			switch target, asked := resolveTarget(e, listed); {
+			target, vm, asked := resolveTarget(e, listed)
+			if !vm.ShutdownDate.IsZero() {
+				mc.ShutdownDate, mc.Successor = vm.ShutdownDate.Format(time.DateOnly), e.Successor
+			}
+			switch {
 			case !asked:
 			case target == "":
-				mc.State, report.OK = "not listed", false
+				mc.State, mc.Successor, report.OK = "not listed", e.Successor, false
 			case target == mc.VendorModel:
 				mc.State = "listed"
 			default:
@@ -176,6 +185,12 @@ func (r checkReport) write(w io.Writer) error {
 			state := m.State
 			if m.Needs != "" {
 				state += ": needs " + m.Needs
+			}
+			if m.ShutdownDate != "" {
+				state += ", shuts down " + m.ShutdownDate
+			}
+			if m.Successor != "" {
+				state += " (successor: " + m.Successor + ")"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.ID, m.VendorModel, state)
 		}

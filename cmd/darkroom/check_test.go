@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
@@ -175,8 +177,28 @@ func TestModelWithdrawn(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "Google no longer lists gemini-3.1-flash-image") {
 		t.Fatalf("generate of a withdrawn model: %s", text(res))
 	}
-	if res := call(t, cs, "describe_model", map[string]any{"modelId": calling[1]}, nil); !res.IsError || !strings.Contains(text(res), "not available now") {
+	var d struct {
+		Available bool   `json:"available"`
+		Reason    string `json:"unavailableReason"`
+		Successor string `json:"successor"`
+	}
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": calling[1]}, &d); res.IsError || d.Available || !strings.Contains(d.Reason, "Google no longer lists gemini-3.1-flash-image") {
 		t.Fatalf("describe_model of a withdrawn model: %s", text(res))
+	}
+	// A withdrawn model with a successor names it, in describe_model and
+	// in generate's refusal.
+	rig.Unlist("google", "gemini-3.1-flash-lite-image")
+	s.app.refreshModels(ctx)
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": "google-imagen-4-fast"}, &d); res.IsError || d.Available || d.Successor != "google-gemini-3.1-flash-image" || !strings.Contains(text(res), "use google-gemini-3.1-flash-image instead") {
+		t.Fatalf("describe_model of a withdrawn model with a successor: %s", text(res))
+	}
+	if res := call(t, cs, "generate", map[string]any{"modelId": "google-imagen-4-fast", "prompt": "a fox"}, nil); !res.IsError || !strings.Contains(text(res), "use google-gemini-3.1-flash-image instead") {
+		t.Fatalf("generate of a withdrawn model with a successor: %s", text(res))
+	}
+	rig.Relist("google", "gemini-3.1-flash-lite-image")
+	d.Reason, d.Successor = "", ""
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": "google-gemini-3-pro-image"}, &d); res.IsError || !d.Available || d.Reason != "" {
+		t.Fatalf("describe_model of a listed model: %s", text(res))
 	}
 	var found struct {
 		Models []struct {
@@ -251,5 +273,144 @@ func TestModelAliasRunsItsNextTarget(t *testing.T) {
 	s.app.refreshModels(ctx)
 	if got := generate("a boat"); got != "gpt-image-2" {
 		t.Fatalf("listed again, the alias ran %q", got)
+	}
+}
+
+// TestModelListingOncePerFleet: three replicas on one PostgreSQL database
+// refreshing together ask OpenAI for its model list once between them,
+// and not again while the stored listing is fresh; a model the vendor
+// stops listing is hidden by all three within one refresh (the one whose
+// claim wins asks, the others read what it stored); an outage hides
+// nothing, on a replica that restarts during it too; listed again, it
+// comes back.
+func TestModelListingOncePerFleet(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	db := sharedDatabase(t)
+	const refresh = time.Hour
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	replica := func() *testServer {
+		return vendorServer(t, rig, "openai", db, func(c *config) { c.ModelsRefresh, c.modelsNow = refresh, now })
+	}
+	fleet := []*testServer{replica(), replica(), replica()}
+	refreshAll := func() {
+		var wg sync.WaitGroup
+		for _, s := range fleet {
+			wg.Go(func() { s.app.refreshModels(context.Background()) })
+		}
+		wg.Wait()
+	}
+	// Each replica's watch looked at start: the first asked, the others
+	// read what it stored (or asked too, when their claim came first:
+	// that is the first refresh). Count from here.
+	eventually(t, 10*time.Second, func() bool { return rig.Listings("openai") >= 1 }, "the first listing")
+	asked := rig.Listings("openai")
+	refreshAll()
+	advance(refresh / 2)
+	refreshAll()
+	if n := rig.Listings("openai") - asked; n > 1 {
+		t.Fatalf("three replicas asked OpenAI %d times within one refresh; want at most once", n)
+	}
+	offered := func(s *testServer, id string) bool { return s.app.svc.Available(id) }
+	rig.Unlist("openai", "gpt-image-2")
+	rig.Unlist("openai", "gpt-image-2-2026-04-21")
+	asked = rig.Listings("openai")
+	advance(refresh) // one refresh later: stale for all
+	// Replica 0 claims the ask and OpenAI holds it; meanwhile the others
+	// look and must not ask (a replica that did would wait on OpenAI
+	// until its context ends, and be counted).
+	rig.Inject(emulator.Rule{Provider: "openai", Op: emulator.OpStatus, Fault: emulator.FaultSlow})
+	before := rig.Count("openai", emulator.OpStatus)
+	done := make(chan struct{})
+	go func() { fleet[0].app.refreshModels(context.Background()); close(done) }()
+	<-rig.SlowHits()
+	for _, s := range fleet[1:] {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.app.refreshModels(ctx)
+		cancel()
+	}
+	if n := rig.Count("openai", emulator.OpStatus) - before; n != 1 {
+		t.Fatalf("while one replica asked OpenAI, the fleet asked %d times; want once", n)
+	}
+	rig.ClearFaults()
+	rig.Release()
+	<-done
+	if n := rig.Listings("openai") - asked; n != 1 {
+		t.Fatalf("a stale listing: the fleet asked %d times; want once", n)
+	}
+	// The replicas whose claim lost read the stored listing at their next
+	// look, a tenth of a refresh later.
+	advance(refresh / 10)
+	refreshAll()
+	for i, s := range fleet {
+		if offered(s, "openai-gpt-image-2") {
+			t.Fatalf("replica %d still offers openai-gpt-image-2 within one refresh of its withdrawal", i)
+		}
+	}
+	if n := rig.Listings("openai") - asked; n != 1 {
+		t.Fatalf("the fleet asked %d times for one stale listing", n)
+	}
+	// An outage hides nothing new, and a replica restarted during it goes
+	// by the stored listing.
+	rig.Relist("openai", "gpt-image-2")
+	rig.Inject(emulator.Rule{Provider: "openai", Op: emulator.OpStatus, Fault: emulator.Fault500})
+	advance(refresh)
+	refreshAll()
+	fleet[2] = replica()
+	fleet[2].app.refreshModels(context.Background())
+	rig.ClearFaults()
+	for i, s := range fleet {
+		if offered(s, "openai-gpt-image-2") {
+			t.Fatalf("replica %d: an outage changed what is offered", i)
+		}
+		if offered(s, "openai-gpt-image-2-2k") {
+			t.Fatalf("replica %d: the restarted replica forgot the stored listing", i)
+		}
+	}
+	// Listed again: back on all three within one refresh.
+	advance(listingClaim) // the claim of the failed ask runs out
+	refreshAll()
+	advance(refresh / 10)
+	refreshAll()
+	for i, s := range fleet {
+		if !offered(s, "openai-gpt-image-2") {
+			t.Fatalf("replica %d: listed again, openai-gpt-image-2 is not back", i)
+		}
+	}
+}
+
+// TestModelShutdownDate: a vendor's shutdown date within 30 days is
+// flagged in describe_model (with the successor) and by models check; a
+// later one is not.
+func TestModelShutdownDate(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := vendorServer(t, rig, "openai")
+	cs := connect(t, s.url, "2026-07-28")
+	soon := time.Now().Add(10 * 24 * time.Hour).UTC().Truncate(24 * time.Hour)
+	rig.AnnounceShutdown("gpt-image-2", soon)
+	rig.AnnounceShutdown("gpt-image-2-2026-04-21", time.Now().Add(90*24*time.Hour))
+	s.app.refreshModels(context.Background())
+	var d struct {
+		Available    bool   `json:"available"`
+		ShutdownDate string `json:"shutdownDate"`
+		Successor    string `json:"successor"`
+	}
+	res := call(t, cs, "describe_model", map[string]any{"modelId": "openai-gpt-image-1-mini"}, &d)
+	if res.IsError || !d.Available || d.ShutdownDate != soon.Format(time.DateOnly) || d.Successor != "openai-gpt-image-2" {
+		t.Fatalf("describe_model of a model shutting down in 10 days: %s", text(res))
+	}
+	var out, errOut bytes.Buffer
+	args := []string{"models", "check", "--openai-api-key", "sk-test", "--openai-base-url", rig.OpenAI.URL,
+		"--replicate-api-token", "", "--fal-key", "", "--gemini-api-key", "", "--google-project", ""}
+	if code := run(context.Background(), args, &out, &errOut); code != 0 || !strings.Contains(out.String(), "shuts down "+soon.Format(time.DateOnly)) {
+		t.Fatalf("check: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	rig.AnnounceShutdown("gpt-image-2", time.Now().Add(60*24*time.Hour))
+	s.app.refreshModels(context.Background())
+	d.ShutdownDate = ""
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": "openai-gpt-image-2"}, &d); res.IsError || d.ShutdownDate != "" {
+		t.Fatalf("a shutdown 60 days away flagged: %s", text(res))
 	}
 }

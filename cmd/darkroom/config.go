@@ -44,6 +44,7 @@ type config struct {
 	LogLevel        slog.Level
 	TaskTTL         time.Duration
 	tasksNow        func() time.Time // tests only: the tasks store's clock (nil: time.Now)
+	modelsNow       func() time.Time // tests only: the models refresh's clock (nil: time.Now)
 	MaxWait         time.Duration    // the longest wait_generation / generate wait:true
 	StreamKeepAlive time.Duration    // SSE comment interval on listen streams and held waits
 	PollRate        float64

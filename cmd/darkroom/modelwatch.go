@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -9,100 +11,136 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/server"
 )
 
 // modelWatch keeps the last listing each provider's vendor gave (which
-// curated models it lists for our credentials) and withdraws the models
-// it no longer lists. A provider that cannot be asked keeps its last
-// listing: an outage withdraws nothing.
+// curated models it lists for our credentials, and any shutdown date),
+// withdraws the models it no longer lists and flags those about to shut
+// down. A provider that cannot be asked keeps its last listing, stored
+// with its age: an outage withdraws nothing, nor does a restart during
+// one.
 type modelWatch struct {
-	mu      sync.Mutex
-	listing map[string]map[string]bool // by provider, by vendor model
-	at      map[string]time.Time       // when each listing was read
-	gone    map[string]string          // withdrawn now, with why
-	runs    map[string]string          // ids that run a later target now
+	mu      sync.Mutex             // guards what follows
+	listing map[string]readListing // by provider
+	gone    map[string]string      // withdrawn now, with why
+	runs    map[string]string      // ids that run a later target now
+	ending  map[string]time.Time   // ids whose target shuts down within shutdownNotice
+	avail   map[string]generation.Availability
 }
+
+// readListing is one provider's listing with when its vendor was asked.
+type readListing struct {
+	listing provider.Listing
+	at      time.Time
+}
+
+// shutdownNotice is how far ahead a vendor's announced shutdown date is
+// flagged (describe_model and the log).
+const shutdownNotice = 30 * 24 * time.Hour
+
+// listingClaim is how long a replica that claimed a vendor's listing may
+// take to ask it before another replica may.
+const listingClaim = time.Minute
 
 // resolveTarget is the vendor model e runs given its provider's listing:
-// the first of its candidates listed ("" when none is); asked is false
-// when the listing says nothing of them.
-func resolveTarget(e catalog.Entry, listed map[string]bool) (target string, asked bool) {
+// the first of its candidates listed ("" when none is), with what the
+// vendor says of it; asked is false when the listing says nothing of
+// them.
+func resolveTarget(e catalog.Entry, listed provider.Listing) (target string, vm provider.VendorModel, asked bool) {
 	for _, v := range e.Candidates() {
-		ok, known := listed[v]
+		m, known := listed[v]
 		asked = asked || known
-		if ok {
-			return v, true
+		if m.Listed {
+			return v, m, true
 		}
 	}
-	return "", asked
+	return "", provider.VendorModel{}, asked
 }
 
-// watchModels reads every provider's listing at start and every
-// DARKROOM_MODELS_REFRESH (±10%, so replicas started together spread
-// their asks) until ctx ends.
+// modelsTick is how often the watch looks at the listings: a tenth of
+// DARKROOM_MODELS_REFRESH, ±10% (replicas started together spread their
+// looks). A look reads the stored listing; a listing older than
+// refresh−tick is asked of its vendor, by one replica of a fleet, so
+// every replica sees a vendor's change within one refresh.
+func (a *app) modelsTick() time.Duration { return a.cfg.ModelsRefresh / 10 }
+
+// watchModels looks at every provider's listing at start and every
+// modelsTick until ctx ends.
 func (a *app) watchModels(ctx context.Context) {
 	if a.cfg.ModelsRefresh <= 0 {
 		return
 	}
+	tick := a.modelsTick()
 	for {
 		a.refreshModels(ctx)
-		jitter := time.Duration(rand.Int64N(int64(a.cfg.ModelsRefresh/5)+1)) - a.cfg.ModelsRefresh/10
+		jitter := time.Duration(rand.Int64N(int64(tick/5)+1)) - tick/10
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.cfg.ModelsRefresh + jitter):
+		case <-time.After(tick + jitter):
 		}
 	}
 }
 
-// refreshModels asks each provider that can list which curated models its
-// vendor lists, withdraws those it does not (free refusal, out of
-// list_models) and restores those it lists again; each change is logged
-// once.
+// listingStore is the engine's store of the providers' last listings.
+type listingStore interface {
+	ModelListings() provider.ListingStore
+}
+
+// refreshModels reads each listing provider's listing (stored, or asked
+// of its vendor when stale), withdraws the curated models their vendors
+// no longer list (free refusal, out of list_models), restores those they
+// list again, retargets aliases and flags shutdown dates; each change is
+// logged once.
 func (a *app) refreshModels(ctx context.Context) {
 	entries, err := curatedEntries(a.cfg)
 	if err != nil {
 		a.log.Warn("models refresh: curated catalog", "err", err)
 		return
 	}
+	w := &a.watch
+	now := time.Now()
+	if a.cfg.modelsNow != nil {
+		now = a.cfg.modelsNow()
+	}
 	// The vendors are asked without the lock (readiness reads it).
-	fresh := map[string]map[string]bool{}
-	failed := map[string]error{}
+	w.mu.Lock()
+	last := maps.Clone(w.listing)
+	w.mu.Unlock()
+	fresh := map[string]readListing{}
 	for _, p := range a.providers {
 		if l, ok := provider.As[provider.Lister](p); ok {
-			if listed, err := l.Listed(ctx); err != nil {
-				failed[p.Name()] = err
-			} else {
-				fresh[p.Name()] = listed
+			if r, ok := a.readListing(ctx, p.Name(), l, last[p.Name()], now); ok {
+				fresh[p.Name()] = r
 			}
 		}
 	}
-	w := &a.watch
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.listing == nil {
-		w.listing, w.at, w.gone = map[string]map[string]bool{}, map[string]time.Time{}, map[string]string{}
+		w.listing, w.gone = map[string]readListing{}, map[string]string{}
 	}
-	for name, err := range failed {
-		a.log.Warn("models refresh: provider not asked; its last listing stands", "provider", name, "listing_age", ageOf(w.at[name]), "err", err)
-	}
-	for name, listed := range fresh {
-		w.listing[name], w.at[name] = listed, time.Now()
-	}
+	maps.Copy(w.listing, fresh)
 	gone := map[string]string{}
+	ending := map[string]time.Time{}
+	avail := map[string]generation.Availability{}
 	runs := map[string]map[string]string{} // by provider: id → the target it runs
 	for _, e := range entries {
-		target, asked := resolveTarget(e, w.listing[e.Provider])
+		read := w.listing[e.Provider]
+		target, vm, asked := resolveTarget(e, read.listing)
 		if !asked {
 			continue // not asked, or cannot be
 		}
 		a.metrics.ModelAvailable(e.ID, target != "")
 		switch {
 		case target == "":
-			gone[e.ID] = fmt.Sprintf("%s no longer lists %s for this server's credentials (checked %s)", vendorName(e), strings.Join(e.Candidates(), " or "), w.at[e.Provider].UTC().Format(time.RFC3339))
+			gone[e.ID] = fmt.Sprintf("%s no longer lists %s for this server's credentials (checked %s)", vendorName(e), strings.Join(e.Candidates(), " or "), read.at.UTC().Format(time.RFC3339))
+			avail[e.ID] = generation.Availability{Withdrawn: gone[e.ID], Successor: e.Successor}
+			continue
 		case target != e.Candidates()[0]:
 			if runs[e.Provider] == nil {
 				runs[e.Provider] = map[string]string{}
@@ -110,6 +148,13 @@ func (a *app) refreshModels(ctx context.Context) {
 			runs[e.Provider][e.ID] = target
 			if w.runs[e.ID] != target {
 				a.log.Warn("model runs its next target: its vendor no longer lists the first", "model", e.ID, "runs", target)
+			}
+		}
+		if !vm.ShutdownDate.IsZero() && vm.ShutdownDate.Sub(now) < shutdownNotice {
+			ending[e.ID] = vm.ShutdownDate
+			avail[e.ID] = generation.Availability{ShutdownDate: vm.ShutdownDate, Successor: e.Successor}
+			if !w.ending[e.ID].Equal(vm.ShutdownDate) {
+				a.log.Warn("model shuts down soon: its vendor announced a date", "model", e.ID, "vendor_model", target, "shutdown_date", vm.ShutdownDate.Format(time.DateOnly), "successor", e.Successor)
 			}
 		}
 	}
@@ -122,7 +167,7 @@ func (a *app) refreshModels(ctx context.Context) {
 	}
 	for id := range gone {
 		if _, was := w.gone[id]; !was {
-			a.log.Warn("model withdrawn: its vendor no longer lists it", "model", id, "why", gone[id])
+			a.log.Warn("model withdrawn: its vendor no longer lists it", "model", id, "why", gone[id], "successor", avail[id].Successor)
 		}
 	}
 	for id := range w.gone {
@@ -130,8 +175,56 @@ func (a *app) refreshModels(ctx context.Context) {
 			a.log.Info("model available again: its vendor lists it", "model", id)
 		}
 	}
-	w.gone = gone
-	a.svc.Withdraw(maps.Clone(gone))
+	w.gone, w.ending, w.avail = gone, ending, avail
+	a.svc.SetAvailability(maps.Clone(avail))
+}
+
+// readListing is name's listing at now: the stored one while it is
+// fresh (or while another replica asks the vendor), else the vendor's
+// answer, stored for the other replicas. ok is false when there is none
+// to go by; an error keeps the last listing and logs its age.
+func (a *app) readListing(ctx context.Context, name string, l provider.Lister, last readListing, now time.Time) (readListing, bool) {
+	var store provider.ListingStore
+	if s, ok := a.db.(listingStore); ok {
+		store = s.ModelListings()
+	}
+	stale := now.Add(-(a.cfg.ModelsRefresh - a.modelsTick()))
+	have := last.at.After(time.Time{})
+	if store != nil {
+		stored, err := store.ModelListing(ctx, name)
+		switch {
+		case err == nil && stored.ReadAt.After(last.at):
+			var got provider.Listing
+			if err := json.Unmarshal(stored.Listing, &got); err != nil {
+				a.log.Warn("models refresh: stored listing unreadable; asking the vendor", "provider", name, "err", err)
+				break
+			}
+			last, have = readListing{listing: got, at: stored.ReadAt}, true
+		case err != nil && !errors.Is(err, provider.ErrNotFound):
+			a.log.Warn("models refresh: stored listing not read", "provider", name, "err", err)
+		}
+		if have && last.at.After(stale) {
+			return last, true // fresh: asked by this or another replica
+		}
+		won, err := store.ClaimModelListing(ctx, name, stale, now, now.Add(listingClaim))
+		if err != nil || !won {
+			return last, have // another replica asks now; its answer is read next time
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, listingClaim)
+	defer cancel()
+	listed, err := l.Listed(ctx)
+	if err != nil {
+		a.log.Warn("models refresh: provider not asked; its last listing stands", "provider", name, "listing_age", ageOf(last.at, now), "err", err)
+		return last, have
+	}
+	if store != nil {
+		b, _ := json.Marshal(listed)
+		if err := store.PutModelListing(ctx, provider.StoredListing{Provider: name, Listing: b, ReadAt: now}); err != nil {
+			a.log.Warn("models refresh: listing not stored", "provider", name, "err", err)
+		}
+	}
+	return readListing{listing: listed, at: now}, true
 }
 
 // probe is /readyz's advisory models check: "withdrawn" while any
@@ -160,9 +253,9 @@ func vendorName(e catalog.Entry) string {
 	return e.Provider
 }
 
-func ageOf(t time.Time) string {
+func ageOf(t, now time.Time) string {
 	if t.IsZero() {
 		return "never read"
 	}
-	return time.Since(t).Round(time.Second).String()
+	return now.Sub(t).Round(time.Second).String()
 }

@@ -49,6 +49,10 @@ type Entry struct {
 	// under another name (a dated snapshot), at the same price. The id is
 	// a stable alias: it runs the first one listed (Set.Retarget).
 	Targets []string `json:"targets,omitempty"`
+	// Successor is the darkroom model id to use instead when this one's
+	// vendor lists none of its vendor models (describe_model and the
+	// refusal name it).
+	Successor string `json:"successor,omitempty"`
 	// API is the vendor method a google or openai model is called by:
 	// google "gemini" (generateContent) or "interactions" (a background
 	// interaction, for video) on the Gemini API, "veo" (predictLongRunning)
@@ -180,6 +184,9 @@ func (e Entry) validate() error {
 	}
 	if e.Disabled {
 		return nil
+	}
+	if e.Successor == e.ID {
+		return errors.New("successor is the model itself")
 	}
 	if _, err := time.Parse(time.DateOnly, e.Checked); e.Checked != "" && err != nil {
 		return fmt.Errorf("checked %q is not a date (YYYY-MM-DD)", e.Checked)

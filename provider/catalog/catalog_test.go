@@ -221,3 +221,30 @@ func TestBuildInputRolesAndCount(t *testing.T) {
 		t.Errorf("model %+v: want maxCount 4, 1 mask, 2 references", m)
 	}
 }
+
+// TestSuccessors: a successor in the embedded catalog is another of its
+// models that takes the same request: the same kind, and no input image
+// where the model needs none.
+func TestSuccessors(t *testing.T) {
+	byID := map[string]catalog.Entry{}
+	for _, e := range catalog.Default() {
+		byID[e.ID] = e
+	}
+	n := 0
+	for _, e := range byID {
+		if e.Successor == "" {
+			continue
+		}
+		n++
+		s, ok := byID[e.Successor]
+		if !ok || s.Kind != e.Kind || s.NeedsInputImage && !e.NeedsInputImage {
+			t.Errorf("%s: successor %q is not a model taking the same request (%+v)", e.ID, e.Successor, s)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no successors: the test checks nothing")
+	}
+	if _, err := catalog.Parse([]byte(`{"models":[{"modelId":"a","successor":"a","provider":"openai","api":"images","kind":"image","endpoint":"x","expectedSeconds":1,"input":{"prompt":"prompt"},"output":{"path":""}}]}`)); err == nil {
+		t.Fatal("a model its own successor was accepted")
+	}
+}

@@ -179,14 +179,14 @@ func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.En
 // Listed implements provider.Lister: fal's model list (the Platform API)
 // asked for each curated vendor endpoint; one fal does not list, or lists as
 // not active, is not served.
-func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
-	out := map[string]bool{}
+func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
+	out := provider.Listing{}
 	for _, v := range p.models.Vendors() {
 		ok, err := p.listed(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		out[v] = ok
+		out[v] = provider.VendorModel{Listed: ok}
 	}
 	return out, nil
 }

@@ -378,8 +378,8 @@ const maxListPages = 20
 // Listed implements provider.Lister: the Gemini API's model list, read
 // with the key, for the Gemini API's entries' vendor models; Vertex AI's
 // are left out (darkroom reads no Vertex model list).
-func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
-	out := map[string]bool{}
+func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
+	out := provider.Listing{}
 	if p.cfg.Key == "" {
 		return out, nil
 	}
@@ -409,7 +409,7 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 	for _, e := range p.models.Entries() {
 		if Backend(e) == "gemini" {
 			for _, v := range e.Candidates() {
-				out[v] = names[v]
+				out[v] = provider.VendorModel{Listed: names[v]}
 			}
 		}
 	}

@@ -271,12 +271,12 @@ func TestSDKReadsModelList(t *testing.T) {
 	if err != nil || len(listed) == 0 {
 		t.Fatalf("Listed: %v %v", listed, err)
 	}
-	for v, ok := range listed {
-		if ok != names[v] || ok != (v != "gemini-3-pro-image" && !emulator.Retired("google", v)) {
+	for v, m := range listed {
+		if ok := m.Listed; ok != names[v] || ok != (v != "gemini-3-pro-image" && !emulator.Retired("google", v)) {
 			t.Errorf("%s: darkroom says listed %v, the SDK read %v (every page)", v, ok, names[v])
 		}
 	}
-	if listed["gemini-3-pro-image"] || !listed["gemini-3.1-flash-image"] {
+	if listed["gemini-3-pro-image"].Listed || !listed["gemini-3.1-flash-image"].Listed {
 		t.Fatalf("withdrawn or kept wrongly: %v", listed)
 	}
 }

@@ -226,20 +226,27 @@ func (p *Provider) Ping(ctx context.Context) error {
 
 // Listed implements provider.Lister: OpenAI's model list, read with the
 // key.
-func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
+func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
 	var list struct {
 		Data []struct {
 			ID string `json:"id"`
+			// ShutdownDate is "YYYY-MM-DD" or null (openai-go v3.105.0
+			// model.go: Model.ShutdownDate, format date, nullable).
+			ShutdownDate *string `json:"shutdown_date"`
 		} `json:"data"`
 	}
 	if err := p.http.GetJSON(ctx, p.base+"/v1/models", &list); err != nil {
 		return nil, err
 	}
-	ids := map[string]bool{}
+	ids := provider.Listing{}
 	for _, m := range list.Data {
-		ids[m.ID] = true
+		vm := provider.VendorModel{Listed: true}
+		if m.ShutdownDate != nil {
+			vm.ShutdownDate, _ = time.Parse(time.DateOnly, *m.ShutdownDate) // a date it cannot read announces nothing
+		}
+		ids[m.ID] = vm
 	}
-	out := map[string]bool{}
+	out := provider.Listing{}
 	for _, v := range p.models.Vendors() {
 		out[v] = ids[v]
 	}

@@ -206,17 +206,22 @@ func TestSDKReadsModelList(t *testing.T) {
 	em := emulator.New(emulator.Options{})
 	t.Cleanup(em.Close)
 	em.Unlist("openai", "gpt-image-2")
+	shutdown := time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC)
+	em.AnnounceShutdown("gpt-image-2-2026-04-21", shutdown)
 	client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
 	page, err := client.Models.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]bool{}
+	ids := map[string]time.Time{} // by id, the shutdown date the SDK read
 	for _, m := range page.Data {
 		if len(m.JSON.ExtraFields) != 0 || m.Object != "model" {
 			t.Fatalf("model %s: fields the SDK does not know %v, object %q", m.ID, slices.Collect(maps.Keys(m.JSON.ExtraFields)), m.Object)
 		}
-		ids[m.ID] = true
+		ids[m.ID] = m.ShutdownDate
+	}
+	if !ids["gpt-image-2-2026-04-21"].Equal(shutdown) {
+		t.Fatalf("the SDK read shutdown date %v; want %v", ids["gpt-image-2-2026-04-21"], shutdown)
 	}
 	p, err := openai.New(openai.Config{Key: "sk-test", BaseURL: em.OpenAI.URL, Spool: provider.DirSpool(t.TempDir()), RequestsPerMinute: -1})
 	if err != nil {
@@ -226,12 +231,13 @@ func TestSDKReadsModelList(t *testing.T) {
 	if err != nil || len(listed) == 0 {
 		t.Fatalf("Listed: %v %v", listed, err)
 	}
-	for v, ok := range listed {
-		if ok != ids[v] {
-			t.Errorf("%s: darkroom says listed %v, the SDK read %v", v, ok, ids[v])
+	for v, m := range listed {
+		day, ok := ids[v]
+		if m.Listed != ok || !m.ShutdownDate.Equal(day) {
+			t.Errorf("%s: darkroom says %+v, the SDK read listed %v, shutting down %v", v, m, ok, day)
 		}
 	}
-	if listed["gpt-image-2"] || !listed["gpt-image-2-2026-04-21"] {
+	if listed["gpt-image-2"].Listed || !listed["gpt-image-2-2026-04-21"].Listed {
 		t.Fatalf("withdrawn gpt-image-2, or its snapshot: %v", listed)
 	}
 }

@@ -181,8 +181,8 @@ func (p *Provider) SetResolve(f func(ctx context.Context, id string) (catalog.En
 // Listed implements provider.Lister: each curated vendor model's object
 // (or its pinned version), read with the token; a 404 is a model
 // Replicate no longer serves.
-func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
-	out := map[string]bool{}
+func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
+	out := provider.Listing{}
 	for _, v := range p.models.Vendors() {
 		u := p.base + "/v1/models/" + v
 		if path, version, ok := strings.Cut(v, ":"); ok {
@@ -193,7 +193,7 @@ func (p *Provider) Listed(ctx context.Context) (map[string]bool, error) {
 		if err != nil && !errors.Is(err, provider.ErrNotFound) {
 			return nil, err
 		}
-		out[v] = err == nil
+		out[v] = provider.VendorModel{Listed: err == nil}
 	}
 	return out, nil
 }

@@ -22,6 +22,6 @@ func TestContract(t *testing.T) {
 			}
 			return n
 		}
-		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Shared: true, Rows: rows, Schemas: d.ModelSchemas()}
+		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Shared: true, Rows: rows, Schemas: d.ModelSchemas(), Listings: d.ModelListings()}
 	})
 }

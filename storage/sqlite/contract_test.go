@@ -26,6 +26,6 @@ func TestContract(t *testing.T) {
 			}
 			return n
 		}
-		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Rows: rows, Schemas: d.ModelSchemas()}
+		return storetest.Engine{Generations: d.Generations(), Tasks: d.Tasks(), Rows: rows, Schemas: d.ModelSchemas(), Listings: d.ModelListings()}
 	})
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
@@ -46,6 +47,9 @@ type Engine struct {
 	// Schemas is the engine's model schema store (nil: its test is
 	// skipped).
 	Schemas modelschema.Store
+	// Listings is the engine's model listing store (nil: its test is
+	// skipped).
+	Listings provider.ListingStore
 }
 
 // Run runs the contract. open returns a fresh, empty engine for each
@@ -88,6 +92,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"TaskExpiryAndPurge", testTaskExpiry},
 		{"OneUnitOfWork", testOneUnitOfWork},
 		{"ModelSchemas", testModelSchemas},
+		{"ModelListings", testModelListings},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open(t)) })
 	}

@@ -183,6 +183,8 @@ type Emulator struct {
 	moved     chan struct{}        // closed and replaced each time Advance moves the clock (hold.go)
 	closed    chan struct{}        // closed by Close: held requests end
 	comfy     []*ComfyUI           // ComfyUI backends (comfyui.go)
+	shutdown  map[string]time.Time // OpenAI models' announced shutdown dates (listing.go)
+	listings  map[string]int       // model lists served, by provider (listing.go)
 }
 
 // Delivery is one webhook POST made by the emulator.

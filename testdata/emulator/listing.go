@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // What each vendor lists for a key today, for darkroom models check:
@@ -32,6 +33,34 @@ func (e *Emulator) Unlist(provider, model string) {
 	e.unlisted[provider+"\x00"+model] = true
 }
 
+// AnnounceShutdown makes OpenAI's listing give model a shutdown_date of
+// day (openai-go v3.105.0 model.go: Model.ShutdownDate, a date or null).
+func (e *Emulator) AnnounceShutdown(model string, day time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shutdown == nil {
+		e.shutdown = map[string]time.Time{}
+	}
+	e.shutdown[model] = day
+}
+
+// Listings counts the model lists provider served (Gemini API and
+// OpenAI): how often darkroom asked what its vendor lists.
+func (e *Emulator) Listings(provider string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.listings[provider]
+}
+
+func (e *Emulator) countListing(provider string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.listings == nil {
+		e.listings = map[string]int{}
+	}
+	e.listings[provider]++
+}
+
 // Relist undoes Unlist.
 func (e *Emulator) Relist(provider, model string) {
 	e.mu.Lock()
@@ -54,6 +83,9 @@ func (e *Emulator) listed(provider string, models []string) []string {
 
 // geminiModels serves GET /v1beta/models, a page at a time.
 func (e *Emulator) geminiModels(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("pageToken") == "" {
+		e.countListing("google")
+	}
 	all := e.listed("google", geminiListed)
 	size, err := strconv.Atoi(r.URL.Query().Get("pageSize"))
 	if err != nil || size <= 0 {
@@ -75,9 +107,16 @@ func (e *Emulator) geminiModels(w http.ResponseWriter, r *http.Request) {
 
 // openaiModels serves GET /v1/models.
 func (e *Emulator) openaiModels(w http.ResponseWriter) {
+	e.countListing("openai")
 	var data []any
 	for _, m := range e.listed("openai", openaiListed) {
-		data = append(data, map[string]any{"id": m, "object": "model", "created": 1776729600, "owned_by": "system"})
+		var shutdown any // null: none announced
+		e.mu.Lock()
+		if day, ok := e.shutdown[m]; ok {
+			shutdown = day.Format(time.DateOnly)
+		}
+		e.mu.Unlock()
+		data = append(data, map[string]any{"id": m, "object": "model", "created": 1776729600, "owned_by": "system", "shutdown_date": shutdown})
 	}
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
 }

@@ -48,6 +48,13 @@ type Generation struct {
 	Version         int64
 }
 
+type ModelListing struct {
+	Provider     string
+	Listing      []byte
+	ReadAt       int64
+	ClaimedUntil int64
+}
+
 type ModelSchema struct {
 	ModelID   string
 	Info      []byte

@@ -27,6 +27,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.abandonStmt, err = db.PrepareContext(ctx, abandon); err != nil {
 		return nil, fmt.Errorf("error preparing query Abandon: %w", err)
 	}
+	if q.addModelListingStmt, err = db.PrepareContext(ctx, addModelListing); err != nil {
+		return nil, fmt.Errorf("error preparing query AddModelListing: %w", err)
+	}
 	if q.approveStmt, err = db.PrepareContext(ctx, approve); err != nil {
 		return nil, fmt.Errorf("error preparing query Approve: %w", err)
 	}
@@ -38,6 +41,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.claimDueStmt, err = db.PrepareContext(ctx, claimDue); err != nil {
 		return nil, fmt.Errorf("error preparing query ClaimDue: %w", err)
+	}
+	if q.claimModelListingStmt, err = db.PrepareContext(ctx, claimModelListing); err != nil {
+		return nil, fmt.Errorf("error preparing query ClaimModelListing: %w", err)
 	}
 	if q.completeStmt, err = db.PrepareContext(ctx, complete); err != nil {
 		return nil, fmt.Errorf("error preparing query Complete: %w", err)
@@ -114,6 +120,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.markSubmittingStmt, err = db.PrepareContext(ctx, markSubmitting); err != nil {
 		return nil, fmt.Errorf("error preparing query MarkSubmitting: %w", err)
 	}
+	if q.modelListingStmt, err = db.PrepareContext(ctx, modelListing); err != nil {
+		return nil, fmt.Errorf("error preparing query ModelListing: %w", err)
+	}
 	if q.modelSchemaStmt, err = db.PrepareContext(ctx, modelSchema); err != nil {
 		return nil, fmt.Errorf("error preparing query ModelSchema: %w", err)
 	}
@@ -137,6 +146,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.putCreateBucketStmt, err = db.PrepareContext(ctx, putCreateBucket); err != nil {
 		return nil, fmt.Errorf("error preparing query PutCreateBucket: %w", err)
+	}
+	if q.putModelListingStmt, err = db.PrepareContext(ctx, putModelListing); err != nil {
+		return nil, fmt.Errorf("error preparing query PutModelListing: %w", err)
 	}
 	if q.putModelSchemaStmt, err = db.PrepareContext(ctx, putModelSchema); err != nil {
 		return nil, fmt.Errorf("error preparing query PutModelSchema: %w", err)
@@ -196,6 +208,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing abandonStmt: %w", cerr)
 		}
 	}
+	if q.addModelListingStmt != nil {
+		if cerr := q.addModelListingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing addModelListingStmt: %w", cerr)
+		}
+	}
 	if q.approveStmt != nil {
 		if cerr := q.approveStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing approveStmt: %w", cerr)
@@ -214,6 +231,11 @@ func (q *Queries) Close() error {
 	if q.claimDueStmt != nil {
 		if cerr := q.claimDueStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing claimDueStmt: %w", cerr)
+		}
+	}
+	if q.claimModelListingStmt != nil {
+		if cerr := q.claimModelListingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing claimModelListingStmt: %w", cerr)
 		}
 	}
 	if q.completeStmt != nil {
@@ -341,6 +363,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing markSubmittingStmt: %w", cerr)
 		}
 	}
+	if q.modelListingStmt != nil {
+		if cerr := q.modelListingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing modelListingStmt: %w", cerr)
+		}
+	}
 	if q.modelSchemaStmt != nil {
 		if cerr := q.modelSchemaStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing modelSchemaStmt: %w", cerr)
@@ -379,6 +406,11 @@ func (q *Queries) Close() error {
 	if q.putCreateBucketStmt != nil {
 		if cerr := q.putCreateBucketStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing putCreateBucketStmt: %w", cerr)
+		}
+	}
+	if q.putModelListingStmt != nil {
+		if cerr := q.putModelListingStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing putModelListingStmt: %w", cerr)
 		}
 	}
 	if q.putModelSchemaStmt != nil {
@@ -501,10 +533,12 @@ type Queries struct {
 	db                       DBTX
 	tx                       *sql.Tx
 	abandonStmt              *sql.Stmt
+	addModelListingStmt      *sql.Stmt
 	approveStmt              *sql.Stmt
 	cancelConfirmedStmt      *sql.Stmt
 	cancelUnsubmittedStmt    *sql.Stmt
 	claimDueStmt             *sql.Stmt
+	claimModelListingStmt    *sql.Stmt
 	completeStmt             *sql.Stmt
 	consumeDeliveriesStmt    *sql.Stmt
 	countInFlightStmt        *sql.Stmt
@@ -530,6 +564,7 @@ type Queries struct {
 	markOutputsExpiredStmt   *sql.Stmt
 	markSubmittedStmt        *sql.Stmt
 	markSubmittingStmt       *sql.Stmt
+	modelListingStmt         *sql.Stmt
 	modelSchemaStmt          *sql.Stmt
 	nextDueAtStmt            *sql.Stmt
 	outputsToExpireStmt      *sql.Stmt
@@ -538,6 +573,7 @@ type Queries struct {
 	purgeDeliveriesStmt      *sql.Stmt
 	purgeTasksStmt           *sql.Stmt
 	putCreateBucketStmt      *sql.Stmt
+	putModelListingStmt      *sql.Stmt
 	putModelSchemaStmt       *sql.Stmt
 	releaseLeasesStmt        *sql.Stmt
 	releaseRunnerLeasesStmt  *sql.Stmt
@@ -561,10 +597,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		db:                       tx,
 		tx:                       tx,
 		abandonStmt:              q.abandonStmt,
+		addModelListingStmt:      q.addModelListingStmt,
 		approveStmt:              q.approveStmt,
 		cancelConfirmedStmt:      q.cancelConfirmedStmt,
 		cancelUnsubmittedStmt:    q.cancelUnsubmittedStmt,
 		claimDueStmt:             q.claimDueStmt,
+		claimModelListingStmt:    q.claimModelListingStmt,
 		completeStmt:             q.completeStmt,
 		consumeDeliveriesStmt:    q.consumeDeliveriesStmt,
 		countInFlightStmt:        q.countInFlightStmt,
@@ -590,6 +628,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		markOutputsExpiredStmt:   q.markOutputsExpiredStmt,
 		markSubmittedStmt:        q.markSubmittedStmt,
 		markSubmittingStmt:       q.markSubmittingStmt,
+		modelListingStmt:         q.modelListingStmt,
 		modelSchemaStmt:          q.modelSchemaStmt,
 		nextDueAtStmt:            q.nextDueAtStmt,
 		outputsToExpireStmt:      q.outputsToExpireStmt,
@@ -598,6 +637,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		purgeDeliveriesStmt:      q.purgeDeliveriesStmt,
 		purgeTasksStmt:           q.purgeTasksStmt,
 		putCreateBucketStmt:      q.putCreateBucketStmt,
+		putModelListingStmt:      q.putModelListingStmt,
 		putModelSchemaStmt:       q.putModelSchemaStmt,
 		releaseLeasesStmt:        q.releaseLeasesStmt,
 		releaseRunnerLeasesStmt:  q.releaseRunnerLeasesStmt,
