@@ -86,7 +86,12 @@ type config struct {
 	OpenAIBaseURL    string
 	OpenAIOrg        string
 	OpenAIProject    string
-	ModelsFile       string
+	// ComfyUI (provider/comfyui): on when ComfyURLs is set.
+	ComfyURLs      []string
+	ComfyHeader    string // "Name: value", for a ComfyUI behind an authenticating proxy
+	ComfyWorkflows string // the folder of API-format workflow files, each a model
+	ComfyGiveUp    time.Duration
+	ModelsFile     string
 	// Models beyond the catalog (cmd/darkroom/models.go).
 	ModelsAllow    modelschema.Allow
 	SchemaRefresh  time.Duration
@@ -580,6 +585,21 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "openai-project", env: envs("DARKROOM_OPENAI_PROJECT"), doc: "none",
 			help: "sent as OpenAI-Project",
 			set:  text(func(c *config) *string { return &c.OpenAIProject })},
+		{flag: "comfyui-url", env: envs("DARKROOM_COMFYUI_URL"), doc: "none",
+			help: "comma-separated ComfyUI origins (`http://host:8188`); turns ComfyUI on, each workflow a model",
+			set:  func(c *config, v string) error { c.ComfyURLs = list(v); return nil }},
+		{flag: "comfyui-header", env: envs("DARKROOM_COMFYUI_HEADER"), doc: "none",
+			help: "a header (`Name: value`) sent to every ComfyUI, for one behind an authenticating proxy",
+			set:  text(func(c *config) *string { return &c.ComfyHeader })},
+		{flag: "comfyui-workflows", env: envs("DARKROOM_COMFYUI_WORKFLOWS"), doc: "the shipped examples",
+			help: "folder of ComfyUI workflow files (API format), each the model `comfyui:NAME` of its file `NAME.json`, with an optional `NAME.mapping.json` beside it",
+			set:  text(func(c *config) *string { return &c.ComfyWorkflows })},
+		{flag: "comfyui-give-up", env: envs("DARKROOM_COMFYUI_GIVE_UP"), def: "5m",
+			help: "how long a ComfyUI may not answer while it runs a prompt before that generation fails, refunded",
+			set: func(c *config, v string) (err error) {
+				c.ComfyGiveUp, err = duration(v, time.Second, 24*time.Hour)
+				return err
+			}},
 		{flag: "models-file", env: envs("DARKROOM_MODELS_FILE"), doc: "embedded catalog",
 			help: "JSON model catalog merged over the embedded one",
 			set:  text(func(c *config) *string { return &c.ModelsFile })},

@@ -108,4 +108,9 @@ func (a *app) buildModels(entries []catalog.Entry) {
 		})
 	}
 	a.models = modelschema.NewCatalog(reg, entries, models)
+	for _, p := range a.providers {
+		if n, ok := p.(modelschema.Native); ok { // models described by their provider (ComfyUI's workflows)
+			a.models.AddNative(p.Name(), n)
+		}
+	}
 }

@@ -340,7 +340,18 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool p
 		out = append(out, p)
 	}
 	vendors, err := vendorProviders(cfg, entries, fetchOpts, spool)
-	return append(out, vendors...), err
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, vendors...)
+	comfy, err := comfyProvider(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if comfy != nil {
+		out = append(out, comfy)
+	}
+	return out, nil
 }
 
 // vendorProviders builds Google's Gemini API and Vertex AI, and OpenAI's

@@ -963,6 +963,9 @@ func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status,
 		if l, ok := p.live.get(j.ID); ok && l.max > 0 {
 			st.Progress = min(float64(l.value)/float64(l.max), 0.99)
 			st.Message += fmt.Sprintf(": node %s, step %d/%d (%.0f%%)", l.node, l.value, l.max, st.Progress*100)
+			if l.frames > 0 {
+				st.Message += fmt.Sprintf(", %d preview frames", l.frames)
+			}
 		}
 	case provider.StateCompleted:
 		st.Progress, st.Message, st.Outputs = 1, "completed on the ComfyUI at "+b.host, v.outputs

@@ -2,10 +2,12 @@ package comfyui
 
 import (
 	"cmp"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -621,4 +623,37 @@ func (w *Workflow) build(req provider.Request, files map[string]string) (map[str
 		set(k, v)
 	}
 	return g, nil
+}
+
+//go:embed workflows/*.json
+var examples embed.FS
+
+// Examples are the workflows darkroom ships (text-to-image, masked
+// inpainting, image-to-video), served when no folder is configured.
+func Examples() ([]*Workflow, error) {
+	ents, err := fs.ReadDir(examples, "workflows")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Workflow
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".mapping.json") {
+			continue
+		}
+		name := strings.TrimSuffix(n, ".json")
+		g, _ := examples.ReadFile("workflows/" + n)
+		var mf mappingFile
+		if b, err := examples.ReadFile("workflows/" + name + ".mapping.json"); err == nil {
+			if err := json.Unmarshal(b, &mf); err != nil {
+				return nil, fmt.Errorf("comfyui example %s: %w", name, err)
+			}
+		}
+		w, err := NewWorkflow(name, g, mf)
+		if err != nil {
+			return nil, fmt.Errorf("comfyui example %s: %w", name, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }

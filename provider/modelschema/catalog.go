@@ -25,6 +25,7 @@ type Catalog struct {
 	curated map[string]catalog.Entry
 	order   []provider.Model // the service's models, in list order
 	now     func() time.Time
+	native  map[string]Native // providers that describe their own models (native.go)
 
 	mu       sync.Mutex
 	searches map[string]searchEntry
@@ -90,6 +91,12 @@ func (c *Catalog) resolved(ctx context.Context, id string) (catalog.Entry, *Mode
 
 // CheckInput implements generation.Models.
 func (c *Catalog) CheckInput(ctx context.Context, pm provider.Model, input map[string]any) error {
+	if n, ok := c.native[pm.Provider]; ok {
+		if err := n.CheckModelInput(ctx, pm.ID, input); err != nil {
+			return &InputError{Msg: err.Error()}
+		}
+		return nil
+	}
 	if pm.Provider != "replicate" && pm.Provider != "fal" {
 		return &InputError{Msg: fmt.Sprintf("%s takes no input: its provider (%s) publishes no input schema darkroom can check it against", pm.ID, pm.Provider)}
 	}
@@ -149,6 +156,11 @@ func (c *Catalog) Describe(ctx context.Context, id string) (d *Description, key 
 	if _, curated := c.curated[id]; !curated && !Qualified(id) {
 		for _, m := range c.order { // a model of no catalog entry (the local provider's)
 			if m.ID == id {
+				if n, ok := c.native[m.Provider]; ok {
+					if d, ok := n.DescribeModel(id); ok {
+						return d, id, nil
+					}
+				}
 				return DescribeModel(m), id, nil
 			}
 		}

@@ -98,6 +98,8 @@ type ComfyUI struct {
 	submits  map[string]int // prompt_id → POSTs that queued it
 	boots    int
 	lastDone time.Time
+	hold     int         // POST /prompt replies still to hold
+	held     chan string // the ids of those held
 }
 
 type comfyPrompt struct {
@@ -144,7 +146,7 @@ func (e *Emulator) ComfyUI(o ComfyOptions) *ComfyUI {
 		o.Steps = 4
 	}
 	c := &ComfyUI{e: e, opts: o, history: map[string]*comfyPrompt{}, files: map[string][]byte{},
-		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}}
+		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}, held: make(chan string, 16)}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	c.URL = c.Server.URL
 	e.mu.Lock()
@@ -209,7 +211,8 @@ func (c *ComfyUI) dropSockets() {
 }
 
 // Count is how many requests reached route (e.g. "POST /prompt",
-// "GET /api/jobs/{id}", "POST /upload/image", "GET /ws").
+// "GET /api/jobs/{id}", "POST /upload/image", "GET /ws"; "dropped": those
+// dropped while down).
 func (c *ComfyUI) Count(route string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -282,6 +285,9 @@ var comfyRoute = regexp.MustCompile(`^/(history|api/jobs)/([^/]+)(/cancel)?$`)
 func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	down := c.down
+	if down {
+		c.counts["dropped"]++
+	}
 	c.mu.Unlock()
 	if down {
 		if hj, ok := w.(http.Hijacker); ok {
@@ -602,8 +608,32 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	c.submits[id]++
 	c.broadcastStatus()
 	c.startNext(c.e.clock.Now())
+	if c.hold > 0 {
+		// Queued, and the reply held until the client goes (a reply lost
+		// to a crash).
+		c.hold--
+		select {
+		case c.held <- id:
+		default:
+		}
+		c.mu.Unlock()
+		<-r.Context().Done()
+		c.mu.Lock()
+		return
+	}
 	comfyJSON(w, 200, map[string]any{"prompt_id": id, "number": p.number, "node_errors": map[string]any{}})
 }
+
+// HoldPrompts makes the next n POST /prompt queue their prompt and never
+// answer (until the client goes away); Held receives each one's id.
+func (c *ComfyUI) HoldPrompts(n int) {
+	c.mu.Lock()
+	c.hold += n
+	c.mu.Unlock()
+}
+
+// Held receives the prompt id of each POST /prompt held by HoldPrompts.
+func (c *ComfyUI) Held() <-chan string { return c.held }
 
 func comfyErr(typ, msg, details string, extra map[string]any) map[string]any {
 	return map[string]any{"type": typ, "message": msg, "details": details, "extra_info": extra}

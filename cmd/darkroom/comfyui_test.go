@@ -1,0 +1,325 @@
+package main
+
+// End-to-end tests of the ComfyUI provider: darkroom (in-process, or a
+// process killed with SIGKILL) over two emulated ComfyUI backends whose
+// clock follows the wall clock, with the shipped workflows.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/provider/comfyui"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+)
+
+// comfyWorkflows is a folder of the shipped workflows whose mappings
+// expect a run of a few seconds (so the runner looks often).
+func comfyWorkflows(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "provider", "comfyui", "workflows")
+	for _, name := range []string{"text-to-image", "masked-inpainting", "image-to-video"} {
+		b, err := os.ReadFile(filepath.Join(src, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m, err := os.ReadFile(filepath.Join(src, name+".mapping.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mapping map[string]any
+		if err := json.Unmarshal(m, &mapping); err != nil {
+			t.Fatal(err)
+		}
+		mapping["expectedSeconds"] = 2
+		m, _ = json.Marshal(mapping)
+		if err := os.WriteFile(filepath.Join(dir, name+".mapping.json"), m, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// comfyRig is the emulator with two ComfyUI backends.
+func comfyRig(t *testing.T, o emulator.ComfyOptions) (*emuRig, []*emulator.ComfyUI) {
+	rig := startEmulator(t, defaultTiming)
+	return rig, []*emulator.ComfyUI{rig.ComfyUI(o), rig.ComfyUI(o)}
+}
+
+func comfyServer(t *testing.T, backends []*emulator.ComfyUI, dir string, opts ...func(*config)) *testServer {
+	base := func(c *config) {
+		for _, b := range backends {
+			c.ComfyURLs = append(c.ComfyURLs, b.URL)
+		}
+		c.ComfyWorkflows = dir
+		c.PollRate, c.PollBurst = 1000, 1000
+		c.CreateRate, c.CreateBurst = 1000, 1000
+		c.MaxInFlight = 0
+	}
+	return startServer(t, 0, append([]func(*config){base}, opts...)...)
+}
+
+// submitsOf is how many times prompt id was queued on any backend, and
+// how many POST /prompt the backends saw in all.
+func submitsOf(backends []*emulator.ComfyUI, id string) (queued, posts int) {
+	for _, b := range backends {
+		queued += b.Submits(id)
+		posts += b.Count("POST /prompt")
+	}
+	return queued, posts
+}
+
+// TestComfyJourney: an assistant on the legacy tools and a Tasks client
+// each make three variations, a masked edit of one and a clip from it, on
+// two backends, the legacy one seeing percent progress and preview frames.
+func TestComfyJourney(t *testing.T) {
+	_, backends := comfyRig(t, emulator.ComfyOptions{Steps: 6, RunTime: 3 * time.Second})
+	s := comfyServer(t, backends, comfyWorkflows(t))
+	cs := connect(t, s.url, "2025-06-18")
+
+	var d struct {
+		ModelID string `json:"modelId"`
+		Mapping struct {
+			Prompt string `json:"prompt"`
+			Count  string `json:"count"`
+		} `json:"mapping"`
+		Input []struct {
+			Name string `json:"name"`
+		} `json:"input"`
+	}
+	if res := call(t, cs, "describe_model", map[string]any{"modelId": "comfyui:text-to-image"}, &d); res.IsError || d.Mapping.Prompt != "6.text" || d.Mapping.Count != "5.batch_size" || len(d.Input) == 0 {
+		t.Fatalf("describe_model: %s", text(res))
+	}
+	if res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "x", "input": map[string]any{"3.seed": 1}}, nil); !res.IsError || !strings.Contains(text(res), "set by generate's seed") {
+		t.Fatalf("an owned node input: %s", text(res))
+	}
+
+	// Legacy: three variations, watched while they run.
+	var three genView
+	if res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "dunes at dawn", "count": 3, "aspectRatio": "16:9",
+		"input": map[string]any{"3.steps": 30}}, &three); res.IsError {
+		t.Fatalf("generate: %s", text(res))
+	}
+	var seen genView
+	eventually(t, 20*time.Second, func() bool {
+		call(t, cs, "get_generation", map[string]any{"generationId": three.GenerationID}, &seen)
+		return seen.Status == "running" && strings.Contains(seen.StatusMessage, "%") && strings.Contains(seen.StatusMessage, "preview frames") || seen.Status == "completed"
+	}, "percent progress and preview frames")
+	if seen.Status != "running" {
+		t.Fatalf("never seen running with progress: %+v", seen)
+	}
+	t.Logf("seen running: %s", seen.StatusMessage)
+	var w genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": three.GenerationID, "timeoutSeconds": 30}, &w)
+	if w.Status != "completed" || len(w.Outputs) != 3 || w.Outputs[0].MimeType != "image/png" || w.Outputs[0].Width <= w.Outputs[0].Height {
+		t.Fatalf("three variations: %+v", w)
+	}
+	var edit genView
+	res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:masked-inpainting", "prompt": "a lake", "wait": true, "waitSeconds": 30, "inputs": []any{
+		map[string]any{"role": "image", "uri": gentools.OutputURI(three.GenerationID, 1)},
+		map[string]any{"role": "mask", "image": map[string]any{"data": journeyMask(t, w.Outputs[1].Width, w.Outputs[1].Height), "mimeType": "image/png"}},
+	}}, &edit)
+	if edit.Status != "completed" || len(edit.Outputs) != 1 {
+		t.Fatalf("masked edit: %s", text(res))
+	}
+	var clip genView
+	res = call(t, cs, "generate", map[string]any{"modelId": "comfyui:image-to-video", "prompt": "the tide comes in", "wait": true, "waitSeconds": 30, "inputs": []any{
+		map[string]any{"role": "first_frame", "uri": gentools.OutputURI(edit.GenerationID, 0)},
+	}}, &clip)
+	if clip.Status != "completed" || len(clip.Outputs) != 1 || clip.Outputs[0].MimeType != "video/mp4" {
+		t.Fatalf("clip: %s", text(res))
+	}
+	checkFile(t, clip.Outputs[0].URL, emulator.MP4())
+
+	// A Tasks client: the same three steps.
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	taskOf := func(args map[string]any) map[string]any {
+		t.Helper()
+		r := tc.tool("generate", args)
+		if r.Error != nil || r.Result["resultType"] != "task" {
+			t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+		}
+		done := tc.waitTask(r.Result["taskId"].(string))
+		_, sc := structuredOf(t, done)
+		if sc["status"] != "completed" {
+			t.Fatalf("task: %v", done)
+		}
+		return sc
+	}
+	sc := taskOf(map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a harbour", "count": 3})
+	if len(asList(sc["outputs"])) != 3 {
+		t.Fatalf("three variations (tasks): %v", sc)
+	}
+	id := sc["generationId"].(string)
+	first := asList(sc["outputs"])[0].(map[string]any)
+	fw, _ := first["width"].(float64)
+	fh, _ := first["height"].(float64)
+	sc = taskOf(map[string]any{"modelId": "comfyui:masked-inpainting", "prompt": "a boat", "inputs": []any{
+		map[string]any{"role": "image", "uri": gentools.OutputURI(id, 0)},
+		map[string]any{"role": "mask", "image": map[string]any{"data": journeyMask(t, int(fw), int(fh)), "mimeType": "image/png"}},
+	}})
+	sc = taskOf(map[string]any{"modelId": "comfyui:image-to-video", "prompt": "sails", "inputs": []any{
+		map[string]any{"role": "first_frame", "uri": gentools.OutputURI(sc["generationId"].(string), 0)},
+	}})
+	if outs := asList(sc["outputs"]); len(outs) != 1 || outs[0].(map[string]any)["mimeType"] != "video/mp4" {
+		t.Fatalf("clip (tasks): %v", sc)
+	}
+	a, b := backends[0].Count("POST /prompt"), backends[1].Count("POST /prompt")
+	if a == 0 || b == 0 || a+b != 6 {
+		t.Fatalf("prompts %d and %d: want 6 shared by the two backends", a, b)
+	}
+	t.Logf("prompts per backend: %d, %d", a, b)
+}
+
+// TestComfyCancelMidRun: a cancel while the prompt runs stops it at the
+// backend, and the generation ends cancelled, refunded.
+func TestComfyCancelMidRun(t *testing.T) {
+	_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 3 * time.Second})
+	s := comfyServer(t, backends, comfyWorkflows(t))
+	cs := connect(t, s.url, "2025-06-18")
+	var g genView
+	call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a cat [hang]"}, &g)
+	id := comfyui.PromptID(g.GenerationID)
+	eventually(t, 20*time.Second, func() bool {
+		var v genView
+		call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &v)
+		return v.Status == "running" && (backends[0].Running() == id || backends[1].Running() == id)
+	}, "the prompt running")
+	var c genView
+	call(t, cs, "cancel_generation", map[string]any{"generationId": g.GenerationID}, &c)
+	var w genView
+	call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w)
+	if w.Status != "cancelled" {
+		t.Fatalf("after cancel: %+v", w)
+	}
+	if backends[0].Running() == id || backends[1].Running() == id {
+		t.Fatal("the backend still runs the prompt")
+	}
+	if n := backends[0].Count("POST /api/jobs/{id}/cancel") + backends[1].Count("POST /api/jobs/{id}/cancel"); n == 0 {
+		t.Fatal("not cancelled through the jobs API")
+	}
+}
+
+// TestComfyBackendDies: a backend that stops answering past the give-up
+// ends its generation failed with the reason and a refund; one that comes
+// back in time completes it.
+func TestComfyBackendDies(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		back     bool
+		status   string
+		contains string
+	}{
+		{"gone", false, "failed", "has not answered"},
+		{"back in time", true, "completed", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 3 * time.Second})
+			s := comfyServer(t, backends, comfyWorkflows(t), func(c *config) { c.ComfyGiveUp = 4 * time.Second })
+			cs := connect(t, s.url, "2025-06-18")
+			var g genView
+			call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a ferry"}, &g)
+			id := comfyui.PromptID(g.GenerationID)
+			var holder *emulator.ComfyUI
+			eventually(t, 20*time.Second, func() bool {
+				for _, b := range backends {
+					if b.Running() == id {
+						holder = b
+					}
+				}
+				return holder != nil
+			}, "the prompt running")
+			holder.SetDown(true)
+			if tc.back {
+				eventually(t, 20*time.Second, func() bool { return holder.Count("dropped") > 0 }, "darkroom asking the backend that is down")
+				holder.SetDown(false)
+			}
+			var w genView
+			call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w)
+			if w.Status != tc.status || (tc.contains != "" && (w.Error == nil || !strings.Contains(w.Error.Message, tc.contains) || !strings.Contains(w.StatusMessage, "refunded"))) {
+				t.Fatalf("%+v %+v", w, w.Error)
+			}
+			if q, _ := submitsOf(backends, id); q != 1 {
+				t.Fatalf("queued %d times", q)
+			}
+		})
+	}
+}
+
+// TestComfyKillNine kills darkroom with SIGKILL mid-job, once with the
+// prompt queued and recorded and once with ComfyUI's reply to the submit
+// never read, and restarts it on the same data: the generation completes
+// and exactly one prompt was ever queued.
+func TestComfyKillNine(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		replyCut bool
+	}{
+		{"recorded", false},
+		{"reply never read", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 4 * time.Second})
+			if tc.replyCut {
+				for _, b := range backends {
+					b.HoldPrompts(1)
+				}
+			}
+			dir := comfyWorkflows(t)
+			env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
+				"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
+				"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
+			data := t.TempDir()
+			p := startProcess(t, data, env...)
+			cs := connect(t, p.url, "2026-07-28")
+			var g genView
+			if res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a train crossing a bridge"}, &g); res.IsError {
+				t.Fatalf("generate: %s", text(res))
+			}
+			id := comfyui.PromptID(g.GenerationID)
+			if tc.replyCut {
+				select {
+				case got := <-backends[0].Held():
+					if got != id {
+						t.Fatalf("held %s, want %s", got, id)
+					}
+				case got := <-backends[1].Held():
+					if got != id {
+						t.Fatalf("held %s, want %s", got, id)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("the prompt never reached ComfyUI")
+				}
+			} else {
+				eventually(t, 20*time.Second, func() bool {
+					var v genView
+					call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &v)
+					return v.Status == "running"
+				}, "the prompt recorded and running")
+			}
+			if q, _ := submitsOf(backends, id); q != 1 || backends[0].Queued()+backends[1].Queued() != 1 {
+				t.Fatalf("before the kill: queued %d times, %d in the queues", q, backends[0].Queued()+backends[1].Queued())
+			}
+			kill9(t, p)
+
+			p2 := startProcess(t, data, env...)
+			cs2 := connect(t, p2.url, "2026-07-28")
+			var w genView
+			call(t, cs2, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 60}, &w)
+			if w.Status != "completed" || len(w.Outputs) != 1 || w.Outputs[0].MimeType != "image/png" {
+				t.Fatalf("after restart: %+v", w)
+			}
+			if q, posts := submitsOf(backends, id); q != 1 || posts != 1 {
+				t.Fatalf("queued %d times from %d POST /prompt, want exactly one", q, posts)
+			}
+		})
+	}
+}
