@@ -12,12 +12,15 @@ import (
 type runState struct {
 	steps    context.Context
 	abort    context.CancelFunc
+	holding  context.Context // ends when draining starts: held streams and creates let go (signal.go)
+	letGo    context.CancelFunc
 	alive    atomic.Bool
 	draining atomic.Bool
 }
 
 func (r *Runner) started(ctx context.Context) {
 	r.run.steps, r.run.abort = context.WithCancel(context.WithoutCancel(ctx))
+	r.run.holding, r.run.letGo = context.WithCancel(r.run.steps)
 	r.run.draining.Store(false)
 	r.run.alive.Store(true)
 }
@@ -28,6 +31,7 @@ func (r *Runner) started(ctx context.Context) {
 // database takes them over at once.
 func (r *Runner) stopped() {
 	r.run.draining.Store(true)
+	r.run.letGo() // a held stream or create ends now; its step polls once and hands the row back
 	defer r.run.alive.Store(false)
 	inFlight := len(r.sem)
 	done := make(chan struct{})

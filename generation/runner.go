@@ -53,6 +53,15 @@ type RunnerConfig struct {
 	// Drain is how long steps in flight may take to finish once Run's
 	// context ends; then they are cancelled and their leases released.
 	Drain time.Duration
+	// Held bounds the status streams and waiting creates held at once per
+	// provider (signal.go; default a quarter of Workers, at least 1): each
+	// keeps a worker, so the rest stay free for everything else. A job
+	// beyond it is polled.
+	Held int
+	// PollOnly is the scheduler before issue 39: no streams or waiting
+	// creates, and NextPoll's fixed caps (BenchmarkCompletionLag compares
+	// the two in one run).
+	PollOnly bool
 }
 
 // DefaultMaxLifetime is each kind's maximum lifetime unless configured:
@@ -78,8 +87,13 @@ type Runner struct {
 	storageDown map[string]time.Time
 	// woken: generations woken by unverified deliveries, and when.
 	woken map[string]time.Time
-	wg    sync.WaitGroup
-	run   runState // drain.go
+	// held: streams and waiting creates held now, per provider;
+	// streamFailed: generations whose stream failed lately, and when
+	// (signal.go).
+	held         map[string]int
+	streamFailed map[string]time.Time
+	wg           sync.WaitGroup
+	run          runState // drain.go
 }
 
 // NewRunner builds a runner for the service; the service's writes that
@@ -110,7 +124,11 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{}}
+	if cfg.Held <= 0 {
+		cfg.Held = max(cfg.Workers/4, 1)
+	}
+	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{},
+		held: map[string]int{}, streamFailed: map[string]time.Time{}}
 	return r
 }
 

@@ -66,7 +66,7 @@ func (r *Runner) advance(ctx context.Context, g *Generation, row Row) (time.Dura
 	var st provider.Status
 	if hook.ok && hook.ev.Trusted && hook.ev.Status != nil && hook.ev.JobID == job.ID {
 		st = *hook.ev.Status // a signed delivery states the status: no call needed
-	} else if st, err = p.Status(ctx, job); err != nil {
+	} else if st, err = r.look(ctx, p, m, g, job); err != nil {
 		return 0, err
 	}
 	return r.observe(ctx, p, m, g, job, st, hook)
@@ -147,6 +147,9 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 // nextPoll spaces status checks by the model's expected duration:
 // adaptive backoff without webhooks, a slow safety poll with them.
 func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, st provider.Status, checks int64, submittedAt time.Time) time.Duration {
+	if !r.cfg.PollOnly {
+		return provider.NextPollElapsed(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), st.Progress, r.webhooks(p), provider.Jitter(0.1))
+	}
 	progressed := st.Progress > g.Progress+0.005 || (g.Status == StatusQueued && st.State == provider.StateRunning)
 	return provider.NextPoll(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), int(checks), progressed, r.webhooks(p), provider.Jitter(0.1))
 }
@@ -256,6 +259,11 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if r.webhooks(p) {
 		req.WebhookURL = r.cfg.WebhookBase + "/webhooks/" + p.Name()
 	}
+	if r.signal(p, m) == provider.SignalWaitOnCreate {
+		if sw, ok := provider.As[provider.SubmitWaiter](p); ok && r.takeHeld(p.Name()) {
+			return r.submitWaiting(ctx, sw, p, m, g, req)
+		}
+	}
 	job, err := p.Submit(ctx, req)
 	if errors.Is(err, provider.ErrNotCreated) {
 		// Surely no job: the next attempt may submit afresh.
@@ -273,8 +281,8 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	}
 	r.noteSubmitted(g, p.Name(), job.ID)
 	// Look once right away: fast providers (the local one at latency 0)
-	// are often done already.
-	st, err = p.Status(ctx, job)
+	// are often done already; a streaming one holds its stream from here.
+	st, err = r.look(ctx, p, m, g, job)
 	if err != nil {
 		return r.nextPoll(p, m, g, st, 1, r.s.cfg.Now()), nil
 	}

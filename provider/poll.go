@@ -94,3 +94,54 @@ func Jitter(frac float64) func(time.Duration) time.Duration {
 		return d + time.Duration((rand.Float64()*2-1)*span)
 	}
 }
+
+// The elapsed-relative schedule (NextPollElapsed), issue 39's: without a
+// webhook or a stream, a wait is at most ElapsedFraction of the time since
+// submit, so a job is seen ended within about a tenth of its own length
+// (at least ElapsedPollMin), not within a fixed 30 s.
+const (
+	ElapsedFraction = 0.1
+	ElapsedPollMin  = time.Second
+)
+
+// NextPollElapsed says how long to wait before the next status check of
+// a job, the runner's schedule since issue 39 (NextPoll is the one before
+// it, kept for comparison):
+//
+//   - with webhooks, NextPoll's slow safety poll;
+//   - the first real check at half the expected duration, as NextPoll;
+//   - then every ElapsedFraction of the time since submit, at least
+//     ElapsedPollMin and at most PollCap(expected) (30 s for the longest);
+//   - a job whose last check showed progress p (0 < p < 1) is looked at
+//     no later than the end p predicts (sinceSubmit·(1−p)/p), still at
+//     least ElapsedPollMin apart.
+//
+// jitter spreads the result (the runner's is ±10 %). At the floor a job
+// costs one request a second; Replicate allows 3,000 a minute for
+// everything but creates, and Google's Gemini API limits requests per
+// minute per model (its rate-limits page), which a 1 s floor per job keeps
+// within reach of any tier for the handful of videos an owner runs at
+// once (the in-flight cap).
+func NextPollElapsed(expected, sinceSubmit time.Duration, progress float64, webhooks bool, jitter func(time.Duration) time.Duration) time.Duration {
+	if expected <= 0 {
+		expected = 10 * time.Second
+	}
+	if jitter == nil {
+		jitter = func(d time.Duration) time.Duration { return d }
+	}
+	if webhooks {
+		d := min(max(2*expected, SafetyPollMin), SafetyPollMax)
+		return max(jitter(d), PollFloor)
+	}
+	first := time.Duration(float64(expected) * firstCheckFraction)
+	if sinceSubmit < first-ElapsedPollMin/2 {
+		return max(jitter(first-sinceSubmit), PollFloor)
+	}
+	limit := PollCap(expected)
+	d := min(max(time.Duration(float64(sinceSubmit)*ElapsedFraction), ElapsedPollMin), limit)
+	if progress > 0 && progress < 1 {
+		left := time.Duration(float64(sinceSubmit) * (1 - progress) / progress)
+		d = min(d, max(left, ElapsedPollMin))
+	}
+	return min(max(jitter(d), PollFloor), limit+limit/4)
+}

@@ -95,3 +95,61 @@ func BenchmarkPoll3MinVideo(b *testing.B) {
 		})
 	}
 }
+
+func TestNextPollElapsed(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		name            string
+		expected, since time.Duration
+		progress        float64
+		webhooks        bool
+		want            time.Duration
+	}{
+		{"video: first check at half the expected time", 180 * s, 0, 0, false, 90 * s},
+		{"video: a tenth of the time since submit", 180 * s, 100 * s, 0, false, 10 * s},
+		{"video: capped by PollCap", 240 * s, 400 * s, 0, false, 30 * s},
+		{"image: at least 1 s", 8 * s, 4 * s, 0, false, 1 * s},
+		{"image: a tenth once long", 8 * s, 20 * s, 0, false, 2 * s},
+		{"progress predicts an end sooner", 180 * s, 100 * s, 0.95, false, 5263157894},
+		{"progress predicts it later: the tenth holds", 180 * s, 100 * s, 0.5, false, 10 * s},
+		{"progress near the end: still 1 s apart", 180 * s, 100 * s, 0.999, false, 1 * s},
+		{"webhooks: slow safety poll", 180 * s, 0, 0, true, 6 * time.Minute},
+	} {
+		if got := provider.NextPollElapsed(tc.expected, tc.since, tc.progress, tc.webhooks, nil); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNextPollElapsedLag: for jobs ending between half and twice their
+// expected duration, the elapsed-relative schedule sees the end within
+// about a tenth of the job's length (at least 1 s, at most the cap), where
+// NextPoll's could take up to its 30 s cap; the checks it costs are
+// counted beside.
+func TestNextPollElapsedLag(t *testing.T) {
+	const s = time.Second
+	for _, tc := range []struct {
+		expected, total time.Duration
+		maxChecks       int
+	}{
+		{180 * s, 90 * s, 3},
+		{180 * s, 180 * s, 10},
+		{180 * s, 360 * s, 18},
+		{8 * s, 4 * s, 3},
+		{8 * s, 20 * s, 16},
+	} {
+		now, checks := time.Duration(0), 0
+		for {
+			checks++
+			if now >= tc.total {
+				break
+			}
+			now += provider.NextPollElapsed(tc.expected, now, 0, false, nil)
+		}
+		lag := now - tc.total
+		bound := max(tc.total/10+tc.total/100, provider.ElapsedPollMin)
+		if lag > bound || checks > tc.maxChecks {
+			t.Errorf("expected %v, ends at %v: seen %v late (bound %v) after %d checks (at most %d)", tc.expected, tc.total, lag, bound, checks, tc.maxChecks)
+		}
+	}
+}

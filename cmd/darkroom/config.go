@@ -64,6 +64,10 @@ type config struct {
 	ReservationTTL  time.Duration // how long a reserved generation waits for its uploads or approval
 	StorageGiveUp   time.Duration
 	RunnerLease     time.Duration
+	// pollOnly runs the scheduler before issue 39 (no streams or waiting
+	// creates, fixed poll caps): BenchmarkCompletionLag's comparison; not
+	// a setting.
+	pollOnly bool
 	// MaxLifetime per kind: a generation live longer is abandoned.
 	MaxLifetimeImage, MaxLifetimeVideo time.Duration
 	// Providers beyond the local one; each is on only with its credential.
