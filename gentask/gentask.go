@@ -38,29 +38,23 @@ const approveKeyPrefix = "approve_spend"
 
 // Register makes g the kind of generation tasks, and lets the dispatcher
 // serve a Tasks client's generate itself (see tasks.ServeTool) with the
-// tools' own handler.
+// tools' own handler, for a call without input files (leanGenerate).
 func (g *GenTasks) Register(generate mcp.ToolHandler) {
 	g.D.Register(refPrefix, g)
-	g.D.ServeTool("generate", leanGenerate(generate))
+	g.D.ServeTool("generate", generate, leanGenerate)
 }
 
-// leanGenerate is generate for the dispatcher's own tools/call path. A
-// call with input files goes the full way: the image is fetched or
-// decoded before generate knows its answer, and a refused call would
-// fetch it twice.
-func leanGenerate(generate mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		// Decided from the arguments' own keys (a prompt that mentions
-		// "inputImage" takes no image).
-		var args struct {
-			InputImage json.RawMessage `json:"inputImage"`
-			Inputs     json.RawMessage `json:"inputs"`
-		}
-		if json.Unmarshal(req.Params.Arguments, &args) != nil || args.InputImage != nil || args.Inputs != nil {
-			return nil, nil // the full way says what is wrong, once
-		}
-		return generate(ctx, req)
+// leanGenerate is the predicate of the dispatcher's own generate: a call
+// with input files goes the full way (their fetch and decode are most of
+// its cost), decided from the arguments' own keys (a prompt that
+// mentions "inputImage" takes no image). Arguments that do not decode go
+// the full way too, which says what is wrong.
+func leanGenerate(req *mcp.CallToolRequest) bool {
+	var args struct {
+		InputImage json.RawMessage `json:"inputImage"`
+		Inputs     json.RawMessage `json:"inputs"`
 	}
+	return json.Unmarshal(req.Params.Arguments, &args) == nil && args.InputImage == nil && args.Inputs == nil
 }
 
 func genID(t *tasks.Task) string { return strings.TrimPrefix(t.Ref, refPrefix+":") }

@@ -264,11 +264,21 @@ func (t *Tools) readBlob(ctx context.Context, uri, what, list string, i int, o g
 // nothing when ctx defers its blob (outbytes.WithDeferral).
 func (t *Tools) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) (mcp.Result, error) {
 	res, err := t.readResource(ctx, req)
-	if err != nil {
+	var re *resourceError
+	switch {
+	case errors.As(err, &re):
+		return nil, re.rpc(legacyRequest(req)) // as resourceErrors answers it
+	case err != nil:
 		return nil, err
 	}
 	return shapeRead(req, res), nil
 }
+
+// LeanResource reports the URIs ReadResource answers as go-sdk's path
+// would: darkroom's own scheme (a URI of it that no template matches is
+// not found there, and by readResource alike). Any other (the viewer's
+// ui://) is go-sdk's.
+func LeanResource(uri string) bool { return strings.HasPrefix(uri, "darkroom://") }
 
 // shapeRead hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
 // read sent to a pre-2026 client: they are no part of the older schemas.

@@ -89,12 +89,15 @@ type Tool struct {
 	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
 	Class string
 	// Read, when set, lets the tasks dispatcher serve a call below go-sdk
-	// (tasks.Dispatcher.ServeRead) with this handler, answering as go-sdk
-	// would; with Bytes its result streams output bytes (ServeBytes). A
-	// read changes nothing, so running it and then letting go-sdk run
-	// Handler again (an answer only go-sdk can give) is harmless.
+	// (tasks.Dispatcher.ServeRead) with this handler, answering every
+	// outcome as go-sdk would; with Bytes its result streams output bytes
+	// (ServeBytes).
 	Read  tasks.ReadHandler
 	Bytes bool
+	// Lean, when set, decides from a call's parsed request, before
+	// anything runs, whether the lean path serves it (Read); a call it
+	// refuses is go-sdk's, Handler's.
+	Lean func(*mcp.CallToolRequest) bool
 }
 
 // Tools holds the handlers.

@@ -125,9 +125,11 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				return
 			}
 		}
-		env, r, ok := tasks.Admit(w, r, maxBody)
+		env, ok := tasks.Admitted(r.Context()) // publicHandshake's door, before authentication
 		if !ok {
-			return
+			if env, r, ok = tasks.Admit(w, r, maxBody); !ok {
+				return
+			}
 		}
 		r, served := observed(w, r, env)
 		defer served()

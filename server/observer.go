@@ -141,6 +141,7 @@ type envelopeSeen interface {
 }
 
 func (rec *respRecorder) rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
+	r = r.WithContext(tasks.WithOutcome(r.Context(), rec)) // go-sdk's path tells it there (recordOutcome)
 	if env.IsBatch {
 		rec.method = "batch"
 		return r, func() {}
@@ -179,8 +180,11 @@ func (o *Observer) rateClass(method, tool string, noID bool) string {
 	return ClassOf(method, tool, o.ToolClass)
 }
 
-// respRecorder keeps the status and enough of the body to tell a JSON-RPC
-// error or a tool error from a success.
+// respRecorder keeps the status and the outcome whoever answered told it
+// (tasks.Outcome: the dispatcher, and on go-sdk's path recordOutcome).
+// Only what go-sdk answers before any handler runs (an unknown method,
+// params that do not decode) and the door's refusals are read from the
+// body, at most sniffMax bytes of it.
 type respRecorder struct {
 	http.ResponseWriter
 	obs *Observer
@@ -190,13 +194,18 @@ type respRecorder struct {
 	path         tasks.Path
 	status       int
 	sse          bool
-	decided      bool
-	verdict      string
-	noID         bool
-	buf          []byte
+	// mu guards the outcome: go-sdk's handler tells it while an SSE
+	// keep-alive may be writing.
+	mu      sync.Mutex
+	decided bool
+	verdict string
+	noID    bool
+	buf     []byte
 }
 
-const sniffMax = 1 << 20
+// sniffMax bounds what is kept of a reply no one told the outcome of:
+// go-sdk's own refusals, a few hundred bytes.
+const sniffMax = 64 << 10
 
 func (r *respRecorder) WriteHeader(code int) {
 	if r.status == 0 {
@@ -210,9 +219,11 @@ func (r *respRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
+	r.mu.Lock()
 	if !r.decided {
 		r.sniff(b)
 	}
+	r.mu.Unlock()
 	return r.ResponseWriter.Write(b)
 }
 
@@ -222,6 +233,11 @@ var _ tasks.Outcome = (*respRecorder)(nil)
 // RPCOutcome is tasks.Outcome: the dispatcher says what it answers, so
 // the body is not parsed again.
 func (r *respRecorder) RPCOutcome(code int64, isError bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.decided && r.method == "batch" {
+		return // a batch is labelled by its first answer
+	}
 	r.decided, r.noID, r.buf = true, false, nil
 	switch {
 	case code != 0:
@@ -286,6 +302,8 @@ func (r *respRecorder) sniff(b []byte) {
 // outcome is the request's outcome label and whether its reply named no
 // request id.
 func (r *respRecorder) outcome() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch c := r.code(); {
 	case c == 401 || c == 403 || c == 413 || c == 429:
 		_, noID, _ := rpcVerdict(r.buf)

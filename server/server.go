@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/internal/sse"
 	"github.com/darkroom-mcp/darkroom/outbytes"
@@ -90,6 +91,7 @@ func New(cfg Config) *mcp.Server {
 		Capabilities: caps,
 		SetCacheable: privateCache,
 	})
+	s.AddReceivingMiddleware(countRuns) // added first: innermost
 	cfg.Tools.Register(s)
 	if cfg.Tasks != nil {
 		// The reads of the tool table, below go-sdk where its answer can
@@ -97,20 +99,57 @@ func New(cfg Config) *mcp.Server {
 		for _, row := range cfg.Tools.Table() {
 			switch {
 			case row.Read != nil && row.Bytes:
-				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, impl)
+				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, row.Lean, impl)
 			case row.Read != nil:
-				cfg.Tasks.ServeRead(row.Def.Name, row.Read, impl)
+				cfg.Tasks.ServeRead(row.Def.Name, row.Read, row.Lean, impl)
 			}
 		}
-		cfg.Tasks.ServeResource(cfg.Tools.ReadResource)
+		cfg.Tasks.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	}
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}
 	s.AddReceivingMiddleware(declaredOnly(caps))
 	s.AddReceivingMiddleware(holdCall)
-	s.AddReceivingMiddleware(guard(cfg.Logger)) // added last: outermost
+	s.AddReceivingMiddleware(guard(cfg.Logger))
+	s.AddReceivingMiddleware(recordOutcome) // added last: outermost
 	return s
+}
+
+// countRuns counts each run of a method's handler on go-sdk's path
+// (edgecount.Handlers): innermost, so a request refused before it (an
+// undeclared capability) ran none.
+func countRuns(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		edgecount.Handlers.Add(1)
+		return next(ctx, method, req)
+	}
+}
+
+// recordOutcome tells the request's recorder (tasks.OutcomeFrom: the
+// Observer's, on HTTP) what go-sdk will answer, from the handler chain's
+// own result and error: the code go-sdk puts on the wire (an error's
+// *jsonrpc.Error code, else none), a tool result's isError. So the
+// Observer never parses go-sdk's reply for it; only what go-sdk refuses
+// before any handler (an unknown method, params that do not decode) is
+// left to it.
+func recordOutcome(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if o, ok := tasks.OutcomeFrom(ctx); ok && !strings.HasPrefix(method, "notifications/") {
+			var wire *jsonrpc.Error
+			switch {
+			case errors.As(err, &wire):
+				o.RPCOutcome(wire.Code, false)
+			case err != nil:
+				o.RPCOutcome(0, false) // go-sdk sends it without a code
+			default:
+				tr, _ := res.(*mcp.CallToolResult)
+				o.RPCOutcome(0, tr != nil && tr.IsError)
+			}
+		}
+		return res, err
+	}
 }
 
 // privateCache marks the cacheable results that depend on the caller
@@ -227,6 +266,9 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		JSONResponse:        false,
 		Logger:              cfg.Logger,
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
+		// The Host was checked once, at the door (checkOrigin), with
+		// go-sdk's own rule (tasks.HostAllowed).
+		DisableLocalhostProtection: true,
 	})
 	h = sse.KeepAlive(cfg.StreamKeepAlive, h)
 	if cfg.Tasks != nil {
@@ -306,7 +348,7 @@ func publicHandshake(open, authed http.Handler) http.Handler {
 			return
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(handshakeReadTimeout))
-		e, r, ok := tasks.Admit(w, r, handshakeMaxBytes)
+		e, r, ok := tasks.Admit(w, r, handshakeMaxBytes) // the door, before authentication: admit reads what it left
 		if !ok {
 			return // answered: not a JSON-RPC message
 		}

@@ -21,47 +21,64 @@ type ResourceHandler func(ctx context.Context, req *mcp.ReadResourceRequest) (mc
 // its handler runs with an outbytes.Deferral, and each blob it defers is
 // streamed into the response (writeDeferred) instead of being encoded in
 // memory. Its results are never shared.
-func (d *Dispatcher) ServeBytes(name string, h ReadHandler, serverInfo *mcp.Implementation) {
-	d.ServeRead(name, h, serverInfo)
+func (d *Dispatcher) ServeBytes(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool, serverInfo *mcp.Implementation) {
+	d.ServeRead(name, h, lean, serverInfo)
 	if d.bytesTools == nil {
 		d.bytesTools = map[string]bool{}
 	}
 	d.bytesTools[name] = true
 }
 
-// ServeResource lets the dispatcher answer resources/read below go-sdk
-// with h, on the 2026-07-28 wire and the legacy stateless eras, byte for
-// byte as go-sdk would (framed as JSON), its blobs streamed as ServeBytes
-// streams them. serverInfo is the MCP server's Implementation (as
-// ServeRead's); ServeRead must have set it.
-func (d *Dispatcher) ServeResource(h ResourceHandler) { d.resource = d.guardResource(h) }
+// ServeResource lets the dispatcher answer resources/read of a URI lean
+// takes (nil: every URI) below go-sdk with h, on the 2026-07-28 wire and
+// the legacy stateless eras, byte for byte as go-sdk would (framed as
+// JSON), its blobs streamed as ServeBytes streams them, its errors as
+// go-sdk's path answers them: h returns them as that path's middleware
+// leaves them. ServeRead or Options.ServerInfo must have set serverInfo.
+func (d *Dispatcher) ServeResource(h ResourceHandler, lean func(uri string) bool) {
+	d.resource, d.resourceLean = d.guardResource(h), lean
+}
 
-// serveResource answers a resources/read (route chose it), and reports
-// false, with nothing written, when go-sdk must serve it instead.
-func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) bool {
+// serveResource answers a resources/read (route chose it), whatever its
+// handler returns.
+func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
 	ctx, df := outbytes.WithDeferral(r.Context())
 	res, err := d.resource(ctx, l.readResource)
-	if answerPanic(w, env.ID, err) {
-		return true
+	var b []byte
+	if err == nil {
+		b, err = d.resourceResult(res, l.modern)
 	}
-	if err != nil || res == nil {
-		return false
+	if err == nil {
+		err = d.writeResult(w, r, env.ID, owner, b, false, df)
+	}
+	if err != nil {
+		WriteError(w, env.ID, d.sdkError(ctx, methodResourcesRead, env.Name, err, l.modern))
+	}
+}
+
+// resourceResult encodes a resources/read result as go-sdk does for the
+// era: on 2026-07-28 with serverInfo in _meta, first, and resultType,
+// last.
+func (d *Dispatcher) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
+	if res == nil {
+		return nil, errors.New("tasks: a resource handler returned no result and no error")
 	}
 	b, err := json.Marshal(res)
-	if err != nil || len(b) < 2 || b[0] != '{' {
-		return false
+	if err != nil {
+		return nil, err
 	}
-	if l.modern {
-		// go-sdk's additions on 2026-07-28: serverInfo in _meta, first,
-		// and resultType, last. A result with its own _meta is go-sdk's.
-		if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
-			return false
-		}
-		out := make([]byte, 0, len(b)+len(d.readMeta)+32)
-		out = append(append(out, d.readMeta...), b[1:len(b)-1]...)
-		b = append(out, `,"resultType":"complete"}`...)
+	if len(b) < 2 || b[0] != '{' {
+		return nil, errors.New("tasks: a resource result encoded as no object")
 	}
-	return d.writeResult(w, r, env.ID, owner, b, false, df)
+	if !modern {
+		return b, nil
+	}
+	if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
+		return nil, errors.New("tasks: a resource result with its own _meta") // ReadResource sets none
+	}
+	out := make([]byte, 0, len(b)+len(d.readMeta)+32)
+	out = append(append(out, d.readMeta...), b[1:len(b)-1]...)
+	return append(out, `,"resultType":"complete"}`...), nil
 }
 
 // plainString reports a JSON string rawString takes as it is (no escapes):
@@ -72,8 +89,8 @@ func plainString(raw json.RawMessage) bool {
 }
 
 // writeResult answers with the result body (isError: a tool's): framed as JSON, each blob df
-// holds streamed into it in place of its sentinel. It reports false, with
-// nothing written, when go-sdk must answer instead (a blob that no longer
+// holds streamed into it in place of its sentinel. It returns an error,
+// with nothing written, for its caller to answer (a blob that no longer
 // opens, a sentinel that is not where it should be).
 //
 // The caller's share of the process-wide byte budget is taken before the
@@ -85,23 +102,23 @@ func plainString(raw json.RawMessage) bool {
 // immediate 429 with Retry-After. A blob whose bytes do not match its
 // record aborts the response before its last chunk: the client sees a
 // broken response, never wrong bytes.
-func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) bool {
-	if !df.Deferred() {
+func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) error {
+	if df == nil || !df.Deferred() {
 		tell(w, 0, isError)
 		writeFramed(w, http.StatusOK, id, "result", body)
-		return true
+		return nil
 	}
 	release, err := d.opts.Bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
 	var refused *outbytes.Refused
 	if errors.As(err, &refused) {
 		tell(w, ratelimited.Code, false)
 		ratelimited.WriteHTTP(w, id, refused.RetryAfter)
-		return true
+		return nil
 	}
 	defer release()
 	plan, err := df.Plan(r.Context(), body)
 	if err != nil {
-		return false
+		return err
 	}
 	defer plan.Close()
 	var open [64]byte
@@ -112,15 +129,15 @@ func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json
 	tell(w, 0, isError)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(head); err != nil {
-		return true
+		return nil
 	}
 	if _, err := plan.WriteTo(w); err != nil {
 		if errors.Is(err, outbytes.ErrMismatch) {
 			d.opts.Logger.Error("output bytes do not match their record: response aborted", "err", err)
 			panic(http.ErrAbortHandler)
 		}
-		return true // the connection is gone (or its write deadline passed)
+		return nil // the connection is gone (or its write deadline passed)
 	}
 	_, _ = w.Write(closeBrace)
-	return true
+	return nil
 }

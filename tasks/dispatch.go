@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Kind gives meaning to the tasks whose ref starts with its prefix.
@@ -110,17 +111,18 @@ type Dispatcher struct {
 	opts  Options
 	store *Store
 	kinds map[string]Kind
-	tools map[string]mcp.ToolHandler // see ServeTool
-	reads map[string]ReadHandler     // see ServeRead
+	tools map[string]leanTool // see ServeTool
+	reads map[string]leanRead // see ServeRead
 	// bytesTools are the reads whose blobs are streamed (ServeBytes),
 	// resource answers resources/read (ServeResource), and ownerOf names
 	// a request's caller (Middleware's owner).
-	bytesTools map[string]bool
-	resource   ResourceHandler
-	ownerOf    func(*http.Request) string
+	bytesTools   map[string]bool
+	resource     ResourceHandler
+	resourceLean func(uri string) bool
+	ownerOf      func(*http.Request) string
 	// readInfo and readMeta are the MCP server's serverInfo, and the
 	// opening of a read result carrying it (ServeRead).
-	readInfo *mcp.Implementation
+	readInfo any
 	readMeta []byte
 	metas    metaCache
 	// replies are the encoded replies of tasks/get and the lean reads.
@@ -142,6 +144,9 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}}
+	if o.ServerInfo != nil {
+		d.setServerInfo(o.ServerInfo)
+	}
 	d.resultMeta = d.meta(nil)
 	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.resultMeta})
 	return d
@@ -192,7 +197,7 @@ type Request struct {
 // own, counted as a second parse; nil when they do not decode.
 func (r *Request) decoded() *params {
 	if r.typed == nil && !r.undecodable {
-		parses.Add(1)
+		edgecount.Parses.Add(1)
 		p := new(params)
 		if len(r.Params) == 0 || unmarshalStrict(r.Params, p) != nil {
 			r.undecodable = true

@@ -12,11 +12,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unsafe"
 
 	segjson "github.com/segmentio/encoding/json"
 
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -174,7 +174,7 @@ func rawString(raw json.RawMessage) (string, bool) {
 // level at a time so that a value of an unexpected type never hides the
 // others. Its error is a *BodyError.
 func ParseBody(b []byte) (*Envelope, error) {
-	parses.Add(1)
+	edgecount.Parses.Add(1)
 	if tooDeep(b) {
 		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
 	}
@@ -364,14 +364,11 @@ func (m *Message) readParams(raw json.RawMessage) {
 	}
 }
 
-// parses counts the parses of requests: each body ParseBody reads, each
-// message ParseRequest reads, and each later decode of a request's params
-// (Request.decoded's, for the odd bodies the one parse leaves). It is the
-// test hook that holds every request to one.
-var parses atomic.Int64
-
-// Parses is the number of request parses so far (see parses).
-func Parses() int64 { return parses.Load() }
+// Parses is the number of request parses so far: each body ParseBody
+// reads, each message ParseRequest reads, and each later decode of a
+// request's params (Request.decoded's, for the odd bodies the one parse
+// leaves); edgecount.Parses.
+func Parses() int64 { return edgecount.Parses.Load() }
 
 // ParseRequest is ParseBody for a message a transport other than HTTP
 // already decoded (stdio's): the message as every layer reads it, parsed
@@ -381,7 +378,8 @@ func ParseRequest(req *jsonrpc.Request) *Message {
 	if m, ok := req.Extra.(*Message); ok {
 		return m
 	}
-	parses.Add(1)
+	edgecount.Admissions.Add(1)
+	edgecount.Parses.Add(1)
 	id, _ := json.Marshal(req.ID.Raw())
 	m := &Message{Method: req.Method, ID: id, Call: req.IsCall(), jsonrpc: "2.0",
 		Req: &Request{ID: id, Method: req.Method, Params: req.Params}}
@@ -527,19 +525,14 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, er
 // Admit is the door of the MCP endpoint below any caller-specific work:
 // for a POST it reads and parses the whole body (Peek) and answers, with
 // nothing executed, a body over the cap (413), one that is not a JSON-RPC
-// message (-32700 or -32600), a Host that is not loopback on a loopback
-// listener (403, as go-sdk does: DNS rebinding), and a 2026-07-28 request
-// whose required headers are missing or disagree with its body (-32020).
-// It reports false when it answered. A second call on the same request
-// only returns the stored envelope.
+// message (-32700 or -32600), and a 2026-07-28 request whose required
+// headers are missing or disagree with its body (-32020). It reports
+// false when it answered. It runs once a request (server's admit, or
+// Middleware's when nothing admitted it before); every later layer reads
+// the envelope it leaves in the context (Admitted). The Host was checked
+// before it (HostAllowed, server's checkOrigin).
 func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, bool) {
-	if e, ok := EnvelopeFrom(r.Context()); ok && e.admitted {
-		return e, r, true
-	}
-	if !HostAllowed(r) {
-		http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
-		return nil, r, false
-	}
+	edgecount.Admissions.Add(1)
 	e, r, err := Peek(w, r, maxBody)
 	if err != nil {
 		writeBodyError(w, err)
@@ -555,9 +548,17 @@ func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *h
 	return e, r, true
 }
 
+// Admitted returns the envelope Admit accepted for the request of ctx.
+func Admitted(ctx context.Context) (*Envelope, bool) {
+	e, ok := EnvelopeFrom(ctx)
+	return e, ok && e.admitted
+}
+
 // HostAllowed is go-sdk's DNS-rebinding guard: on a loopback listener the
-// Host must be loopback too.
+// Host must be loopback too. It runs once a request, at the door
+// (server's checkOrigin; go-sdk's own is turned off behind it).
 func HostAllowed(r *http.Request) bool {
+	edgecount.HostChecks.Add(1)
 	switch la := r.Context().Value(http.LocalAddrContextKey).(type) {
 	case *net.TCPAddr: // the usual listener, read without formatting it
 		return la == nil || !la.IP.IsLoopback() || netx.Loopback(r.Host)

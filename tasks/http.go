@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 	"github.com/darkroom-mcp/darkroom/internal/sse"
 )
 
@@ -65,8 +66,23 @@ type Outcome interface {
 	// for a tools/call result, its isError.
 	RPCOutcome(code int64, isError bool)
 	// ServedBy names the engine that answers: told once route has
-	// chosen, and again if the lean path hands the request to go-sdk.
+	// chosen.
 	ServedBy(p Path)
+}
+
+type outcomeKey struct{}
+
+// WithOutcome leaves o in ctx for the layers that answer a request
+// without its ResponseWriter (go-sdk's handlers: server's receiving
+// middleware tells it there).
+func WithOutcome(ctx context.Context, o Outcome) context.Context {
+	return context.WithValue(ctx, outcomeKey{}, o)
+}
+
+// OutcomeFrom returns the recorder WithOutcome left in ctx.
+func OutcomeFrom(ctx context.Context) (Outcome, bool) {
+	o, ok := ctx.Value(outcomeKey{}).(Outcome)
+	return o, ok
 }
 
 func tell(w http.ResponseWriter, code int64, isError bool) {
@@ -146,23 +162,27 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 				next.ServeHTTP(w, r)
 				return
 			}
-			env, r, ok := Admit(w, r, maxBody)
-			if !ok {
-				return
-			}
-			path, l := d.route(r, env)
-			if path == PathLean {
-				servedBy(w, PathLean)
-				if d.serveLean(w, r, env, l, owner(r)) {
+			env, ok := Admitted(r.Context())
+			if !ok { // served alone, with no door before it
+				if !HostAllowed(r) {
+					http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
 					return
 				}
-				path = PathSDK // the handler's answer is go-sdk's to give
+				if env, r, ok = Admit(w, r, maxBody); !ok {
+					return
+				}
 			}
+			path, l := d.route(r, env)
 			servedBy(w, path)
-			if path == PathSDK {
+			switch path {
+			case PathLean:
+				d.serveLean(w, r, env, l, owner(r))
+				return
+			case PathSDK:
 				next.ServeHTTP(w, r)
 				return
 			}
+			edgecount.Handlers.Add(1)
 			if env.Req.Method == methodListen {
 				d.serveListen(w, r, owner(r), env.Req)
 				return

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 
@@ -44,16 +45,32 @@ func (r Reply) Answer() *mcp.CallToolResult {
 // frames it as JSON, go-sdk as one SSE event): the handler's own result,
 // with go-sdk's additions per era (Content never null; on 2026-07-28
 // resultType "complete" and serverInfo, the MCP server's Implementation,
-// in _meta). Only a result is kept: a handler error, or any request this
-// path cannot prove go-sdk would take and treat the same way, goes to
-// go-sdk untouched, which runs its own handler. So h must change
-// nothing: it is a read. Its request has no Session, and its Params.Meta
-// is shared between requests and must not be modified.
-func (d *Dispatcher) ServeRead(name string, h ReadHandler, serverInfo *mcp.Implementation) {
+// in _meta), or its error as go-sdk's path answers it (sdkError). A
+// request this path cannot prove go-sdk would take and treat the same way
+// goes to go-sdk untouched, before anything runs. Its request has no
+// Session, and its Params.Meta is shared between requests and must not
+// be modified.
+//
+// lean, when set, is the call's predicate (decided by route from the
+// parsed request, before anything runs): a call it refuses goes to
+// go-sdk.
+func (d *Dispatcher) ServeRead(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool, serverInfo *mcp.Implementation) {
 	if d.reads == nil {
-		d.reads = map[string]ReadHandler{}
+		d.reads = map[string]leanRead{}
 	}
-	d.reads[name] = d.guardRead(name, h)
+	d.reads[name] = leanRead{d.guardRead(name, h), lean}
+	d.setServerInfo(serverInfo)
+}
+
+// leanRead is a read ServeRead serves and its predicate.
+type leanRead struct {
+	h    ReadHandler
+	lean func(*mcp.CallToolRequest) bool
+}
+
+// setServerInfo is the serverInfo go-sdk adds to a 2026-07-28 result's
+// _meta, and the opening of a result carrying it.
+func (d *Dispatcher) setServerInfo(serverInfo any) {
 	info, _ := json.Marshal(serverInfo)
 	d.readInfo = serverInfo
 	d.readMeta = append(append([]byte(`{"_meta":{"`+metaServerInfo+`":`), info...), "},"...)
@@ -65,56 +82,73 @@ func (d *Dispatcher) ServeRead(name string, h ReadHandler, serverInfo *mcp.Imple
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // serveRead answers a tools/call of a read-only tool (route chose it),
-// and reports false, with nothing written, when go-sdk must serve it
-// instead: a handler error, or a result go-sdk would treat otherwise.
-func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) bool {
+// whatever its handler returns.
+func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
 	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
 	if d.bytesTools[env.Name] { // its blobs are streamed (bytes.go)
 		ctx, df = outbytes.WithDeferral(ctx)
 	}
 	reply, err := l.read(ctx, l.call)
-	if answerPanic(w, env.ID, err) {
-		return true
-	}
 	if err != nil {
-		return false
-	}
-	if df != nil {
-		res := reply.Answer()
-		b, ok := d.readResult(res, l.modern)
-		return ok && d.writeResult(w, r, env.ID, owner, b, res.IsError, df)
+		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		return
 	}
 	slot := replySlot{id: reply.ID, kind: 'r', modern: l.modern}
-	keyed := reply.Key != nil
+	keyed := reply.Key != nil && df == nil
 	if keyed {
 		if b, ok := d.replies.get(slot, reply.Key); ok {
 			tell(w, 0, false) // a keyed reply is never an isError
 			writeFramed(w, http.StatusOK, env.ID, "result", b)
-			return true
+			return
 		}
 	}
-	res := reply.Answer()
-	if res == nil {
-		return false
+	res, err := d.answerOf(env.Name, reply)
+	if err != nil {
+		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		return
 	}
-	b, ok := d.readResult(res, l.modern)
-	if !ok {
-		return false
-	}
-	if keyed && !res.IsError {
+	if b := d.writeToolResult(w, r, env, l, res, df, owner); keyed && b != nil && !res.IsError {
 		d.replies.put(slot, reply.Key, b)
 	}
-	tell(w, 0, res.IsError)
-	writeFramed(w, http.StatusOK, env.ID, "result", b)
-	return true
+}
+
+// answerOf is the reply's result, rendered if need be: a panic in its
+// Render is Recovered's answer, as the handler's own would be.
+func (d *Dispatcher) answerOf(name string, reply Reply) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+		}
+	}()
+	return reply.Answer(), nil
+}
+
+// writeToolResult answers a tool's result as go-sdk's callTool would
+// encode it for the era (readResult), its blobs streamed when df defers
+// them (writeResult); it returns the encoded result it sent (nil when it
+// answered otherwise).
+func (d *Dispatcher) writeToolResult(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, res *mcp.CallToolResult, df *outbytes.Deferral, owner string) []byte {
+	b, err := d.readResult(res, l.modern)
+	if err == nil {
+		err = d.writeResult(w, r, env.ID, owner, b, res.IsError, df)
+	}
+	if err != nil {
+		WriteError(w, env.ID, d.sdkError(r.Context(), methodToolsCall, env.Name, err, l.modern))
+		return nil
+	}
+	return b
 }
 
 // readResult encodes res as go-sdk's callTool and, on 2026-07-28, its
-// per-request annotations leave it; false for a result it would treat
-// otherwise (input requests).
-func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, bool) {
+// per-request annotations leave it; an error for a result the lean path
+// cannot encode as go-sdk does (none, or one asking for input: route
+// never gives the lean path a call that could return one).
+func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
+	if res == nil {
+		return nil, errors.New("tasks: a lean handler returned no result and no error")
+	}
 	if res.InputRequests != nil || res.RequestState != "" {
-		return nil, false
+		return nil, errors.New("tasks: a lean handler asked for input")
 	}
 	if res.Content == nil {
 		res2 := *res
@@ -134,11 +168,14 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, b
 	// escaped) and re-compacts it without escaping: the same bytes, which
 	// are already compact, so MarshalJSON's output is used as it is.
 	b, err := res.MarshalJSON()
-	if err != nil || len(b) < 2 || b[0] != '{' {
-		return nil, false
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' {
+		return nil, errors.New("tasks: a tool result encoded as no object")
 	}
 	if !modern {
-		return b, true
+		return b, nil
 	}
 	// resultType is the last field go-sdk's wire form adds (after
 	// requestState; inputRequests is empty here), and _meta the first.
@@ -149,7 +186,7 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, b
 		out = append(out, '{')
 	}
 	out = append(out, b[1:len(b)-1]...)
-	return append(out, `,"resultType":"complete"}`...), true
+	return append(out, `,"resultType":"complete"}`...), nil
 }
 
 // sameID reports an id go-sdk re-encodes to the same bytes: an integer of

@@ -13,7 +13,7 @@ import (
 // shared between requests, is not modified.
 func TestReadResultLeavesTheResult(t *testing.T) {
 	d := NewDispatcher(Options{})
-	d.ServeRead("r", nil, &mcp.Implementation{Name: "darkroom", Version: "1"})
+	d.ServeRead("r", nil, nil, &mcp.Implementation{Name: "darkroom", Version: "1"})
 	for _, c := range []struct {
 		name string
 		res  *mcp.CallToolResult
@@ -26,9 +26,9 @@ func TestReadResultLeavesTheResult(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before, _ := json.Marshal(c.res)
-			b, ok := d.readResult(c.res, true)
-			if !ok || string(b) != c.want {
-				t.Fatalf("encoded %v %s\nwant %s", ok, b, c.want)
+			b, err := d.readResult(c.res, true)
+			if err != nil || string(b) != c.want {
+				t.Fatalf("encoded %v %s\nwant %s", err, b, c.want)
 			}
 			if after, _ := json.Marshal(c.res); string(after) != string(before) {
 				t.Fatalf("the result was modified: %s, was %s", after, before)

@@ -2,13 +2,12 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -45,9 +44,11 @@ func Internal(ctx context.Context, log *slog.Logger, method, name string, err er
 	return &RPCError{Code: CodeInternal, Message: InternalMessage, HTTPStatus: http.StatusInternalServerError}
 }
 
-// guardTool is h recovering its panics as Recovered's error.
+// guardTool is h recovering its panics as Recovered's error; each run is
+// a handler run (edgecount.Handlers).
 func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		edgecount.Handlers.Add(1)
 		defer func() {
 			if v := recover(); v != nil {
 				res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
@@ -57,33 +58,24 @@ func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
 	}
 }
 
-// guardRead is guardTool for a ReadHandler.
+// guardRead is guardTool for a ReadHandler (its Render is guarded where
+// it is called: answerOf).
 func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
+		edgecount.Handlers.Add(1)
 		defer func() {
 			if v := recover(); v != nil {
 				r, err = Reply{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
 			}
 		}()
-		r, err = h(ctx, req)
-		if render := r.Render; render != nil { // called later: guarded too
-			r.Render = func() (res *mcp.CallToolResult) {
-				defer func() {
-					if v := recover(); v != nil {
-						Recovered(d.opts.Logger, methodToolsCall, name, v)
-						res = nil // go-sdk answers, running its own handler
-					}
-				}()
-				return render()
-			}
-		}
-		return r, err
+		return h(ctx, req)
 	}
 }
 
 // guardResource is guardTool for a ResourceHandler.
 func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
+		edgecount.Handlers.Add(1)
 		defer func() {
 			if v := recover(); v != nil {
 				res, err = nil, panicError{Recovered(d.opts.Logger, "resources/read", req.Params.URI, v)}
@@ -93,19 +85,8 @@ func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
 	}
 }
 
-// panicError marks Recovered's answer from a guarded handler: the paths
-// that hand other errors to go-sdk (to run the handler again) answer it
-// themselves, so a panic is not provoked twice.
+// panicError marks Recovered's answer from a guarded handler: the lean
+// engine answers it as it is (sdkError).
 type panicError struct{ *RPCError }
 
 func (p panicError) Unwrap() error { return p.RPCError }
-
-// answerPanic writes err's answer if it is a guarded handler's panic.
-func answerPanic(w http.ResponseWriter, id json.RawMessage, err error) bool {
-	var p panicError
-	if !errors.As(err, &p) {
-		return false
-	}
-	WriteError(w, id, p.RPCError)
-	return true
-}

@@ -13,9 +13,10 @@ import (
 )
 
 // TestLeanPanicsAnswered: a panic in a handler the dispatcher runs below
-// go-sdk (ServeTool, ServeRead, ServeResource) is answered -32603 there,
-// once, and not handed to go-sdk to run (and panic) again; the server
-// serves on. Without the guards net/http drops the connection.
+// go-sdk (ServeTool, ServeRead, a keyed read's Render, ServeResource) is
+// answered -32603 there, once, and not handed to go-sdk to run (and
+// panic) again; the server serves on. Without the guards net/http drops
+// the connection.
 func TestLeanPanicsAnswered(t *testing.T) {
 	s, _, _ := newTestStore(t)
 	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
@@ -24,18 +25,22 @@ func TestLeanPanicsAnswered(t *testing.T) {
 	d.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		boom("make")
 		return nil, nil
-	})
+	}, nil)
 	d.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
 		boom("peek")
 		return Reply{}, nil
-	}, &mcp.Implementation{Name: "darkroom", Version: "1"})
+	}, nil, &mcp.Implementation{Name: "darkroom", Version: "1"})
+	d.ServeRead("render", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
+		runs["render"]++
+		return Reply{ID: "g", Key: 1, Render: func() *mcp.CallToolResult { panic("test: render") }}, nil
+	}, nil, &mcp.Implementation{Name: "darkroom", Version: "1"})
 	d.ServeResource(func(context.Context, *mcp.ReadResourceRequest) (mcp.Result, error) {
 		boom("darkroom://x")
 		return nil, nil
-	})
+	}, nil)
 	f := newHTTPFixture(t, d)
 	for _, c := range []struct{ method, name string }{
-		{"tools/call", "make"}, {"tools/call", "peek"}, {"resources/read", "darkroom://x"},
+		{"tools/call", "make"}, {"tools/call", "peek"}, {"tools/call", "render"}, {"resources/read", "darkroom://x"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			params := map[string]any{"_meta": map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()}}

@@ -29,15 +29,16 @@ const methodResourcesRead = "resources/read"
 // serves it, exactly one of tool, read and resource, and the request as
 // go-sdk would hand it to that handler.
 type leanCall struct {
-	tool         mcp.ToolHandler // ServeTool's: a Tasks client's create
-	read         ReadHandler     // ServeRead's and ServeBytes's
-	resource     bool            // ServeResource's
-	modern       bool            // on the 2026-07-28 wire (else a legacy era)
+	tool         mcp.ToolHandler                 // ServeTool's: a Tasks client's create
+	lean         func(*mcp.CallToolRequest) bool // the tool's predicate (nil: every call)
+	read         ReadHandler                     // ServeRead's and ServeBytes's
+	resource     bool                            // ServeResource's
+	modern       bool                            // on the 2026-07-28 wire (else a legacy era)
 	call         *mcp.CallToolRequest
 	readResource *mcp.ReadResourceRequest
 }
 
-// route is the one decision of who serves a POST Admit parsed: the
+// route is the one, final decision of who serves a POST Admit parsed: the
 // dispatcher's own methods (PathTasks), a registered tool or
 // resources/read the lean path can serve exactly as go-sdk would
 // (PathLean, with the call), or go-sdk. Every check that go-sdk would
@@ -54,7 +55,11 @@ func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
 	l := &leanCall{}
 	switch env.Method {
 	case methodToolsCall:
-		l.tool, l.read = d.tools[env.Name], d.reads[env.Name]
+		tool, read := d.tools[env.Name], d.reads[env.Name]
+		l.tool, l.lean, l.read = tool.h, tool.lean, read.h
+		if read.h != nil {
+			l.lean = read.lean
+		}
 		if l.tool == nil && l.read == nil {
 			return PathSDK, nil
 		}
@@ -83,7 +88,8 @@ func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
 		return PathSDK, nil
 	}
 	if l.resource {
-		if env.Name == "" || !plainString(p.URI) || p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.Notifications != nil {
+		if env.Name == "" || !plainString(p.URI) || p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.Notifications != nil ||
+			(d.resourceLean != nil && !d.resourceLean(env.Name)) {
 			return PathSDK, nil
 		}
 	} else if args := p.Arguments; len(args) > 0 && args[0] != '{' && string(args) != "null" {
@@ -105,22 +111,22 @@ func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
 		return PathLean, l
 	}
 	l.call = &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: env.Name, Arguments: p.Arguments}}
-	if l.tool != nil && !Declared(l.call) {
+	if (l.tool != nil && !Declared(l.call)) || (l.lean != nil && !l.lean(l.call)) {
 		return PathSDK, nil
 	}
 	return PathLean, l
 }
 
-// serveLean answers a call route gave the lean path, and reports false,
-// with nothing written, when its handler's answer is one go-sdk must give
-// instead (see ServeTool, ServeRead, ServeResource).
-func (d *Dispatcher) serveLean(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) bool {
+// serveLean answers a call route gave the lean path, every outcome of it
+// (see ServeTool, ServeRead, ServeResource): nothing is handed back to
+// go-sdk, nothing runs twice.
+func (d *Dispatcher) serveLean(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
 	switch {
 	case l.tool != nil:
-		return d.serveTool(w, r, env, l)
+		d.serveTool(w, r, env, l)
 	case l.read != nil:
-		return d.serveRead(w, r, env, l, owner)
+		d.serveRead(w, r, env, l, owner)
 	default:
-		return d.serveResource(w, r, env, l, owner)
+		d.serveResource(w, r, env, l, owner)
 	}
 }

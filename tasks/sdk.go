@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -271,6 +272,7 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 			c.writeError(id, Recovered(c.d.opts.Logger, r.Method, "", v))
 		}
 	}()
+	edgecount.Handlers.Add(1)
 	if r.Method == methodListen {
 		p, e := c.d.parse(r, nil)
 		if e != nil {

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -9,48 +10,99 @@ import (
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ServeTool lets the dispatcher run the named tool's handler itself, below
-// go-sdk, for a tools/call that declared the Tasks extension: durable
-// creation is a hot path, and go-sdk's generic tools/call costs about a
-// millisecond of CPU per call, several times the creation itself.
+// go-sdk, for a tools/call that declared the Tasks extension and for
+// which lean (nil: every call) says so from the request's parsed
+// arguments: durable creation is a hot path, and go-sdk's generic
+// tools/call costs about a millisecond of CPU per call, several times the
+// creation itself.
 //
-// The dispatcher keeps the handler's answer only when it created a task
-// (AnswerTask) or is an *RPCError. Any other answer is dropped and the
-// request handed to go-sdk, which runs the handler again and encodes that
-// answer itself. So h must change nothing unless it creates a task. A
-// request the dispatcher is not sure go-sdk would accept as it stands
-// (other versions, odd headers, MRTR retries) goes to go-sdk untouched.
-// The tool must not declare x-mcp-header parameters, and h must not modify
-// req.Params.Meta (requests with the same _meta share it).
-func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler) {
+// Once route chose it the dispatcher answers every outcome itself,
+// exactly as go-sdk's path would: the task the handler created
+// (AnswerTask), its result, its error (sdkError), its panic. A request
+// the dispatcher is not sure go-sdk would accept as it stands (other
+// versions, odd headers, MRTR retries) goes to go-sdk untouched, before
+// anything runs. The tool must not declare x-mcp-header parameters, and h
+// must not modify req.Params.Meta (requests with the same _meta share
+// it).
+func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
 	if d.tools == nil {
-		d.tools = map[string]mcp.ToolHandler{}
+		d.tools = map[string]leanTool{}
 	}
-	d.tools[name] = d.guardTool(name, h)
+	d.tools[name] = leanTool{d.guardTool(name, h), lean}
+}
+
+// leanTool is a tool ServeTool serves: its guarded handler, and the
+// predicate on a call's parsed arguments that decides whether the lean
+// path takes it (nil: always).
+type leanTool struct {
+	h    mcp.ToolHandler
+	lean func(*mcp.CallToolRequest) bool
 }
 
 const methodToolsCall = "tools/call"
 
-// serveTool runs a Tasks client's create (route chose it), and reports
-// false, with nothing written, when its handler answered without creating
-// a task: go-sdk then serves the request.
-func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall) bool {
+// serveTool runs a Tasks client's call of a ServeTool tool (route chose
+// it) and answers whatever it returns.
+func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall) {
 	ctx, slot := withAnswer(r.Context())
-	_, herr := l.tool(ctx, l.call)
-	var re *RPCError
+	res, err := l.tool(ctx, l.call)
 	switch {
 	case slot.task != nil:
 		tell(w, 0, false)
 		writeFramed(w, http.StatusOK, env.ID, "result", slot.task)
-	case errors.As(herr, &re):
-		WriteError(w, env.ID, re)
-	default: // an answer that changed nothing: go-sdk gives it again
-		return false
+	case err != nil:
+		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+	default:
+		d.writeToolResult(w, r, env, l, res, nil, "")
 	}
-	return true
+}
+
+// sdkError is the answer go-sdk's path gives a handler's error (server's
+// guard and SDKMiddleware): a guarded panic's -32603 as the dispatcher
+// gives it, an *RPCError as it is, a *jsonrpc.Error with its code, message
+// and data and go-sdk's HTTP status for that code, and any other error
+// Internal's -32603, which names nothing of it.
+func (d *Dispatcher) sdkError(ctx context.Context, method, name string, err error, modern bool) *RPCError {
+	var p panicError
+	if errors.As(err, &p) {
+		return p.RPCError
+	}
+	var re *RPCError
+	if errors.As(err, &re) {
+		return re
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		e := &RPCError{Code: je.Code, Message: je.Message, HTTPStatus: sdkStatus(je.Code, modern)}
+		if len(je.Data) > 0 {
+			e.Data = je.Data
+		}
+		return e
+	}
+	e := *Internal(ctx, d.opts.Logger, method, name, err)
+	e.HTTPStatus = http.StatusOK // go-sdk sends -32603 in a 200 response
+	return &e
+}
+
+// sdkStatus is the HTTP status go-sdk's handler gives a JSON-RPC error
+// (its extractErrorStatus): on 2026-07-28 404 for -32601 and 400 for
+// invalid params, an unsupported version or missing capabilities; 200
+// otherwise.
+func sdkStatus(code int64, modern bool) int {
+	switch {
+	case !modern:
+		return http.StatusOK
+	case code == CodeMethodNotFound:
+		return http.StatusNotFound
+	case code == CodeInvalidParams || code == CodeUnsupportedProtocol || code == CodeMissingCapability:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
 }
 
 const metaClientInfo = "io.modelcontextprotocol/clientInfo"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -32,8 +33,9 @@ func newToolFixture(t *testing.T) *toolFixture {
 	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
 	d.Register("test", &testKind{})
 	f := &toolFixture{passed: make(chan []byte, 1), store: s, engine: engine}
-	// "make" creates a task, fails with an RPCError, or answers a plain
-	// result, as its "do" argument says.
+	// "make" creates a task, fails with an RPCError or another error, or
+	// answers a result, as its "do" argument says; "full" is left to
+	// go-sdk by its predicate.
 	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		f.calls.Add(1)
 		var a struct{ Do string }
@@ -47,8 +49,15 @@ func newToolFixture(t *testing.T) *toolFixture {
 			return d.AnswerTask(ctx, task)
 		case "rpcerr":
 			return nil, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
+		case "fail":
+			return nil, errors.New("test: the store is down")
+		case "toolerr":
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}, nil
+	}, func(req *mcp.CallToolRequest) bool {
+		var a struct{ Do string }
+		return json.Unmarshal(req.Params.Arguments, &a) == nil && a.Do != "full"
 	})
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -116,15 +125,19 @@ func (f *toolFixture) call(t *testing.T, c toolCallCase) (*http.Response, []byte
 	return resp, b
 }
 
-// TestServeTool: the dispatcher answers a tools/call itself only when go-sdk
-// would take the request as it stands and the handler created a task or
-// failed with an RPCError; everything else reaches go-sdk with its body
-// intact.
+// TestServeTool: the dispatcher answers a tools/call itself when go-sdk
+// would take the request as it stands and the tool's predicate takes its
+// arguments, whatever the handler returns (a task, an RPCError, a
+// result, a tool error, an internal error), running it once; everything
+// else reaches go-sdk with its body intact and nothing run.
 func TestServeTool(t *testing.T) {
 	cases := []toolCallCase{
 		{name: "task created", do: "create", served: true},
 		{name: "rpc error", do: "rpcerr", served: true},
-		{name: "plain result goes to go-sdk", do: "plain"},
+		{name: "plain result", do: "plain", served: true},
+		{name: "tool error", do: "toolerr", served: true},
+		{name: "internal error", do: "fail", served: true},
+		{name: "the predicate refuses the arguments", do: "full"},
 		{name: "extension not declared", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{}}},
 		{name: "other tool", do: "create", params: map[string]any{"name": "other"}, headers: map[string]string{"Mcp-Name": "other"}},
 		{name: "Mcp-Name differs from the body", do: "create", params: map[string]any{"name": "other"}, refused: http.StatusBadRequest},
@@ -201,6 +214,18 @@ func TestServeTool(t *testing.T) {
 			case "rpcerr":
 				if r.Error == nil || r.Error.Code != CodeMissingCapability {
 					t.Fatalf("want error -32021, got %s", body)
+				}
+			case "fail":
+				if r.Error == nil || r.Error.Code != CodeInternal || strings.Contains(string(body), "store") {
+					t.Fatalf("want -32603 naming nothing, got %s", body)
+				}
+			case "plain", "toolerr":
+				want := `"content":[{"type":"text","text":"plain"}],"resultType":"complete"}}`
+				if c.do == "toolerr" {
+					want = `"content":[{"type":"text","text":"refused"}],"isError":true,"resultType":"complete"}}`
+				}
+				if !strings.HasSuffix(string(body), want) || !strings.Contains(string(body), `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"test"}}`) {
+					t.Fatalf("want go-sdk's encoding of the result, got %s", body)
 				}
 			}
 			if n := f.calls.Load(); n != 1 {

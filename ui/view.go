@@ -153,23 +153,17 @@ func (v *viewer) bytes(ctx context.Context, g *generation.Generation, n int) (mc
 	}}, nil, nil
 }
 
-// errHidden declines a lean view call for a client that did not declare
-// the extension: go-sdk answers it (as a tool it does not have).
-var errHidden = errors.New("view tool hidden from this client")
-
 // Tool is the view tool's row of the tool table: app-only (its _meta's
 // visibility), a poll, and served below go-sdk with its blob streamed
-// (Read: the same answer where go-sdk's would come from the handler, an
-// error, go-sdk's to answer, where the middleware would hide the tool).
+// (Read) for a client that declared the view (Lean); go-sdk's middleware
+// hides it from the others.
 func Tool(cfg Config) gentools.Tool {
 	v := &viewer{cfg: cfg}
-	return gentools.Tool{Def: viewToolDef(), Handler: v.handle, Class: gentools.ClassPoll, Read: v.read, Bytes: true}
+	return gentools.Tool{Def: viewToolDef(), Handler: v.handle, Class: gentools.ClassPoll, Read: v.read, Bytes: true,
+		Lean: func(req *mcp.CallToolRequest) bool { return Declared(req) }}
 }
 
 func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
-	if !Declared(req) {
-		return tasks.Reply{}, errHidden
-	}
 	res, err := v.handle(ctx, req)
 	return tasks.Reply{Result: res}, err
 }

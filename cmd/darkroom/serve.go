@@ -26,7 +26,7 @@ func serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.LogLevel)
+	log := cfg.logger()
 	ln, err := listen(cfg)
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ func serve(ctx context.Context, args []string) error {
 	// while net/http retries (its own line per retry is left out).
 	srv.ErrorLog = stdlog.New(httpErrors{log}, "", 0)
 	go func() { served <- srv.Serve(server.AcceptErrors(ln, log, a.metrics.AcceptFailed)) }()
-	log.Info("darkroom serving", a.banner("http://"+ln.Addr().String()+"/mcp", mln)...)
+	a.announce(log, "darkroom serving", "http://"+ln.Addr().String()+"/mcp", mln)
 	select {
 	case err := <-served: // the listener failed
 		_ = srv.Close()

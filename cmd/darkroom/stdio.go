@@ -35,7 +35,7 @@ func stdio(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.LogLevel)
+	log := cfg.logger()
 	// Output links point at /files, so stdio still serves files (only
 	// files) over loopback HTTP.
 	ln, err := listenFiles(cfg, log)
@@ -72,7 +72,7 @@ func stdio(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bgDone := a.background(ctx)
-	log.Info("darkroom on stdio", a.banner("stdio", mln)...)
+	a.announce(log, "darkroom on stdio", "stdio", mln)
 	err = a.mcp.Run(ctx, a.stdioChain(&mcp.StdioTransport{}, a.limits))
 	cancel()
 	<-bgDone

@@ -91,7 +91,8 @@ type Config struct {
 // Provider is the ComfyUI adapter. It is safe for concurrent use.
 type Provider struct {
 	cfg      Config
-	http     *httpx.Client
+	http     *httpx.Client // API calls, each within 30 s
+	files    *httpx.Client // outputs, streamed as long as they take
 	header   http.Header
 	backends []*backend
 	models   map[string]*Workflow
@@ -135,7 +136,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	hc := httpx.Config{Provider: Name, HTTPClient: cfg.HTTPClient, Now: cfg.Now}
+	hc := httpx.Config{Provider: Name, HTTPClient: clientOf(cfg.HTTPClient, 30*time.Second), Now: cfg.Now}
+	fc := httpx.Config{Provider: Name, HTTPClient: clientOf(cfg.HTTPClient, 0), Now: cfg.Now}
 	hdr := http.Header{}
 	if cfg.Header != "" {
 		name, value, ok := strings.Cut(cfg.Header, ":")
@@ -144,11 +146,12 @@ func New(cfg Config) (*Provider, error) {
 			return nil, errors.New(`comfyui: the header is "Name: value"`)
 		}
 		hc.AuthHeader, hc.AuthValue = name, value
+		fc.AuthHeader, fc.AuthValue = name, value
 		hdr.Set(name, value)
 	}
 	var id [16]byte
 	rand.Read(id[:])
-	p := &Provider{cfg: cfg, http: httpx.New(hc), header: hdr, models: map[string]*Workflow{}, clientID: hex.EncodeToString(id[:]),
+	p := &Provider{cfg: cfg, http: httpx.New(hc), files: httpx.New(fc), header: hdr, models: map[string]*Workflow{}, clientID: hex.EncodeToString(id[:]),
 		live: newLiveSet(cfg.Now), cancelled: map[string]time.Time{}}
 	for _, raw := range cfg.URLs {
 		u, err := url.Parse(strings.TrimSpace(raw))
@@ -169,6 +172,29 @@ func New(cfg Config) (*Provider, error) {
 		p.list = append(p.list, w.Model)
 	}
 	return p, nil
+}
+
+// clientOf is base (or a new client) following redirects only within the
+// origin asked (the header goes with every call: it never leaves the
+// backend), with timeout as its whole-call timeout (0: none).
+func clientOf(base *http.Client, timeout time.Duration) *http.Client {
+	c := &http.Client{}
+	if base != nil {
+		*c = *base
+	}
+	if c.Timeout == 0 {
+		c.Timeout = timeout
+	}
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("comfyui: too many redirects")
+		}
+		if !httpx.SameOrigin(via[0].URL.String(), req.URL.String()) {
+			return fmt.Errorf("comfyui: a redirect off the backend (%s) is not followed", req.URL.Host)
+		}
+		return nil
+	}
+	return c
 }
 
 // Name implements provider.Provider.
@@ -1061,7 +1087,7 @@ func (p *Provider) OpenOutput(ctx context.Context, j provider.Job, out provider.
 	if !strings.HasPrefix(out.URL, b.origin+"/view?") {
 		return nil, &provider.PermanentError{Message: "a ComfyUI output not on its backend's /view"}
 	}
-	stream, r, err := p.http.Open(ctx, httpx.Other, http.MethodGet, out.URL, nil, "", nil)
+	stream, r, err := p.files.Open(ctx, httpx.Other, http.MethodGet, out.URL, nil, "", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -100,6 +100,8 @@ type ComfyUI struct {
 	lastDone time.Time
 	hold     int         // POST /prompt replies still to hold
 	held     chan string // the ids of those held
+	faults   map[string][]Fault
+	large    map[string]int64 // file key → its size: a PNG padded with zeros, streamed
 }
 
 type comfyPrompt struct {
@@ -146,7 +148,8 @@ func (e *Emulator) ComfyUI(o ComfyOptions) *ComfyUI {
 		o.Steps = 4
 	}
 	c := &ComfyUI{e: e, opts: o, history: map[string]*comfyPrompt{}, files: map[string][]byte{},
-		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}, held: make(chan string, 16)}
+		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}, held: make(chan string, 16),
+		faults: map[string][]Fault{}, large: map[string]int64{}}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	c.URL = c.Server.URL
 	e.mu.Lock()
@@ -316,7 +319,21 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	c.counts[route]++
+	var fault Fault
+	if fs := c.faults[route]; len(fs) > 0 {
+		fault, c.faults[route] = fs[0], fs[1:]
+	}
 	c.mu.Unlock()
+	switch fault {
+	case Fault500:
+		http.Error(w, "500 Internal Server Error\n\nServer got itself in trouble", http.StatusInternalServerError)
+		return
+	case FaultDrop:
+		hangUp(w)
+		return
+	case FaultLoseReply:
+		r = r.WithContext(context.WithValue(r.Context(), loseReplyKey{}, true))
+	}
 	if strings.HasPrefix(path, "/api/jobs") && c.opts.NoJobsAPI {
 		http.Error(w, "404: Not Found", http.StatusNotFound)
 		return
@@ -425,6 +442,15 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(400)
 			return
 		}
+		c.mu.Lock()
+		n, large := c.large[typ+"/"+q.Get("subfolder")+"/"+name]
+		c.mu.Unlock()
+		if large {
+			w.Header().Set("Content-Type", "image/png")
+			w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+			writePadded(w, hostility{large: n})
+			return
+		}
 		b, ok := c.File(typ, q.Get("subfolder"), name)
 		if !ok {
 			w.WriteHeader(404)
@@ -438,6 +464,8 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Disposition", fmt.Sprintf("filename=%q", name))
 		w.Write(b)
+	case route == "GET /redirect":
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	case route == "GET /system_stats":
 		comfyJSON(w, 200, map[string]any{
 			"system": map[string]any{"os": "linux", "ram_total": 68719476736, "ram_free": 34359738368, "comfyui_version": "0.5.0",
@@ -608,6 +636,12 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	c.submits[id]++
 	c.broadcastStatus()
 	c.startNext(c.e.clock.Now())
+	if lose, _ := r.Context().Value(loseReplyKey{}).(bool); lose {
+		c.mu.Unlock()
+		hangUp(w)
+		c.mu.Lock()
+		return
+	}
 	if c.hold > 0 {
 		// Queued, and the reply held until the client goes (a reply lost
 		// to a crash).
@@ -622,6 +656,34 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	comfyJSON(w, 200, map[string]any{"prompt_id": id, "number": p.number, "node_errors": map[string]any{}})
+}
+
+// Inject makes the next request of route ("POST /prompt", "GET
+// /api/jobs/{id}", ...) answer f: Fault500 (500, nothing done), FaultDrop
+// (the connection closed, nothing done), FaultLoseReply (POST /prompt
+// only: the prompt queued, then the connection closed).
+func (c *ComfyUI) Inject(route string, f Fault) {
+	c.mu.Lock()
+	c.faults[route] = append(c.faults[route], f)
+	c.mu.Unlock()
+}
+
+// Down closes the backend for good: connections are refused.
+func (c *ComfyUI) Down() {
+	c.dropSockets()
+	c.Server.CloseClientConnections()
+	c.Server.Close()
+}
+
+// Jobs is how many prompts were queued in all.
+func (c *ComfyUI) Jobs() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.submits {
+		n += k
+	}
+	return n
 }
 
 // HoldPrompts makes the next n POST /prompt queue their prompt and never
@@ -1084,6 +1146,11 @@ func (c *ComfyUI) render(p *comfyPrompt, id string) map[string]any {
 			}
 		}
 	}
+	if n := p.largeOutput(); n > 0 {
+		name := file(".png", 0)
+		c.large[typ+"/"+sub+"/"+name] = n
+		return map[string]any{"images": []any{map[string]any{"filename": name, "subfolder": sub, "type": typ}}}
+	}
 	seed := 0
 	if s := p.nodeOf("KSampler"); s != "" {
 		seed = intOf(p.graph[s].Inputs["seed"], 0)
@@ -1258,4 +1325,32 @@ func (c *ComfyUI) sendPreview(p *comfyPrompt, node string) {
 	}
 	b.Write(img)
 	c.push(s, comfyFrame{data: b.Bytes()})
+}
+
+type loseReplyKey struct{}
+
+// hangUp closes a request's connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// largeOutput is the N of a [large:N] token in the prompt's text inputs:
+// its one output a PNG padded with zeros to N bytes (0: none).
+func (p *comfyPrompt) largeOutput() int64 {
+	for _, n := range p.graph {
+		for _, v := range n.Inputs {
+			if s, ok := v.(string); ok {
+				if h, ok := hostileOf(s); ok && h.large > 0 {
+					return h.large
+				}
+			}
+		}
+	}
+	return 0
 }
