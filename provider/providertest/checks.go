@@ -21,6 +21,7 @@ import (
 var checks = []check{
 	{"Complete", nil, testComplete},
 	{"StatusAfterRestart", nil, testStatusAfterRestart},
+	{"Count", nil, testCount},
 	{"FindAfterRestart", nil, testFindAfterRestart},
 	{"LostSubmitReply", []Capability{CapLostReply}, testLostSubmitReply},
 	{"DroppedSubmit", []Capability{CapLostReply}, testDroppedSubmit},
@@ -175,6 +176,26 @@ func containsState(seen []provider.State, want provider.State) bool {
 		}
 	}
 	return false
+}
+
+// testCount: a model that makes several outputs a call makes as many as
+// asked, each readable.
+func testCount(t *testing.T, s *suite) {
+	if s.e.Model.MaxCount < 2 {
+		t.Skipf("model %s makes one output a call (MaxCount %d)", s.e.Model.ID, s.e.Model.MaxCount)
+	}
+	req := s.req("pt-count", "a lighthouse at dusk")
+	req.Count = 2
+	p := s.e.Provider
+	job, err := p.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Submit with Count 2: %v", err)
+	}
+	st, seen := s.settle(t, p, job)
+	if st.State != provider.StateCompleted || len(st.Outputs) != 2 {
+		t.Fatalf("Count 2 ended %s (states %v), want completed with 2 outputs", describe(st), states(seen))
+	}
+	read(t, p, job, st)
 }
 
 // testStatusAfterRestart: the runner persists the Job Submit returned

@@ -56,7 +56,7 @@ func TestFake(t *testing.T) {
 // mutant names the one fault TestMutants plants in the fake ("" none).
 var mutant string
 
-var fakeModel = provider.Model{ID: "fake-model", Provider: "fake", Kind: provider.KindImage, AspectRatios: []string{"1:1"}, ExpectedDuration: 2 * time.Second}
+var fakeModel = provider.Model{ID: "fake-model", Provider: "fake", Kind: provider.KindImage, AspectRatios: []string{"1:1"}, MaxCount: 4, ExpectedDuration: 2 * time.Second}
 
 type fakeFault struct {
 	f     providertest.Fault
@@ -76,6 +76,7 @@ type fakeVendor struct {
 
 type fakeJob struct {
 	key, prompt string
+	count       int
 	created     time.Time
 	cancelled   bool
 }
@@ -138,7 +139,10 @@ func (p *fake) Submit(ctx context.Context, req provider.Request) (provider.Job, 
 		return provider.Job{}, &provider.PermanentError{Message: "fake: credit used up"}
 	}
 	id := fmt.Sprintf("job-%d", len(v.jobs)+1)
-	v.jobs[id] = &fakeJob{key: req.IdempotencyKey, prompt: req.Prompt, created: v.now}
+	v.jobs[id] = &fakeJob{key: req.IdempotencyKey, prompt: req.Prompt, count: max(req.Count, 1), created: v.now}
+	if mutant == "count-ignored" {
+		v.jobs[id].count = 1
+	}
 	if f, ok := v.fault[providertest.OpSubmit]; ok && f.f == providertest.FaultLoseReply {
 		delete(v.fault, providertest.OpSubmit)
 		if mutant == "lost-not-created" {
@@ -201,7 +205,11 @@ func (p *fake) Status(ctx context.Context, job provider.Job) (provider.Status, e
 	case j.has(providertest.OutcomeSafety):
 		return provider.Status{State: provider.StateFailed, Progress: 1, Error: "fake: refused by the safety system", NotBilled: mutant != "no-refund"}, nil
 	}
-	return provider.Status{State: provider.StateCompleted, Progress: 1, Outputs: []provider.Output{{URL: "fake:" + job.ID, MimeType: "image/png"}}}, nil
+	st := provider.Status{State: provider.StateCompleted, Progress: 1}
+	for i := range j.count {
+		st.Outputs = append(st.Outputs, provider.Output{URL: fmt.Sprintf("fake:%s/%d", job.ID, i), MimeType: "image/png"})
+	}
+	return st, nil
 }
 
 func (p *fake) Cancel(ctx context.Context, job provider.Job) (provider.Status, error) {
@@ -223,7 +231,7 @@ func (p *fake) OpenOutput(ctx context.Context, job provider.Job, out provider.Ou
 		}
 		return resp.Body, nil
 	}
-	if out.URL != "fake:"+job.ID {
+	if !strings.HasPrefix(out.URL, "fake:"+job.ID+"/") {
 		return nil, &provider.PermanentError{Message: "fake: not an output of this job: " + out.URL}
 	}
 	p.v.mu.Lock()
@@ -268,6 +276,7 @@ func TestMutants(t *testing.T) {
 	for _, c := range []struct{ mutant, fails string }{
 		{"progress-back", "Complete"},
 		{"instance-state", "StatusAfterRestart"},
+		{"count-ignored", "Count"},
 		{"find-forgets", "FindAfterRestart"},
 		{"find-forgets", "LostSubmitReply"},
 		{"lost-not-created", "LostSubmitReply"},

@@ -36,6 +36,8 @@
 //   - Complete: a submitted job is observed queued → running → completed,
 //     never backwards (its progress neither, while running), and its
 //     outputs open and read.
+//   - Count: a model whose MaxCount is 2 or more makes two outputs when
+//     asked for two (skipped for Env.Model otherwise: its own declaration).
 //   - StatusAfterRestart: the Job Submit returned, stored as JSON, is
 //     followed to its end and its outputs read by a restarted adapter.
 //   - FindAfterRestart / LostSubmitReply: after a crash (a new adapter on
