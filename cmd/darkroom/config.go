@@ -42,6 +42,7 @@ type config struct {
 	AllowedOrigins  []string
 	TrustedProxies  limit.TrustedProxies
 	LogLevel        slog.Level
+	LogFormat       string // json or text (logformat.go)
 	TaskTTL         time.Duration
 	tasksNow        func() time.Time // tests only: the tasks store's clock (nil: time.Now)
 	modelsNow       func() time.Time // tests only: the models refresh's clock (nil: time.Now)
@@ -384,6 +385,12 @@ func serverSettings(cmd string) []setting[config] {
 		{flag: "log-level", env: envs("DARKROOM_LOG_LEVEL"), def: "info",
 			help: "debug, info, warn or error",
 			set:  func(c *config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+		{flag: "log-format", env: envs("DARKROOM_LOG_FORMAT"), def: "auto",
+			help: "auto (text on a terminal, else json), json (one object a line, for log collectors) or text (a start-up banner for a person, then key=value lines)",
+			set: func(c *config, v string) (err error) {
+				c.LogFormat, err = parseLogFormat(v, stderrIsTerminal)
+				return err
+			}},
 		{flag: "metrics-addr", env: envs("DARKROOM_METRICS_ADDR"), def: metricsAddr, doc: "`127.0.0.1:9464`; stdio: `off`",
 			help: "listen address of /metrics (Prometheus text format); off = none; a non-loopback address needs --metrics-token",
 			set: func(c *config, v string) error {
