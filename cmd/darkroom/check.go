@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
 
 const modelsUsage = `Usage: darkroom models check [--json] [flags]
@@ -21,7 +23,8 @@ const modelsUsage = `Usage: darkroom models check [--json] [flags]
 Asks each provider configured here, with its own credentials, which of
 darkroom's curated models it serves today: reachable or not, credentials
 accepted or refused, and for each model the vendor model it calls and
-whether the vendor lists it. Exits 1 when a configured provider cannot be
+whether the vendor lists it; then each DARKROOM_MODELS_ALLOW pattern and
+how many of its provider's models it allows. Exits 1 when a configured provider cannot be
 asked or a curated model of it is not listed, so a cron job or a health
 check can run it. Run it after upgrading, after rotating a key, and when a
 generation fails because a model is not available. It reads the same
@@ -64,7 +67,25 @@ type providerCheck struct {
 type checkReport struct {
 	OK        bool            `json:"ok"`
 	Providers []providerCheck `json:"providers"`
+	Allow     []allowCheck    `json:"allow,omitempty"`
 }
+
+// allowCheck is one DARKROOM_MODELS_ALLOW pattern's part of the report:
+// how many of its provider's models it allows, among those the
+// provider's own search finds for the pattern's words (at most
+// allowSearchPages pages; More when the search went on).
+type allowCheck struct {
+	Pattern string `json:"pattern"`
+	Matches int    `json:"matches"`
+	More    bool   `json:"more,omitempty"`
+	// State: "ok", "matches nothing", "provider not configured", or
+	// "search failed: ...".
+	State string `json:"state"`
+}
+
+// allowSearchPages bounds the pages of a provider's search one allow
+// pattern is counted over.
+const allowSearchPages = 4
 
 // runModels is `darkroom models ...`.
 func runModels(ctx context.Context, args []string, out io.Writer) error {
@@ -95,6 +116,7 @@ func runModels(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	report := checkModels(ctx, entries, providers)
+	report.Allow = checkAllow(ctx, cfg.ModelsAllow, providers)
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -195,10 +217,68 @@ func (r checkReport) write(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", m.ID, m.VendorModel, state)
 		}
 	}
+	for _, a := range r.Allow {
+		more := ""
+		if a.More {
+			more = "+"
+		}
+		fmt.Fprintf(tw, "allow %s\t%d%s models\t%s\n", a.Pattern, a.Matches, more, a.State)
+	}
 	verdict := "every curated model of the configured providers is listed"
 	if !r.OK {
 		verdict = "NOT OK: a configured provider could not be asked, or lists a curated model no more"
 	}
 	fmt.Fprintln(tw, verdict)
 	return tw.Flush()
+}
+
+// checkAllow counts, for each allow pattern, the models of its provider
+// it allows among those the provider's search finds for the pattern's
+// words: a pattern that matches nothing is a typo an operator wants to
+// hear of.
+func checkAllow(ctx context.Context, allow modelschema.Allow, providers []provider.Provider) []allowCheck {
+	var out []allowCheck
+	for _, pattern := range allow.Patterns() {
+		ac := allowCheck{Pattern: pattern, State: "ok"}
+		name, path, _ := strings.Cut(pattern, ":")
+		var src modelschema.Source
+		for _, p := range providers {
+			if s, ok := p.(modelschema.Source); ok && p.Name() == name {
+				src = s
+			}
+		}
+		one, err := modelschema.ParseAllow(pattern)
+		switch {
+		case src == nil:
+			ac.State = "provider not configured"
+		case err != nil:
+			ac.State = err.Error()
+		default:
+			// The pattern up to its first wildcard is the query.
+			query, _, _ := strings.Cut(path, "*")
+			query = strings.TrimRight(query, "/")
+			cursor := ""
+			for page := 0; page < allowSearchPages; page++ {
+				res, err := src.Search(ctx, query, modelschema.MaxSearchLimit, cursor)
+				if err != nil {
+					ac.State = "search failed: " + err.Error()
+					break
+				}
+				for _, h := range res.Hits {
+					if ref, err := modelschema.ParseID(h.ID); err == nil && one.Allows(ref) {
+						ac.Matches++
+					}
+				}
+				if cursor = res.Next; cursor == "" {
+					break
+				}
+				ac.More = page == allowSearchPages-1
+			}
+			if ac.Matches == 0 && ac.State == "ok" {
+				ac.State = "matches nothing"
+			}
+		}
+		out = append(out, ac)
+	}
+	return out
 }

@@ -130,6 +130,35 @@ func TestModelsCheckText(t *testing.T) {
 	t.Logf("darkroom models check against the emulator:\n%s", out.String())
 }
 
+// TestModelsCheckAllow: each allow pattern is reported with how many of
+// its provider's models it allows (a typo matches nothing); the patterns
+// do not change the exit status.
+func TestModelsCheckAllow(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	var out, errOut bytes.Buffer
+	args := append([]string{"models", "check", "--json", "--models-allow", "replicate:black-forest-labs/*,replicate:black-forest-labz/*,fal:fal-ai/flux/*"}, checkArgs(t, rig)...)
+	if code := run(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	var r checkReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]allowCheck{}
+	for _, a := range r.Allow {
+		got[a.Pattern] = a
+	}
+	for pattern, want := range map[string]allowCheck{
+		"replicate:black-forest-labs/*": {Matches: 5, State: "ok"},
+		"replicate:black-forest-labz/*": {Matches: 0, State: "matches nothing"},
+		"fal:fal-ai/flux/*":             {Matches: 2, State: "ok"},
+	} {
+		if g := got[pattern]; g.Matches != want.Matches || g.State != want.State {
+			t.Errorf("%s: %+v; want %d models, %s", pattern, g, want.Matches, want.State)
+		}
+	}
+}
+
 // TestModelWithdrawn: a model its vendor stops listing leaves list_models
 // and search_models at the next refresh, and generate and describe_model
 // refuse it for free, saying why; an outage withdraws nothing; listed

@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -23,6 +26,13 @@ func curatedEntries(cfg *config) ([]catalog.Entry, error) {
 			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: %w", err)
 		}
 		entries = catalog.Merge(entries, over)
+	}
+	// Each adapter checks its own entries when it is built; a provider
+	// no adapter answers to is refused here, configured or not.
+	for _, e := range entries {
+		if _, known := providerKeys[e.Provider]; !known && !e.Disabled {
+			return nil, fmt.Errorf("DARKROOM_MODELS_FILE: model %q: provider %q is not one darkroom runs (%s)", e.ID, e.Provider, strings.Join(slices.Sorted(maps.Keys(providerKeys)), ", "))
+		}
 	}
 	return entries, nil
 }

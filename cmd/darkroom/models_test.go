@@ -6,11 +6,16 @@ package main
 // provider emulator.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
@@ -265,5 +270,26 @@ func TestUnconfiguredProviderNamesItsKey(t *testing.T) {
 	}
 	if res := call(t, cs, "generate", map[string]any{"modelId": "no-such-model", "prompt": "x"}, nil); !res.IsError || !strings.Contains(text(res), "does not exist") {
 		t.Errorf("unknown id: %s", text(res))
+	}
+}
+
+// TestModelsFileProviderRules: a models file entry whose provider no
+// adapter answers to is refused at start, configured or not, naming the
+// providers darkroom runs; one its adapter cannot run is refused by that
+// adapter when it is built.
+func TestModelsFileProviderRules(t *testing.T) {
+	for _, c := range []struct{ entry, want string }{
+		{`{"modelId":"x","provider":"acme","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1}`, `provider "acme" is not one darkroom runs (fal, google, openai, replicate)`},
+		{`{"modelId":"x","provider":"replicate","kind":"image","endpoint":"a/b/c","input":{"prompt":"p"},"expectedSeconds":1}`, `replicate endpoint "a/b/c" is not owner/name`},
+	} {
+		f := filepath.Join(t.TempDir(), "models.json")
+		if err := os.WriteFile(f, []byte(`{"models":[`+c.entry+`]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := &config{ModelsFile: f, ReplicateToken: "r8_test"}
+		_, err := remoteProviders(context.Background(), cfg, slog.New(slog.DiscardHandler), provider.DirSpool(t.TempDir()))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", c.entry, err, c.want)
+		}
 	}
 }

@@ -29,8 +29,10 @@ var defaultJSON []byte
 // Entry is one model.
 type Entry struct {
 	// ID is darkroom's model id, unique across providers.
-	ID          string        `json:"modelId"`
-	Provider    string        `json:"provider"` // replicate, fal, google or openai
+	ID string `json:"modelId"`
+	// Provider names the adapter that runs it; the adapter checks what it
+	// asks of its entries (CheckEntries).
+	Provider    string        `json:"provider"`
 	Kind        provider.Kind `json:"kind"`
 	Title       string        `json:"title"`
 	Description string        `json:"description"`
@@ -191,35 +193,14 @@ func (e Entry) validate() error {
 	if _, err := time.Parse(time.DateOnly, e.Checked); e.Checked != "" && err != nil {
 		return fmt.Errorf("checked %q is not a date (YYYY-MM-DD)", e.Checked)
 	}
-	switch e.Provider {
-	case "replicate", "fal":
-	case "google":
-		if e.API != "gemini" && e.API != "interactions" && e.API != "veo" {
-			return fmt.Errorf("google api %q is not gemini, interactions or veo", e.API)
-		}
-		for role := range e.Roles {
-			if role != provider.RoleReference && (role != provider.RoleLastFrame || e.API != "veo") {
-				return fmt.Errorf("roles: google takes reference images (and a last frame on Veo), not %q", role)
-			}
-		}
-	case "openai":
-		if e.API != "images" {
-			return fmt.Errorf("openai api %q is not images", e.API)
-		}
-	default:
-		return fmt.Errorf("provider %q is not replicate, fal, google or openai", e.Provider)
+	if e.Provider == "" {
+		return errors.New("provider is required")
 	}
 	if e.Kind != provider.KindImage && e.Kind != provider.KindVideo {
 		return fmt.Errorf("kind %q is not image or video", e.Kind)
 	}
 	if e.Endpoint == "" && e.Version == "" {
 		return errors.New("endpoint is required")
-	}
-	if e.Provider == "replicate" && e.Endpoint != "" && strings.Count(e.Endpoint, "/") != 1 {
-		return fmt.Errorf("replicate endpoint %q is not owner/name", e.Endpoint)
-	}
-	if e.Provider == "fal" && strings.Count(e.Endpoint, "/") < 1 {
-		return fmt.Errorf("fal endpoint %q is not owner/app[/subpath]", e.Endpoint)
 	}
 	if e.Input.Prompt == "" {
 		return errors.New("input.prompt is required")
@@ -247,9 +228,6 @@ func (e Entry) validate() error {
 		default:
 			return fmt.Errorf("roles: %q is not mask, reference or last_frame (the main image is input.inputImage)", role)
 		}
-		if r.Field == "" && (e.Provider == "replicate" || e.Provider == "fal") {
-			return fmt.Errorf("roles.%s: field is required (only google and openai send a role's file themselves)", role)
-		}
 		if r.Max > 1 && !r.List && r.Field != "" {
 			return fmt.Errorf("roles.%s: max %d needs list", role, r.Max)
 		}
@@ -265,6 +243,32 @@ func (e Entry) validate() error {
 			if _, ok := e.Input.AspectRatioValues[r]; !ok {
 				return fmt.Errorf("aspect ratio %q has no aspectRatioValues entry", r)
 			}
+		}
+	}
+	return nil
+}
+
+// CheckEntries checks the enabled entries of es against what their
+// provider's adapter asks of them beyond the rules every entry follows
+// (each adapter's CheckEntry: its API names, endpoint shapes, roles).
+func CheckEntries(es []Entry, check func(Entry) error) error {
+	for _, e := range es {
+		if e.Disabled {
+			continue
+		}
+		if err := check(e); err != nil {
+			return fmt.Errorf("model %q (%s): %w", e.ID, e.Provider, err)
+		}
+	}
+	return nil
+}
+
+// RoleFields is the rule of providers whose input takes each role's file
+// as a URL in a named field: every role names its field.
+func (e Entry) RoleFields() error {
+	for role, r := range e.Roles {
+		if r.Field == "" {
+			return fmt.Errorf("roles.%s: field is required (the provider takes the file's URL in an input field)", role)
 		}
 	}
 	return nil

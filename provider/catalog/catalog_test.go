@@ -11,6 +11,10 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/fal"
+	"github.com/darkroom-mcp/darkroom/provider/google"
+	"github.com/darkroom-mcp/darkroom/provider/openai"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
 )
 
 func entry(t *testing.T, id string) catalog.Entry {
@@ -157,13 +161,9 @@ func TestLoadMerge(t *testing.T) {
 		t.Fatalf("%v", in)
 	}
 	for _, bad := range []string{
-		`{"models":[{"modelId":"x","provider":"openai","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1}]}`,
 		`{"models":[{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{},"expectedSeconds":1}]}`,
 		`{"models":[{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1,"output":{"path":"a[x]"}}]}`,
-		`{"models":[{"modelId":"x","provider":"replicate","kind":"image","endpoint":"a/b/c","input":{"prompt":"p"},"expectedSeconds":1}]}`,
 		`{"models":[],"extra":1}`,
-		`{"models":[{"modelId":"x","provider":"google","api":"vertex","kind":"image","endpoint":"imagen","input":{"prompt":"p"},"expectedSeconds":1}]}`,
-		`{"models":[{"modelId":"x","provider":"openai","api":"videos","kind":"video","endpoint":"sora-2","input":{"prompt":"p"},"expectedSeconds":1}]}`,
 	} {
 		if _, err := catalog.Parse([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", bad)
@@ -246,5 +246,40 @@ func TestSuccessors(t *testing.T) {
 	}
 	if _, err := catalog.Parse([]byte(`{"models":[{"modelId":"a","successor":"a","provider":"openai","api":"images","kind":"image","endpoint":"x","expectedSeconds":1,"input":{"prompt":"prompt"},"output":{"path":""}}]}`)); err == nil {
 		t.Fatal("a model its own successor was accepted")
+	}
+}
+
+// TestAdapterRules: what a provider asks of its entries is its adapter's
+// CheckEntry (catalog knows no provider by name); each adapter refuses
+// an entry it cannot run and New refuses a catalog holding one, while
+// the embedded catalog passes every adapter's rules.
+func TestAdapterRules(t *testing.T) {
+	rules := map[string]func(catalog.Entry) error{
+		replicate.Name: replicate.CheckEntry, fal.Name: fal.CheckEntry, google.Name: google.CheckEntry, openai.Name: openai.CheckEntry,
+	}
+	for _, bad := range []string{
+		`{"modelId":"x","provider":"openai","kind":"image","endpoint":"a/b","input":{"prompt":"p"},"expectedSeconds":1}`,
+		`{"modelId":"x","provider":"replicate","kind":"image","endpoint":"a/b/c","input":{"prompt":"p"},"expectedSeconds":1}`,
+		`{"modelId":"x","provider":"fal","kind":"image","endpoint":"flux","input":{"prompt":"p"},"expectedSeconds":1}`,
+		`{"modelId":"x","provider":"fal","kind":"image","endpoint":"a/b","input":{"prompt":"p","inputImage":"image_url"},"expectedSeconds":1,"roles":{"mask":{}}}`,
+		`{"modelId":"x","provider":"google","api":"vertex","kind":"image","endpoint":"imagen","input":{"prompt":"p"},"expectedSeconds":1}`,
+		`{"modelId":"x","provider":"google","api":"gemini","kind":"image","endpoint":"g","input":{"prompt":"p"},"expectedSeconds":1,"roles":{"last_frame":{}}}`,
+		`{"modelId":"x","provider":"openai","api":"videos","kind":"video","endpoint":"sora-2","input":{"prompt":"p"},"expectedSeconds":1}`,
+	} {
+		es, err := catalog.Parse([]byte(`{"models":[` + bad + `]}`))
+		if err != nil {
+			t.Fatalf("the generic rules refused %s: %v", bad, err)
+		}
+		if err := catalog.CheckEntries(es, rules[es[0].Provider]); err == nil {
+			t.Errorf("%s accepted %s", es[0].Provider, bad)
+		}
+	}
+	if _, err := openai.New(openai.Config{Key: "k", Spool: provider.DirSpool(t.TempDir()), Models: []catalog.Entry{{ID: "x", Provider: "openai", API: "videos"}}}); err == nil {
+		t.Error("openai.New took an entry its rules refuse")
+	}
+	for name, check := range rules {
+		if err := catalog.CheckEntries(catalog.ForProvider(catalog.Default(), name), check); err != nil {
+			t.Errorf("the embedded catalog: %v", err)
+		}
 	}
 }

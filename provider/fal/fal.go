@@ -154,6 +154,16 @@ type Provider struct {
 	account   string               // our user id, learnt from a delivery
 }
 
+// CheckEntry is what fal asks of a catalog entry: the endpoint is an
+// app's "owner/app[/subpath]", and each role's file goes in a named
+// input field.
+func CheckEntry(e catalog.Entry) error {
+	if strings.Count(e.Endpoint, "/") < 1 {
+		return fmt.Errorf("fal endpoint %q is not owner/app[/subpath]", e.Endpoint)
+	}
+	return e.RoleFields()
+}
+
 // New builds a Provider.
 func New(cfg Config) (*Provider, error) {
 	if cfg.Key == "" {
@@ -164,6 +174,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Models == nil {
 		cfg.Models = catalog.Default()
+	}
+	if err := catalog.CheckEntries(catalog.ForProvider(cfg.Models, Name), CheckEntry); err != nil {
+		return nil, err
 	}
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = 2

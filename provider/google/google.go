@@ -117,6 +117,22 @@ type Provider struct {
 	gate    *syncjob.Gate
 }
 
+// CheckEntry is what Google asks of a catalog entry: its API is
+// "gemini" (generateContent), "interactions" (the Interactions API) or
+// "veo" (Vertex AI), and it takes reference images, and a last frame on
+// Veo, which darkroom sends itself.
+func CheckEntry(e catalog.Entry) error {
+	if e.API != "gemini" && e.API != "interactions" && e.API != "veo" {
+		return fmt.Errorf("google api %q is not gemini, interactions or veo", e.API)
+	}
+	for role := range e.Roles {
+		if role != provider.RoleReference && (role != provider.RoleLastFrame || e.API != "veo") {
+			return fmt.Errorf("roles: google takes reference images (and a last frame on Veo), not %q", role)
+		}
+	}
+	return nil
+}
+
 // New builds a Provider. With Vertex, it reads the credentials (a bad
 // key file fails here, not at the first call).
 func New(cfg Config) (*Provider, error) {
@@ -131,6 +147,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Models == nil {
 		cfg.Models = catalog.Default()
+	}
+	if err := catalog.CheckEntries(catalog.ForProvider(cfg.Models, Name), CheckEntry); err != nil {
+		return nil, err
 	}
 	if cfg.RequestsPerMinute == 0 {
 		cfg.RequestsPerMinute = 300

@@ -91,6 +91,15 @@ type Provider struct {
 	gate    *syncjob.Gate
 }
 
+// CheckEntry is what OpenAI asks of a catalog entry: its API is
+// "images" (generations, or edits with an input image).
+func CheckEntry(e catalog.Entry) error {
+	if e.API != "images" {
+		return fmt.Errorf("openai api %q is not images", e.API)
+	}
+	return nil
+}
+
 // New builds a Provider.
 func New(cfg Config) (*Provider, error) {
 	if cfg.Key == "" {
@@ -104,6 +113,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Models == nil {
 		cfg.Models = catalog.Default()
+	}
+	if err := catalog.CheckEntries(catalog.ForProvider(cfg.Models, Name), CheckEntry); err != nil {
+		return nil, err
 	}
 	if cfg.RequestsPerMinute == 0 {
 		cfg.RequestsPerMinute = 250

@@ -114,6 +114,16 @@ type Provider struct {
 	submits map[string]submitRecord // by idempotency key, see find.go
 }
 
+// CheckEntry is what Replicate asks of a catalog entry: an endpoint is
+// an official model's "owner/name" (or a pinned version instead), and
+// each role's file goes in a named input field.
+func CheckEntry(e catalog.Entry) error {
+	if e.Endpoint != "" && strings.Count(e.Endpoint, "/") != 1 {
+		return fmt.Errorf("replicate endpoint %q is not owner/name", e.Endpoint)
+	}
+	return e.RoleFields()
+}
+
 // New builds a Provider.
 func New(cfg Config) (*Provider, error) {
 	if cfg.Token == "" {
@@ -124,6 +134,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Models == nil {
 		cfg.Models = catalog.Default()
+	}
+	if err := catalog.CheckEntries(catalog.ForProvider(cfg.Models, Name), CheckEntry); err != nil {
+		return nil, err
 	}
 	if len(cfg.WebhookEvents) == 0 {
 		cfg.WebhookEvents = []string{"start", "completed"}
