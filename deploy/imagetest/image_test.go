@@ -110,6 +110,7 @@ type imageConfig struct {
 		StopSignal   string
 		Entrypoint   []string
 		Healthcheck  *struct{ Test []string }
+		Labels       map[string]string
 	}
 	Healthcheck *struct{ Test []string }
 }
@@ -135,7 +136,8 @@ func envOf(cfg imageConfig, k string) string {
 // TestImageConfig: the image declares what README says: nonroot, port
 // 8080, VOLUME /data, a HEALTHCHECK through the binary, SIGTERM as its
 // stop signal and a shutdown grace that ends before the engine's 10 s
-// SIGKILL; and its size is under the goal.
+// SIGKILL; its size is under the goal; and it carries the label the MCP
+// Registry reads to tie the image to server.json's name.
 func TestImageConfig(t *testing.T) {
 	img := needImage(t)
 	cfg := inspectImage(t, img)
@@ -158,6 +160,12 @@ func TestImageConfig(t *testing.T) {
 	}
 	if hc == nil || strings.Join(hc.Test, " ") != "CMD /darkroom healthcheck" {
 		t.Errorf("HEALTHCHECK %+v, want CMD /darkroom healthcheck (built with --format docker?)", hc)
+	}
+	var entry struct{ Name string }
+	if b, err := os.ReadFile("../../server.json"); err != nil || json.Unmarshal(b, &entry) != nil || entry.Name == "" {
+		t.Errorf("server.json's name: %v", err)
+	} else if got := cfg.Config.Labels["io.modelcontextprotocol.server.name"]; got != entry.Name {
+		t.Errorf("LABEL io.modelcontextprotocol.server.name=%q, want server.json's %q", got, entry.Name)
 	}
 	if s := cfg.Config.StopSignal; s != "SIGTERM" {
 		t.Errorf("STOPSIGNAL %q, want SIGTERM (darkroom drains on it)", s)
