@@ -40,6 +40,8 @@ type viewKey struct {
 	err                                                                  ErrorView
 	expired, upload, cancel                                              bool
 	timedOut                                                             int8 // 0 nil, 1 false, 2 true
+	hasLive                                                              bool
+	live                                                                 livePreview
 }
 
 func keyOf(v *GenerationView) viewKey {
@@ -51,6 +53,9 @@ func keyOf(v *GenerationView) viewKey {
 	}
 	if v.Error != nil {
 		k.hasError, k.err = true, *v.Error
+	}
+	if v.live != nil {
+		k.hasLive, k.live = true, *v.live
 	}
 	if v.TimedOut != nil {
 		k.timedOut = 1

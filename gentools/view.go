@@ -34,6 +34,16 @@ type GenerationView struct {
 	// bring, in the text line only.
 	provider string
 	awaits   string
+	// live is a running generation's latest preview frame (nil: none),
+	// shown as an image after the text; never in the JSON.
+	live *livePreview
+}
+
+// livePreview is a running generation's latest preview frame and how many
+// frames came (generation.Service.LivePreview).
+type livePreview struct {
+	Frames int64
+	JPEG   string
 }
 
 // OutputView is one stored output with a freshly minted link.
@@ -97,6 +107,11 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 	}
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
+	}
+	if svc.InlinePreviews() {
+		if b, n, ok := svc.LivePreview(g); ok {
+			v.live = &livePreview{Frames: int64(n), JPEG: string(b)}
+		}
 	}
 	for i, f := range g.InputFiles() {
 		url, exp, err := svc.Link(ctx, f.StoredBlob)
@@ -162,6 +177,9 @@ func viewResult(v *GenerationView) *mcp.CallToolResult {
 		StructuredContent: json.RawMessage(js),
 		Content:           []mcp.Content{&mcp.TextContent{Text: v.summary(time.Now())}, &mcp.TextContent{Text: string(js)}},
 		IsError:           v.Status == "failed",
+	}
+	if v.live != nil {
+		res.Content = append(res.Content, &mcp.ImageContent{Data: []byte(v.live.JPEG), MIMEType: preview.MimeType})
 	}
 	for i, o := range v.Outputs {
 		size := o.Bytes

@@ -5,7 +5,9 @@ package main
 // clock follows the wall clock, with the shipped workflows.
 
 import (
+	"bytes"
 	"encoding/json"
+	"image/jpeg"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/provider/comfyui"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // comfyWorkflows is a folder of the shipped workflows whose mappings
@@ -109,12 +112,23 @@ func TestComfyJourney(t *testing.T) {
 		t.Fatalf("generate: %s", text(res))
 	}
 	var seen genView
+	var frame []byte // the running generation's preview, an image block of get_generation
 	eventually(t, 20*time.Second, func() bool {
-		call(t, cs, "get_generation", map[string]any{"generationId": three.GenerationID}, &seen)
-		return seen.Status == "running" && strings.Contains(seen.StatusMessage, "%") && strings.Contains(seen.StatusMessage, "preview frames") || seen.Status == "completed"
-	}, "percent progress and preview frames")
+		res := call(t, cs, "get_generation", map[string]any{"generationId": three.GenerationID}, &seen)
+		frame = nil
+		for _, c := range res.Content {
+			if img, ok := c.(*mcp.ImageContent); ok {
+				frame = img.Data
+			}
+		}
+		return seen.Status == "running" && strings.Contains(seen.StatusMessage, "%") && strings.Contains(seen.StatusMessage, "preview frames") && frame != nil ||
+			seen.Status == "completed"
+	}, "percent progress and a preview frame")
 	if seen.Status != "running" {
-		t.Fatalf("never seen running with progress: %+v", seen)
+		t.Fatalf("never seen running with progress and a preview: %+v", seen)
+	}
+	if _, err := jpeg.Decode(bytes.NewReader(frame)); err != nil {
+		t.Fatalf("the preview frame: %v", err)
 	}
 	t.Logf("seen running: %s", seen.StatusMessage)
 	var w genView

@@ -1097,6 +1097,12 @@ func (p *Provider) OpenOutput(ctx context.Context, j provider.Job, out provider.
 	return stream.Body, nil
 }
 
+// LivePreview implements generation.LivePreviewer: the latest preview
+// frame of the prompt of generation id (its prompt id is derived from it).
+func (p *Provider) LivePreview(generationID string) ([]byte, int, bool) {
+	return p.Preview(PromptID(generationID))
+}
+
 // Preview is the latest preview frame of a running prompt (made small by
 // package preview: a JPEG of at most 512 px and 64 KB), and how many
 // frames came; ok is false when none came.
