@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/darkroom-mcp/darkroom/generation"
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
@@ -71,11 +72,12 @@ const (
 	DefaultMaxWait       = 55 * time.Second
 )
 
-// Rate classes: the per-caller bucket a tool call draws from. Every tool
-// names one (server.Methods charges a tool that names none as create).
+// Rate classes: the per-caller bucket a tool call draws from, the
+// registry's (internal/methods). Every tool names one (a tool that names
+// none is charged as create).
 const (
-	ClassPoll   = "poll"   // every other call: shares the bucket with tasks/get
-	ClassCreate = "create" // starts a generation (spends credits)
+	ClassPoll   = methods.ClassPoll   // every other call: shares the bucket with tasks/get
+	ClassCreate = methods.ClassCreate // starts a generation (spends credits)
 )
 
 // Tool is one row of the tool table (Tools.Table): everything darkroom

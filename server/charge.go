@@ -8,64 +8,20 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
-// Method rate classes beside the tools' own (gentools.ClassPoll,
-// gentools.ClassCreate).
-const (
-	// classTool is tools/call's: the called tool's class (gentools's
-	// Tools.RateClass), create for a tool that names none.
-	classTool = "tool"
-	// classListen is subscriptions/listen's: poll tokens by its number
-	// of task ids (listenTokens).
-	classListen = "listen"
-)
-
-// Method is one row of the charging table: a JSON-RPC method darkroom or
-// go-sdk answers (requests and notifications alike) and its rate class.
-type Method struct {
-	Name  string
-	Class string
-}
-
 // Methods is every JSON-RPC method that darkroom (the tasks dispatcher)
-// or go-sdk v1.8.0 (its serverMethodInfos) answers, with its rate class:
-// the only place a method's charge is decided, on HTTP (admit) and stdio
-// (LimitTransport) alike. A method not listed here costs what
-// unlistedClass says, never nothing; tools/call's classes are the tools'
-// (gentools.Tools.Register names each).
-var Methods = []Method{
-	{"initialize", gentools.ClassPoll},
-	{"ping", gentools.ClassPoll},
-	{"server/discover", gentools.ClassPoll},
-	{"tools/list", gentools.ClassPoll},
-	{"tools/call", classTool},
-	{"resources/list", gentools.ClassPoll},
-	{"resources/templates/list", gentools.ClassPoll},
-	{"resources/read", gentools.ClassPoll}, // reads a blob, as download_output links one
-	{"resources/subscribe", gentools.ClassPoll},
-	{"resources/unsubscribe", gentools.ClassPoll},
-	{"prompts/list", gentools.ClassPoll},
-	{"prompts/get", gentools.ClassPoll},
-	{"completion/complete", gentools.ClassPoll},
-	{"logging/setLevel", gentools.ClassPoll},
-	{"subscriptions/listen", classListen},
-	{"tasks/get", gentools.ClassPoll},
-	{"tasks/update", gentools.ClassPoll},
-	{"tasks/cancel", gentools.ClassPoll},
-	{"notifications/initialized", gentools.ClassPoll},
-	{"notifications/cancelled", gentools.ClassPoll},
-	{"notifications/progress", gentools.ClassPoll},
-	{"notifications/roots/list_changed", gentools.ClassPoll},
-}
-
-// unlistedClass is the charge of a method not in Methods (tasks/list,
-// tasks/result and every unknown one, answered -32601): a poll.
-const unlistedClass = gentools.ClassPoll
+// or go-sdk v1.8.0 (its serverMethodInfos) answers, with its rate class
+// (internal/methods' registry): the only place a method's charge is
+// decided, on HTTP (admit) and stdio (LimitTransport) alike. A method not
+// listed costs a poll, never nothing; tools/call's classes are the
+// tools' (gentools.Tools.Register names each).
+var Methods = methods.All
 
 // ListenIDsPerToken is how many task ids of one subscriptions/listen one
 // poll token pays for: a listen on up to 50 tasks costs one poll (it
@@ -74,27 +30,17 @@ const unlistedClass = gentools.ClassPoll
 // front) costs 20, the whole default poll burst.
 const ListenIDsPerToken = 50
 
-var methodClass = func() map[string]string {
-	m := make(map[string]string, len(Methods))
-	for _, r := range Methods {
-		m[r.Name] = r.Class
-	}
-	return m
-}()
-
 // ClassOf is the rate class of a message with method (and, for
 // tools/call, tool name) name: its row in Methods, a tool's own class.
 func ClassOf(method, name string, toolClass func(string) string) string {
-	c, ok := methodClass[method]
-	if !ok {
-		return unlistedClass
+	m, _ := methods.Lookup(method)
+	if m.Class != methods.ClassTool {
+		return m.Class
 	}
-	if c == classTool {
-		if c = toolClass(name); c == "" {
-			return gentools.ClassCreate // a tool that names no class: the strictest bucket
-		}
+	if c := toolClass(name); c != "" {
+		return c
 	}
-	return c
+	return methods.ClassCreate // a tool that names no class: the strictest bucket
 }
 
 // listenTokens is the poll tokens of a listen on n task ids (past the
@@ -176,7 +122,7 @@ func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 	switch m := tasks.DeclaredMethod(r.Header); {
 	case m == "" || m == "tools/call":
 		return false, 0
-	case ClassOf(m, "", nil) == classListen:
+	case ClassOf(m, "", nil) == methods.ClassListen:
 		need = c.ListenOwed.Of(key)
 	}
 	p, _ := auth.FromContext(r.Context())
@@ -202,7 +148,7 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 		switch ClassOf(m.Method, m.Name, toolClass) {
 		case gentools.ClassCreate:
 			creates++
-		case classListen:
+		case methods.ClassListen:
 			listens = append(listens, listenTokens(m.ListenIDs()))
 		default:
 			polls++

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -68,24 +69,15 @@ func (o *Observer) Drain() {
 // InFlight is the number of requests being answered.
 func (o *Observer) InFlight() int64 { return o.inFlight.Load() }
 
-// knownMethods are the JSON-RPC methods used as label values.
-var knownMethods = map[string]bool{
-	"initialize": true, "ping": true, "server/discover": true, "tools/list": true, "tools/call": true,
-	"tasks/get": true, "tasks/update": true, "tasks/cancel": true, "tasks/list": true, "tasks/result": true,
-	"subscriptions/listen": true, "resources/list": true, "resources/read": true, "resources/templates/list": true,
-	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/list": true, "prompts/get": true,
-	"completion/complete": true, "logging/setLevel": true,
-	"notifications/initialized": true, "notifications/cancelled": true, "notifications/progress": true,
-	"notifications/roots/list_changed": true,
-}
-
 func (o *Observer) labels(method, tool string) (string, string) {
 	switch {
 	case method == "":
 		method = "unknown"
 	case method == "batch":
-	case !knownMethods[method]:
-		method = "other"
+	default:
+		if _, listed := methods.Lookup(method); !listed {
+			method = "other" // labels are bounded: the registry's methods
+		}
 	}
 	if method != "tools/call" {
 		return method, ""

@@ -11,6 +11,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/server/auth"
@@ -90,7 +91,7 @@ func TestClassOf(t *testing.T) {
 		// A name on a non-call method is not a tool call.
 		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassPoll},
 		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, gentools.ClassPoll},
-		tc{"subscriptions/listen", tasks.Message{Method: "subscriptions/listen"}, classListen},
+		tc{"subscriptions/listen", tasks.Message{Method: "subscriptions/listen"}, methods.ClassListen},
 		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, gentools.ClassPoll},
 		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, gentools.ClassPoll},
 		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, gentools.ClassPoll},

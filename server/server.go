@@ -18,6 +18,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/internal/sse"
 	"github.com/darkroom-mcp/darkroom/outbytes"
@@ -227,17 +228,6 @@ func holdOutputBytes(next http.Handler) http.Handler {
 	})
 }
 
-// capabilityOf names the server capability a method belongs to ("" for
-// methods that need none declared here).
-func capabilityOf(method string) string {
-	for _, c := range []string{"prompts", "resources", "completion"} {
-		if strings.HasPrefix(method, c+"/") {
-			return c
-		}
-	}
-	return ""
-}
-
 // declaredOnly answers -32601 (HTTP 404 on 2026-07-28) to every method of a
 // capability the server does not declare in caps, on every protocol
 // version and transport: go-sdk would otherwise answer prompts/list and
@@ -247,7 +237,7 @@ func declaredOnly(caps *mcp.ServerCapabilities) mcp.Middleware {
 	declared := map[string]bool{"prompts": caps.Prompts != nil, "resources": caps.Resources != nil, "completion": caps.Completions != nil}
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if c := capabilityOf(method); c != "" && !declared[c] {
+			if c := methods.CapabilityOf(method); c != "" && !declared[c] {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
 					Message: fmt.Sprintf("Method not found: %s (this server declares no %s capability)", method, c)}
 			}

@@ -17,6 +17,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -40,8 +41,11 @@ type Envelope struct {
 
 // Message is one JSON-RPC message of a body.
 type Message struct {
-	// Method is the message's method ("" for a response).
+	// Method is the message's method ("" for a response), and Row its
+	// row in the one registry of methods (methods.Unlisted for a method
+	// it does not list).
 	Method string
+	Row    *methods.Method
 	// Name is params.name (tools/call, prompts/get), params.uri
 	// (resources/read) or params.taskId (tasks/*), as go-sdk and the
 	// dispatcher read them: case-sensitive keys, the last duplicate wins.
@@ -303,20 +307,20 @@ func parseError(b []byte, err error) *BodyError {
 	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
 }
 
-func routeName(method string, p *wireParams) string {
-	s, _ := rawString(routeRaw(method, p))
+func routeName(row *methods.Method, p *wireParams) string {
+	s, _ := rawString(routeRaw(row, p))
 	return s
 }
 
-// routeRaw is the params field routeName reads for method (nil for
-// other methods: rawString(nil) is "").
-func routeRaw(method string, p *wireParams) json.RawMessage {
-	switch method {
-	case methodToolsCall, "prompts/get":
+// routeRaw is the params field the method's row names (nil for a method
+// without one: rawString(nil) is "").
+func routeRaw(row *methods.Method, p *wireParams) json.RawMessage {
+	switch row.Named {
+	case "name":
 		return p.Name
-	case "resources/read":
+	case "uri":
 		return p.URI
-	case methodGet, methodUpdate, methodCancel:
+	case "taskId":
 		return p.TaskID
 	}
 	return nil
@@ -332,6 +336,7 @@ func parseMessage(b []byte) (*Message, error) {
 		return m, nil // a response (or invalid): nothing is executed for it
 	}
 	m.Method = *w.Method
+	m.Row, _ = methods.Lookup(m.Method)
 	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
 	m.readParams(w.Params)
 	return m, nil
@@ -346,7 +351,7 @@ func (m *Message) readParams(raw json.RawMessage) {
 		return
 	}
 	m.params = p
-	m.Name = routeName(m.Method, p)
+	m.Name = routeName(m.Row, p)
 	var meta wireMeta
 	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalBody(p.Meta, &meta) == nil)
 	if metaOK {
@@ -355,7 +360,7 @@ func (m *Message) readParams(raw json.RawMessage) {
 		}
 		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
 	}
-	if dispatcherMethod(m.Method) && metaOK && !repeatsObjectKey(raw) {
+	if m.Row.Engine == methods.Tasks && metaOK && !repeatsObjectKey(raw) {
 		// tasks/* and listen: the dispatcher's typed params, built from
 		// the same pass. Anything that would not decode as the
 		// dispatcher's own parse does is left to that parse (and its
@@ -383,6 +388,7 @@ func ParseRequest(req *jsonrpc.Request) *Message {
 	id, _ := json.Marshal(req.ID.Raw())
 	m := &Message{Method: req.Method, ID: id, Call: req.IsCall(), jsonrpc: "2.0",
 		Req: &Request{ID: id, Method: req.Method, Params: req.Params}}
+	m.Row, _ = methods.Lookup(m.Method)
 	m.readParams(req.Params)
 	req.Extra = m
 	return m
@@ -395,7 +401,10 @@ func (m *Message) Dispatched() bool {
 	if m.Req == nil || !m.Call {
 		return false
 	}
-	if isTaskMethod(m.Method) {
+	if m.Row == nil { // a Message not made by a parse
+		m.Row, _ = methods.Lookup(m.Method)
+	}
+	if m.Row.Task() {
 		return true
 	}
 	if m.Method != methodListen {
@@ -597,8 +606,7 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 	if v := decodeHeader(h.Get("Mcp-Method")); v != m.Method {
 		return headerMismatch(fmt.Sprintf("Mcp-Method %q does not match method %q", v, m.Method))
 	}
-	switch m.Method {
-	case methodToolsCall, "prompts/get", "resources/read", methodGet, methodUpdate, methodCancel:
+	if m.Row.Named != "" {
 		if v := decodeHeader(h.Get("Mcp-Name")); v != m.Name || v == "" {
 			return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match the name in the body", v))
 		}

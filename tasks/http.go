@@ -40,12 +40,6 @@ func DeclaredMethod(h http.Header) string {
 	return decodeHeader(h.Get("Mcp-Method"))
 }
 
-func isTaskMethod(m string) bool { return m == methodGet || m == methodUpdate || m == methodCancel }
-
-// dispatcherMethod reports the methods whose params the dispatcher reads
-// typed: tasks/* and subscriptions/listen.
-func dispatcherMethod(m string) bool { return isTaskMethod(m) || m == methodListen }
-
 // WriteError answers a JSON-RPC error over HTTP.
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
