@@ -514,3 +514,85 @@ func emuImage(w, h int, seed byte) *image.NRGBA {
 	}
 	return img
 }
+
+// TestComfyWatch: the websocket is a status stream (provider.Watcher):
+// progress handed on as it comes, the end read once it is announced, a
+// prompt queued by another process seen through the backend's queue
+// broadcasts, and a socket that closes ends the watch.
+func TestComfyWatch(t *testing.T) {
+	type result struct {
+		st  provider.Status
+		err error
+	}
+	watch := func(p *Provider, job provider.Job) (<-chan result, chan float64) {
+		seen := make(chan float64, 1024)
+		ch := make(chan result, 1)
+		go func() {
+			st, err := p.Watch(context.Background(), job, func(st provider.Status) { seen <- st.Progress })
+			ch <- result{st, err}
+		}()
+		return ch, seen
+	}
+	for _, tc := range []struct {
+		name  string
+		other bool // watched by a second adapter (another process)
+		down  bool
+	}{
+		{"own prompt", false, false},
+		{"another process's prompt", true, false},
+		{"socket closes", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1, emulator.ComfyOptions{Steps: 4, RunTime: 4 * time.Second}, Config{})
+			if got := r.p.Signal(r.model("text-to-image"), false); got != provider.SignalStream {
+				t.Fatalf("signal %s", got)
+			}
+			r.connected()
+			job := r.submit("gen-watch", "text-to-image", "a lighthouse", nil)
+			p := r.p
+			if tc.other {
+				ws, _ := LoadWorkflows("workflows")
+				var err error
+				if p, err = New(Config{URLs: []string{r.comfy[0].URL}, Workflows: ws, Now: r.clock.Now}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(p.Close)
+				p.onFrame = r.p.onFrame
+				p.start()
+				r.until("the second adapter's socket", func() bool { return p.Connected() && r.comfy[0].Sockets() == 2 })
+			}
+			done, seen := watch(p, job)
+			if tc.down {
+				r.comfy[0].SetDown(true)
+				if res := <-done; res.err == nil || res.st.State.Terminal() {
+					t.Fatalf("%+v %v", res.st, res.err)
+				}
+				return
+			}
+			r.advance(2 * time.Second)
+			if !tc.other {
+				deadline := time.After(10 * time.Second)
+				for got := 0.0; got < 0.25; {
+					select {
+					case got = <-seen:
+					case <-deadline:
+						t.Fatal("no progress while it runs")
+					}
+				}
+			}
+			r.advance(3 * time.Second)
+			res := <-done
+			if res.err != nil || res.st.State != provider.StateCompleted || len(res.st.Outputs) != 1 {
+				t.Fatalf("%+v %v", res.st, res.err)
+			}
+			close(seen)
+			last := 0.0
+			for v := range seen {
+				if v < last {
+					t.Fatalf("progress went back: %v after %v", v, last)
+				}
+				last = v
+			}
+		})
+	}
+}

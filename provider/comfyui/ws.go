@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/darkroom-mcp/darkroom/preview"
+	"github.com/darkroom-mcp/darkroom/provider"
 )
 
 // Progress over ComfyUI's websocket (/ws?clientId=, server.py
@@ -122,7 +123,35 @@ type watcher struct {
 
 	mu        sync.Mutex
 	connected bool
-	current   string // the prompt the last event named
+	current   string        // the prompt the last event named
+	changed   chan struct{} // closed (and replaced) at each frame and at a (dis)connect
+	last      frame         // the latest frame
+}
+
+// frame is what the latest text frame was about.
+type frame struct {
+	kind   string // the event type
+	prompt string // the prompt it names ("" none)
+}
+
+// wait is the channel closed at the next frame (or (dis)connect).
+func (w *watcher) wait() (<-chan struct{}, frame, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed, w.last, w.connected
+}
+
+func (w *watcher) wake(f frame) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = f
+	if w.changed != nil {
+		close(w.changed)
+	}
+	w.changed = make(chan struct{})
 }
 
 // Connected reports whether the socket is open.
@@ -170,10 +199,12 @@ func (w *watcher) session(ctx context.Context) error {
 	w.mu.Lock()
 	w.connected = true
 	w.mu.Unlock()
+	w.wake(frame{kind: "open"})
 	defer func() {
 		w.mu.Lock()
 		w.connected = false
 		w.mu.Unlock()
+		w.wake(frame{kind: "closed"})
 	}()
 	for {
 		typ, b, err := conn.Read(ctx)
@@ -201,7 +232,11 @@ func (w *watcher) text(b []byte) {
 			Max      int    `json:"max"`
 		} `json:"data"`
 	}
-	if json.Unmarshal(b, &m) != nil || m.Data.PromptID == "" {
+	if json.Unmarshal(b, &m) != nil {
+		return
+	}
+	defer w.wake(frame{kind: m.Type, prompt: m.Data.PromptID})
+	if m.Data.PromptID == "" {
 		return
 	}
 	id := m.Data.PromptID
@@ -285,4 +320,81 @@ func (p *Provider) Connected() bool {
 		}
 	}
 	return true
+}
+
+// watchStall is how long Watch waits without a frame from the backend
+// before it says the stream stalled (a node may compute for long without
+// a word: the caller then polls once and may watch again).
+const watchStall = 2 * time.Minute
+
+// Signal implements provider.Signaller: the websocket streams a prompt's
+// changes (SignalStream); without it, polling.
+func (p *Provider) Signal(m provider.Model, webhook bool) provider.Signal {
+	if p.cfg.NoWebsocket {
+		return provider.SignalPoll
+	}
+	return provider.SignalStream
+}
+
+// Watch implements provider.Watcher over the backend's websocket: each
+// progress event of the prompt is handed to progress (read from the
+// socket, no call), and each event that may end it (its own success,
+// error or interruption, and every queue change the backend broadcasts:
+// the only word a prompt queued by another process gets) is checked with
+// Status, until Status says it ended. A socket that is not open, or
+// closes, ends it with provider.ErrStreamEnded; no frame for watchStall
+// with provider.ErrStreamStalled.
+func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(provider.Status)) (provider.Status, error) {
+	b, _, err := p.backendOf(job)
+	if err != nil {
+		return provider.Status{}, err
+	}
+	p.start()
+	if b.ws == nil {
+		return provider.Status{}, provider.ErrStreamEnded
+	}
+	var last provider.Status
+	stall := time.NewTimer(watchStall)
+	defer stall.Stop()
+	check := true
+	for {
+		changed, _, open := b.ws.wait()
+		if !open {
+			return last, provider.ErrStreamEnded
+		}
+		if check {
+			st, err := p.Status(ctx, job)
+			if err != nil {
+				return last, err
+			}
+			if st.State.Terminal() {
+				return st, nil
+			}
+			if progress != nil && (st.State != last.State || st.Progress != last.Progress || st.Message != last.Message) {
+				progress(st)
+			}
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-stall.C:
+			return last, provider.ErrStreamStalled
+		case <-changed:
+		}
+		stall.Reset(watchStall)
+		_, f, _ := b.ws.wait()
+		check = f.prompt != job.ID || f.kind != "progress"
+		if !check {
+			if l, ok := p.live.get(job.ID); ok && l.max > 0 && progress != nil {
+				st := last
+				st.State = provider.StateRunning
+				st.Progress = min(float64(l.value)/float64(l.max), 0.99)
+				if st.Progress > last.Progress {
+					progress(st)
+					last = st
+				}
+			}
+		}
+	}
 }
