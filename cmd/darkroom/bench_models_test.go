@@ -18,7 +18,7 @@ import (
 // answered on the lean path from the reply cache: the server CPU of a
 // repeated question.
 func BenchmarkModelReads(b *testing.B) {
-	s := falBenchServer(b, func(c *config) { c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*") })
+	s := falBenchServer(b, func(c *config) { c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*", qualified.Names()) })
 	h := s.app.handler()
 	for _, c := range []struct {
 		name string

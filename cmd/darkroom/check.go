@@ -247,7 +247,7 @@ func checkAllow(ctx context.Context, allow modelschema.Allow, providers []provid
 				src = s
 			}
 		}
-		one, err := modelschema.ParseAllow(pattern)
+		one, err := modelschema.ParseAllow(pattern, qualified.Names())
 		switch {
 		case src == nil:
 			ac.State = "provider not configured"
@@ -265,7 +265,7 @@ func checkAllow(ctx context.Context, allow modelschema.Allow, providers []provid
 					break
 				}
 				for _, h := range res.Hits {
-					if ref, err := modelschema.ParseID(h.ID); err == nil && one.Allows(ref) {
+					if ref, err := qualified.ParseID(h.ID); err == nil && one.Allows(ref) {
 						ac.Matches++
 					}
 				}

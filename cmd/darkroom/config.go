@@ -616,7 +616,7 @@ func serverSettings(cmd string) []setting[config] {
 			set:  text(func(c *config) *string { return &c.ModelsFile })},
 		{flag: "models-allow", env: envs("DARKROOM_MODELS_ALLOW"), doc: "none",
 			help: "comma-separated provider-qualified model patterns callers may use beyond the catalog (replicate:owner/*, fal:fal-ai/*)",
-			set:  func(c *config, v string) (err error) { c.ModelsAllow, err = modelschema.ParseAllow(v); return err }},
+			set:  setModelsAllow},
 		{flag: "schema-refresh", env: envs("DARKROOM_SCHEMA_REFRESH"), def: "24h",
 			help: "age after which a model's stored schema is fetched again, in the background",
 			set:  func(c *config, v string) (err error) { c.SchemaRefresh, err = duration(v, time.Minute, 0); return err }},

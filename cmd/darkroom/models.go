@@ -16,6 +16,19 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/replicate"
 )
 
+// qualified are the providers whose models callers may name by a
+// provider-qualified id (DARKROOM_MODELS_ALLOW), each with its adapter's
+// dialect: known whether or not the provider is configured, so that an id
+// of one without its key is refused as not configured.
+var qualified = modelschema.Dialects{replicate.Name: replicate.Dialect{}, fal.Name: fal.Dialect{}}
+
+// setModelsAllow reads DARKROOM_MODELS_ALLOW: patterns of the qualified
+// providers only.
+func setModelsAllow(c *config, v string) (err error) {
+	c.ModelsAllow, err = modelschema.ParseAllow(v, qualified.Names())
+	return err
+}
+
 // curatedEntries is the model catalog: the embedded one, with the
 // operator's file merged over it.
 func curatedEntries(cfg *config) ([]catalog.Entry, error) {
@@ -99,7 +112,7 @@ func (a *app) buildModels(entries []catalog.Entry) {
 			models = append(models, m)
 		}
 	}
-	rc := modelschema.Config{Allow: a.cfg.ModelsAllow, Sources: sources, Refresh: a.cfg.SchemaRefresh, Logger: a.log,
+	rc := modelschema.Config{Allow: a.cfg.ModelsAllow, Dialects: qualified, Sources: sources, Refresh: a.cfg.SchemaRefresh, Logger: a.log,
 		Pricing: modelschema.Pricing{CreditsPerUSD: a.cfg.CreditsPerUSD, Default: a.cfg.DefaultCredits}}
 	if rc.Pricing.Default == nil {
 		rc.Pricing = modelschema.DefaultPricing

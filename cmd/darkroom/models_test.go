@@ -26,7 +26,7 @@ func modelsServer(t *testing.T, allow string) (*emuRig, *testServer) {
 	rig := startEmulator(t, defaultTiming)
 	s := providerServer(t, rig, false, func(c *config) {
 		c.FalAPIURL, c.FalOpenAPIURL = rig.Fal.URL, rig.Fal.URL
-		a, err := modelschema.ParseAllow(allow)
+		a, err := modelschema.ParseAllow(allow, qualified.Names())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func TestQualifiedModelAfterRestart(t *testing.T) {
 	opts := func(c *config) {
 		c.DataDir, c.DatabaseURL = dir, "" // one SQLite file for both processes
 		c.FalAPIURL, c.FalOpenAPIURL = rig.Fal.URL, rig.Fal.URL
-		c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*")
+		c.ModelsAllow, _ = modelschema.ParseAllow("fal:fal-ai/*", qualified.Names())
 	}
 	var id string
 	t.Run("first process", func(t *testing.T) {

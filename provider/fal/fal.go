@@ -54,7 +54,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
-	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 )
 
 // Name is the provider's id in the catalog.
@@ -318,7 +317,7 @@ func endpointOf(e catalog.Entry, modelID string) string {
 	if e.Endpoint != "" {
 		return e.Endpoint
 	}
-	if ref, err := modelschema.ParseID(modelID); err == nil && ref.Provider == Name {
+	if ref, err := own.ParseID(modelID); err == nil {
 		return ref.Path
 	}
 	return ""

@@ -39,6 +39,54 @@ const (
 	DefaultOpenAPIURL = "https://fal.ai"
 )
 
+// SchemaFormat is the Format of fal's documents (an endpoint's queue
+// OpenAPI document), as stored with them.
+const SchemaFormat modelschema.Format = "fal"
+
+// Dialect is fal's modelschema.Dialect: ids fal:owner/app[/path] (up to
+// four more segments), no versions; per-endpoint documents (the
+// endpoint's POST body, the result of GET .../requests/{request_id}); a
+// result's files under images or video when the document does not say.
+type Dialect struct{}
+
+// own reads fal's qualified ids.
+var own = modelschema.Dialects{Name: Dialect{}}
+
+// Syntax implements modelschema.Dialect.
+func (Dialect) Syntax() string { return "owner/app[/path]" }
+
+// ParseRef implements modelschema.Dialect.
+func (Dialect) ParseRef(id, rest string) (string, string, error) {
+	if n := strings.Count(rest, "/"); n < 1 || n > 4 {
+		return "", "", fmt.Errorf("model id %q: a fal model is fal:owner/app[/path]", id)
+	}
+	return rest, "", nil
+}
+
+// Layout implements modelschema.Dialect.
+func (Dialect) Layout(f modelschema.Format) modelschema.Layout {
+	if f == SchemaFormat {
+		return modelschema.LayoutPaths
+	}
+	return 0
+}
+
+// Stale implements modelschema.Dialect: fal's stored documents lack
+// nothing darkroom reads.
+func (Dialect) Stale(modelschema.Info) bool { return false }
+
+// EntryHints implements modelschema.Dialect: fal's results carry their
+// files under images (an image model) or video, when the output schema
+// does not say.
+func (Dialect) EntryHints(e *catalog.Entry, _ modelschema.Ref, _ modelschema.Info) {
+	if e.Output.Path == "" {
+		e.Output.Path = map[provider.Kind]string{provider.KindImage: "images[*]", provider.KindVideo: "video"}[e.Kind]
+	}
+}
+
+// Dialect implements modelschema.Source.
+func (p *Provider) Dialect() modelschema.Dialect { return Dialect{} }
+
 // Describe implements modelschema.Source.
 func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelschema.Info, error) {
 	u := p.openapi + "/api/openapi/queue/openapi.json?endpoint_id=" + url.QueryEscape(ref.Path)
@@ -68,7 +116,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 	if len(doc.Paths) == 0 {
 		return modelschema.Info{}, fmt.Errorf("fal: %w: %s has no paths", provider.ErrNotFound, ref.Path)
 	}
-	info := modelschema.Info{Format: modelschema.FormatFal, Doc: resp.Body, Title: clip.Title(doc.Info.Title), Description: clip.Description(doc.Info.Description),
+	info := modelschema.Info{Format: SchemaFormat, Doc: resp.Body, Title: clip.Title(doc.Info.Title), Description: clip.Description(doc.Info.Description),
 		Kind: kindOfCategory(doc.Info.Meta.Category)}
 	info.Price = p.price(ctx, ref.Path)
 	return info, nil
@@ -152,8 +200,8 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 		if len(out.Hits) == limit {
 			break
 		}
-		id := "fal:" + m.Endpoint
-		if _, err := modelschema.ParseID(id); err != nil {
+		id := Name + ":" + m.Endpoint
+		if _, err := own.ParseID(id); err != nil {
 			continue // no model darkroom could run: its id is not a model id
 		}
 		out.Hits = append(out.Hits, modelschema.Hit{ID: id, Title: clip.Title(m.Meta.Name), Description: clip.Description(m.Meta.Description), Kind: kindOfCategory(m.Meta.Category)})

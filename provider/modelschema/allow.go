@@ -2,7 +2,10 @@ package modelschema
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/darkroom-mcp/darkroom/internal/words"
 )
 
 // Allow is the operator's list of qualified model ids that may be used
@@ -11,15 +14,16 @@ import (
 // fal:fal-ai/flux-pro but not fal:fal-ai/flux/dev), and a pattern ending
 // in "/*" matches everything below that prefix, any depth
 // ("replicate:black-forest-labs/*", "fal:fal-ai/*"; "fal:*" allows all
-// of fal). A Replicate version suffix (":hash") is ignored: allowing a
-// model allows its versions. The empty list allows nothing (only the
-// curated catalog).
+// of fal). A pinned version (":version") is ignored: allowing a model
+// allows its versions. The empty list allows nothing (only the curated
+// catalog).
 type Allow struct {
 	patterns []string
 }
 
-// ParseAllow reads a comma-separated pattern list.
-func ParseAllow(s string) (Allow, error) {
+// ParseAllow reads a comma-separated pattern list; each pattern names one
+// of providers (Dialects.Names: those whose models have qualified ids).
+func ParseAllow(s string, providers []string) (Allow, error) {
 	var a Allow
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
@@ -27,8 +31,15 @@ func ParseAllow(s string) (Allow, error) {
 			continue
 		}
 		prov, path, ok := strings.Cut(p, ":")
-		if !ok || (prov != "replicate" && prov != "fal") || path == "" {
-			return Allow{}, fmt.Errorf("models allow pattern %q is not replicate:PATTERN or fal:PATTERN", p)
+		if !ok || !slices.Contains(providers, prov) || path == "" {
+			if len(providers) == 0 {
+				return Allow{}, fmt.Errorf("models allow pattern %q: no provider here serves qualified ids", p)
+			}
+			forms := make([]string, len(providers))
+			for i, n := range providers {
+				forms[i] = n + ":PATTERN"
+			}
+			return Allow{}, fmt.Errorf("models allow pattern %q is not %s", p, words.Or(forms))
 		}
 		a.patterns = append(a.patterns, p)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
 )
 
 // Hostile schemas: what a model's author can publish, as the input
@@ -109,7 +110,7 @@ func compile(t testing.TB, input, defs map[string]any) (*modelschema.Schema, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	return modelschema.Compile(modelschema.FormatReplicate, b, "")
+	return modelschema.Compile(modelschema.LayoutComponents, b, "")
 }
 
 // TestHostileSchemasRefusedWhenStored publishes each hostile schema on
@@ -144,7 +145,7 @@ func TestStoredHostileSchemaRefusedOnLoad(t *testing.T) {
 	f := newFixture(t)
 	r := f.registry(t, "replicate:evil/*", "replicate")
 	b, _ := json.Marshal(cogSchema(hostile[1].input, hostile[1].defs))
-	info, _ := json.Marshal(modelschema.Info{Format: modelschema.FormatReplicate, Doc: b, Kind: "image"})
+	info, _ := json.Marshal(modelschema.Info{Format: replicate.SchemaFormat, Doc: b, Kind: "image"})
 	f.store.m["replicate:evil/old"] = modelschema.Stored{ModelID: "replicate:evil/old", Info: info, FetchedAt: f.now}
 	f.em.SetModelsDown(true)
 	if m, err := r.Resolve(context.Background(), "replicate:evil/old"); err == nil || m != nil {

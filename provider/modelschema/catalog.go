@@ -25,7 +25,10 @@ type Catalog struct {
 	curated map[string]catalog.Entry
 	order   []provider.Model // the service's models, in list order
 	now     func() time.Time
-	native  map[string]Native // providers that describe their own models (native.go)
+	// searched are the configured sources' names in the order they are
+	// searched: as the service lists its providers' models, then by name.
+	searched []string
+	native   map[string]Native // providers that describe their own models (native.go)
 
 	mu       sync.Mutex
 	searches map[string]searchEntry
@@ -49,6 +52,19 @@ const maxSearches = 256
 // the models the service lists (provider.Model, in order).
 func NewCatalog(reg *Registry, entries []catalog.Entry, models []provider.Model) *Catalog {
 	c := &Catalog{reg: reg, curated: map[string]catalog.Entry{}, order: models, now: reg.cfg.Now, searches: map[string]searchEntry{}}
+	for _, m := range models {
+		if _, ok := reg.cfg.Sources[m.Provider]; ok && !slices.Contains(c.searched, m.Provider) {
+			c.searched = append(c.searched, m.Provider)
+		}
+	}
+	var rest []string
+	for name := range reg.cfg.Sources {
+		if !slices.Contains(c.searched, name) {
+			rest = append(rest, name)
+		}
+	}
+	slices.Sort(rest)
+	c.searched = append(c.searched, rest...)
 	for _, e := range entries {
 		if !e.Disabled {
 			c.curated[e.ID] = e
@@ -59,7 +75,7 @@ func NewCatalog(reg *Registry, entries []catalog.Entry, models []provider.Model)
 
 // Resolve implements generation.Models.
 func (c *Catalog) Resolve(ctx context.Context, id string) (provider.Model, error) {
-	if !Qualified(id) {
+	if !c.reg.dialects.Qualified(id) {
 		return provider.Model{}, &UnknownError{Msg: fmt.Sprintf("unknown modelId %q: it does not exist (list_models and search_models list the available ids)", id)}
 	}
 	m, err := c.reg.Resolve(ctx, id)
@@ -79,7 +95,7 @@ func (c *Catalog) resolved(ctx context.Context, id string) (catalog.Entry, *Mode
 		}
 		return e, m, nil
 	}
-	if !Qualified(id) {
+	if !c.reg.dialects.Qualified(id) {
 		return catalog.Entry{}, nil, &UnknownError{Msg: fmt.Sprintf("unknown modelId %q: it does not exist (list_models and search_models list the available ids)", id)}
 	}
 	m, err := c.reg.Resolve(ctx, id)
@@ -97,7 +113,7 @@ func (c *Catalog) CheckInput(ctx context.Context, pm provider.Model, input map[s
 		}
 		return nil
 	}
-	if pm.Provider != "replicate" && pm.Provider != "fal" {
+	if _, publishes := c.reg.dialects[pm.Provider]; !publishes {
 		return &InputError{Msg: fmt.Sprintf("%s takes no input: its provider (%s) publishes no input schema darkroom can check it against", pm.ID, pm.Provider)}
 	}
 	e, m, err := c.resolved(ctx, pm.ID)
@@ -153,7 +169,7 @@ type Role struct {
 // Describe answers describe_model. key changes whenever the answer does
 // (the schema's fetch time), for the reply cache.
 func (c *Catalog) Describe(ctx context.Context, id string) (d *Description, key string, err error) {
-	if _, curated := c.curated[id]; !curated && !Qualified(id) {
+	if _, curated := c.curated[id]; !curated && !c.reg.dialects.Qualified(id) {
 		for _, m := range c.order { // a model of no catalog entry (the local provider's)
 			if m.ID == id {
 				if n, ok := c.native[m.Provider]; ok {
@@ -287,7 +303,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 			seen[m.ID] = true
 		}
 	}
-	for _, name := range []string{"replicate", "fal"} {
+	for _, name := range c.searched {
 		src, ok := c.reg.Searchable(name)
 		if !ok {
 			continue
@@ -299,7 +315,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 			continue
 		}
 		for _, h := range page.Hits {
-			ref, err := ParseID(h.ID)
+			ref, err := c.reg.dialects.ParseID(h.ID)
 			if err != nil || !c.reg.cfg.Allow.Allows(ref) || seen[h.ID] || (kind != "" && h.Kind != "" && h.Kind != kind) {
 				continue
 			}

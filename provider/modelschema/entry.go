@@ -21,12 +21,13 @@ type Info struct {
 	Format      Format `json:"format"`
 	// Doc is the provider's OpenAPI document (bounded: MaxSchemaBytes).
 	Doc json.RawMessage `json:"doc"`
-	// Version is the Replicate version the document belongs to.
+	// Version is the model version the document belongs to, for a
+	// provider that versions its models (Replicate).
 	Version string `json:"version,omitempty"`
 	// Official is Replicate's is_official: an official model is run
 	// through its model endpoint and refuses a version (Replicate's
 	// OpenAPI document, predictions.create "version"). nil in an Info
-	// stored before darkroom read it (see unread).
+	// stored before darkroom read it (its Dialect's Stale).
 	Official *bool `json:"official,omitempty"`
 	// Kind is what the provider's metadata says the model makes (fal's
 	// category, the file type of Replicate's default example), if it says.
@@ -34,12 +35,6 @@ type Info struct {
 	// Price is the provider's published price, if it publishes one.
 	Price *Price `json:"price,omitempty"`
 }
-
-func (i Info) official() bool { return i.Official != nil && *i.Official }
-
-// unread reports a Replicate document stored before darkroom read
-// is_official: whether its model takes a version is not known.
-func (i Info) unread() bool { return i.Format == FormatReplicate && i.Official == nil }
 
 // Price is a provider's unit price.
 type Price struct {
@@ -235,19 +230,15 @@ func uriFormat(f string) bool {
 // countFields with its maximum, the main image → the first URI field
 // named like image/input_image/image_url/start_image), the kind (the
 // output schema's files, then the provider's metadata, then "image"), and
-// the price (Pricing.Quote).
-func Entry(ref Ref, info Info, s *Schema, pricing Pricing) (catalog.Entry, error) {
+// the price (Pricing.Quote); then the provider's own rules (d's
+// EntryHints; d nil: none).
+func Entry(ref Ref, info Info, s *Schema, pricing Pricing, d Dialect) (catalog.Entry, error) {
 	e := catalog.Entry{
 		ID: ref.ID(), Provider: ref.Provider, Title: info.Title, Description: info.Description,
 		Endpoint: ref.Path,
 	}
 	if e.Title == "" {
 		e.Title = ref.Path
-	}
-	if ref.Provider == "replicate" && info.Version != "" && !info.official() {
-		// An official model takes no version: with Version empty the
-		// adapter posts to /v1/models/{owner}/{name}/predictions.
-		e.Version = ref.Path + ":" + info.Version
 	}
 	e.Kind = s.OutputKind
 	if e.Kind == "" {
@@ -333,8 +324,8 @@ func Entry(ref Ref, info Info, s *Schema, pricing Pricing) (catalog.Entry, error
 		e.Roles = roles
 	}
 	e.Output.Path = s.OutputPath
-	if ref.Provider == "fal" && e.Output.Path == "" {
-		e.Output.Path = map[provider.Kind]string{provider.KindImage: "images[*]", provider.KindVideo: "video"}[e.Kind]
+	if d != nil {
+		d.EntryHints(&e, ref, info)
 	}
 	e.ExpectedSeconds = 15
 	if e.Kind == provider.KindVideo {

@@ -18,6 +18,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/provider/replicate"
 )
 
 // fakeSource is a provider's model metadata in memory, written by the
@@ -61,6 +62,8 @@ func (s *fakeSource) Search(context.Context, string, int, string) (modelschema.P
 	return modelschema.Page{Hits: s.hits}, nil
 }
 
+func (s *fakeSource) Dialect() modelschema.Dialect { return replicate.Dialect{} }
+
 func (s *fakeSource) calls(path string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,13 +72,13 @@ func (s *fakeSource) calls(path string) int {
 
 // cogInfo is a Replicate model whose Cog input has these properties.
 func cogInfo(props string) modelschema.Info {
-	return modelschema.Info{Format: modelschema.FormatReplicate, Kind: provider.KindImage,
+	return modelschema.Info{Format: replicate.SchemaFormat, Kind: provider.KindImage,
 		Doc: []byte(`{"components":{"schemas":{"Input":{"type":"object","properties":{` + props + `}}}}}`)}
 }
 
 func fakeRegistry(t *testing.T, allow string, src *fakeSource, now *time.Time) *modelschema.Registry {
 	t.Helper()
-	a, err := modelschema.ParseAllow(allow)
+	a, err := modelschema.ParseAllow(allow, known.Names())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func TestFalPriceRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, _ := modelschema.ParseAllow("fal:*")
+		a, _ := modelschema.ParseAllow("fal:*", known.Names())
 		reg := modelschema.New(modelschema.Config{Allow: a, Sources: map[string]modelschema.Source{"fal": fp}, Now: func() time.Time { return f.now }})
 		m, err := reg.Resolve(context.Background(), "fal:fal-ai/flux/schnell")
 		api.Close()

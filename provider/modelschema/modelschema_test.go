@@ -17,6 +17,10 @@ import (
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
+// known are the providers whose ids these tests read, as cmd/darkroom
+// configures them.
+var known = modelschema.Dialects{replicate.Name: replicate.Dialect{}, fal.Name: fal.Dialect{}}
+
 func TestParseID(t *testing.T) {
 	for _, tt := range []struct {
 		id, want, err string
@@ -34,7 +38,7 @@ func TestParseID(t *testing.T) {
 		{id: "fal:evil.com@host/x", err: "segment"},
 		{id: "google:veo", err: "not provider-qualified"},
 	} {
-		r, err := modelschema.ParseID(tt.id)
+		r, err := known.ParseID(tt.id)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("ParseID(%q) = %v, %v; want error with %q", tt.id, r, err, tt.err)
@@ -48,7 +52,7 @@ func TestParseID(t *testing.T) {
 }
 
 func TestAllow(t *testing.T) {
-	a, err := modelschema.ParseAllow("replicate:black-forest-labs/*, fal:fal-ai/flux*, fal:acme/app")
+	a, err := modelschema.ParseAllow("replicate:black-forest-labs/*, fal:fal-ai/flux*, fal:acme/app", known.Names())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,7 @@ func TestAllow(t *testing.T) {
 		{"fal:acme/app", true},
 		{"fal:acme/app/sub", false},
 	} {
-		r, err := modelschema.ParseID(tt.id)
+		r, err := known.ParseID(tt.id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,14 +77,14 @@ func TestAllow(t *testing.T) {
 			t.Errorf("Allows(%s) = %v, want %v", tt.id, got, tt.want)
 		}
 	}
-	all, _ := modelschema.ParseAllow("fal:*")
-	if r, _ := modelschema.ParseID("fal:x/y/z"); !all.Allows(r) {
+	all, _ := modelschema.ParseAllow("fal:*", known.Names())
+	if r, _ := known.ParseID("fal:x/y/z"); !all.Allows(r) {
 		t.Error(`"fal:*" does not allow fal:x/y/z`)
 	}
-	if _, err := modelschema.ParseAllow("replicate"); err == nil {
+	if _, err := modelschema.ParseAllow("replicate", known.Names()); err == nil {
 		t.Error("a pattern without provider: accepted")
 	}
-	if none, _ := modelschema.ParseAllow(""); !none.Empty() || none.Provider("fal") {
+	if none, _ := modelschema.ParseAllow("", known.Names()); !none.Empty() || none.Provider("fal") {
 		t.Error("the empty list allows something")
 	}
 }
@@ -132,7 +136,7 @@ func newFixture(t testing.TB) *fixture {
 }
 
 func (f *fixture) registry(t testing.TB, allow string, sources ...string) *modelschema.Registry {
-	a, err := modelschema.ParseAllow(allow)
+	a, err := modelschema.ParseAllow(allow, known.Names())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +144,7 @@ func (f *fixture) registry(t testing.TB, allow string, sources ...string) *model
 	for _, s := range sources {
 		srcs[s] = map[string]modelschema.Source{"replicate": f.rep, "fal": f.fal}[s]
 	}
-	return modelschema.New(modelschema.Config{Allow: a, Sources: srcs, Store: f.store, Now: func() time.Time { return f.now },
+	return modelschema.New(modelschema.Config{Allow: a, Dialects: known, Sources: srcs, Store: f.store, Now: func() time.Time { return f.now },
 		Go: func(fn func()) { fn() }, Refresh: time.Hour})
 }
 
@@ -306,12 +310,12 @@ func TestHostileSchemas(t *testing.T) {
 		{"no input", `{"components":{"schemas":{}}}`, "no input object"},
 		{"not json", `{"components":`, "not JSON"},
 	} {
-		if _, err := modelschema.Compile(modelschema.FormatReplicate, []byte(tt.doc), ""); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := modelschema.Compile(modelschema.LayoutComponents, []byte(tt.doc), ""); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v; want %q", tt.name, err, tt.want)
 		}
 	}
 	// A remote $ref is never followed: the field is left unconstrained.
-	s, err := modelschema.Compile(modelschema.FormatReplicate, []byte(external), "")
+	s, err := modelschema.Compile(modelschema.LayoutComponents, []byte(external), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +414,7 @@ func TestCuratedFieldsExistInTheirSchemas(t *testing.T) {
 // schema is in memory (the reply cache then spares even the encoding).
 func BenchmarkDescribeCached(b *testing.B) {
 	f := newFixture(b)
-	a, _ := modelschema.ParseAllow("fal:*")
+	a, _ := modelschema.ParseAllow("fal:*", known.Names())
 	reg := modelschema.New(modelschema.Config{Allow: a, Sources: map[string]modelschema.Source{"fal": f.fal}, Store: f.store, Now: func() time.Time { return f.now }})
 	c := modelschema.NewCatalog(reg, nil, nil)
 	ctx := context.Background()
@@ -429,7 +433,7 @@ func BenchmarkDescribeCached(b *testing.B) {
 // create (a valid input; a refusal validates once per field more).
 func BenchmarkCheckInput(b *testing.B) {
 	f := newFixture(b)
-	a, _ := modelschema.ParseAllow("replicate:*")
+	a, _ := modelschema.ParseAllow("replicate:*", known.Names())
 	reg := modelschema.New(modelschema.Config{Allow: a, Sources: map[string]modelschema.Source{"replicate": f.rep}, Store: f.store})
 	m, err := reg.Resolve(context.Background(), "replicate:black-forest-labs/flux-dev")
 	if err != nil {

@@ -78,7 +78,7 @@ func TestStoredBeforeIsOfficial(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			ref, _ := modelschema.ParseID(id)
+			ref, _ := known.ParseID(id)
 			info, err := f.rep.Describe(ctx, ref)
 			if err != nil {
 				t.Fatal(err)

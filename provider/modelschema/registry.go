@@ -17,9 +17,11 @@ import (
 const AllowSetting = "DARKROOM_MODELS_ALLOW"
 
 // Source is a provider's published model metadata: implemented by the
-// Replicate and fal adapters, which fetch only from their configured API
-// origins.
+// adapters whose providers publish schemas, which fetch only from their
+// configured API origins.
 type Source interface {
+	// Dialect is how the provider's qualified ids and documents read.
+	Dialect() Dialect
 	// Describe fetches a model's metadata and schema document. A model the
 	// provider does not know is provider.ErrNotFound.
 	Describe(ctx context.Context, ref Ref) (Info, error)
@@ -40,7 +42,8 @@ type Hit struct {
 	Title       string        `json:"title,omitempty"`
 	Description string        `json:"description,omitempty"`
 	Kind        provider.Kind `json:"kind,omitempty"`
-	// Source is where a search found it: "curated", "replicate", "fal".
+	// Source is where a search found it: "curated", or the name of the
+	// provider whose search did.
 	Source string `json:"source"`
 }
 
@@ -60,6 +63,10 @@ type Store interface {
 // Config configures a Registry.
 type Config struct {
 	Allow Allow
+	// Dialects are the providers whose models have qualified ids, by name,
+	// configured or not (a configured Source brings its own): an id of one
+	// not configured is refused as such, not as unknown.
+	Dialects Dialects
 	// Sources are the configured providers' (by provider name): a
 	// provider without a token has none and serves no qualified id.
 	Sources map[string]Source
@@ -79,7 +86,8 @@ type Config struct {
 // Registry resolves qualified model ids and schemas. It is safe for
 // concurrent use.
 type Registry struct {
-	cfg Config
+	cfg      Config
+	dialects Dialects // cfg.Dialects and the sources'
 
 	mu         sync.Mutex
 	cache      map[string]*Model
@@ -129,8 +137,18 @@ func New(cfg Config) *Registry {
 	if cfg.Pricing.Default == nil {
 		cfg.Pricing = DefaultPricing
 	}
-	return &Registry{cfg: cfg, cache: map[string]*Model{}, refreshing: map[string]bool{}, misses: map[string]miss{}}
+	ds := Dialects{}
+	for n, d := range cfg.Dialects {
+		ds[n] = d
+	}
+	for n, s := range cfg.Sources {
+		ds[n] = s.Dialect()
+	}
+	return &Registry{cfg: cfg, dialects: ds, cache: map[string]*Model{}, refreshing: map[string]bool{}, misses: map[string]miss{}}
 }
+
+// Dialects are the providers whose qualified ids the registry reads.
+func (r *Registry) Dialects() Dialects { return r.dialects }
 
 // Allow is the registry's allow list.
 func (r *Registry) Allow() Allow { return r.cfg.Allow }
@@ -159,7 +177,7 @@ func (e *UnknownError) Error() string { return e.Msg }
 // first fetch failed: try again), or another error for a schema darkroom
 // cannot use.
 func (r *Registry) Resolve(ctx context.Context, id string) (*Model, error) {
-	ref, err := ParseID(id)
+	ref, err := r.dialects.ParseID(id)
 	if err != nil {
 		return nil, &UnknownError{Msg: err.Error()}
 	}
@@ -174,11 +192,11 @@ func (r *Registry) Resolve(ctx context.Context, id string) (*Model, error) {
 }
 
 // ForEntry resolves a curated entry's schema (for its provider-native
-// input and describe_model). A provider with no published schema
-// (google, openai), or one not configured, has none: ok is false.
+// input and describe_model). A provider with no published schema (no
+// Source), or one not configured, has none: ok is false.
 func (r *Registry) ForEntry(ctx context.Context, e catalog.Entry) (m *Model, ok bool, err error) {
 	src, have := r.cfg.Sources[e.Provider]
-	if !have || (e.Provider != "replicate" && e.Provider != "fal") {
+	if !have {
 		return nil, false, nil
 	}
 	ref := Ref{Provider: e.Provider, Path: e.Endpoint}
@@ -222,11 +240,12 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 			var info Info
 			if json.Unmarshal(st.Info, &info) == nil {
 				if built, err := r.build(ref, info, st.FetchedAt, curated); err == nil {
-					if curated == nil && info.unread() {
-						// Stored before darkroom read is_official: its entry
-						// names a version, which Replicate refuses for an
-						// official model. Ask once more; if Replicate cannot
-						// answer, the stored copy serves as before.
+					if curated == nil && r.dialects[ref.Provider].Stale(info) {
+						// Stored before darkroom read all the provider
+						// says (Replicate's is_official: its entry would
+						// name a version Replicate refuses). Ask once
+						// more; if the provider cannot answer, the stored
+						// copy serves as before.
 						if fresh, err := r.fetch(ctx, ref, src, curated); err == nil {
 							return fresh, nil
 						}
@@ -362,7 +381,12 @@ func (r *Registry) refresh(ref Ref, src Source, curated *catalog.Entry) {
 }
 
 func (r *Registry) build(ref Ref, info Info, fetched time.Time, curated *catalog.Entry) (*Model, error) {
-	s, err := Compile(info.Format, info.Doc, ref.Path)
+	d := r.dialects[ref.Provider]
+	layout := d.Layout(info.Format)
+	if layout == 0 {
+		return nil, fmt.Errorf("%s: unknown schema format %q", ref.ID(), info.Format)
+	}
+	s, err := Compile(layout, info.Doc, ref.Path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref.ID(), err)
 	}
@@ -372,7 +396,7 @@ func (r *Registry) build(ref Ref, info Info, fetched time.Time, curated *catalog
 		m.owned = owned(m.Entry, s)
 		return m, nil
 	}
-	e, err := Entry(ref, info, s, r.cfg.Pricing)
+	e, err := Entry(ref, info, s, r.cfg.Pricing, d)
 	if err != nil {
 		return nil, err
 	}

@@ -22,17 +22,22 @@ const (
 	MaxFields = 200
 )
 
-// Format names how a provider publishes its schema.
+// Format names how a provider publishes its schema: its adapter's word,
+// stored with the document (Info.Format), read by its Dialect's Layout.
 type Format string
 
+// Layout is where an OpenAPI document keeps a model's input and output
+// schemas.
+type Layout int
+
 const (
-	// FormatReplicate is a Cog model version's openapi_schema: the input
-	// is components.schemas.Input, the output components.schemas.Output.
-	FormatReplicate Format = "replicate"
-	// FormatFal is fal's per-endpoint OpenAPI document: the input is the
-	// JSON request body of the endpoint's POST, the output the 200 reply
-	// of GET .../requests/{request_id}.
-	FormatFal Format = "fal"
+	// LayoutComponents: the input is components.schemas.Input, the output
+	// components.schemas.Output (a Cog model version's openapi_schema).
+	LayoutComponents Layout = iota + 1
+	// LayoutPaths: the input is the JSON request body of the endpoint's
+	// POST (paths keyed by the endpoint), the output the 200 reply of GET
+	// .../requests/{request_id} (a queue's per-endpoint document).
+	LayoutPaths
 )
 
 // Field is one input field, trimmed to what a caller needs.
@@ -104,9 +109,10 @@ func CheckBounds(b []byte, maxBytes, maxDepth int) error {
 	return nil
 }
 
-// Compile extracts the input schema from a provider's document. endpoint
-// is fal's endpoint id (its paths are keyed by it); Replicate ignores it.
-func Compile(f Format, doc []byte, endpoint string) (*Schema, error) {
+// Compile extracts the input schema from a provider's document, laid out
+// as l. endpoint is the model's path, which LayoutPaths keys the paths by
+// (LayoutComponents ignores it).
+func Compile(l Layout, doc []byte, endpoint string) (*Schema, error) {
 	if err := CheckBounds(doc, MaxSchemaBytes, MaxSchemaDepth); err != nil {
 		return nil, fmt.Errorf("the model's schema %w", err)
 	}
@@ -116,13 +122,13 @@ func Compile(f Format, doc []byte, endpoint string) (*Schema, error) {
 	}
 	defs, _ := dig(root, "components", "schemas").(map[string]any)
 	var input, output any
-	switch f {
-	case FormatReplicate:
+	switch l {
+	case LayoutComponents:
 		input, output = defs["Input"], defs["Output"]
-	case FormatFal:
-		input, output = falBodies(root, endpoint)
+	case LayoutPaths:
+		input, output = pathBodies(root, endpoint)
 	default:
-		return nil, fmt.Errorf("unknown schema format %q", f)
+		return nil, fmt.Errorf("unknown schema layout %d", l)
 	}
 	in, ok := deref(input, defs).(map[string]any)
 	if !ok {
@@ -165,8 +171,8 @@ func Compile(f Format, doc []byte, endpoint string) (*Schema, error) {
 	return s, nil
 }
 
-// falBodies finds the endpoint's POST request body and result schemas.
-func falBodies(root map[string]any, endpoint string) (input, output any) {
+// pathBodies finds the endpoint's POST request body and result schemas.
+func pathBodies(root map[string]any, endpoint string) (input, output any) {
 	paths, _ := root["paths"].(map[string]any)
 	for _, k := range sortedKeys(paths) {
 		p, _ := paths[k].(map[string]any)

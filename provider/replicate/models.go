@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/darkroom-mcp/darkroom/provider"
@@ -35,8 +36,64 @@ import (
 //     paginated as {next, previous, results: [model]}.
 //
 // Every URL is built on the configured BaseURL from a parsed model id
-// (modelschema.ParseID's characters only): nothing a caller sends picks
+// (Dialect's grammar, modelschema's characters only): nothing a caller sends picks
 // the host.
+
+// SchemaFormat is the Format of Replicate's documents (a Cog model
+// version's openapi_schema), as stored with them.
+const SchemaFormat modelschema.Format = "replicate"
+
+// Dialect is Replicate's modelschema.Dialect: ids
+// replicate:owner/name[:version], a version being Replicate's hex id; Cog
+// documents (components.schemas.Input and Output); a model's entry runs
+// its version unless the model is official.
+type Dialect struct{}
+
+// versionID is a Replicate version id.
+var versionID = regexp.MustCompile(`^[0-9a-f]{8,128}$`)
+
+// own reads Replicate's qualified ids.
+var own = modelschema.Dialects{Name: Dialect{}}
+
+// Syntax implements modelschema.Dialect.
+func (Dialect) Syntax() string { return "owner/name[:version]" }
+
+// ParseRef implements modelschema.Dialect.
+func (Dialect) ParseRef(id, rest string) (string, string, error) {
+	p, v, _ := strings.Cut(rest, ":")
+	if v != "" && !versionID.MatchString(v) {
+		return "", "", fmt.Errorf("model id %q: the version %q is not a Replicate version id (hex)", id, v)
+	}
+	if strings.Count(p, "/") != 1 {
+		return "", "", fmt.Errorf("model id %q: a Replicate model is replicate:owner/name[:version]", id)
+	}
+	return p, v, nil
+}
+
+// Layout implements modelschema.Dialect.
+func (Dialect) Layout(f modelschema.Format) modelschema.Layout {
+	if f == SchemaFormat {
+		return modelschema.LayoutComponents
+	}
+	return 0
+}
+
+// Stale implements modelschema.Dialect: a document stored before darkroom
+// read is_official does not say whether its model takes a version.
+func (Dialect) Stale(info modelschema.Info) bool { return info.Official == nil }
+
+// EntryHints implements modelschema.Dialect: a model's entry runs the
+// version its document belongs to, unless the model is official (it takes
+// no version: with Version empty the adapter posts to
+// /v1/models/{owner}/{name}/predictions).
+func (Dialect) EntryHints(e *catalog.Entry, ref modelschema.Ref, info modelschema.Info) {
+	if info.Version != "" && (info.Official == nil || !*info.Official) {
+		e.Version = ref.Path + ":" + info.Version
+	}
+}
+
+// Dialect implements modelschema.Source.
+func (p *Provider) Dialect() modelschema.Dialect { return Dialect{} }
 
 type modelObject struct {
 	Owner         string `json:"owner"`
@@ -64,7 +121,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 	if err := p.http.GetJSON(ctx, p.base+"/v1/models/"+ref.Path, &m); err != nil {
 		return modelschema.Info{}, err
 	}
-	info := modelschema.Info{Format: modelschema.FormatReplicate, Title: ref.Path, Description: clip.Description(m.Description), Official: &m.IsOfficial}
+	info := modelschema.Info{Format: SchemaFormat, Title: ref.Path, Description: clip.Description(m.Description), Official: &m.IsOfficial}
 	if m.DefaultExample != nil {
 		info.Kind = kindOfOutput(m.DefaultExample.Output)
 	}
@@ -89,7 +146,7 @@ func (p *Provider) Describe(ctx context.Context, ref modelschema.Ref) (modelsche
 // checkVersion refuses a version id that is not one (Replicate's are
 // hex): it is kept with the schema and named to callers.
 func checkVersion(info modelschema.Info, ref modelschema.Ref) (modelschema.Info, error) {
-	if _, err := modelschema.ParseID("replicate:" + ref.Path + ":" + info.Version); err != nil {
+	if _, err := own.ParseID(Name + ":" + ref.Path + ":" + info.Version); err != nil {
 		return modelschema.Info{}, fmt.Errorf("replicate: %w: %s publishes a version id that is not one", provider.ErrNotFound, ref.Path)
 	}
 	return info, nil
@@ -143,8 +200,8 @@ func (p *Provider) Search(ctx context.Context, query string, limit int, cursor s
 			if len(out.Hits) == limit {
 				break
 			}
-			id := "replicate:" + m.Owner + "/" + m.Name
-			if _, err := modelschema.ParseID(id); err != nil {
+			id := Name + ":" + m.Owner + "/" + m.Name
+			if _, err := own.ParseID(id); err != nil {
 				continue // no model darkroom could run: its name is not a model name
 			}
 			h := modelschema.Hit{ID: id, Title: m.Owner + "/" + m.Name, Description: clip.Description(m.Description)}
