@@ -49,8 +49,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"log/slog"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -60,6 +64,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
@@ -584,13 +589,56 @@ func (p *Provider) uploadInputs(ctx context.Context, b *backend, w *Workflow, id
 			return nil, &provider.PermanentError{Message: fmt.Sprintf("workflow %s takes no %s input", w.Name, in.Role)}
 		}
 		name := "darkroom-" + id + "-" + role + extOf(in.MimeType)
-		got, err := p.upload(ctx, b, name, in)
+		var got string
+		var err error
+		if role == "mask" && ref == w.Map.Image {
+			// The mask of a LoadImage node is its image's alpha: ComfyUI's
+			// own /upload/mask writes the image with the mask as alpha.
+			got, err = p.uploadAlphaMask(ctx, b, "darkroom-"+id+"-mask.png", files[ref], in)
+		} else {
+			got, err = p.upload(ctx, b, name, in, "/upload/image", nil)
+		}
 		if err != nil {
 			return nil, err
 		}
 		files[ref] = got
 	}
 	return files, nil
+}
+
+// uploadAlphaMask sends a mask to POST /upload/mask over the image
+// uploaded as original: darkroom's mask is white where the image
+// changes, LoadImage's is where its alpha is clear (its MASK is 1 -
+// alpha), so the mask is turned into an alpha channel first, decoded
+// within package preview's budget.
+func (p *Provider) uploadAlphaMask(ctx context.Context, b *backend, name, original string, in provider.Input) (string, error) {
+	if original == "" {
+		return "", &provider.PermanentError{Message: "a mask on the input image's own node needs the input image"}
+	}
+	rc, err := in.Open(ctx)
+	if err != nil {
+		return "", fmt.Errorf("comfyui: read mask: %w", err)
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	err = preview.Decode(rc, func(src image.Image) error {
+		r := src.Bounds()
+		out := image.NewNRGBA(image.Rect(0, 0, r.Dx(), r.Dy()))
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			for x := r.Min.X; x < r.Max.X; x++ {
+				g := color.GrayModel.Convert(src.At(x, y)).(color.Gray)
+				out.SetNRGBA(x-r.Min.X, y-r.Min.Y, color.NRGBA{A: 255 - g.Y})
+			}
+		}
+		return png.Encode(&buf, out)
+	})
+	if err != nil {
+		return "", &provider.PermanentError{Message: fmt.Sprintf("the mask cannot be read: %v", err)}
+	}
+	ref, _ := json.Marshal(map[string]string{"filename": original, "subfolder": "", "type": "input"})
+	data := buf.Bytes()
+	mask := provider.Input{MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}
+	return p.upload(ctx, b, name, mask, "/upload/mask", map[string]string{"original_ref": string(ref)})
 }
 
 func extOf(mime string) string {
@@ -605,8 +653,9 @@ func extOf(mime string) string {
 	return ".png"
 }
 
-// upload streams one input to POST /upload/image (type input, overwrite).
-func (p *Provider) upload(ctx context.Context, b *backend, name string, in provider.Input) (string, error) {
+// upload streams one input to route (POST /upload/image or /upload/mask;
+// type input, overwrite, and fields).
+func (p *Provider) upload(ctx context.Context, b *backend, name string, in provider.Input, route string, fields map[string]string) (string, error) {
 	if in.Open == nil {
 		return "", &provider.PermanentError{Message: "an input file cannot be read"}
 	}
@@ -626,7 +675,9 @@ func (p *Provider) upload(ctx context.Context, b *backend, name string, in provi
 			if _, err := io.Copy(fw, rc); err != nil {
 				return err
 			}
-			for k, v := range map[string]string{"overwrite": "true", "type": "input"} {
+			all := map[string]string{"overwrite": "true", "type": "input"}
+			maps.Copy(all, fields)
+			for k, v := range all {
 				if err := mw.WriteField(k, v); err != nil {
 					return err
 				}
@@ -635,7 +686,7 @@ func (p *Provider) upload(ctx context.Context, b *backend, name string, in provi
 		}()
 		pw.CloseWithError(err)
 	}()
-	stream, r, err := p.http.Open(ctx, httpx.Other, http.MethodPost, b.origin+"/upload/image", pr, mw.FormDataContentType(), nil)
+	stream, r, err := p.http.Open(ctx, httpx.Other, http.MethodPost, b.origin+route, pr, mw.FormDataContentType(), nil)
 	pr.Close()
 	if err != nil {
 		return "", err

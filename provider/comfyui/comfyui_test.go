@@ -596,3 +596,61 @@ func TestComfyWatch(t *testing.T) {
 		})
 	}
 }
+
+// TestComfyAlphaMask: a mask mapped to the input image's own LoadImage
+// node goes through /upload/mask as that image's alpha (clear where the
+// image changes), and the node loads the combined file.
+func TestComfyAlphaMask(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{}, Config{NoWebsocket: true})
+	graph := `{
+	  "3": {"class_type": "KSampler", "inputs": {"seed": 0, "steps": 20, "cfg": 7, "sampler_name": "euler", "scheduler": "normal", "denoise": 1,
+	        "model": ["4", 0], "positive": ["6", 0], "negative": ["7", 0], "latent_image": ["12", 0]}},
+	  "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": "512-inpainting-ema.safetensors"}},
+	  "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "x", "clip": ["4", 1]}},
+	  "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "", "clip": ["4", 1]}},
+	  "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+	  "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "alpha", "images": ["8", 0]}},
+	  "10": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+	  "12": {"class_type": "VAEEncodeForInpaint", "inputs": {"pixels": ["10", 0], "vae": ["4", 2], "mask": ["10", 1], "grow_mask_by": 6}}
+	}`
+	w, err := NewWorkflow("alpha-inpainting", []byte(graph), mappingFile{Mapping: Mapping{Mask: "10.image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Map.Image != "10.image" || w.Model.Roles["mask"] != 1 {
+		t.Fatalf("mapping %+v, roles %v", w.Map, w.Model.Roles)
+	}
+	r.p.models[w.Model.ID] = w
+	// The mask: white (change) in the left half.
+	var mb bytes.Buffer
+	m := image.NewGray(image.Rect(0, 0, 8, 8))
+	for y := range 8 {
+		for x := range 4 {
+			m.Pix[y*8+x] = 255
+		}
+	}
+	png.Encode(&mb, m)
+	mask := provider.Input{Role: provider.RoleMask, MimeType: "image/png", Open: func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(mb.Bytes())), nil
+	}}
+	job := r.submit("gen-alpha", "alpha-inpainting", "a door", func(q *provider.Request) {
+		q.InputImage, q.Extra = pngInput(8, 8, 9), []provider.Input{mask}
+	})
+	b, ok := r.comfy[0].File("input", "", "darkroom-"+job.ID+"-mask.png")
+	if !ok || r.comfy[0].Count("POST /upload/mask") != 1 {
+		t.Fatalf("no mask upload: %v", r.comfy[0].Files("input"))
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, left := img.At(1, 1).RGBA()
+	rr, _, _, right := img.At(6, 1).RGBA()
+	if left != 0 || right != 0xffff || rr == 0 {
+		t.Fatalf("alpha left %d right %d (red %d): want clear where the mask is white, the image's pixels kept", left, right, rr)
+	}
+	r.advance(3 * time.Second)
+	if st := r.status(job); st.State != provider.StateCompleted {
+		t.Fatalf("%+v", st)
+	}
+}
