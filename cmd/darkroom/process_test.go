@@ -151,8 +151,8 @@ func TestStdio(t *testing.T) {
 	}
 	defer cs.Close()
 	tools, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(tools.Tools) != 11 {
-		t.Fatalf("tools/list: %v (%d tools)", err, len(tools.Tools))
+	if err != nil || len(tools.Tools) != len(goldenTools(t)) {
+		t.Fatalf("tools/list: %v (%d tools, want %d)", err, len(tools.Tools), len(goldenTools(t)))
 	}
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "local-sketch", "prompt": "stdio", "wait": true, "waitSeconds": 30}, &g)
