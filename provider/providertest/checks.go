@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -567,8 +566,8 @@ func testOutage(t *testing.T, s *suite) {
 		}
 		retryable(t, "Status from an unreachable vendor", err)
 	}
-	if list, ok := listerOf(p); ok && !s.lacks(CapListing) {
-		m, err := list(ctx)
+	if l, ok := provider.As[provider.Lister](p); ok && !s.lacks(CapListing) {
+		m, err := l.Listed(ctx)
 		if err == nil {
 			t.Fatalf("Listed from an unreachable vendor answered %v, want an error (an outage hides nothing)", m)
 		}
@@ -681,57 +680,26 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // testListing: the vendor's listing names the model, and stops naming it
 // once withdrawn.
 func testListing(t *testing.T, s *suite) {
-	list, ok := listerOf(s.e.Provider)
+	l, ok := provider.As[provider.Lister](s.e.Provider)
 	if !ok {
 		t.Fatalf("the adapter implements no provider.Lister; declare %s lacking, with why", CapListing)
 	}
 	need(t, s.e.VendorModel != "" && s.e.Unlist != nil, "Env.VendorModel and Vendor.Unlist")
 	ctx := context.Background()
-	m, err := list(ctx)
+	m, err := l.Listed(ctx)
 	if err != nil {
 		t.Fatalf("Listed: %v", err)
 	}
-	if !m[s.e.VendorModel] {
+	if !m[s.e.VendorModel].Listed {
 		t.Fatalf("Listed does not list %q: %v", s.e.VendorModel, m)
 	}
 	s.e.Unlist(s.e.VendorModel)
-	m, err = list(ctx)
+	m, err = l.Listed(ctx)
 	if err != nil {
 		t.Fatalf("Listed after a withdrawal: %v", err)
 	}
-	if listed, known := m[s.e.VendorModel]; listed || !known {
-		t.Fatalf("after the vendor withdrew %q, Listed says listed=%v known=%v, want known and not listed", s.e.VendorModel, listed, known)
+	if vm, known := m[s.e.VendorModel]; vm.Listed || !known {
+		t.Fatalf("after the vendor withdrew %q, Listed says listed=%v known=%v, want known and not listed", s.e.VendorModel, vm.Listed, known)
 	}
 }
 
-// listerOf finds provider.Lister's Listed on p, whether it answers a
-// map[string]bool or a map of structs with a Listed field (the shape is
-// changing); it reads both as listed or not.
-func listerOf(p provider.Provider) (func(context.Context) (map[string]bool, error), bool) {
-	for p != nil {
-		if m := reflect.ValueOf(p).MethodByName("Listed"); m.IsValid() {
-			return func(ctx context.Context) (map[string]bool, error) {
-				out := m.Call([]reflect.Value{reflect.ValueOf(ctx)})
-				if err, _ := out[1].Interface().(error); err != nil {
-					return nil, err
-				}
-				res := map[string]bool{}
-				for it := out[0].MapRange(); it.Next(); {
-					v := it.Value()
-					if v.Kind() == reflect.Bool {
-						res[it.Key().String()] = v.Bool()
-					} else {
-						res[it.Key().String()] = v.FieldByName("Listed").Bool()
-					}
-				}
-				return res, nil
-			}, true
-		}
-		w, ok := p.(provider.Wrapper)
-		if !ok {
-			break
-		}
-		p = w.Unwrap()
-	}
-	return nil, false
-}

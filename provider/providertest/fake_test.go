@@ -254,16 +254,16 @@ type zeros struct{}
 func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }
 
 // Listed implements provider.Lister.
-func (p *fake) Listed(ctx context.Context) (map[string]bool, error) {
+func (p *fake) Listed(ctx context.Context) (provider.Listing, error) {
 	p.v.mu.Lock()
 	defer p.v.mu.Unlock()
 	switch {
 	case p.v.down && mutant == "outage-hides":
-		return map[string]bool{}, nil
+		return provider.Listing{}, nil
 	case p.v.down:
 		return nil, &provider.RetryableError{Err: errors.New("fake: connection refused")}
 	}
-	return map[string]bool{fakeModel.ID: !p.v.unlisted || mutant == "stale-listing"}, nil
+	return provider.Listing{fakeModel.ID: {Listed: !p.v.unlisted || mutant == "stale-listing"}}, nil
 }
 
 // TestMutants plants one fault at a time in the fake and runs TestFake
