@@ -356,7 +356,8 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 	}
 	var perm *provider.PermanentError
 	if errors.As(err, &perm) {
-		r.providerFailed(ctx, g, perm.Message, false, hook{})
+		var sr *submitRefused
+		r.providerFailed(ctx, g, perm.Message, errors.As(err, &sr), hook{})
 		return -1, true
 	}
 	r.mu.Lock()

@@ -211,7 +211,7 @@ func (r *Runner) submitWaiting(ctx context.Context, sw provider.SubmitWaiter, p 
 		if cut {
 			return 0, nil // reconciled at once by the next step
 		}
-		return 0, err // outcome unknown: the next step reconciles
+		return 0, submitError(err) // else the outcome is unknown: the next step reconciles
 	}
 	if err := r.recordSubmitted(ctx, m, g, job, provider.Status{State: provider.StateQueued, Message: submittedTo(p.Name())}); err != nil {
 		return 0, err

@@ -273,7 +273,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 		return 0, err
 	}
 	if err != nil {
-		return 0, err // outcome unknown: the next step reconciles
+		return 0, submitError(err) // else the outcome is unknown: the next step reconciles
 	}
 	st := provider.Status{State: provider.StateQueued, Message: submittedTo(p.Name())}
 	if err := r.recordSubmitted(ctx, m, g, job, st); err != nil {
@@ -404,3 +404,20 @@ func (r *Runner) observe(ctx context.Context, p provider.Provider, m provider.Mo
 
 // submittedTo is the status message of a job its provider accepted.
 func submittedTo(provider string) string { return "submitted to the " + provider + " provider" }
+
+// submitRefused is a vendor's refusal of a submit for good (a
+// provider.PermanentError from Submit: invalid input, a refused key, an
+// unknown model): it made no job, so the generation fails refunded,
+// whatever the vendor bills for jobs that fail.
+type submitRefused struct{ *provider.PermanentError }
+
+func (e *submitRefused) Unwrap() error { return e.PermanentError }
+
+// submitError is a Submit's error, marked as a refusal when it is one.
+func submitError(err error) error {
+	var perm *provider.PermanentError
+	if errors.As(err, &perm) {
+		return &submitRefused{perm}
+	}
+	return err
+}

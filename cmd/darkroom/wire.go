@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -24,14 +23,8 @@ import (
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/provider/catalog"
-	"github.com/darkroom-mcp/darkroom/provider/fal"
-	"github.com/darkroom-mcp/darkroom/provider/fetch"
-	"github.com/darkroom-mcp/darkroom/provider/google"
 	"github.com/darkroom-mcp/darkroom/provider/local"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
-	"github.com/darkroom-mcp/darkroom/provider/openai"
-	"github.com/darkroom-mcp/darkroom/provider/replicate"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -294,102 +287,6 @@ func (a *app) intake(name string, wp provider.WebhookParser) server.Intake {
 		}
 		return err
 	}
-}
-
-// remoteProviders builds Replicate, fal, Google and OpenAI when their
-// credentials are set; a provider without a key is absent, and so are
-// its models (asked for one, the server names the key: unavailableModels). spool holds synchronous calls' results (Google's and
-// OpenAI's) until the runner copies them.
-func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool provider.Spool) ([]provider.Provider, error) {
-	entries, err := curatedEntries(cfg)
-	if err != nil {
-		return nil, err
-	}
-	fetchOpts := func(defaults []string) fetch.Options {
-		o := fetch.Options{AllowHTTP: cfg.UnsafeOutputFetch, AllowPrivate: cfg.UnsafeOutputFetch}
-		if len(cfg.OutputHosts) > 0 {
-			o.Hosts = append(slices.Clone(defaults), cfg.OutputHosts...)
-		}
-		return o
-	}
-	var out []provider.Provider
-	if cfg.ReplicateToken != "" {
-		p, err := replicate.New(replicate.Config{
-			Token: cfg.ReplicateToken, BaseURL: cfg.ReplicateBaseURL, WebhookSecret: cfg.ReplicateSecret,
-			Models: catalog.ForProvider(entries, "replicate"), Fetch: fetchOpts(replicate.DefaultOutputHosts),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("replicate: %w", err)
-		}
-		if cfg.Webhooks && cfg.ReplicateSecret == "" {
-			if err := p.LoadWebhookSecret(ctx); err != nil {
-				log.Warn("replicate: no webhook secret; polling instead", "err", err)
-			}
-		}
-		out = append(out, p)
-	}
-	if cfg.FalKey != "" {
-		p, err := fal.New(fal.Config{
-			Key: cfg.FalKey, QueueURL: cfg.FalQueueURL, MaxConcurrent: cfg.FalConcurrency, APIURL: cfg.FalAPIURL, OpenAPIURL: cfg.FalOpenAPIURL,
-			WebhookJWKSURL: cfg.FalJWKSURL, WebhookUserID: cfg.FalUserID,
-			Models: catalog.ForProvider(entries, "fal"), Fetch: fetchOpts(fal.DefaultOutputHosts),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("fal: %w", err)
-		}
-		out = append(out, p)
-	}
-	vendors, err := vendorProviders(cfg, entries, fetchOpts, spool)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, vendors...)
-	comfy, err := comfyProvider(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	if comfy != nil {
-		out = append(out, comfy)
-	}
-	return out, nil
-}
-
-// vendorProviders builds Google's Gemini API and Vertex AI, and OpenAI's
-// image API.
-func vendorProviders(cfg *config, entries []catalog.Entry, fetchOpts func([]string) fetch.Options, spool provider.Spool) ([]provider.Provider, error) {
-	var out []provider.Provider
-	if cfg.GeminiKey != "" || cfg.GoogleProject != "" {
-		gc := google.Config{
-			Key: cfg.GeminiKey, BaseURL: cfg.GeminiBaseURL, Spool: spool,
-			Models: catalog.ForProvider(entries, google.Name), Fetch: fetchOpts(google.DefaultOutputHosts),
-		}
-		if cfg.GoogleProject != "" {
-			gc.Vertex = &google.Vertex{Project: cfg.GoogleProject, Location: cfg.GoogleLocation, BaseURL: cfg.VertexBaseURL}
-			if cfg.GoogleCreds != "" {
-				b, err := os.ReadFile(cfg.GoogleCreds)
-				if err != nil {
-					return nil, fmt.Errorf("DARKROOM_GOOGLE_CREDENTIALS: %w", err)
-				}
-				gc.Vertex.Credentials = b
-			}
-		}
-		p, err := google.New(gc)
-		if err != nil {
-			return nil, fmt.Errorf("google: %w", err)
-		}
-		out = append(out, p)
-	}
-	if cfg.OpenAIKey != "" {
-		p, err := openai.New(openai.Config{
-			Key: cfg.OpenAIKey, BaseURL: cfg.OpenAIBaseURL, Organization: cfg.OpenAIOrg, Project: cfg.OpenAIProject,
-			Spool: spool, Models: catalog.ForProvider(entries, openai.Name),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("openai: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // blobSpool is the blob store as a provider.Spool: a replica that takes

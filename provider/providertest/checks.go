@@ -702,4 +702,3 @@ func testListing(t *testing.T, s *suite) {
 		t.Fatalf("after the vendor withdrew %q, Listed says listed=%v known=%v, want known and not listed", s.e.VendorModel, vm.Listed, known)
 	}
 }
-
