@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,10 @@ asked or a curated model of it is not listed, so a cron job or a health
 check can run it. Run it after upgrading, after rotating a key, and when a
 generation fails because a model is not available. It reads the same
 settings as serve (flags or DARKROOM_* variables); --json prints the
-report as JSON.
+report as JSON. --spend-cents N also runs each provider's cheapest model
+once, within N US cents in all (darkroom's price of each run), and
+reports its time end to end: the one check that proves a key can
+generate. It costs real money; nothing else here does.
 
 `
 
@@ -68,6 +72,7 @@ type checkReport struct {
 	OK        bool            `json:"ok"`
 	Providers []providerCheck `json:"providers"`
 	Allow     []allowCheck    `json:"allow,omitempty"`
+	Spend     []spendCheck    `json:"spend,omitempty"`
 }
 
 // allowCheck is one DARKROOM_MODELS_ALLOW pattern's part of the report:
@@ -95,19 +100,36 @@ func runModels(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return usageError{errors.New(`the subcommand is "check"`)}
 	}
-	args = args[1:]
+	args = slices.Clone(args[1:]) // the options below are cut out of it
 	asJSON := false
 	if i := slices.Index(args, "--json"); i >= 0 {
 		asJSON, args = true, slices.Delete(args, i, i+1)
+	}
+	spendCents := 0
+	if i := slices.Index(args, "--spend-cents"); i >= 0 {
+		n, err := strconv.Atoi(strings.TrimSpace(strings.Join(args[i+1:min(i+2, len(args))], "")))
+		if err != nil || n <= 0 {
+			return usageError{errors.New("--spend-cents takes a positive number of US cents")}
+		}
+		spendCents, args = n, slices.Delete(args, i, i+2)
 	}
 	cfg, err := parseConfig("serve", args)
 	if err != nil {
 		return err
 	}
 	cfg.Webhooks = false // a check makes no provider wait for deliveries
-	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	timeout := checkTimeout
+	if spendCents > 0 {
+		timeout += time.Duration(len(adapters)+1) * spendTimeout // a run per provider, each bounded
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	providers, err := remoteProviders(ctx, cfg, newLogger(cfg.LogLevel), provider.DirSpool(os.TempDir()) /* no submit: nothing is spooled */)
+	spool, err := os.MkdirTemp("", "darkroom-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(spool) // --spend-cents's synchronous results
+	providers, err := remoteProviders(ctx, cfg, newLogger(cfg.LogLevel), provider.DirSpool(spool))
 	if err != nil {
 		return err
 	}
@@ -117,6 +139,12 @@ func runModels(ctx context.Context, args []string, out io.Writer) error {
 	}
 	report := checkModels(ctx, entries, providers)
 	report.Allow = checkAllow(ctx, cfg.ModelsAllow, providers)
+	if spendCents > 0 {
+		report.Spend = checkSpend(ctx, spendCents, cfg.CreditsPerUSD, providers)
+		for _, s := range report.Spend {
+			report.OK = report.OK && !strings.HasPrefix(s.State, "failed")
+		}
+	}
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -223,6 +251,9 @@ func (r checkReport) write(w io.Writer) error {
 			more = "+"
 		}
 		fmt.Fprintf(tw, "allow %s\t%d%s models\t%s\n", a.Pattern, a.Matches, more, a.State)
+	}
+	for _, s := range r.Spend {
+		fmt.Fprintf(tw, "spend %s\t%s\t%.0f cents\t%.1f s, %d bytes\t%s\n", s.Provider, s.ModelID, s.Cents, s.Seconds, s.Bytes, s.State)
 	}
 	verdict := "every curated model of the configured providers is listed"
 	if !r.OK {

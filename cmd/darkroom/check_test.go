@@ -443,3 +443,42 @@ func TestModelShutdownDate(t *testing.T) {
 		t.Fatalf("a shutdown 60 days away flagged: %s", text(res))
 	}
 }
+
+// TestModelsCheckSpend: --spend-cents runs each configured provider's
+// cheapest image model once, end to end, while the budget lasts (one job
+// at each vendor, its outputs read), and skips what the budget does not
+// cover; without it no job is made.
+func TestModelsCheckSpend(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	args := []string{"models", "check", "--json", "--replicate-api-token", "r8_test", "--replicate-base-url", rig.Replicate.URL,
+		"--fal-key", "fal_test", "--fal-queue-url", rig.Fal.URL, "--fal-api-url", rig.Fal.URL, "--fal-openapi-url", rig.Fal.URL,
+		"--gemini-api-key", "", "--google-project", "", "--openai-api-key", "",
+		"--unsafe-output-fetch", "--output-hosts", rig.filesHost()}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), args, &out, &errOut); code != 0 || rig.Jobs("replicate")+rig.Jobs("fal") != 0 {
+		t.Fatalf("without --spend-cents: exit %d, %d jobs\n%s", code, rig.Jobs("replicate")+rig.Jobs("fal"), errOut.String())
+	}
+	out.Reset()
+	// 3 cents: Replicate's FLUX schnell (3 credits at 100 a dollar), then
+	// nothing left for fal's.
+	if code := run(context.Background(), append(args, "--spend-cents", "3"), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	var r checkReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	byProvider := map[string]spendCheck{}
+	for _, s := range r.Spend {
+		byProvider[s.Provider] = s
+	}
+	if s := byProvider["replicate"]; s.State != "completed" || s.ModelID != "replicate-flux-schnell" || s.Bytes == 0 || s.Cents != 3 {
+		t.Fatalf("replicate: %+v", s)
+	}
+	if s := byProvider["fal"]; !strings.HasPrefix(s.State, "skipped") {
+		t.Fatalf("fal ran past the budget: %+v", s)
+	}
+	if rig.Jobs("replicate") != 1 || rig.Jobs("fal") != 0 {
+		t.Fatalf("jobs: replicate %d, fal %d; want 1 and 0", rig.Jobs("replicate"), rig.Jobs("fal"))
+	}
+}
