@@ -33,7 +33,7 @@ func (r *Runner) stopped() {
 	r.run.draining.Store(true)
 	r.run.letGo() // a held stream or create ends now; its step polls once and hands the row back
 	defer r.run.alive.Store(false)
-	inFlight := len(r.sem)
+	inFlight := len(r.sem) + r.heldNow() // a held call's step gave its worker back
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
 	finished := inFlight == 0
@@ -46,7 +46,7 @@ func (r *Runner) stopped() {
 		}
 		t.Stop()
 	}
-	left := len(r.sem)
+	left := len(r.sem) + r.heldNow()
 	r.run.abort()
 	<-done
 	if finished && inFlight == 0 && r.cfg.Drain == 0 {

@@ -54,9 +54,9 @@ type RunnerConfig struct {
 	// context ends; then they are cancelled and their leases released.
 	Drain time.Duration
 	// Held bounds the status streams and waiting creates held at once per
-	// provider (signal.go; default a quarter of Workers, at least 1): each
-	// keeps a worker, so the rest stay free for everything else. A job
-	// beyond it is polled.
+	// provider (signal.go; default 16). A held call gives its worker back
+	// while it waits (Workers bounds steps doing work, not connections
+	// waiting). A job beyond it is polled.
 	Held int
 	// PollOnly is the scheduler before issue 39: no streams or waiting
 	// creates, and NextPoll's fixed caps (BenchmarkCompletionLag compares
@@ -125,7 +125,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Held <= 0 {
-		cfg.Held = max(cfg.Workers/4, 1)
+		cfg.Held = 16
 	}
 	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{},
 		held: map[string]int{}, streamFailed: map[string]time.Time{}}
@@ -226,7 +226,7 @@ func (r *Runner) claimAll(ctx context.Context) error {
 		go func() {
 			defer r.wg.Done()
 			defer func() { <-r.sem }()
-			r.step(r.run.steps, row)
+			r.step(context.WithValue(r.run.steps, workerKey{}, true), row)
 		}()
 	}
 	return nil

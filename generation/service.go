@@ -642,6 +642,9 @@ func (s *Service) cancel(ctx context.Context, id string) (*Generation, CancelOut
 	}
 	if outcome == CancelRequested {
 		s.noteStatus(g, "cancel requested")
+		// The ask changes no status, so change() announced nothing: a
+		// step holding a stream or a create for it (signal.go) is woken.
+		s.cfg.Hub.Publish(id)
 		s.kick()
 	}
 	return g, outcome, nil

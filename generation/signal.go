@@ -24,9 +24,10 @@ import (
 // A held stream or create is a synchronous call under the step's lease:
 // the lease is renewed while it is held; it ends when the lease is lost,
 // when a cancel is asked (a change of the row wakes the step, which reads
-// it), and when the runner starts draining; and at most Held of them per
-// provider are held at once (each keeps a worker), beyond which the job is
-// polled. A stream that cannot be opened, drops, stalls or ends without
+// it), and when the runner starts draining; at most Held of them per
+// provider are held at once, beyond which the job is polled; and while it
+// waits its step gives its worker back (idle), so held calls never keep
+// other generations from being stepped. A stream that cannot be opened, drops, stalls or ends without
 // the job's end is followed at once by a Status call, and that
 // generation is polled for streamPause before it is streamed again: the
 // job is never lost, and a stream never makes one.
@@ -75,6 +76,17 @@ func (r *Runner) Held(name string) int {
 	return r.held[name]
 }
 
+// heldNow is how many calls are held now, all providers.
+func (r *Runner) heldNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.held {
+		n += v
+	}
+	return n
+}
+
 // holdCtx is ctx for a held call of generation id: it also ends when the
 // runner starts draining and when a cancel is asked for id. stop releases
 // it.
@@ -91,6 +103,14 @@ func (r *Runner) holdCtx(ctx context.Context, id string) (_ context.Context, sto
 		go func() {
 			defer close(done)
 			for {
+				// The watch is taken before the read: no change is missed,
+				// a cancel asked before the hold included.
+				row, err := r.s.store.Generation(hctx, id)
+				if err == nil && row.CancelRequested == 1 {
+					release()
+					cancel()
+					return
+				}
 				select {
 				case <-hctx.Done():
 					release()
@@ -98,13 +118,7 @@ func (r *Runner) holdCtx(ctx context.Context, id string) (_ context.Context, sto
 				case <-ch:
 				}
 				release()
-				ch, release = hub.Watch(id) // before the read: no change is missed
-				row, err := r.s.store.Generation(hctx, id)
-				if err == nil && row.CancelRequested == 1 {
-					release()
-					cancel()
-					return
-				}
+				ch, release = hub.Watch(id)
 			}
 		}()
 	} else {
@@ -127,7 +141,9 @@ func (r *Runner) look(ctx context.Context, p provider.Provider, m provider.Model
 		return p.Status(ctx, job)
 	}
 	hctx, stop := r.holdCtx(ctx, g.ID)
-	st, err := w.Watch(hctx, job, r.progress(ctx, g))
+	var st provider.Status
+	var err error
+	r.idle(ctx, func() { st, err = w.Watch(hctx, job, r.progress(ctx, g)) })
 	stop()
 	r.giveHeld(p.Name())
 	if err == nil && st.State.Terminal() {
@@ -197,7 +213,10 @@ func (r *Runner) pauseStream(id string) {
 // once.
 func (r *Runner) submitWaiting(ctx context.Context, sw provider.SubmitWaiter, p provider.Provider, m provider.Model, g *Generation, req provider.Request) (time.Duration, error) {
 	hctx, stop := r.holdCtx(ctx, g.ID)
-	job, st, err := sw.SubmitWait(hctx, req, waitOnCreate)
+	var job provider.Job
+	var st provider.Status
+	var err error
+	r.idle(ctx, func() { job, st, err = sw.SubmitWait(hctx, req, waitOnCreate) })
 	cut := hctx.Err() != nil && ctx.Err() == nil
 	stop()
 	r.giveHeld(p.Name())
@@ -218,4 +237,22 @@ func (r *Runner) submitWaiting(ctx context.Context, sw provider.SubmitWaiter, p 
 	}
 	r.noteSubmitted(g, p.Name(), job.ID)
 	return r.observe(ctx, p, m, g, job, st, hook{})
+}
+
+// workerKey marks the context of a step run by a worker of Run (it holds
+// one of r.sem's slots).
+type workerKey struct{}
+
+// idle runs fn, a held call, with the step's worker given back to Run
+// (which may claim another generation meanwhile), and takes a worker
+// again before it returns. Outside Run's workers it just runs fn.
+func (r *Runner) idle(ctx context.Context, fn func()) {
+	if ctx.Value(workerKey{}) == nil {
+		fn()
+		return
+	}
+	<-r.sem
+	r.Kick()
+	defer func() { r.sem <- struct{}{} }()
+	fn()
 }

@@ -259,7 +259,7 @@ func (r *Runner) submit(ctx context.Context, p provider.Provider, m provider.Mod
 	if r.webhooks(p) {
 		req.WebhookURL = r.cfg.WebhookBase + "/webhooks/" + p.Name()
 	}
-	if r.signal(p, m) == provider.SignalWaitOnCreate {
+	if r.signal(p, m) == provider.SignalWaitOnCreate && !g.CancelRequested {
 		if sw, ok := provider.As[provider.SubmitWaiter](p); ok && r.takeHeld(p.Name()) {
 			return r.submitWaiting(ctx, sw, p, m, g, req)
 		}

@@ -88,6 +88,7 @@ func buildReplicate(ctx context.Context, b adapterEnv) (provider.Provider, error
 	p, err := replicate.New(replicate.Config{
 		Token: b.cfg.ReplicateToken, BaseURL: b.cfg.ReplicateBaseURL, WebhookSecret: b.cfg.ReplicateSecret,
 		Models: b.entries, Fetch: b.fetch(replicate.DefaultOutputHosts),
+		WaitBelow: b.cfg.replicateWaitBelow,
 	})
 	if err != nil {
 		return nil, err
@@ -105,6 +106,7 @@ func buildFal(_ context.Context, b adapterEnv) (provider.Provider, error) {
 		Key: b.cfg.FalKey, QueueURL: b.cfg.FalQueueURL, MaxConcurrent: b.cfg.FalConcurrency, APIURL: b.cfg.FalAPIURL, OpenAPIURL: b.cfg.FalOpenAPIURL,
 		WebhookJWKSURL: b.cfg.FalJWKSURL, WebhookUserID: b.cfg.FalUserID,
 		Models: b.entries, Fetch: b.fetch(fal.DefaultOutputHosts),
+		StreamStall: b.cfg.falStreamStall,
 	})
 }
 

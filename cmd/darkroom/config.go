@@ -69,6 +69,14 @@ type config struct {
 	// creates, fixed poll caps): BenchmarkCompletionLag's comparison; not
 	// a setting.
 	pollOnly bool
+	// replicateWaitBelow is replicate.Config.WaitBelow (0: its default),
+	// scaled with the benchmark's durations; not a setting.
+	replicateWaitBelow time.Duration
+	// falStreamStall and runnerHeld are fal.Config.StreamStall and
+	// generation.RunnerConfig.Held (0: their defaults), for tests; not
+	// settings.
+	falStreamStall time.Duration
+	runnerHeld     int
 	// MaxLifetime per kind: a generation live longer is abandoned.
 	MaxLifetimeImage, MaxLifetimeVideo time.Duration
 	// Providers beyond the local one; each is on only with its credential.

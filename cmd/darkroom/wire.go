@@ -189,7 +189,7 @@ func (a *app) buildService(hub *generation.Hub, mirror *gentask.Mirror) (err err
 // buildRunner builds the runner, and the webhook route of each remote
 // provider that sends webhooks.
 func (a *app) buildRunner(providers []provider.Provider) {
-	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain, PollOnly: a.cfg.pollOnly,
+	rc := generation.RunnerConfig{Logger: a.log, MaxInFlight: a.maxInFlight, StorageGiveUp: a.cfg.StorageGiveUp, Lease: a.cfg.RunnerLease, Drain: a.cfg.Drain, PollOnly: a.cfg.pollOnly, Held: a.cfg.runnerHeld,
 		MaxLifetime: map[provider.Kind]time.Duration{provider.KindImage: a.cfg.MaxLifetimeImage, provider.KindVideo: a.cfg.MaxLifetimeVideo}}
 	if a.cfg.Webhooks {
 		rc.WebhookBase = a.cfg.PublicURL

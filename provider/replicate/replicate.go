@@ -79,6 +79,10 @@ type Config struct {
 	// MaxRateWait is how long a call may wait for the limiter before it
 	// fails with a RetryableError (default 2 s; negative: never wait).
 	MaxRateWait time.Duration
+	// WaitBelow: a model expected to finish within it is submitted with
+	// its create held (Prefer: wait, SubmitWait) where there is no
+	// webhook (default and most MaxWait).
+	WaitBelow time.Duration
 	// HTTPClient sends API requests (nil: one with RequestTimeout).
 	HTTPClient     *http.Client
 	RequestTimeout time.Duration
@@ -149,6 +153,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.RequestsPerMinute == 0 {
 		cfg.RequestsPerMinute = 3000
+	}
+	if cfg.WaitBelow <= 0 || cfg.WaitBelow > MaxWait {
+		cfg.WaitBelow = MaxWait
 	}
 	if cfg.FindPages <= 0 {
 		cfg.FindPages = 3

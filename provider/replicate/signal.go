@@ -19,12 +19,13 @@ const MaxWait = 60 * time.Second
 
 // Signal implements provider.Signaller: Replicate's webhook where
 // darkroom can be called back; else, for a model expected to finish
-// within MaxWait, the create held open (Prefer: wait); else polling.
+// within Config.WaitBelow (MaxWait), the create held open (Prefer: wait);
+// else polling.
 func (p *Provider) Signal(m provider.Model, webhook bool) provider.Signal {
 	switch {
 	case webhook:
 		return provider.SignalWebhook
-	case m.ExpectedDuration > 0 && m.ExpectedDuration < MaxWait:
+	case m.ExpectedDuration > 0 && m.ExpectedDuration < p.cfg.WaitBelow:
 		return provider.SignalWaitOnCreate
 	}
 	return provider.SignalPoll
