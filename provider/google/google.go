@@ -272,7 +272,13 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		}
 		defer leave()
 	}
-	n, err := p.journal.Begin(ctx, req.IdempotencyKey)
+	begin := p.journal.Begin
+	if e.API != "gemini" {
+		// An interaction or a Veo operation is a paid video that cannot
+		// be looked up after a lost reply: never started twice.
+		begin = p.journal.BeginOnce
+	}
+	n, err := begin(ctx, req.IdempotencyKey)
 	if err != nil {
 		return provider.Job{}, err
 	}

@@ -40,6 +40,10 @@ type Journal struct {
 type record struct {
 	Attempts int           `json:"attempts"`
 	Job      *provider.Job `json:"job,omitempty"`
+	// Once marks a call that starts a long paid job (a video operation):
+	// after an interrupted attempt Find answers ErrUnsupported, never
+	// ErrResubmitOnce, so the runner does not start a second one.
+	Once bool `json:"once,omitempty"`
 }
 
 // URLPrefix marks an output served from the spool.
@@ -86,10 +90,22 @@ func (j Journal) write(ctx context.Context, gen string, r record) error {
 // number (1 for the first). A failure to write it is a RetryableError
 // wrapping ErrNotCreated: nothing was sent.
 func (j Journal) Begin(ctx context.Context, gen string) (int, error) {
+	return j.begin(ctx, gen, false)
+}
+
+// BeginOnce is Begin for a call that starts a long paid job at the
+// vendor (an asynchronous operation whose create cannot be looked up):
+// an interrupted one is never made again (Find: ErrUnsupported).
+func (j Journal) BeginOnce(ctx context.Context, gen string) (int, error) {
+	return j.begin(ctx, gen, true)
+}
+
+func (j Journal) begin(ctx context.Context, gen string, once bool) (int, error) {
 	r, _, err := j.read(ctx, gen)
 	if err == nil {
 		r.Attempts++
 		r.Job = nil
+		r.Once = r.Once || once
 		err = j.write(ctx, gen, r)
 	}
 	if err != nil {
@@ -101,7 +117,11 @@ func (j Journal) Begin(ctx context.Context, gen string) (int, error) {
 // Undo takes back attempt n when the vendor surely made nothing (a
 // refused connection, a 429), so a retry is not counted as a resubmit.
 func (j Journal) Undo(ctx context.Context, gen string, n int) {
-	_ = j.write(ctx, gen, record{Attempts: n - 1})
+	r, _, err := j.read(ctx, gen)
+	if err != nil {
+		return
+	}
+	_ = j.write(ctx, gen, record{Attempts: n - 1, Once: r.Once})
 }
 
 // Done records the job the attempt made.
@@ -125,7 +145,7 @@ func (j Journal) Find(ctx context.Context, gen string) (provider.Job, bool, erro
 		return provider.Job{}, false, nil
 	case r.Job != nil:
 		return *r.Job, true, nil
-	case r.Attempts == 1:
+	case r.Attempts == 1 && !r.Once:
 		return provider.Job{}, false, provider.ErrResubmitOnce
 	default:
 		return provider.Job{}, false, provider.ErrUnsupported

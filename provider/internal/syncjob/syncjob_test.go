@@ -89,6 +89,16 @@ func TestJournalFind(t *testing.T) {
 	if _, ok, err := j.Find(ctx, "g2"); ok || err != nil {
 		t.Fatalf("after Undo: %v %v", ok, err)
 	}
+	// A long paid job's call, cut off once, is never made again; an
+	// undone one (surely nothing made) may be.
+	n, _ = j.BeginOnce(ctx, "g3")
+	if _, ok, err := j.Find(ctx, "g3"); ok || !errors.Is(err, provider.ErrUnsupported) {
+		t.Fatalf("BeginOnce cut off once: %v %v; want ErrUnsupported", ok, err)
+	}
+	j.Undo(ctx, "g3", n)
+	if _, ok, err := j.Find(ctx, "g3"); ok || err != nil {
+		t.Fatalf("BeginOnce undone: %v %v", ok, err)
+	}
 }
 
 func TestStoreAndOpen(t *testing.T) {
