@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -166,50 +163,6 @@ func TestAnotherProvider(t *testing.T) {
 		var ie *modelschema.InputError
 		if err := c.CheckInput(ctx, pm, in); !errors.As(err, &ie) {
 			t.Errorf("input %v: %v; want it refused", in, err)
-		}
-	}
-}
-
-// TestNoProviderNames: modelschema's code names no provider; each
-// adapter's Dialect says what modelschema would otherwise switch on its
-// name for. The names are the adapters' own (each provider package's
-// const Name).
-func TestNoProviderNames(t *testing.T) {
-	nameDecl := regexp.MustCompile(`(?m)^const Name = "([^"]+)"`)
-	var names []string
-	adapters, _ := filepath.Glob("../*/*.go")
-	for _, f := range adapters {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range nameDecl.FindAllSubmatch(b, -1) {
-			names = append(names, string(m[1]))
-		}
-	}
-	for _, n := range []string{"replicate", "fal"} {
-		if !slices.Contains(names, n) {
-			t.Fatalf("provider names found %v; %s's is not among them", names, n)
-		}
-	}
-	own, _ := filepath.Glob("*.go")
-	for _, f := range own {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, line := range strings.Split(string(b), "\n") {
-			for _, n := range names {
-				if strings.Contains(line, `"`+n+`"`) {
-					t.Errorf("%s:%d names the provider %q: ask its Dialect instead\n\t%s", f, i+1, n, strings.TrimSpace(line))
-				}
-			}
 		}
 	}
 }
