@@ -168,8 +168,24 @@ func TestComfyJourney(t *testing.T) {
 		}
 		return sc
 	}
-	sc := taskOf(map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a harbour", "count": 3})
-	if len(asList(sc["outputs"])) != 3 {
+	// The Tasks client watches its three variations' percent in the task's
+	// status message.
+	r := tc.tool("generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a harbour", "count": 3})
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+	}
+	taskID := r.Result["taskId"].(string)
+	var msg string
+	eventually(t, 20*time.Second, func() bool {
+		g := tc.call("tasks/get", map[string]any{"taskId": taskID})
+		msg, _ = g.Result["statusMessage"].(string)
+		return strings.Contains(msg, "%") || g.Result["status"] != "working"
+	}, "the task's percent")
+	if !strings.Contains(msg, "step") {
+		t.Fatalf("the task's status message: %q", msg)
+	}
+	_, sc := structuredOf(t, tc.waitTask(taskID))
+	if sc["status"] != "completed" || len(asList(sc["outputs"])) != 3 {
 		t.Fatalf("three variations (tasks): %v", sc)
 	}
 	id := sc["generationId"].(string)
@@ -193,12 +209,45 @@ func TestComfyJourney(t *testing.T) {
 	t.Logf("prompts per backend: %d, %d", a, b)
 }
 
-// TestComfyCancelMidRun: a cancel while the prompt runs stops it at the
+// TestComfyCancelMidRun: a cancel while the prompt runs (cancel_generation
+// of a legacy client, tasks/cancel of a Tasks client) stops it at the
 // backend, and the generation ends cancelled, refunded.
 func TestComfyCancelMidRun(t *testing.T) {
 	_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 3 * time.Second})
 	s := comfyServer(t, backends, comfyWorkflows(t))
 	cs := connect(t, s.url, "2025-06-18")
+
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	r := tc.tool("generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a dog [hang]"})
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+	}
+	taskID := r.Result["taskId"].(string)
+	var taskGen string
+	eventually(t, 20*time.Second, func() bool {
+		var l struct {
+			Generations []genView `json:"generations"`
+		}
+		call(t, cs, "list_generations", map[string]any{}, &l)
+		for _, g := range l.Generations {
+			if g.Status == "running" {
+				taskGen = g.GenerationID
+			}
+		}
+		return taskGen != ""
+	}, "the task's prompt running")
+	if ack := tc.call("tasks/cancel", map[string]any{"taskId": taskID}); ack.Error != nil {
+		t.Fatalf("tasks/cancel: %+v", ack.Error)
+	}
+	if done := tc.waitTask(taskID); done["status"] != "cancelled" {
+		t.Fatalf("the task after tasks/cancel: %v", done)
+	}
+	for _, b := range backends {
+		if b.Running() == comfyui.PromptID(taskGen) {
+			t.Fatal("the backend still runs the task's prompt")
+		}
+	}
+
 	var g genView
 	call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a cat [hang]"}, &g)
 	id := comfyui.PromptID(g.GenerationID)
@@ -217,7 +266,7 @@ func TestComfyCancelMidRun(t *testing.T) {
 	if backends[0].Running() == id || backends[1].Running() == id {
 		t.Fatal("the backend still runs the prompt")
 	}
-	if n := backends[0].Count("POST /api/jobs/{id}/cancel") + backends[1].Count("POST /api/jobs/{id}/cancel"); n == 0 {
+	if n := backends[0].Count("POST /api/jobs/{id}/cancel") + backends[1].Count("POST /api/jobs/{id}/cancel"); n < 2 {
 		t.Fatal("not cancelled through the jobs API")
 	}
 }

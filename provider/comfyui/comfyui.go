@@ -1036,14 +1036,7 @@ func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status,
 			st.Message += fmt.Sprintf(", position %d", v.position)
 		}
 	case provider.StateRunning:
-		st.Message = "running on the ComfyUI at " + b.host
-		if l, ok := p.live.get(j.ID); ok && l.max > 0 {
-			st.Progress = min(float64(l.value)/float64(l.max), 0.99)
-			st.Message += fmt.Sprintf(": node %s, step %d/%d (%.0f%%)", l.node, l.value, l.max, st.Progress*100)
-			if l.frames > 0 {
-				st.Message += fmt.Sprintf(", %d preview frames", l.frames)
-			}
-		}
+		st, _ = p.running(b, j.ID)
 	case provider.StateCompleted:
 		st.Progress, st.Message, st.Outputs = 1, "completed on the ComfyUI at "+b.host, v.outputs
 		if len(v.outputs) == 0 {
@@ -1058,6 +1051,22 @@ func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status,
 		p.live.forget(j.ID)
 	}
 	return st, nil
+}
+
+// running is a running prompt's status as the websocket last told it
+// (ok false: it told nothing of its steps yet).
+func (p *Provider) running(b *backend, id string) (provider.Status, bool) {
+	st := provider.Status{State: provider.StateRunning, Message: "running on the ComfyUI at " + b.host}
+	l, ok := p.live.get(id)
+	if !ok || l.max <= 0 {
+		return st, false
+	}
+	st.Progress = min(float64(l.value)/float64(l.max), 0.99)
+	st.Message += fmt.Sprintf(": node %s, step %d/%d (%.0f%%)", l.node, l.value, l.max, st.Progress*100)
+	if l.frames > 0 {
+		st.Message += fmt.Sprintf(", %d preview frames", l.frames)
+	}
+	return st, true
 }
 
 func (p *Provider) askedToCancel(id string) bool {

@@ -385,15 +385,10 @@ func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(pr
 		stall.Reset(watchStall)
 		_, f, _ := b.ws.wait()
 		check = f.prompt != job.ID || f.kind != "progress"
-		if !check {
-			if l, ok := p.live.get(job.ID); ok && l.max > 0 && progress != nil {
-				st := last
-				st.State = provider.StateRunning
-				st.Progress = min(float64(l.value)/float64(l.max), 0.99)
-				if st.Progress > last.Progress {
-					progress(st)
-					last = st
-				}
+		if !check && progress != nil {
+			if st, ok := p.running(b, job.ID); ok && st.Progress > last.Progress {
+				progress(st)
+				last = st
 			}
 		}
 	}
