@@ -654,3 +654,34 @@ func TestComfyAlphaMask(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestComfyVideoCombine: a video from VideoHelperSuite's VHS_VideoCombine
+// (its files under "gifs", with a format) is the model's video output.
+func TestComfyVideoCombine(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{}, Config{NoWebsocket: true})
+	graph := `{
+	  "3": {"class_type": "KSampler", "inputs": {"seed": 0, "steps": 20, "cfg": 2.5, "sampler_name": "euler", "scheduler": "karras", "denoise": 1,
+	        "model": ["15", 0], "positive": ["12", 0], "negative": ["12", 1], "latent_image": ["12", 2]}},
+	  "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["15", 2]}},
+	  "12": {"class_type": "SVD_img2vid_Conditioning", "inputs": {"clip_vision": ["15", 1], "init_image": ["23", 0], "vae": ["15", 2], "width": 512, "height": 512,
+	         "video_frames": 14, "motion_bucket_id": 127, "fps": 6, "augmentation_level": 0}},
+	  "15": {"class_type": "ImageOnlyCheckpointLoader", "inputs": {"ckpt_name": "svd_xt.safetensors"}},
+	  "23": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
+	  "30": {"class_type": "VHS_VideoCombine", "inputs": {"images": ["8", 0], "frame_rate": 8, "loop_count": 0, "filename_prefix": "clips/vhs",
+	         "format": "video/h264-mp4", "pingpong": false, "save_output": true}}
+	}`
+	w, err := NewWorkflow("vhs", []byte(graph), mappingFile{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Model.Kind != provider.KindVideo || strings.Join(w.Map.Outputs, ",") != "30" || w.Map.Image != "23.image" {
+		t.Fatalf("model %+v, mapping %+v", w.Model, w.Map)
+	}
+	r.p.models[w.Model.ID] = w
+	job := r.submit("gen-vhs", "vhs", "waves", func(q *provider.Request) { q.InputImage = pngInput(16, 16, 4) })
+	r.advance(10 * time.Second)
+	st := r.status(job)
+	if st.State != provider.StateCompleted || len(st.Outputs) != 1 || st.Outputs[0].MimeType != "video/mp4" || !strings.Contains(st.Outputs[0].URL, "subfolder=clips") {
+		t.Fatalf("%+v", st)
+	}
+}
