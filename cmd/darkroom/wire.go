@@ -482,6 +482,11 @@ func (a *app) handler() http.Handler { return a.observeHTTP(server.Handler(a.ser
 // close releases the database and the authenticator.
 func (a *app) close() error {
 	a.auth.Close()
+	for _, p := range a.providers {
+		if c, ok := p.(interface{ Close() }); ok { // ComfyUI's websockets
+			c.Close()
+		}
+	}
 	return a.db.Close()
 }
 

@@ -219,9 +219,9 @@ func (p *Provider) Workflow(id string) (*Workflow, bool) {
 // charged for it.
 func (p *Provider) RefundsFailures() bool { return true }
 
-// Close stops the websockets.
+// Close stops the websockets (and keeps them from starting).
 func (p *Provider) Close() {
-	p.start()
+	p.startOnce.Do(func() { p.stop = func() {} })
 	p.stop()
 }
 
