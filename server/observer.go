@@ -133,7 +133,7 @@ type envelopeSeen interface {
 }
 
 func (rec *respRecorder) rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
-	r = r.WithContext(tasks.WithOutcome(r.Context(), rec)) // go-sdk's path tells it there (recordOutcome)
+	env.Recorder = rec // go-sdk's path tells it there (recordOutcome)
 	if env.IsBatch {
 		rec.method = "batch"
 		return r, func() {}

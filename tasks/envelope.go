@@ -35,6 +35,9 @@ type Envelope struct {
 	IsBatch bool
 	// Body is the whole body as read.
 	Body []byte
+	// Recorder, when set (the Observer's), is told the request's outcome
+	// by whoever answers it (Outcome).
+	Recorder Outcome
 	// admitted is set once Admit accepted the request.
 	admitted bool
 }

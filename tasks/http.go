@@ -64,19 +64,15 @@ type Outcome interface {
 	ServedBy(p Path)
 }
 
-type outcomeKey struct{}
-
-// WithOutcome leaves o in ctx for the layers that answer a request
-// without its ResponseWriter (go-sdk's handlers: server's receiving
-// middleware tells it there).
-func WithOutcome(ctx context.Context, o Outcome) context.Context {
-	return context.WithValue(ctx, outcomeKey{}, o)
-}
-
-// OutcomeFrom returns the recorder WithOutcome left in ctx.
+// OutcomeFrom returns the recorder of the request ctx serves (its
+// envelope's Recorder), for the layers that answer without its
+// ResponseWriter: go-sdk's handlers, whose outcome server's receiving
+// middleware tells it.
 func OutcomeFrom(ctx context.Context) (Outcome, bool) {
-	o, ok := ctx.Value(outcomeKey{}).(Outcome)
-	return o, ok
+	if e, ok := EnvelopeFrom(ctx); ok && e.Recorder != nil {
+		return e.Recorder, true
+	}
+	return nil, false
 }
 
 func tell(w http.ResponseWriter, code int64, isError bool) {
