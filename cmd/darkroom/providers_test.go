@@ -184,6 +184,10 @@ func providerServer(t *testing.T, rig *emuRig, webhooks bool, opts ...func(*conf
 		c.CreateRate, c.CreateBurst = 1000, 1000
 		c.MaxInFlight = 0
 		c.Webhooks = webhooks // PublicURL is the test listener (startServer)
+		// These tests follow polled jobs (a runner gone idle between
+		// looks, status calls counted): the scheduler before issue 39.
+		// Each provider's own signal is signals_test.go's.
+		c.pollOnly = true
 		c.ReplicateSecret = ""
 		if webhooks {
 			c.ReplicateSecret = emulator.DefaultWebhookSecret
