@@ -9,6 +9,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
+	"github.com/darkroom-mcp/darkroom/provider/comfyui"
 	"github.com/darkroom-mcp/darkroom/provider/fal"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/google"
@@ -52,6 +53,9 @@ var adapters = []adapter{
 	{name: fal.Name, on: func(c *config) bool { return c.FalKey != "" }, build: buildFal},
 	{name: google.Name, on: func(c *config) bool { return c.GeminiKey != "" || c.GoogleProject != "" }, build: buildGoogle},
 	{name: openai.Name, on: func(c *config) bool { return c.OpenAIKey != "" }, build: buildOpenAI},
+	{name: comfyui.Name, on: func(c *config) bool { return len(c.ComfyURLs) > 0 }, build: func(_ context.Context, b adapterEnv) (provider.Provider, error) {
+		return comfyProvider(b.cfg, b.log)
+	}},
 }
 
 // remoteProviders builds every adapter the configuration turns on; one
@@ -73,13 +77,6 @@ func remoteProviders(ctx context.Context, cfg *config, log *slog.Logger, spool p
 			return nil, fmt.Errorf("%s: %w", a.name, err)
 		}
 		out = append(out, p)
-	}
-	comfy, err := comfyProvider(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	if comfy != nil {
-		out = append(out, comfy)
 	}
 	return out, nil
 }

@@ -53,6 +53,7 @@ func TestAddProviderFromTestPackage(t *testing.T) {
 	if res := call(t, cs, "generate", map[string]any{"modelId": fakeprovider.Model.ID, "prompt": "a kite"}, &g); res.IsError {
 		t.Fatalf("generate: %s", text(res))
 	}
+	eventually(t, 10*time.Second, func() bool { return vendor.Jobs() == 1 }, "the job at the fake vendor")
 	vendor.Advance(3 * time.Second) // the fake vendor's job is done
 	var w genView
 	if res := call(t, cs, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 30}, &w); res.IsError || w.Status != "completed" || len(w.Outputs) != 1 {

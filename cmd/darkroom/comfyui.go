@@ -8,13 +8,10 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/comfyui"
 )
 
-// comfyProvider builds the ComfyUI provider when DARKROOM_COMFYUI_URL is
-// set (nil otherwise): each workflow of DARKROOM_COMFYUI_WORKFLOWS a
+// comfyProvider builds the ComfyUI provider (its adapters row is on
+// when DARKROOM_COMFYUI_URL is set): each workflow of DARKROOM_COMFYUI_WORKFLOWS a
 // model, or the shipped examples when no folder is set.
 func comfyProvider(cfg *config, log *slog.Logger) (provider.Provider, error) {
-	if len(cfg.ComfyURLs) == 0 {
-		return nil, nil
-	}
 	var ws []*comfyui.Workflow
 	var err error
 	if cfg.ComfyWorkflows != "" {
