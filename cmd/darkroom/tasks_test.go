@@ -532,9 +532,10 @@ func TestApprovalByMRTR(t *testing.T) {
 }
 
 // TestLeanGenerateAnswersAsGoSDK: a Tasks client's generate is answered
-// by the dispatcher's own tools/call path; the same call made to go through
-// go-sdk (a requestState, which a Tasks client's generate ignores, sends it
-// there) gets the same answer, whatever the outcome.
+// by the dispatcher's own tools/call path whatever the outcome (a task, or
+// a refusal: the route is final, nothing is handed back to go-sdk); the
+// same call made to go through go-sdk (a requestState, which a Tasks
+// client's generate ignores, sends it there) gets the same answer.
 func TestLeanGenerateAnswersAsGoSDK(t *testing.T) {
 	s := startServer(t, 0, func(c *config) {
 		five := int64(5)
@@ -546,15 +547,15 @@ func TestLeanGenerateAnswersAsGoSDK(t *testing.T) {
 		name string
 		caps map[string]any
 		args map[string]any
-		lean bool // the dispatcher answers (a task or a JSON-RPC error)
+		lean bool // the dispatcher answers (a task, a refusal or a JSON-RPC error)
 	}{
 		{"task created", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "a"}, true},
 		{"held for approval", withTasks(), map[string]any{"modelId": "local-motion", "prompt": "b"}, true},
 		{"approval needs elicitation", noElicit, map[string]any{"modelId": "local-motion", "prompt": "c"}, true},
 		{"same idempotency key", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "d", "idempotencyKey": "k1"}, true},
-		{"unknown model", withTasks(), map[string]any{"modelId": "nope", "prompt": "e"}, false},
-		{"blank prompt", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": " "}, false},
-		{"bad waitSeconds", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "f", "waitSeconds": 1}, false},
+		{"unknown model", withTasks(), map[string]any{"modelId": "nope", "prompt": "e"}, true},
+		{"blank prompt", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": " "}, true},
+		{"bad waitSeconds", withTasks(), map[string]any{"modelId": "local-sketch", "prompt": "f", "waitSeconds": 1}, true},
 	}
 	normal := func(r rpcReply, again bool) string {
 		delete(r.Result, "taskId")
