@@ -29,7 +29,6 @@ type modelWatch struct {
 	gone    map[string]string      // withdrawn now, with why
 	runs    map[string]string      // ids that run a later target now
 	ending  map[string]time.Time   // ids whose target shuts down within shutdownNotice
-	avail   map[string]generation.Availability
 }
 
 // readListing is one provider's listing with when its vendor was asked.
@@ -175,7 +174,7 @@ func (a *app) refreshModels(ctx context.Context) {
 			a.log.Info("model available again: its vendor lists it", "model", id)
 		}
 	}
-	w.gone, w.ending, w.avail = gone, ending, avail
+	w.gone, w.ending = gone, ending
 	a.svc.SetAvailability(maps.Clone(avail))
 }
 

@@ -41,11 +41,9 @@ func checkSpend(ctx context.Context, budgetCents int, creditsPerUSD float64, pro
 	for _, p := range providers {
 		sc := spendCheck{Provider: p.Name()}
 		models := slices.Clone(p.Models())
+		video := func(m provider.Model) bool { return m.Kind != provider.KindImage }
 		slices.SortStableFunc(models, func(a, b provider.Model) int {
-			if (a.Kind == provider.KindImage) != (b.Kind == provider.KindImage) {
-				return map[bool]int{true: -1, false: 1}[a.Kind == provider.KindImage]
-			}
-			return cmp.Compare(a.Credits, b.Credits)
+			return cmp.Or(cmp.Compare(b2i(video(a)), b2i(video(b))), cmp.Compare(a.Credits, b.Credits)) // images first, cheapest first
 		})
 		models = slices.DeleteFunc(models, func(m provider.Model) bool { return m.NeedsInputImage })
 		switch {
@@ -115,4 +113,11 @@ func spendOnce(ctx context.Context, p provider.Provider, m provider.Model) (stat
 		}
 	}
 	return "completed", time.Since(start).Seconds(), n
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
