@@ -93,12 +93,14 @@ func New(cfg Config) *mcp.Server {
 		SetCacheable: privateCache,
 	})
 	s.AddReceivingMiddleware(countRuns) // added first: innermost
-	cfg.Tools.Register(s)
+	cfg.Tools.Register(s, cfg.Tasks)
 	if cfg.Tasks != nil {
-		// The reads of the tool table, below go-sdk where its answer can
-		// be matched (serverInfo is this server's, as go-sdk adds it).
+		// The lean forms of the tool table, below go-sdk where its answer
+		// can be matched (serverInfo is this server's, as go-sdk adds it).
 		for _, row := range cfg.Tools.Table() {
 			switch {
+			case row.Task != nil:
+				cfg.Tasks.ServeTool(row.Def.Name, row.Task, row.Lean)
 			case row.Read != nil && row.Bytes:
 				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, row.Lean, impl)
 			case row.Read != nil:

@@ -46,12 +46,12 @@ func Internal(ctx context.Context, log *slog.Logger, method, name string, err er
 
 // guardTool is h recovering its panics as Recovered's error; each run is
 // a handler run (edgecount.Handlers).
-func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+func (d *Dispatcher) guardTool(name string, h ToolHandler) ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (out ToolOutcome, err error) {
 		edgecount.Handlers.Add(1)
 		defer func() {
 			if v := recover(); v != nil {
-				res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+				out, err = ToolOutcome{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
 			}
 		}()
 		return h(ctx, req)

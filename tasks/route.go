@@ -29,7 +29,7 @@ const methodResourcesRead = "resources/read"
 // serves it, exactly one of tool, read and resource, and the request as
 // go-sdk would hand it to that handler.
 type leanCall struct {
-	tool         mcp.ToolHandler                 // ServeTool's: a Tasks client's create
+	tool         ToolHandler                     // ServeTool's: a Tasks client's create
 	lean         func(*mcp.CallToolRequest) bool // the tool's predicate (nil: every call)
 	read         ReadHandler                     // ServeRead's and ServeBytes's
 	resource     bool                            // ServeResource's
