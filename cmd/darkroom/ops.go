@@ -232,7 +232,7 @@ func (a *app) drain(srv *http.Server, served <-chan error, bgDone <-chan struct{
 	grace := a.cfg.ShutdownGrace
 	a.log.Info("shutting down", "grace", grace.String(), "requestsInFlight", a.obs.InFlight())
 	a.draining.Store(true)
-	a.obs.Drain()
+	a.tasks.Drain()
 	a.svc.Hub().Drain()
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(grace*9/10))
 	defer cancel()
