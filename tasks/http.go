@@ -161,14 +161,21 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			path, l := d.route(r, env)
 			servedBy(w, path)
 			switch path {
-			case PathLean:
-				d.serveLean(w, r, env, l, owner(r))
+			case PathLean: // every outcome answered here: nothing handed back, nothing run twice
+				switch {
+				case l.tool != nil:
+					d.serveTool(w, r, env, l)
+				case l.read != nil:
+					d.serveRead(w, r, env, l, owner(r))
+				default:
+					d.serveResource(w, r, env, l, owner(r))
+				}
 				return
 			case PathSDK:
 				next.ServeHTTP(w, r)
 				return
 			}
-			edgecount.Handlers.Add(1)
+			edgecount.Handler()
 			if env.Req.Method == methodListen {
 				d.serveListen(w, r, owner(r), env.Req)
 				return

@@ -48,7 +48,7 @@ func Internal(ctx context.Context, log *slog.Logger, method, name string, err er
 // a handler run (edgecount.Handlers).
 func (d *Dispatcher) guardTool(name string, h ToolHandler) ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (out ToolOutcome, err error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
 				out, err = ToolOutcome{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
@@ -62,7 +62,7 @@ func (d *Dispatcher) guardTool(name string, h ToolHandler) ToolHandler {
 // it is called: answerOf).
 func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
 				r, err = Reply{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
@@ -75,7 +75,7 @@ func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
 // guardResource is guardTool for a ResourceHandler.
 func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
 				res, err = nil, panicError{Recovered(d.opts.Logger, "resources/read", req.Params.URI, v)}

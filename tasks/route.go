@@ -116,17 +116,3 @@ func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
 	}
 	return PathLean, l
 }
-
-// serveLean answers a call route gave the lean path, every outcome of it
-// (see ServeTool, ServeRead, ServeResource): nothing is handed back to
-// go-sdk, nothing runs twice.
-func (d *Dispatcher) serveLean(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
-	switch {
-	case l.tool != nil:
-		d.serveTool(w, r, env, l)
-	case l.read != nil:
-		d.serveRead(w, r, env, l, owner)
-	default:
-		d.serveResource(w, r, env, l, owner)
-	}
-}

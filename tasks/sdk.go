@@ -274,7 +274,7 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 			c.writeError(id, Recovered(c.d.opts.Logger, r.Method, "", v))
 		}
 	}()
-	edgecount.Handlers.Add(1)
+	edgecount.Handler()
 	if r.Method == methodListen {
 		p, e := c.d.parse(r, nil)
 		if e != nil {
