@@ -32,16 +32,19 @@ type GenTasks struct {
 	// Approval signs and checks the MRTR requestState of a spend approval
 	// asked without tasks.
 	Approval ApprovalToken
+	// tools is the plain generate Generate decorates (Register).
+	tools *gentools.Tools
 }
 
 const approveKeyPrefix = "approve_spend"
 
-// Register makes g the kind of generation tasks, and lets the dispatcher
-// serve a Tasks client's generate itself (see tasks.ServeTool) with the
-// tools' own handler, for a call without input files (leanGenerate).
-func (g *GenTasks) Register(generate mcp.ToolHandler) {
+// Register makes g the kind of generation tasks, and Generate the
+// handler of tools' generate row, with its lean form for a call without
+// input files (leanGenerate).
+func (g *GenTasks) Register(tools *gentools.Tools) {
 	g.D.Register(refPrefix, g)
-	g.D.ServeTool("generate", generate, leanGenerate)
+	g.tools = tools
+	tools.Decorate("generate", g.Generate, leanGenerate)
 }
 
 // leanGenerate is the predicate of the dispatcher's own generate: a call
@@ -144,24 +147,49 @@ func approvalRequest(m provider.Model, credits int64) map[string]any {
 	}}
 }
 
-// BeforeGenerate is gentools's hook: it answers with a task when the request
-// declared the extension, and runs the approval gate.
-func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *gentools.GenerateArgs) (*mcp.CallToolResult, error) {
-	m, _ := g.Svc.Model(cr.ModelID) // gentools validated the request
-	threshold := g.ApprovalAbove(ctx)
-	needsApproval := gentools.NeedsApproval(cr.Credits(), threshold) && !args.ConfirmSpend
-	if !tasks.Declared(req) {
-		if !needsApproval {
-			return nil, nil
-		}
-		return g.gateWithoutTasks(req, owner, m, cr.Credits(), *threshold)
+// Generate is generate as the tool table serves it (Register):
+// gentools' plain generate (Tools.Prepare, then Tools.Create) decorated
+// with the spend-approval gate and, for a call that declared the Tasks
+// extension, the task it answers with, created in the generation's
+// transaction.
+func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
+	ctx, abort := gentools.AbortOnPanic(ctx, g.Svc)
+	defer abort()
+	c, res, err := g.tools.Prepare(ctx, req)
+	if c == nil { // a refusal, a dry run
+		return tasks.ToolOutcome{Result: res}, err
 	}
+	m, _ := g.Svc.Model(c.Request.ModelID) // Prepare validated it
+	threshold := g.ApprovalAbove(ctx)
+	needsApproval := gentools.NeedsApproval(c.Request.Credits(), threshold) && !c.Args.ConfirmSpend
+	if !tasks.Declared(req) {
+		if needsApproval {
+			if res, approved := g.gateWithoutTasks(req, c.Owner, m, c.Request.Credits(), *threshold); !approved {
+				return tasks.ToolOutcome{Result: res}, nil
+			}
+		}
+		res, err := g.tools.Create(ctx, c)
+		return tasks.ToolOutcome{Result: res}, err
+	}
+	out, err := g.createTask(ctx, c, m, needsApproval)
+	if err != nil { // an input error is a tool error, as generate's
+		res, err := gentools.Refused(err)
+		return tasks.ToolOutcome{Result: res}, err
+	}
+	return out, nil
+}
+
+// createTask creates c's generation and, in its transaction, its task,
+// working or, when the spend needs approval, input_required with the
+// question. A key first used without the extension is answered as then.
+func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provider.Model, needsApproval bool) (tasks.ToolOutcome, error) {
+	req, cr := c.Req, c.Request
 	if needsApproval && !tasks.ElicitationDeclared(req) {
-		return nil, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
+		return tasks.ToolOutcome{}, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
 			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
 	}
 	// Built before the write: the writer runs one transaction at a time.
-	task := &tasks.Task{Owner: owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
+	task := &tasks.Task{Owner: c.Owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
 	if needsApproval {
 		task.Status = tasks.StatusInputRequired
 		task.AddInputRequest(approveKeyPrefix, approvalRequest(m, cr.Credits()))
@@ -176,40 +204,40 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 		return g.D.Store().Create(ctx, tx, task)
 	}
 	task.ID = tasks.NewID()
-	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), owner, *cr)
+	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), c.Owner, cr)
 	if err != nil {
-		return nil, rateRefusal(err)
+		return tasks.ToolOutcome{}, rateRefusal(err)
 	}
 	if !existing {
 		g.ids.put(gen.ID, task.ID)
-	} else {
-		if task, err = g.task(ctx, nil, gen.ID); err != nil {
-			// The key was first used without the extension: answer as then.
-			return gentools.Result(ctx, g.Svc, gen, nil)
-		}
+	} else if task, err = g.task(ctx, nil, gen.ID); err != nil {
+		// The key was first used without the extension: answer as then.
+		res, err := gentools.Result(ctx, g.Svc, gen, nil)
+		return tasks.ToolOutcome{Result: res}, err
 	}
-	return g.D.AnswerTask(ctx, task)
+	return tasks.ToolOutcome{Task: task}, nil
 }
 
 // gateWithoutTasks asks for spend approval by MRTR when the client can
-// elicit, else by the confirmSpend argument.
-func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, credits, threshold int64) (*mcp.CallToolResult, error) {
+// elicit, else by the confirmSpend argument: approved, or res answers the
+// call.
+func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, credits, threshold int64) (res *mcp.CallToolResult, approved bool) {
 	if !tasks.ElicitationDeclared(req) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, credits, threshold)}}}, nil
+			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, credits, threshold)}}}, false
 	}
 	digest := argsDigest(req)
 	if resp, ok := req.Params.InputResponses[approveKeyPrefix].(*mcp.ElicitResult); ok && g.Approval.Valid(req.Params.RequestState, owner, digest) {
 		if confirmed(resp.Action, resp.Content) {
-			return nil, nil // approved: create as usual
+			return nil, true
 		}
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "spend not approved: nothing was generated"}}}, nil
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "spend not approved: nothing was generated"}}}, false
 	}
 	msg, schema := approvalPrompt(m, credits)
 	return &mcp.CallToolResult{
 		InputRequests: mcp.InputRequestMap{approveKeyPrefix: &mcp.ElicitParams{Message: msg, RequestedSchema: schema}},
 		RequestState:  g.Approval.Sign(owner, digest),
-	}, nil
+	}, false
 }
 
 func argsDigest(req *mcp.CallToolRequest) string {

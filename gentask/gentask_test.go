@@ -3,6 +3,7 @@ package gentask_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"image"
 	"image/png"
@@ -49,7 +50,8 @@ func TestTaskStatus(t *testing.T) {
 }
 
 // rig is a generation service on the embedded engine with GenTasks over
-// it; spends above 0 credits need approval.
+// it, decorating the tools' generate; spends above 0 credits need
+// approval.
 func rig(t *testing.T) *gentask.GenTasks {
 	t.Helper()
 	parts := testrig.New(t)
@@ -57,9 +59,23 @@ func rig(t *testing.T) *gentask.GenTasks {
 	mirror := gentask.NewMirror(disp)
 	svc := parts.Service(t, generation.Config{Observer: mirror})
 	zero := int64(0)
-	return &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: time.Hour,
+	g := &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: time.Hour,
 		Approval:      gentask.ApprovalToken{Secret: bytes.Repeat([]byte{9}, 32)},
 		ApprovalAbove: func(context.Context) *int64 { return &zero }}
+	g.Register(gentools.New(gentools.Config{Service: svc, Owner: ownerOf}))
+	return g
+}
+
+type ownerKey struct{}
+
+// as is ctx serving owner (the rig's tools read it: ownerOf).
+func as(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+func ownerOf(ctx context.Context, _ *mcp.CallToolRequest) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
 }
 
 func call(args map[string]any, state string, confirm *bool) *mcp.CallToolRequest {
@@ -82,20 +98,16 @@ func TestApprovalWithoutTasks(t *testing.T) {
 	yes := true
 	for _, owner := range []string{"auth0|5f7c8ec7e5b1", "a b", "x=y", "José|ü", "a.b", "|"} {
 		t.Run(owner, func(t *testing.T) {
-			cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
-			if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
-				t.Fatal(err)
+			ctx := as(ctx, owner)
+			out, err := g.Generate(ctx, call(args, "", nil))
+			ask := out.Result
+			if err != nil || out.Task != nil || ask == nil || ask.RequestState == "" || ask.InputRequests["approve_spend"] == nil {
+				t.Fatalf("first call: %v %+v", err, out)
 			}
-			if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
-				t.Fatal(err)
-			}
-			ask, err := g.BeforeGenerate(ctx, call(args, "", nil), owner, cr, &gentools.GenerateArgs{})
-			if err != nil || ask == nil || ask.RequestState == "" || ask.InputRequests["approve_spend"] == nil {
-				t.Fatalf("first call: %v %+v", err, ask)
-			}
-			res, err := g.BeforeGenerate(ctx, call(args, ask.RequestState, &yes), owner, cr, &gentools.GenerateArgs{})
-			if err != nil || res != nil {
-				t.Fatalf("approved answer for %q not accepted: %v %+v", owner, err, res)
+			out, err = g.Generate(ctx, call(args, ask.RequestState, &yes))
+			if gens, _, _ := g.Svc.List(ctx, owner, "", "", 10); err != nil || out.Task != nil || out.Result == nil || out.Result.IsError ||
+				out.Result.InputRequests != nil || len(gens) != 1 {
+				t.Fatalf("approved answer for %q not accepted: %v %+v, %d generations", owner, err, out, len(gens))
 			}
 			// Another caller, or other arguments, with the same token: asked again.
 			other := map[string]any{"modelId": "local-sketch", "prompt": "another"}
@@ -103,9 +115,9 @@ func TestApprovalWithoutTasks(t *testing.T) {
 				owner string
 				args  map[string]any
 			}{{owner + "x", args}, {"x" + owner, args}, {owner, other}} {
-				res, err := g.BeforeGenerate(ctx, call(c.args, ask.RequestState, &yes), c.owner, cr, &gentools.GenerateArgs{})
-				if err != nil || res == nil || res.InputRequests["approve_spend"] == nil {
-					t.Fatalf("token reused by %q %v: %v %+v", c.owner, c.args, err, res)
+				out, err := g.Generate(as(ctx, c.owner), call(c.args, ask.RequestState, &yes))
+				if err != nil || out.Result == nil || out.Result.InputRequests["approve_spend"] == nil {
+					t.Fatalf("token reused by %q %v: %v %+v", c.owner, c.args, err, out)
 				}
 			}
 		})
@@ -122,18 +134,15 @@ func TestTaskFollowsGeneration(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"modelId": "local-sketch", "prompt": "a heron"})
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
 		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
-	cr := &generation.CreateRequest{ModelID: "local-sketch", Prompt: "a heron"}
-	if _, err := g.Svc.Validate(cr); err != nil { // as generate does first
-		t.Fatal(err)
-	}
+	ctx = as(ctx, "alice")
 	// Served as go-sdk's path serves it: SDKMiddleware sends the task the
-	// handler left.
+	// handler created.
 	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
-		return g.BeforeGenerate(ctx, req, "alice", cr, &gentools.GenerateArgs{})
+		return g.D.SDKTool(g.Generate)(ctx, req)
 	})
 	res, err := serve(ctx, "tools/call", &mcp.CallToolRequest{})
 	if b, _ := json.Marshal(res); err != nil || !strings.Contains(string(b), `"resultType":"task"`) {
-		t.Fatalf("BeforeGenerate = %s, %v; want the created task", b, err)
+		t.Fatalf("generate = %s, %v; want the created task", b, err)
 	}
 	gens, _, err := g.Svc.List(ctx, "alice", "", "", 10)
 	if err != nil || len(gens) != 1 {
@@ -162,22 +171,16 @@ func TestTaskFailsWhenReservationExpires(t *testing.T) {
 	mirror := gentask.NewMirror(disp)
 	svc := parts.Service(t, generation.Config{Observer: mirror, Now: clock.Now, ReservationTTL: 30 * time.Minute})
 	g := &gentask.GenTasks{Mirror: mirror, Svc: svc, TTL: 24 * time.Hour, ApprovalAbove: func(context.Context) *int64 { return nil }}
-	ctx := context.Background()
+	g.Register(gentools.New(gentools.Config{Service: svc, Owner: ownerOf}))
+	ctx := as(context.Background(), "alice")
 	var png64 bytes.Buffer
 	_ = png.Encode(&png64, image.NewRGBA(image.Rect(0, 0, 64, 64)))
-	args, _ := json.Marshal(map[string]any{"modelId": "local-edit", "prompt": "erase the boat"})
+	args, _ := json.Marshal(map[string]any{"modelId": "local-edit", "prompt": "erase the boat", "inputs": []map[string]any{
+		{"role": "image", "image": map[string]any{"data": base64.StdEncoding.EncodeToString(png64.Bytes()), "mimeType": "image/png"}}, {"role": "mask"}}})
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: args,
 		Meta: mcp.Meta{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}}}}
-	cr := &generation.CreateRequest{ModelID: "local-edit", Prompt: "erase the boat", Inputs: []generation.RoleInput{
-		{Role: "image", Image: &generation.InputImage{Data: png64.Bytes()}}, {Role: "mask"}}}
-	if _, err := svc.Validate(cr); err != nil {
-		t.Fatal(err)
-	}
-	serve := tasks.SDKMiddleware()(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
-		return g.BeforeGenerate(ctx, req, "alice", cr, &gentools.GenerateArgs{})
-	})
-	if _, err := serve(ctx, "tools/call", &mcp.CallToolRequest{}); err != nil {
-		t.Fatal(err)
+	if out, err := g.Generate(ctx, req); err != nil || out.Task == nil {
+		t.Fatalf("generate = %+v, %v; want a task", out, err)
 	}
 	gens, _, err := svc.List(ctx, "alice", "", "", 10)
 	if err != nil || len(gens) != 1 || !gens[0].UploadRequired() {

@@ -17,8 +17,8 @@ import (
 // FuzzGenerate feeds arbitrary bytes to generate as its arguments, on
 // real parts. It must never panic or fail internally; a tool error must
 // create nothing; whatever it creates must be within every bound. Waiting
-// is not under test: the BeforeGenerate hook (which sees the decoded
-// arguments) turns wait off. Seed corpus: testdata/fuzz/FuzzGenerate.
+// is not under test: the call is generate's plain form (Prepare, then
+// Create) with wait turned off in between. Seed corpus: testdata/fuzz/FuzzGenerate.
 func FuzzGenerate(f *testing.F) {
 	parts := testrig.New(f)
 	svc := parts.Service(f, generation.Config{Now: clock()})
@@ -26,11 +26,15 @@ func FuzzGenerate(f *testing.F) {
 	tools := gentools.New(gentools.Config{
 		Service: svc,
 		Owner:   func(context.Context, *mcp.CallToolRequest) string { return "fuzz" },
-		BeforeGenerate: func(_ context.Context, _ *mcp.CallToolRequest, _ string, _ *generation.CreateRequest, a *gentools.GenerateArgs) (*mcp.CallToolResult, error) {
-			a.Wait = false
-			return nil, nil
-		},
 	})
+	generate := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		c, res, err := tools.Prepare(ctx, req)
+		if c == nil {
+			return res, err
+		}
+		c.Args.Wait = false
+		return tools.Create(ctx, c)
+	}
 	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x04\x00\x00\x00\x04\x08\x00\x00\x00\x00"))
 	for _, seed := range []string{
 		``, `null`, `[]`, `{}`, `"x"`, `{"modelId":"local-sketch","prompt":"a lighthouse"}`,
@@ -56,7 +60,7 @@ func FuzzGenerate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {
 		before := newest(t)
-		res, err := tools.Generate(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: json.RawMessage(args)}})
+		res, err := generate(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "generate", Arguments: json.RawMessage(args)}})
 		if err != nil {
 			t.Fatalf("internal error for %q: %v", args, err)
 		}

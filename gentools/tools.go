@@ -37,12 +37,6 @@ type Config struct {
 	FetchImage func(ctx context.Context, url string, maxBytes int64) ([]byte, string, error)
 	// MaxInputBytes caps an input image (default 10 MiB).
 	MaxInputBytes int64
-	// BeforeGenerate may take over generate: the tasks layer answers with a
-	// task (tasks.Dispatcher.AnswerTask: the serving path sends the
-	// CreateTaskResult in place of the result returned), the approval gate
-	// asks for confirmation. It returns (nil, nil) to let the plain
-	// compatibility flow continue.
-	BeforeGenerate func(ctx context.Context, req *mcp.CallToolRequest, owner string, cr *generation.CreateRequest, args *GenerateArgs) (*mcp.CallToolResult, error)
 	// ApprovalAbove is the caller's spend threshold above which a create
 	// needs approval (nil func or nil: no gate); a dry run reports it.
 	ApprovalAbove func(ctx context.Context) *int64
@@ -88,6 +82,10 @@ const (
 type Tool struct {
 	Def     *mcp.Tool
 	Handler mcp.ToolHandler
+	// Task, set by Decorate in place of Handler, is a handler whose
+	// answer may be a task (gentask's generate): go-sdk runs it through
+	// tasks.Dispatcher.SDKTool, the lean engine through ServeTool.
+	Task tasks.ToolHandler
 	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
 	Class string
 	// Read, when set, lets the tasks dispatcher serve a call below go-sdk
@@ -118,6 +116,18 @@ func (t *Tools) Table() []Tool { return t.table }
 func (t *Tools) Add(row Tool) {
 	t.table = append(t.table, row)
 	slices.SortFunc(t.table, func(a, b Tool) int { return strings.Compare(a.Def.Name, b.Def.Name) })
+}
+
+// Decorate makes h the named tool's handler, in place of its plain one,
+// and lean the predicate of its lean form (a decorator such as gentask's
+// generate, which wraps Prepare and Create, reaches down: this package
+// never calls up).
+func (t *Tools) Decorate(name string, h tasks.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
+	i, ok := slices.BinarySearchFunc(t.table, name, func(r Tool, n string) int { return strings.Compare(r.Def.Name, n) })
+	if !ok {
+		panic("gentools: Decorate of an unknown tool " + name)
+	}
+	t.table[i].Handler, t.table[i].Task, t.table[i].Lean = nil, h, lean
 }
 
 // RateClass names the bucket a call of the named tool draws from, as its
@@ -175,10 +185,15 @@ func New(cfg Config) *Tools {
 
 func ptr[T any](v T) *T { return &v }
 
-// Register adds every tool of the table to s.
-func (t *Tools) Register(s *mcp.Server) {
+// Register adds every tool of the table to s; a decorated row's handler
+// through d (tasks.Dispatcher.SDKTool), which it needs.
+func (t *Tools) Register(s *mcp.Server, d *tasks.Dispatcher) {
 	for _, row := range t.table {
-		s.AddTool(row.Def, row.Handler)
+		h := row.Handler
+		if row.Task != nil {
+			h = d.SDKTool(row.Task)
+		}
+		s.AddTool(row.Def, h)
 	}
 }
 
@@ -381,60 +396,99 @@ func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generati
 	return nil, toolError("%s needs url or data", field)
 }
 
-// Generate is the generate tool's handler.
+// Generate is the generate tool's plain handler: Prepare, then Create.
 func (t *Tools) Generate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, abort := AbortOnPanic(ctx, t.svc)
+	defer abort()
+	c, res, err := t.Prepare(ctx, req)
+	if c == nil {
+		return res, err
+	}
+	return t.Create(ctx, c)
+}
+
+// AbortOnPanic returns ctx, which records the generations created under
+// it, and the function to defer that ends them failed and refunded should
+// the call panic (its caller never learns their ids: they must not run),
+// then panics on to the serving path's guard.
+func AbortOnPanic(ctx context.Context, svc *generation.Service) (context.Context, func()) {
 	ctx, creates := generation.TrackCreates(ctx)
-	defer func() {
+	return ctx, func() {
 		if v := recover(); v != nil {
-			// Its caller never learns the id: the generation must not run.
-			t.svc.AbortCreates(ctx, creates)
-			panic(v) // answered by the serving path's guard
+			svc.AbortCreates(ctx, creates)
+			panic(v)
 		}
-	}()
-	var a GenerateArgs
-	if r := DecodeArgs(req, &a); r != nil {
-		return r, nil
+	}
+}
+
+// Creation is a generate call decoded and validated, ready to create:
+// what Create makes, and what a decorator (gentask's) may act on first.
+type Creation struct {
+	Req     *mcp.CallToolRequest
+	Owner   string
+	Args    GenerateArgs
+	Request generation.CreateRequest
+	wait    time.Duration
+}
+
+// Prepare is generate up to its creation: it decodes and validates the
+// arguments and answers a refusal or a dry run with res; otherwise c is
+// the creation to make. Exactly one of c, res and err is set.
+func (t *Tools) Prepare(ctx context.Context, req *mcp.CallToolRequest) (c *Creation, res *mcp.CallToolResult, err error) {
+	c = &Creation{Req: req}
+	a := &c.Args
+	if r := DecodeArgs(req, a); r != nil {
+		return nil, r, nil
 	}
 	if a.ModelID == "" {
-		return toolError("modelId is required: call list_models for the available ids"), nil
+		return nil, toolError("modelId is required: call list_models for the available ids"), nil
 	}
 	if strings.TrimSpace(a.Prompt) == "" {
-		return toolError("prompt is required and must not be blank"), nil
+		return nil, toolError("prompt is required and must not be blank"), nil
 	}
 	wait, bad := waitBound("waitSeconds", a.WaitSeconds)
 	if bad != nil {
-		return bad, nil
+		return nil, bad, nil
 	}
-	cr, res, err := t.createRequest(ctx, req, &a)
+	c.wait = wait
+	c.Request, res, err = t.createRequest(ctx, req, a)
 	if res != nil || err != nil {
-		return res, err
+		return nil, res, err
 	}
-	owner := t.owner(ctx, req)
+	c.Owner = t.owner(ctx, req)
 	if a.DryRun {
-		return t.dryRun(ctx, owner, &cr)
+		res, err = t.dryRun(ctx, c.Owner, &c.Request)
+		return nil, res, err
 	}
-	if t.cfg.BeforeGenerate != nil {
-		res, err := t.cfg.BeforeGenerate(ctx, req, owner, &cr, &a)
-		if err != nil || res != nil {
-			var ie *generation.InputError
-			if errors.As(err, &ie) {
-				return fail(err, "")
-			}
-			return res, err
-		}
-	}
-	g, _, err := t.svc.Create(ctx, owner, cr)
+	return c, nil, nil
+}
+
+// Create makes c as a plain generate does: the generation, then its
+// result, after a wait if the call asked for one.
+func (t *Tools) Create(ctx context.Context, c *Creation) (*mcp.CallToolResult, error) {
+	g, _, err := t.svc.Create(ctx, c.Owner, c.Request)
 	if err != nil {
 		return fail(err, "")
 	}
-	if !a.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
+	if !c.Args.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
 		return t.Result(ctx, g, nil)
 	}
-	g, timedOut, err := t.wait(ctx, req, owner, g.ID, wait)
+	g, timedOut, err := t.wait(ctx, c.Req, c.Owner, g.ID, c.wait)
 	if err != nil {
 		return nil, err
 	}
 	return t.Result(ctx, g, &timedOut)
+}
+
+// Refused answers a creation's error as generate does: an input error
+// (a new idempotency key's mismatch, say) is a tool error; any other
+// error passes as it is.
+func Refused(err error) (*mcp.CallToolResult, error) {
+	var ie *generation.InputError
+	if errors.As(err, &ie) {
+		return fail(err, "")
+	}
+	return nil, err
 }
 
 // idArgs is the generationId every per-generation tool takes; each

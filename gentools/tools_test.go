@@ -67,7 +67,7 @@ func (r *rig) session(owner string) (*gentools.Tools, *mcp.ClientSession) {
 		Budget:  r.limit,
 	})
 	s := mcp.NewServer(&mcp.Implementation{Name: "darkroom-test", Version: "1"}, nil)
-	tools.Register(s)
+	tools.Register(s, nil)
 	tools.RegisterResources(s)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)

@@ -24,7 +24,7 @@ func (r *rig) waitSession(every, maxWait time.Duration) (*mcp.ClientSession, <-c
 		MaxWait:       maxWait,
 	})
 	s := mcp.NewServer(&mcp.Implementation{Name: "darkroom-test", Version: "1"}, nil)
-	tools.Register(s)
+	tools.Register(s, nil)
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := s.Connect(context.Background(), st, nil)
 	if err != nil {

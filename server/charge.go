@@ -10,6 +10,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -55,7 +56,8 @@ func listenTokens(n int) int { return max(1, (n+ListenIDsPerToken-1)/ListenIDsPe
 // headers say and on every protocol version (charge). An empty bucket is
 // HTTP 429 with Retry-After and JSON-RPC error -31429 carrying
 // retryAfterMs. A wait_generation is one call however long it waits.
-// With c nil nothing is charged.
+// With c nil nothing is charged. It holds what passes its output-bytes
+// shares until it is answered.
 func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -86,7 +88,13 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				return
 			}
 		}
-		next.ServeHTTP(w, r)
+		// The output-bytes shares the request's handlers take on go-sdk's
+		// path (outbytes.Read) are held until the handler chain returns:
+		// by then net/http has the whole response, or the connection is
+		// gone.
+		ctx, release := outbytes.WithHold(r.Context())
+		defer release()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -23,8 +23,7 @@ import (
 )
 
 // Observer counts, times and (at debug) logs every MCP request, on both
-// transports, and ends listen streams when the server drains. Labels are
-// bounded: an unknown method or tool is "other".
+// transports. Labels are bounded: an unknown method or tool is "other".
 type Observer struct {
 	Metrics *metrics.Set
 	Log     *slog.Logger
@@ -36,9 +35,6 @@ type Observer struct {
 	tools    map[string]bool
 	once     sync.Once
 	inFlight atomic.Int64
-	drainMu  sync.Mutex
-	drainCtx context.Context
-	drain    context.CancelFunc
 }
 
 func (o *Observer) init() {
@@ -53,17 +49,7 @@ func (o *Observer) init() {
 		if o.ToolClass == nil {
 			o.ToolClass = func(string) string { return "" }
 		}
-		o.drainMu.Lock()
-		o.drainCtx, o.drain = context.WithCancel(context.Background())
-		o.drainMu.Unlock()
 	})
-}
-
-// Drain ends every open listen stream, now and from now on: the server is
-// shutting down and its clients should listen on the next one.
-func (o *Observer) Drain() {
-	o.init()
-	o.drain()
 }
 
 // InFlight is the number of requests being answered.
@@ -126,8 +112,8 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 }
 
 // envelopeSeen is the metrics recorder as admit sees it: told the body
-// tasks.Admit parsed, it returns the request to serve (a listen's ends
-// when the server drains) and what to call when it has been served.
+// tasks.Admit parsed, it returns the request to serve and what to call
+// when it has been served (a listen stream's count).
 type envelopeSeen interface {
 	rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func())
 }
@@ -142,13 +128,7 @@ func (rec *respRecorder) rpcEnvelope(r *http.Request, env *tasks.Envelope) (*htt
 	if env.Method != listenMethod || rec.obs == nil {
 		return r, func() {}
 	}
-	o := rec.obs
-	closed := o.Metrics.ListenOpened("http")
-	ctx, cancel := context.WithCancel(r.Context())
-	o.drainMu.Lock()
-	stop := context.AfterFunc(o.drainCtx, cancel)
-	o.drainMu.Unlock()
-	return r.WithContext(ctx), func() { stop(); cancel(); closed() }
+	return r, rec.obs.Metrics.ListenOpened("http")
 }
 
 // observed tells w's metrics recorder, if any, the body admit parsed.

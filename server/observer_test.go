@@ -160,36 +160,6 @@ func sum(t *testing.T, m *metrics.Set, name string) map[string]float64 {
 	return out
 }
 
-// TestObserverDrainEndsListen: Drain cancels an open listen stream's
-// request, and one opened afterwards at once.
-func TestObserverDrainEndsListen(t *testing.T) {
-	o := &Observer{Metrics: metrics.New()}
-	h := o.HTTP(admit(nil, 1<<20, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(200)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})))
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	listen := func() *http.Response {
-		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}`))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	open := listen() // headers arrived: the handler is waiting
-	o.Drain()
-	if _, err := io.ReadAll(open.Body); err != nil {
-		t.Fatalf("stream did not end cleanly: %v", err)
-	}
-	after := listen()
-	if _, err := io.ReadAll(after.Body); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestQuietSDK(t *testing.T) {
 	var buf bytes.Buffer
 	l := QuietSDK(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))

@@ -93,12 +93,14 @@ func New(cfg Config) *mcp.Server {
 		SetCacheable: privateCache,
 	})
 	s.AddReceivingMiddleware(countRuns) // added first: innermost
-	cfg.Tools.Register(s)
+	cfg.Tools.Register(s, cfg.Tasks)
 	if cfg.Tasks != nil {
-		// The reads of the tool table, below go-sdk where its answer can
-		// be matched (serverInfo is this server's, as go-sdk adds it).
+		// The lean forms of the tool table, below go-sdk where its answer
+		// can be matched (serverInfo is this server's, as go-sdk adds it).
 		for _, row := range cfg.Tools.Table() {
 			switch {
+			case row.Task != nil:
+				cfg.Tasks.ServeTool(row.Def.Name, row.Task, row.Lean)
 			case row.Read != nil && row.Bytes:
 				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, row.Lean, impl)
 			case row.Read != nil:
@@ -122,7 +124,7 @@ func New(cfg Config) *mcp.Server {
 // undeclared capability) ran none.
 func countRuns(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		return next(ctx, method, req)
 	}
 }
@@ -217,17 +219,6 @@ func holdCall(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// holdOutputBytes holds the output-bytes shares a request's handlers take
-// on go-sdk's path (outbytes.Read) until the handler chain returns: by
-// then net/http has the whole response, or the connection is gone.
-func holdOutputBytes(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, release := outbytes.WithHold(r.Context())
-		defer release()
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
-}
-
 // declaredOnly answers -32601 (HTTP 404 on 2026-07-28) to every method of a
 // capability the server does not declare in caps, on every protocol
 // version and transport: go-sdk would otherwise answer prompts/list and
@@ -264,7 +255,6 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 	if cfg.Tasks != nil {
 		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
-	h = holdOutputBytes(h)
 	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	mux := http.NewServeMux()
 	if cfg.Auth != nil && !cfg.Auth.LocalMode() {
@@ -355,25 +345,36 @@ func publicHandshake(open, authed http.Handler) http.Handler {
 // Host is not loopback on a loopback listener (go-sdk's DNS-rebinding
 // guard, here for every path below it too, before authentication).
 func checkOrigin(allowed []string, next http.Handler) http.Handler {
-	return checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refusedHost(w, r) {
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, allowed) {
 			http.Error(w, "Forbidden: origin "+o+" is not allowed (set DARKROOM_ALLOWED_ORIGINS)", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
-	}))
+	})
 }
 
 // checkHost answers 403 when the Host is not loopback on a loopback
-// listener (tasks.HostAllowed: DNS rebinding).
+// listener (refusedHost).
 func checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !tasks.HostAllowed(r) {
-			http.Error(w, "Forbidden: invalid Host header "+strconv.Quote(r.Host), http.StatusForbidden)
-			return
+		if !refusedHost(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// refusedHost answers 403 when the Host is not loopback on a loopback
+// listener (tasks.HostAllowed: DNS rebinding), and says so.
+func refusedHost(w http.ResponseWriter, r *http.Request) bool {
+	if tasks.HostAllowed(r) {
+		return false
+	}
+	http.Error(w, "Forbidden: invalid Host header "+strconv.Quote(r.Host), http.StatusForbidden)
+	return true
 }
 
 func originAllowed(origin string, allowed []string) bool {

@@ -130,6 +130,9 @@ type Dispatcher struct {
 	ack     json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
+	// drained is done once Drain ran: every listen stream ends.
+	drained context.Context
+	drain   context.CancelFunc
 }
 
 // NewDispatcher builds a dispatcher over a store.
@@ -144,6 +147,7 @@ func NewDispatcher(o Options) *Dispatcher {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}}
+	d.drained, d.drain = context.WithCancel(context.Background())
 	if o.ServerInfo != nil {
 		d.setServerInfo(o.ServerInfo)
 	}

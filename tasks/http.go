@@ -5,15 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
-	"github.com/darkroom-mcp/darkroom/internal/sse"
 )
 
 // decodeHeader undoes SEP-2243's =?base64?...?= encoding and trims
@@ -165,14 +161,21 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			path, l := d.route(r, env)
 			servedBy(w, path)
 			switch path {
-			case PathLean:
-				d.serveLean(w, r, env, l, owner(r))
+			case PathLean: // every outcome answered here: nothing handed back, nothing run twice
+				switch {
+				case l.tool != nil:
+					d.serveTool(w, r, env, l)
+				case l.read != nil:
+					d.serveRead(w, r, env, l, owner(r))
+				default:
+					d.serveResource(w, r, env, l, owner(r))
+				}
 				return
 			case PathSDK:
 				next.ServeHTTP(w, r)
 				return
 			}
-			edgecount.Handlers.Add(1)
+			edgecount.Handler()
 			if env.Req.Method == methodListen {
 				d.serveListen(w, r, owner(r), env.Req)
 				return
@@ -186,160 +189,4 @@ func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64)
 			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
 		})
 	}
-}
-
-// MaxListenTaskIDs caps the taskIds of one subscriptions/listen: each is
-// looked up and subscribed to.
-const MaxListenTaskIDs = 1000
-
-// openListen takes one of the caller's open-stream slots (Options.OpenListen)
-// for a listen about to stream; release gives it back when it ends.
-func (d *Dispatcher) openListen(ctx context.Context, owner string) (release func(), e *RPCError) {
-	if d.opts.OpenListen == nil {
-		return func() {}, nil
-	}
-	return d.opts.OpenListen(ctx, owner)
-}
-
-// checkListen refuses a listen for more tasks than MaxListenTaskIDs.
-func checkListen(p *params) *RPCError {
-	if n := len(p.Notifications.TaskIDs); n > MaxListenTaskIDs {
-		return invalidParams(fmt.Sprintf("params.notifications.taskIds has %d ids; the limit is %d: listen in several subscriptions", n, MaxListenTaskIDs))
-	}
-	return nil
-}
-
-// serveListen streams notifications/tasks as SSE until the client goes
-// away or every listed task has ended.
-func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
-	p, e := d.parse(req, r.Header)
-	if e != nil {
-		WriteError(w, req.ID, e)
-		return
-	}
-	release, e := d.openListen(r.Context(), owner)
-	if e != nil {
-		WriteError(w, req.ID, e)
-		return
-	}
-	defer release()
-	flusher, _ := w.(http.Flusher)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(msg []byte) error {
-		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
-			return err
-		}
-		if _, err := w.Write(msg); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "\n\n"); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
-	keepAlive := func() error {
-		_, err := io.WriteString(w, sse.Comment)
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return err
-	}
-	d.listen(r.Context(), owner, req.ID, p.Notifications.TaskIDs, send, keepAlive)
-}
-
-// listen runs one subscription: acknowledgement first (listing only the
-// caller's own live tasks), then the current state and every change of
-// each agreed task, then the closing response once all have ended. The
-// taskIds are all it honours: darkroom's lists never change, so it
-// declares no listChanged and sends no list or resource notifications;
-// other filter keys (toolsListChanged, ...) are left out of the
-// acknowledgement and keep no stream open.
-func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessage, want []string, send func([]byte) error, keepAlive func() error) {
-	agreed := []string{}
-	for _, tid := range want {
-		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
-			agreed = append(agreed, tid)
-		}
-	}
-	sub := d.store.broker.subscribe(agreed)
-	defer d.store.broker.unsubscribe(sub, agreed)
-	subMeta := d.meta(map[string]any{metaSubscriptionID: json.RawMessage(id)})
-	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
-	if send(notification(notificationSubscribed, ack)) != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, tid := range agreed {
-		live[tid] = true
-	}
-	// sent is the state last pushed per task: a wake-up that finds the
-	// same state (a resync across replicas, a duplicate signal) sends
-	// nothing.
-	sent := map[string]stateKey{}
-	push := func(ids []string) bool {
-		for _, tid := range ids {
-			if !live[tid] {
-				continue
-			}
-			t, err := d.store.Lookup(ctx, owner, tid)
-			if err != nil {
-				delete(live, tid) // expired or purged: nothing more will come
-				continue
-			}
-			k := keyOf(t)
-			if sent[tid] == k {
-				continue
-			}
-			sent[tid] = k
-			b, err := d.Detailed(ctx, owner, t, subMeta)
-			if err != nil || send(notification(notificationTasks, b)) != nil {
-				return false
-			}
-			if t.Status.Terminal() {
-				delete(live, tid)
-			}
-		}
-		return true
-	}
-	if !push(agreed) {
-		return
-	}
-	tick := time.NewTicker(d.opts.KeepAlive)
-	defer tick.Stop()
-	for len(live) > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-sub.wake:
-			if !push(sub.take()) {
-				return
-			}
-		case <-tick.C:
-			if keepAlive() != nil {
-				return
-			}
-		}
-	}
-	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
-	_ = send(frame(id, "result", end))
-}
-
-// stateKey is what distinguishes one pushed state of a task from the
-// next.
-type stateKey struct {
-	status          Status
-	updated         time.Time
-	message         string
-	keySeq          int64
-	pending, answer int
-}
-
-func keyOf(t *Task) stateKey {
-	return stateKey{t.Status, t.LastUpdatedAt, t.StatusMessage, t.KeySeq, len(t.InputRequests), len(t.AnsweredKeys)}
 }

@@ -46,12 +46,12 @@ func Internal(ctx context.Context, log *slog.Logger, method, name string, err er
 
 // guardTool is h recovering its panics as Recovered's error; each run is
 // a handler run (edgecount.Handlers).
-func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-		edgecount.Handlers.Add(1)
+func (d *Dispatcher) guardTool(name string, h ToolHandler) ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (out ToolOutcome, err error) {
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
-				res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+				out, err = ToolOutcome{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
 			}
 		}()
 		return h(ctx, req)
@@ -62,7 +62,7 @@ func (d *Dispatcher) guardTool(name string, h mcp.ToolHandler) mcp.ToolHandler {
 // it is called: answerOf).
 func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
 				r, err = Reply{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
@@ -75,7 +75,7 @@ func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
 // guardResource is guardTool for a ResourceHandler.
 func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
-		edgecount.Handlers.Add(1)
+		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
 				res, err = nil, panicError{Recovered(d.opts.Logger, "resources/read", req.Params.URI, v)}

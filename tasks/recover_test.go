@@ -22,9 +22,9 @@ func TestLeanPanicsAnswered(t *testing.T) {
 	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
 	runs := map[string]int{}
 	boom := func(name string) { runs[name]++; panic("test: " + name) }
-	d.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	d.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (ToolOutcome, error) {
 		boom("make")
-		return nil, nil
+		return ToolOutcome{}, nil
 	}, nil)
 	d.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
 		boom("peek")

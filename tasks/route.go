@@ -29,7 +29,7 @@ const methodResourcesRead = "resources/read"
 // serves it, exactly one of tool, read and resource, and the request as
 // go-sdk would hand it to that handler.
 type leanCall struct {
-	tool         mcp.ToolHandler                 // ServeTool's: a Tasks client's create
+	tool         ToolHandler                     // ServeTool's: a Tasks client's create
 	lean         func(*mcp.CallToolRequest) bool // the tool's predicate (nil: every call)
 	read         ReadHandler                     // ServeRead's and ServeBytes's
 	resource     bool                            // ServeResource's
@@ -115,18 +115,4 @@ func (d *Dispatcher) route(r *http.Request, env *Envelope) (Path, *leanCall) {
 		return PathSDK, nil
 	}
 	return PathLean, l
-}
-
-// serveLean answers a call route gave the lean path, every outcome of it
-// (see ServeTool, ServeRead, ServeResource): nothing is handed back to
-// go-sdk, nothing runs twice.
-func (d *Dispatcher) serveLean(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
-	switch {
-	case l.tool != nil:
-		d.serveTool(w, r, env, l)
-	case l.read != nil:
-		d.serveRead(w, r, env, l, owner)
-	default:
-		d.serveResource(w, r, env, l, owner)
-	}
 }

@@ -100,35 +100,37 @@ func wireCaps(req *mcp.CallToolRequest) (map[string]any, bool) {
 	return m, ok
 }
 
-// answer is the slot in which a tool handler leaves a CreateTaskResult:
-// go-sdk's handler signature returns only a *CallToolResult, so the path
-// that runs the handler (serveTool, or SDKMiddleware on go-sdk's) opens
-// the slot in the request's context and, when AnswerTask filled it,
-// writes the task in place of the handler's result.
-type answer struct{ task json.RawMessage }
-
-type answerKey struct{}
-
-func withAnswer(ctx context.Context) (context.Context, *answer) {
-	a := &answer{}
-	return context.WithValue(ctx, answerKey{}, a), a
+// ToolOutcome is what a tool that may answer with a task returns (a
+// ToolHandler): Task, the task it created, answered with its
+// CreateTaskResult; otherwise Result, answered as any tool's result.
+type ToolOutcome struct {
+	Task   *Task
+	Result *mcp.CallToolResult
 }
 
-// AnswerTask answers the tools/call being served with a CreateTaskResult
-// for t. The handler returns what it returns as its own answer; the
-// serving path sends the task instead.
-func (d *Dispatcher) AnswerTask(ctx context.Context, t *Task) (*mcp.CallToolResult, error) {
-	a, _ := ctx.Value(answerKey{}).(*answer)
-	if a == nil {
-		return nil, errors.New("tasks: AnswerTask outside a tools/call served by the dispatcher or SDKMiddleware")
+// ToolHandler is a tool handler whose answer may be a task (gentask's
+// generate): the lean engine runs it (ServeTool), and go-sdk through
+// SDKTool.
+type ToolHandler func(ctx context.Context, req *mcp.CallToolRequest) (ToolOutcome, error)
+
+// SDKTool is h as go-sdk's tool handler. go-sdk's handler returns only a
+// *CallToolResult, so a task goes up as a *taskCreated error, which
+// SDKMiddleware (the receiving middleware right around go-sdk's tool
+// call) answers as the flat CreateTaskResult; nothing else sees it.
+func (d *Dispatcher) SDKTool(h ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		out, err := h(ctx, req)
+		if err == nil && out.Task != nil {
+			return nil, &taskCreated{body: d.CreateResult(ctx, out.Task)}
+		}
+		return out.Result, err
 	}
-	a.task = d.CreateResult(ctx, t)
-	return taskAnswered, nil
 }
 
-// taskAnswered is the result a handler returns after AnswerTask; the
-// serving path never sends it.
-var taskAnswered = &mcp.CallToolResult{Content: []mcp.Content{}}
+// taskCreated carries SDKTool's CreateTaskResult to SDKMiddleware.
+type taskCreated struct{ body json.RawMessage }
+
+func (*taskCreated) Error() string { return "tasks: a task answer outside SDKMiddleware" }
 
 type createTaskResult struct {
 	mcp.ResultBase
@@ -137,8 +139,8 @@ type createTaskResult struct {
 
 func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 
-// SDKMiddleware, for tools/call, sends the task a tool handler left
-// (AnswerTask) as the flat CreateTaskResult and turns an *RPCError into a
+// SDKMiddleware, for tools/call, sends the task an SDKTool handler
+// created as the flat CreateTaskResult and turns an *RPCError into a
 // JSON-RPC error; for a pre-2026 client it drops the 2026-only cache
 // fields of list results.
 func SDKMiddleware() mcp.Middleware {
@@ -148,13 +150,13 @@ func SDKMiddleware() mcp.Middleware {
 			if method != "tools/call" {
 				return other(ctx, method, req)
 			}
-			ctx, slot := withAnswer(ctx)
 			res, err := next(ctx, method, req)
-			if slot.task != nil {
-				return &createTaskResult{body: slot.task}, nil
-			}
 			if err == nil {
 				return res, err
+			}
+			var created *taskCreated
+			if errors.As(err, &created) {
+				return &createTaskResult{body: created.body}, nil
 			}
 			var re *RPCError
 			if errors.As(err, &re) {
@@ -272,7 +274,7 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 			c.writeError(id, Recovered(c.d.opts.Logger, r.Method, "", v))
 		}
 	}()
-	edgecount.Handlers.Add(1)
+	edgecount.Handler()
 	if r.Method == methodListen {
 		p, e := c.d.parse(r, nil)
 		if e != nil {

@@ -23,13 +23,13 @@ import (
 //
 // Once route chose it the dispatcher answers every outcome itself,
 // exactly as go-sdk's path would: the task the handler created
-// (AnswerTask), its result, its error (sdkError), its panic. A request
+// (ToolOutcome.Task), its result, its error (sdkError), its panic. A request
 // the dispatcher is not sure go-sdk would accept as it stands (other
 // versions, odd headers, MRTR retries) goes to go-sdk untouched, before
 // anything runs. The tool must not declare x-mcp-header parameters, and h
 // must not modify req.Params.Meta (requests with the same _meta share
 // it).
-func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
+func (d *Dispatcher) ServeTool(name string, h ToolHandler, lean func(*mcp.CallToolRequest) bool) {
 	if d.tools == nil {
 		d.tools = map[string]leanTool{}
 	}
@@ -40,7 +40,7 @@ func (d *Dispatcher) ServeTool(name string, h mcp.ToolHandler, lean func(*mcp.Ca
 // predicate on a call's parsed arguments that decides whether the lean
 // path takes it (nil: always).
 type leanTool struct {
-	h    mcp.ToolHandler
+	h    ToolHandler
 	lean func(*mcp.CallToolRequest) bool
 }
 
@@ -49,16 +49,16 @@ const methodToolsCall = "tools/call"
 // serveTool runs a Tasks client's call of a ServeTool tool (route chose
 // it) and answers whatever it returns.
 func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall) {
-	ctx, slot := withAnswer(r.Context())
-	res, err := l.tool(ctx, l.call)
+	ctx := r.Context()
+	out, err := l.tool(ctx, l.call)
 	switch {
-	case slot.task != nil:
-		tell(w, 0, false)
-		writeFramed(w, http.StatusOK, env.ID, "result", slot.task)
 	case err != nil:
 		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+	case out.Task != nil:
+		tell(w, 0, false)
+		writeFramed(w, http.StatusOK, env.ID, "result", d.CreateResult(ctx, out.Task))
 	default:
-		d.writeToolResult(w, r, env, l, res, nil, "")
+		d.writeToolResult(w, r, env, l, out.Result, nil, "")
 	}
 }
 

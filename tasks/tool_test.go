@@ -36,7 +36,7 @@ func newToolFixture(t *testing.T) *toolFixture {
 	// "make" creates a task, fails with an RPCError or another error, or
 	// answers a result, as its "do" argument says; "full" is left to
 	// go-sdk by its predicate.
-	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (ToolOutcome, error) {
 		f.calls.Add(1)
 		var a struct{ Do string }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
@@ -44,17 +44,17 @@ func newToolFixture(t *testing.T) *toolFixture {
 		case "create":
 			task := &Task{Owner: "alice", Ref: "test:x", ClientCaps: CapsJSON(req)}
 			if err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error { return s.Create(ctx, tx, task) }); err != nil {
-				return nil, err
+				return ToolOutcome{}, err
 			}
-			return d.AnswerTask(ctx, task)
+			return ToolOutcome{Task: task}, nil
 		case "rpcerr":
-			return nil, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
+			return ToolOutcome{}, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
 		case "fail":
-			return nil, errors.New("test: the store is down")
+			return ToolOutcome{}, errors.New("test: the store is down")
 		case "toolerr":
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}, nil
+			return ToolOutcome{Result: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}}, nil
 		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}, nil
+		return ToolOutcome{Result: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}}, nil
 	}, func(req *mcp.CallToolRequest) bool {
 		var a struct{ Do string }
 		return json.Unmarshal(req.Params.Arguments, &a) == nil && a.Do != "full"

@@ -36,8 +36,8 @@ func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher) {
 	// The dispatcher serves the fixtures below go-sdk as darkroom's
 	// generate is, every outcome answered there: the suite then checks
 	// that path too.
-	add := func(name, desc string, schema json.RawMessage, h mcp.ToolHandler) {
-		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, h)
+	add := func(name, desc string, schema json.RawMessage, h tasks.ToolHandler) {
+		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, d.SDKTool(h))
 		if name != "test_tool_with_task" { // it asks by MRTR first, an answer only go-sdk encodes
 			d.ServeTool(name, h, nil)
 		}
@@ -79,7 +79,7 @@ func (f *fixtures) greet(_ context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // start creates a task for req and runs work in the background; work's
 // outcome (a result or an error) finishes the task unless it was
 // cancelled first.
-func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name string, setup func(t *tasks.Task), work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) (*mcp.CallToolResult, error) {
+func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name string, setup func(t *tasks.Task), work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) (tasks.ToolOutcome, error) {
 	t := &tasks.Task{Owner: fixtureOwner, Ref: "fixture:" + name, TTL: time.Hour, PollInterval: 200 * time.Millisecond, ClientCaps: tasks.CapsJSON(req)}
 	status := tasks.StatusWorking
 	if setup != nil {
@@ -90,12 +90,12 @@ func (f *fixtures) start(ctx context.Context, req *mcp.CallToolRequest, name str
 	}
 	t.Status = status
 	if err := f.store.Write(ctx, "", func(ctx context.Context, tx tasks.Tx) error { return f.store.Create(ctx, tx, t) }); err != nil {
-		return nil, err
+		return tasks.ToolOutcome{}, err
 	}
 	if work != nil {
 		f.run(t, work)
 	}
-	return f.d.AnswerTask(ctx, t)
+	return tasks.ToolOutcome{Task: t}, nil
 }
 
 func (f *fixtures) run(t *tasks.Task, work func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error)) {
@@ -140,7 +140,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (f *fixtures) slowCompute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) slowCompute(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	a := args[struct {
 		Seconds int
 		Label   string
@@ -149,9 +149,9 @@ func (f *fixtures) slowCompute(ctx context.Context, req *mcp.CallToolRequest) (*
 	answer := fmt.Sprintf("computed %s after %ds", a.Label, a.Seconds)
 	if !tasks.Declared(req) {
 		if !sleep(ctx, d) {
-			return nil, ctx.Err()
+			return tasks.ToolOutcome{}, ctx.Err()
 		}
-		return text(answer, false), nil
+		return tasks.ToolOutcome{Result: text(answer, false)}, nil
 	}
 	return f.start(ctx, req, "slow_compute", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, d)
@@ -159,9 +159,9 @@ func (f *fixtures) slowCompute(ctx context.Context, req *mcp.CallToolRequest) (*
 	})
 }
 
-func (f *fixtures) failingJob(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) failingJob(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	if !tasks.Declared(req) {
-		return nil, tasks.MissingExtension()
+		return tasks.ToolOutcome{}, tasks.MissingExtension()
 	}
 	return f.start(ctx, req, "failing_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, time.Second)
@@ -169,10 +169,10 @@ func (f *fixtures) failingJob(ctx context.Context, req *mcp.CallToolRequest) (*m
 	})
 }
 
-func (f *fixtures) protocolErrorJob(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) protocolErrorJob(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	terr := &tasks.Error{Code: tasks.CodeInternal, Message: "simulated internal failure"}
 	if !tasks.Declared(req) {
-		return nil, &tasks.RPCError{Code: terr.Code, Message: terr.Message}
+		return tasks.ToolOutcome{}, &tasks.RPCError{Code: terr.Code, Message: terr.Message}
 	}
 	return f.start(ctx, req, "protocol_error_job", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		sleep(ctx, 100*time.Millisecond)
@@ -189,10 +189,10 @@ func elicit(message string, props string, required ...string) map[string]any {
 	return map[string]any{"method": "elicitation/create", "params": map[string]any{"mode": "form", "message": message, "requestedSchema": schema}}
 }
 
-func (f *fixtures) confirmDelete(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) confirmDelete(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	a := args[struct{ Filename string }](req)
 	if !tasks.Declared(req) {
-		return text(fmt.Sprintf("%s was not deleted: confirmation needs the tasks extension", a.Filename), false), nil
+		return tasks.ToolOutcome{Result: text(fmt.Sprintf("%s was not deleted: confirmation needs the tasks extension", a.Filename), false)}, nil
 	}
 	return f.start(ctx, req, "confirm_delete", func(t *tasks.Task) {
 		t.StatusMessage = "waiting for confirmation"
@@ -200,9 +200,9 @@ func (f *fixtures) confirmDelete(ctx context.Context, req *mcp.CallToolRequest) 
 	}, nil)
 }
 
-func (f *fixtures) multiInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) multiInput(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	if !tasks.Declared(req) {
-		return text("multi_input needs the tasks extension", true), nil
+		return tasks.ToolOutcome{Result: text("multi_input needs the tasks extension", true)}, nil
 	}
 	return f.start(ctx, req, "multi_input", func(t *tasks.Task) {
 		t.StatusMessage = "waiting for two answers"
@@ -211,9 +211,9 @@ func (f *fixtures) multiInput(ctx context.Context, req *mcp.CallToolRequest) (*m
 	}, nil)
 }
 
-func (f *fixtures) toolWithTask(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (f *fixtures) toolWithTask(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 	if !tasks.Declared(req) {
-		return nil, tasks.MissingExtension()
+		return tasks.ToolOutcome{}, tasks.MissingExtension()
 	}
 	resp, ok := req.Params.InputResponses["user_name"].(*mcp.ElicitResult)
 	name, _ := func() (string, bool) {
@@ -224,10 +224,10 @@ func (f *fixtures) toolWithTask(ctx context.Context, req *mcp.CallToolRequest) (
 		return n, ok
 	}()
 	if name == "" {
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+		return tasks.ToolOutcome{Result: &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
 			"user_name": &mcp.ElicitParams{Message: "What is your name?", RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}, "required": []string{"name"}}},
-		}}, nil
+		}}}, nil
 	}
 	return f.start(ctx, req, "test_tool_with_task", nil, func(ctx context.Context, t *tasks.Task) (*mcp.CallToolResult, *tasks.Error) {
 		return text(fmt.Sprintf("Hello, %s! Your task is done.", name), false), nil

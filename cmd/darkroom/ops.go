@@ -47,14 +47,10 @@ func (a *app) observe(hub *generation.Hub) {
 // observeHTTP counts the requests to /mcp (and nothing else: files,
 // webhooks and probes have their own metrics or none).
 func (a *app) observeHTTP(h http.Handler) http.Handler {
-	m := a.obs.HTTP(h)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/mcp" {
-			m.ServeHTTP(w, r)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	mux := http.NewServeMux() // not a layer of ours on the request's way
+	mux.Handle("/mcp", a.obs.HTTP(h))
+	mux.Handle("/", h)
+	return mux
 }
 
 // opsRoutes are the routes on the main listener beside /mcp: webhooks,
@@ -232,7 +228,7 @@ func (a *app) drain(srv *http.Server, served <-chan error, bgDone <-chan struct{
 	grace := a.cfg.ShutdownGrace
 	a.log.Info("shutting down", "grace", grace.String(), "requestsInFlight", a.obs.InFlight())
 	a.draining.Store(true)
-	a.obs.Drain()
+	a.tasks.Drain()
 	a.svc.Hub().Drain()
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(grace*9/10))
 	defer cancel()

@@ -207,19 +207,18 @@ func (a *app) buildRunner(providers []provider.Provider) {
 // viewer's) and the MCP server that serves it.
 func (a *app) buildTools() {
 	a.tools = gentools.New(gentools.Config{
-		Service:        a.svc,
-		Owner:          server.ToolOwner,
-		MaxInputBytes:  a.cfg.MaxInputBytes,
-		Budget:         a.budget,
-		BeforeGenerate: a.gen.BeforeGenerate,
-		ApprovalAbove:  a.approvalAbove,
-		MaxReadBytes:   a.cfg.MaxResourceBytes,
-		Bytes:          a.bytes,
-		MaxWait:        a.cfg.MaxWait,
-		Models:         a.models,
+		Service:       a.svc,
+		Owner:         server.ToolOwner,
+		MaxInputBytes: a.cfg.MaxInputBytes,
+		Budget:        a.budget,
+		ApprovalAbove: a.approvalAbove,
+		MaxReadBytes:  a.cfg.MaxResourceBytes,
+		Bytes:         a.bytes,
+		MaxWait:       a.cfg.MaxWait,
+		Models:        a.models,
 	})
 	a.tools.Add(ui.Tool(a.viewerConfig()))
-	a.gen.Register(a.tools.Generate)
+	a.gen.Register(a.tools)
 	a.mcp = server.New(a.serverConfig())
 }
 

@@ -42,3 +42,25 @@ func (c Counts) Since() Counts {
 	n := Now()
 	return Counts{n.Admissions - c.Admissions, n.HostChecks - c.HostChecks, n.Parses - c.Parses, n.Handlers - c.Handlers}
 }
+
+// Handler counts one handler run (Handlers) and runs the probe, if a
+// test set one (SetProbe): at that point the goroutine's stack is the
+// request's way from the listener to its handler.
+func Handler() {
+	Handlers.Add(1)
+	if p := probe.Load(); p != nil {
+		(*p)()
+	}
+}
+
+var probe atomic.Pointer[func()]
+
+// SetProbe makes fn run at every handler run, on the handler's goroutine
+// (nil: none). Tests only.
+func SetProbe(fn func()) {
+	if fn == nil {
+		probe.Store(nil)
+		return
+	}
+	probe.Store(&fn)
+}

@@ -1,0 +1,178 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/sse"
+)
+
+// Drain ends every open listen stream, on every transport, now and from
+// now on (a stream opened afterwards ends at once): the server is
+// shutting down and its clients should listen on the next one. The
+// dispatcher owns the streams, so it ends them.
+func (d *Dispatcher) Drain() { d.drain() }
+
+// MaxListenTaskIDs caps the taskIds of one subscriptions/listen: each is
+// looked up and subscribed to.
+const MaxListenTaskIDs = 1000
+
+// openListen takes one of the caller's open-stream slots (Options.OpenListen)
+// for a listen about to stream; release gives it back when it ends.
+func (d *Dispatcher) openListen(ctx context.Context, owner string) (release func(), e *RPCError) {
+	if d.opts.OpenListen == nil {
+		return func() {}, nil
+	}
+	return d.opts.OpenListen(ctx, owner)
+}
+
+// checkListen refuses a listen for more tasks than MaxListenTaskIDs.
+func checkListen(p *params) *RPCError {
+	if n := len(p.Notifications.TaskIDs); n > MaxListenTaskIDs {
+		return invalidParams(fmt.Sprintf("params.notifications.taskIds has %d ids; the limit is %d: listen in several subscriptions", n, MaxListenTaskIDs))
+	}
+	return nil
+}
+
+// serveListen streams notifications/tasks as SSE until the client goes
+// away or every listed task has ended.
+func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
+	p, e := d.parse(req, r.Header)
+	if e != nil {
+		WriteError(w, req.ID, e)
+		return
+	}
+	release, e := d.openListen(r.Context(), owner)
+	if e != nil {
+		WriteError(w, req.ID, e)
+		return
+	}
+	defer release()
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(msg []byte) error {
+		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
+			return err
+		}
+		if _, err := w.Write(msg); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, "\n\n"); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	keepAlive := func() error {
+		_, err := io.WriteString(w, sse.Comment)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err
+	}
+	d.listen(r.Context(), owner, req.ID, p.Notifications.TaskIDs, send, keepAlive)
+}
+
+// listen runs one subscription: acknowledgement first (listing only the
+// caller's own live tasks), then the current state and every change of
+// each agreed task, then the closing response once all have ended. The
+// taskIds are all it honours: darkroom's lists never change, so it
+// declares no listChanged and sends no list or resource notifications;
+// other filter keys (toolsListChanged, ...) are left out of the
+// acknowledgement and keep no stream open.
+func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessage, want []string, send func([]byte) error, keepAlive func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.drained, cancel)() // Drain ends it
+	agreed := []string{}
+	for _, tid := range want {
+		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
+			agreed = append(agreed, tid)
+		}
+	}
+	sub := d.store.broker.subscribe(agreed)
+	defer d.store.broker.unsubscribe(sub, agreed)
+	subMeta := d.meta(map[string]any{metaSubscriptionID: json.RawMessage(id)})
+	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
+	if send(notification(notificationSubscribed, ack)) != nil {
+		return
+	}
+	live := map[string]bool{}
+	for _, tid := range agreed {
+		live[tid] = true
+	}
+	// sent is the state last pushed per task: a wake-up that finds the
+	// same state (a resync across replicas, a duplicate signal) sends
+	// nothing.
+	sent := map[string]stateKey{}
+	push := func(ids []string) bool {
+		for _, tid := range ids {
+			if !live[tid] {
+				continue
+			}
+			t, err := d.store.Lookup(ctx, owner, tid)
+			if err != nil {
+				delete(live, tid) // expired or purged: nothing more will come
+				continue
+			}
+			k := keyOf(t)
+			if sent[tid] == k {
+				continue
+			}
+			sent[tid] = k
+			b, err := d.Detailed(ctx, owner, t, subMeta)
+			if err != nil || send(notification(notificationTasks, b)) != nil {
+				return false
+			}
+			if t.Status.Terminal() {
+				delete(live, tid)
+			}
+		}
+		return true
+	}
+	if !push(agreed) {
+		return
+	}
+	tick := time.NewTicker(d.opts.KeepAlive)
+	defer tick.Stop()
+	for len(live) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.wake:
+			if !push(sub.take()) {
+				return
+			}
+		case <-tick.C:
+			if keepAlive() != nil {
+				return
+			}
+		}
+	}
+	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
+	_ = send(frame(id, "result", end))
+}
+
+// stateKey is what distinguishes one pushed state of a task from the
+// next.
+type stateKey struct {
+	status          Status
+	updated         time.Time
+	message         string
+	keySeq          int64
+	pending, answer int
+}
+
+func keyOf(t *Task) stateKey {
+	return stateKey{t.Status, t.LastUpdatedAt, t.StatusMessage, t.KeySeq, len(t.InputRequests), len(t.AnsweredKeys)}
+}
