@@ -80,7 +80,7 @@ type Config struct {
 	Models []catalog.Entry
 	// MaxConcurrent caps this process's unfinished fal jobs (default 2,
 	// a new account's allowance). When it is reached Submit returns a
-	// RetryableError (wrapping provider.ErrNotCreated) whose After is
+	// RetryableError (wrapping provider.ErrNotCreated and ErrAtCapacity) whose After is
 	// ConcurrencyRetry, so the runner keeps the generation queued.
 	MaxConcurrent    int
 	ConcurrencyRetry time.Duration // default 5 s
@@ -375,7 +375,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	if !p.reserve(ctx) {
 		return provider.Job{}, &provider.RetryableError{
-			Err:   fmt.Errorf("%w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, p.cfg.MaxConcurrent),
+			Err:   fmt.Errorf("%w: %w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, provider.ErrAtCapacity, p.cfg.MaxConcurrent),
 			After: p.cfg.ConcurrencyRetry,
 		}
 	}
