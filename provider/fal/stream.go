@@ -1,18 +1,17 @@
 package fal
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
+	"github.com/darkroom-mcp/darkroom/provider/internal/events"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 )
 
@@ -84,81 +83,48 @@ func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(pr
 	if err != nil {
 		return provider.Status{}, err
 	}
-	outer := ctx
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StreamFor)
-	defer cancel()
-	// A stream silent for StreamStall, its headers included, is cut:
-	// cancelling its context ends the wait or the read.
-	var stalled atomic.Bool
-	stall := time.AfterFunc(p.cfg.StreamStall, func() { stalled.Store(true); cancel() })
-	defer stall.Stop()
-	isStall := func(err error) error {
-		if stalled.Load() && outer.Err() == nil {
-			return fmt.Errorf("fal: %w: nothing for %s", provider.ErrStreamStalled, p.cfg.StreamStall)
+	open := func(ctx context.Context) (io.ReadCloser, error) {
+		hdr := http.Header{}
+		hdr.Set("Accept", "text/event-stream")
+		resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, streamURL(d.StatusURL), nil, "", hdr)
+		if err != nil {
+			return nil, err
 		}
-		return err
-	}
-	hdr := http.Header{}
-	hdr.Set("Accept", "text/event-stream")
-	resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, streamURL(d.StatusURL), nil, "", hdr)
-	if err != nil {
-		return provider.Status{}, isStall(err)
-	}
-	if r != nil {
-		if err := p.http.Err(r); err != nil {
-			return provider.Status{}, err
-		}
-		return provider.Status{}, fmt.Errorf("fal: status stream answered %d", r.Status)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return provider.Status{}, fmt.Errorf("fal: status stream answered %q, not server-sent events", ct)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), httpx.MaxBody)
-	var last provider.Status
-	var data strings.Builder
-	for sc.Scan() {
-		stall.Reset(p.cfg.StreamStall)
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			if data.Len() > 0 {
-				data.WriteByte('\n')
+		if r != nil {
+			if err := p.http.Err(r); err != nil {
+				return nil, err
 			}
-			data.WriteString(strings.TrimPrefix(v, " "))
-			continue
+			return nil, fmt.Errorf("fal: status stream answered %d", r.Status)
 		}
-		if line != "" || data.Len() == 0 {
-			continue // another field, a comment (a keep-alive), or nothing yet
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+			resp.Body.Close()
+			return nil, fmt.Errorf("fal: status stream answered %q, not server-sent events", ct)
 		}
+		return resp.Body, nil
+	}
+	var last, end provider.Status
+	err = events.Hold(ctx, "fal", p.cfg.StreamStall, p.cfg.StreamFor, open, func(ctx context.Context, data []byte) (bool, error) {
 		var ev statusReply
-		err := json.Unmarshal([]byte(data.String()), &ev)
-		data.Reset()
-		if err != nil || ev.Status == "" {
-			continue // not a status: not ours to read
+		if json.Unmarshal(data, &ev) != nil || ev.Status == "" {
+			return false, nil // not a status: not ours to read
 		}
-		stall.Stop() // the result's own request is bounded as any other
 		st, err := p.fromReply(ctx, d, e, ev)
 		if err != nil {
-			return last, err
+			return true, err
 		}
-		stall.Reset(p.cfg.StreamStall)
 		if st.State.Terminal() {
 			p.release(d.RequestID)
-			return st, nil
+			end = st
+			return true, nil
 		}
 		last = st
 		if progress != nil {
 			progress(st)
 		}
+		return false, nil
+	})
+	if err != nil {
+		return last, err
 	}
-	switch {
-	case stalled.Load() && outer.Err() == nil:
-		return last, isStall(nil)
-	case ctx.Err() != nil:
-		return last, ctx.Err()
-	case sc.Err() != nil && !errors.Is(sc.Err(), context.Canceled):
-		return last, fmt.Errorf("fal: %w: %v", provider.ErrStreamEnded, sc.Err())
-	}
-	return last, fmt.Errorf("fal: %w", provider.ErrStreamEnded)
+	return end, nil
 }
