@@ -52,6 +52,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
+	"github.com/darkroom-mcp/darkroom/provider/internal/events"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
 )
@@ -235,7 +236,7 @@ func New(cfg Config) (*Provider, error) {
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
 		stream: httpx.New(httpx.Config{
-			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: streamClient(cfg.HTTPClient),
+			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: events.Client(cfg.HTTPClient),
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),

@@ -49,17 +49,6 @@ func (p *Provider) Signal(m provider.Model, webhook bool) provider.Signal {
 	return provider.SignalStream
 }
 
-// streamClient is c without its whole-request timeout (a stream lives
-// as long as its request); nil: the default transport.
-func streamClient(c *http.Client) *http.Client {
-	if c == nil {
-		return &http.Client{}
-	}
-	cc := *c
-	cc.Timeout = 0
-	return &cc
-}
-
 // streamURL is the request's status stream: its status URL's path and
 // "/stream".
 func streamURL(statusURL string) string {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,17 @@ func Each(r io.Reader, line func(), fn func(data []byte) (stop bool, err error))
 		}
 	}
 	return false, sc.Err()
+}
+
+// Client is c without its whole-request timeout (a stream lives as long
+// as its request; Hold bounds it); nil: the default transport.
+func Client(c *http.Client) *http.Client {
+	if c == nil {
+		return &http.Client{}
+	}
+	cc := *c
+	cc.Timeout = 0
+	return &cc
 }
 
 // Hold holds one stream: open opens it (on a context that ends with ctx,
