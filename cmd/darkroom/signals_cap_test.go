@@ -19,13 +19,7 @@ func TestOpenAICallCap(t *testing.T) {
 	tc := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 	var ids []string
 	for i := range 8 {
-		r := tc.tool("generate", map[string]any{"modelId": "openai-gpt-image-2", "prompt": fmt.Sprintf("kite %d [run=2s]", i)})
-		sc, _ := r.Result["structuredContent"].(map[string]any)
-		id, _ := sc["generationId"].(string)
-		if id == "" {
-			t.Fatalf("generate: %+v %v", r.Error, r.Result)
-		}
-		ids = append(ids, id)
+		ids = append(ids, generateID(t, tc, "openai-gpt-image-2", fmt.Sprintf("kite %d [run=2s]", i)))
 	}
 	for _, id := range ids {
 		waitRow(t, s, id, "completed", func(row generation.Row) bool { return row.Status.Terminal() })

@@ -53,6 +53,19 @@ func holder(t *testing.T, rs []*testServer, prov string) int {
 	return at
 }
 
+// generateID starts a generation through tc's generate tool and returns
+// its id.
+func generateID(t *testing.T, tc *rpcClient, model, prompt string) string {
+	t.Helper()
+	r := tc.tool("generate", map[string]any{"modelId": model, "prompt": prompt})
+	sc, _ := r.Result["structuredContent"].(map[string]any)
+	id, _ := sc["generationId"].(string)
+	if id == "" {
+		t.Fatalf("generate: %+v %v", r.Error, r.Result)
+	}
+	return id
+}
+
 // signalModels: a model each of the providers with a signal of their own.
 var signalModels = []struct{ prov, model string }{
 	{"fal", "fal-flux-dev"},
@@ -78,18 +91,9 @@ func TestSignalReplicas(t *testing.T) {
 			rig := startEmulator(t, defaultTiming)
 			rs := signalReplicas(t, rig)
 			tc := &rpcClient{t: t, url: rs[0].url, caps: map[string]any{}}
-			generate := func(prompt string) string {
-				r := tc.tool("generate", map[string]any{"modelId": sm.model, "prompt": prompt})
-				sc, _ := r.Result["structuredContent"].(map[string]any)
-				id, _ := sc["generationId"].(string)
-				if id == "" {
-					t.Fatalf("generate: %+v %v", r.Error, r.Result)
-				}
-				return id
-			}
 
 			t.Run("one holder", func(t *testing.T) {
-				id := generate("a heron [run=2s]")
+				id := generateID(t, tc, sm.model, "a heron [run=2s]")
 				holder(t, rs, sm.prov)
 				waitRow(t, rs[0], id, "completed", func(row generation.Row) bool { return row.Status == generation.StatusCompleted })
 				if n, h := rig.Jobs(sm.prov), held(rig, sm.prov); n != 1 || h != 1 {
@@ -99,7 +103,7 @@ func TestSignalReplicas(t *testing.T) {
 
 			t.Run("cancel on another replica", func(t *testing.T) {
 				jobs, calls := rig.Jobs(sm.prov), held(rig, sm.prov)
-				id := generate("a long heron [run=10m]")
+				id := generateID(t, tc, sm.model, "a long heron [run=10m]")
 				h := holder(t, rs, sm.prov)
 				eventually(t, 10*time.Second, func() bool { return rig.Jobs(sm.prov) > jobs }, "the provider job")
 				other := rs[(h+1)%len(rs)]

@@ -3,16 +3,13 @@ package fal
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/internal/events"
-	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 )
 
 // fal's status stream, as fal-js reads it (fal-ai/fal-js 381105e,
@@ -73,47 +70,18 @@ func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(pr
 		return provider.Status{}, err
 	}
 	open := func(ctx context.Context) (io.ReadCloser, error) {
-		hdr := http.Header{}
-		hdr.Set("Accept", "text/event-stream")
-		resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, streamURL(d.StatusURL), nil, "", hdr)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			if err := p.http.Err(r); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("fal: status stream answered %d", r.Status)
-		}
-		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-			resp.Body.Close()
-			return nil, fmt.Errorf("fal: status stream answered %q, not server-sent events", ct)
-		}
-		return resp.Body, nil
+		return events.Open(ctx, p.stream, "fal", streamURL(d.StatusURL), p.http.Err)
 	}
-	var last, end provider.Status
-	err = events.Hold(ctx, "fal", p.cfg.StreamStall, p.cfg.StreamFor, open, func(ctx context.Context, data []byte) (bool, error) {
+	st, err := events.Watch(ctx, "fal", p.cfg.StreamStall, p.cfg.StreamFor, open, func(ctx context.Context, data []byte) (provider.Status, bool, error) {
 		var ev statusReply
 		if json.Unmarshal(data, &ev) != nil || ev.Status == "" {
-			return false, nil // not a status: not ours to read
+			return provider.Status{}, false, nil // not a status: not ours to read
 		}
 		st, err := p.fromReply(ctx, d, e, ev)
-		if err != nil {
-			return true, err
-		}
-		if st.State.Terminal() {
-			p.release(d.RequestID)
-			end = st
-			return true, nil
-		}
-		last = st
-		if progress != nil {
-			progress(st)
-		}
-		return false, nil
-	})
-	if err != nil {
-		return last, err
+		return st, true, err
+	}, progress)
+	if err == nil {
+		p.release(d.RequestID) // ended
 	}
-	return end, nil
+	return st, err
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	ia "google.golang.org/genai/interactions/models/interactions"
@@ -70,61 +68,32 @@ func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(pr
 		return p.Status(ctx, job)
 	}
 	open := func(ctx context.Context) (io.ReadCloser, error) {
-		hdr := http.Header{}
-		hdr.Set("Accept", "text/event-stream")
-		resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, p.base+interactionsPath+"/"+d.Interaction+"?stream=true", nil, "", hdr)
-		if err != nil {
-			return nil, err
-		}
-		if r != nil {
-			if err := statusErr(p.http, r); err != nil {
-				return nil, err
-			}
-			return nil, fmt.Errorf("google: interaction stream answered %d", r.Status)
-		}
-		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-			resp.Body.Close()
-			return nil, fmt.Errorf("google: interaction stream answered %q, not server-sent events", ct)
-		}
-		return resp.Body, nil
+		url := p.base + interactionsPath + "/" + d.Interaction + "?stream=true"
+		return events.Open(ctx, p.stream, "google", url, func(r *httpx.Response) error { return statusErr(p.http, r) })
 	}
-	var last provider.Status
-	ended := false
-	err = events.Hold(ctx, "google", p.cfg.StreamStall, p.cfg.StreamFor, open, func(_ context.Context, data []byte) (bool, error) {
+	st, err := events.Watch(ctx, "google", p.cfg.StreamStall, p.cfg.StreamFor, open, func(_ context.Context, data []byte) (provider.Status, bool, error) {
 		var ev ia.InteractionSSEEvent
 		if json.Unmarshal(data, &ev) != nil {
-			return false, nil // not an event the SDK knows: not ours to read
+			return provider.Status{}, false, nil // not an event the SDK knows: not ours to read
 		}
-		var status string
+		var status ia.InteractionStatus
 		switch {
 		case ev.InteractionCompletedEvent != nil:
-			ended = true
-			return true, nil
+			status = ia.InteractionStatusCompleted // whatever its payload holds, it ended
 		case ev.ErrorEvent != nil:
-			return true, fmt.Errorf("google: %w: an error event", provider.ErrStreamEnded)
+			return provider.Status{}, false, fmt.Errorf("google: %w: an error event", provider.ErrStreamEnded)
 		case ev.InteractionStatusUpdate != nil:
-			status = string(ev.InteractionStatusUpdate.Status)
+			status = ia.InteractionStatus(ev.InteractionStatusUpdate.Status)
 		case ev.InteractionCreatedEvent != nil:
-			status = string(ev.InteractionCreatedEvent.Interaction.Status)
+			status = ia.InteractionStatus(ev.InteractionCreatedEvent.Interaction.Status)
 		default:
-			return false, nil // steps: the video is read once it ends
+			return provider.Status{}, false, nil // steps: the video is read once it ends
 		}
-		st := interactionState(&ia.Interaction{Status: ia.InteractionStatus(status)})
-		if st.State.Terminal() {
-			ended = true
-			return true, nil
-		}
-		last = st
-		if progress != nil {
-			progress(st)
-		}
-		return false, nil
-	})
+		return interactionState(&ia.Interaction{Status: status}), true, nil
+	}, progress)
 	if err != nil {
-		return last, err
+		return st, err
 	}
-	if !ended {
-		return last, fmt.Errorf("google: %w", provider.ErrStreamEnded)
-	}
+	// Ended: the lifecycle payloads may lack the outputs, a get has them.
 	return p.Status(ctx, job)
 }

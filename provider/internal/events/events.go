@@ -50,6 +50,30 @@ func Each(r io.Reader, line func(), fn func(data []byte) (stop bool, err error))
 	return false, sc.Err()
 }
 
+// Open sends GET url through c asking for server-sent events and
+// returns the stream's body. A reply that is not 2xx is refused's error
+// for it (or one naming its status); one that is not text/event-stream is
+// an error.
+func Open(ctx context.Context, c *httpx.Client, name, url string, refused func(*httpx.Response) error) (io.ReadCloser, error) {
+	hdr := http.Header{}
+	hdr.Set("Accept", "text/event-stream")
+	resp, r, err := c.Open(ctx, httpx.Other, http.MethodGet, url, nil, "", hdr)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		if err := refused(r); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: event stream answered %d", name, r.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: event stream answered %q, not server-sent events", name, ct)
+	}
+	return resp.Body, nil
+}
+
 // Client is c without its whole-request timeout (a stream lives as long
 // as its request; Hold bounds it); nil: the default transport.
 func Client(c *http.Client) *http.Client {
@@ -105,4 +129,35 @@ func Hold(ctx context.Context, name string, stall, max time.Duration, open func(
 		return err
 	}
 	return ended(err)
+}
+
+// Watch holds one stream (Hold) carrying a job's statuses: read maps an
+// event's data to the status it carries (ok false: none, skipped); each
+// one before the job's end goes to progress (nil: none), and the first
+// terminal one ends the watch and is returned. Otherwise it returns the
+// last status seen and why the stream ended (Hold's errors, or read's).
+func Watch(ctx context.Context, name string, stall, max time.Duration, open func(context.Context) (io.ReadCloser, error),
+	read func(ctx context.Context, data []byte) (st provider.Status, ok bool, err error), progress func(provider.Status)) (provider.Status, error) {
+	var last, end provider.Status
+	err := Hold(ctx, name, stall, max, open, func(ctx context.Context, data []byte) (bool, error) {
+		st, ok, err := read(ctx, data)
+		switch {
+		case err != nil:
+			return true, err
+		case !ok:
+			return false, nil
+		case st.State.Terminal():
+			end = st
+			return true, nil
+		}
+		last = st
+		if progress != nil {
+			progress(st)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return last, err
+	}
+	return end, nil
 }
