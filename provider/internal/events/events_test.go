@@ -50,7 +50,9 @@ func TestHold(t *testing.T) {
 		go func() { <-ctx.Done(); w.CloseWithError(ctx.Err()) }()
 		return r, nil
 	}
-	ended := func(context.Context) (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("data: a\n\n")), nil }
+	ended := func(context.Context) (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader("data: a\n\n")), nil
+	}
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name string
