@@ -326,7 +326,8 @@ func (r *Runner) step(ctx context.Context, row Row) {
 
 // settle takes the outcome of advance: a storage failure waits for
 // storage, an output darkroom refused fails the generation refunded, a
-// provider's permanent error fails it, another
+// provider's permanent error fails it, a refusal by the adapter's own
+// bound on calls at once waits queued (no attempt spent), another
 // error counts an attempt (failing it after MaxAttempts) and backs off.
 // It returns when to look again; ended: the generation was ended here.
 func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, err error) (_ time.Duration, ended bool) {
@@ -359,6 +360,9 @@ func (r *Runner) settle(ctx context.Context, g *Generation, next time.Duration, 
 		var sr *submitRefused
 		r.providerFailed(ctx, g, perm.Message, errors.As(err, &sr), hook{})
 		return -1, true
+	}
+	if errors.Is(err, provider.ErrAtCapacity) {
+		return atCapacityWait(err), false
 	}
 	r.mu.Lock()
 	r.fails[g.ID]++
@@ -585,6 +589,21 @@ func (r *Runner) storageOutage(ctx context.Context, g *Generation, se *storageEr
 }
 
 // backoff is exponential with jitter, 1 s doubling to a 60 s cap.
+// atCapacityWait is how long a generation refused by its adapter's own
+// bound on calls at once waits queued before it is tried again: the
+// adapter's hint (default 2 s) plus up to a quarter more, so the ones
+// refused together do not all come back at once. It spends no attempt
+// (settle): the calls in flight may take minutes, and waiting for them
+// is not failing.
+func atCapacityWait(err error) time.Duration {
+	d := 2 * time.Second
+	var re *provider.RetryableError
+	if errors.As(err, &re) && re.After > 0 {
+		d = re.After
+	}
+	return d + rand.N(d/4+1)
+}
+
 func backoff(n int) time.Duration {
 	d := time.Second << min(n-1, 6)
 	d = min(d, time.Minute)

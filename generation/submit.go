@@ -148,7 +148,12 @@ func (r *Runner) reconcile(ctx context.Context, p provider.Provider, m provider.
 // adaptive backoff without webhooks, a slow safety poll with them.
 func (r *Runner) nextPoll(p provider.Provider, m provider.Model, g *Generation, st provider.Status, checks int64, submittedAt time.Time) time.Duration {
 	if !r.cfg.PollOnly {
-		return provider.NextPollElapsed(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), st.Progress, r.webhooks(p), provider.Jitter(0.1))
+		now := r.s.cfg.Now()
+		var running time.Duration
+		if !st.StartedAt.IsZero() {
+			running = max(now.Sub(st.StartedAt), time.Millisecond) // started: known to run
+		}
+		return provider.NextPollElapsed(m.ExpectedDuration, now.Sub(submittedAt), running, st.Progress, r.webhooks(p), provider.Jitter(0.1))
 	}
 	progressed := st.Progress > g.Progress+0.005 || (g.Status == StatusQueued && st.State == provider.StateRunning)
 	return provider.NextPoll(m.ExpectedDuration, r.s.cfg.Now().Sub(submittedAt), int(checks), progressed, r.webhooks(p), provider.Jitter(0.1))

@@ -113,8 +113,14 @@ const (
 //   - then every ElapsedFraction of the time since submit, at least
 //     ElapsedPollMin and at most PollCap(expected) (30 s for the longest);
 //   - a job whose last check showed progress p (0 < p < 1) is looked at
-//     no later than the end p predicts (sinceSubmit·(1−p)/p), still at
-//     least ElapsedPollMin apart.
+//     no later than the end p predicts (running·(1−p)/p), still at
+//     least ElapsedPollMin apart;
+//   - a job the vendor says has been running for running (>0; else the
+//     time since submit stands for it) is looked at no later than the end
+//     the model's expected duration predicts (its start plus expected),
+//     and past that end every ElapsedFraction of its running time, not of
+//     the time since submit: a job that queued long is followed as
+//     closely as one that started at once.
 //
 // jitter spreads the result (the runner's is ±10 %). At the floor a job
 // costs one request a second; Replicate allows 3,000 a minute for
@@ -122,7 +128,7 @@ const (
 // minute per model (its rate-limits page), which a 1 s floor per job keeps
 // within reach of any tier for the handful of videos an owner runs at
 // once (the in-flight cap).
-func NextPollElapsed(expected, sinceSubmit time.Duration, progress float64, webhooks bool, jitter func(time.Duration) time.Duration) time.Duration {
+func NextPollElapsed(expected, sinceSubmit, running time.Duration, progress float64, webhooks bool, jitter func(time.Duration) time.Duration) time.Duration {
 	if expected <= 0 {
 		expected = 10 * time.Second
 	}
@@ -139,8 +145,17 @@ func NextPollElapsed(expected, sinceSubmit time.Duration, progress float64, webh
 	}
 	limit := PollCap(expected)
 	d := min(max(time.Duration(float64(sinceSubmit)*ElapsedFraction), ElapsedPollMin), limit)
+	if running > 0 && running < sinceSubmit {
+		if left := expected - running; left > 0 {
+			d = min(d, max(left, ElapsedPollMin)) // land on the predicted end
+		} else {
+			d = min(d, max(time.Duration(float64(running)*ElapsedFraction), ElapsedPollMin))
+		}
+	} else {
+		running = sinceSubmit
+	}
 	if progress > 0 && progress < 1 {
-		left := time.Duration(float64(sinceSubmit) * (1 - progress) / progress)
+		left := time.Duration(float64(running) * (1 - progress) / progress)
 		d = min(d, max(left, ElapsedPollMin))
 	}
 	return min(max(jitter(d), PollFloor), limit+limit/4)

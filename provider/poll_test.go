@@ -99,23 +99,28 @@ func BenchmarkPoll3MinVideo(b *testing.B) {
 func TestNextPollElapsed(t *testing.T) {
 	const s = time.Second
 	for _, tc := range []struct {
-		name            string
-		expected, since time.Duration
-		progress        float64
-		webhooks        bool
-		want            time.Duration
+		name                     string
+		expected, since, running time.Duration
+		progress                 float64
+		webhooks                 bool
+		want                     time.Duration
 	}{
-		{"video: first check at half the expected time", 180 * s, 0, 0, false, 90 * s},
-		{"video: a tenth of the time since submit", 180 * s, 100 * s, 0, false, 10 * s},
-		{"video: capped by PollCap", 240 * s, 400 * s, 0, false, 30 * s},
-		{"image: at least 1 s", 8 * s, 4 * s, 0, false, 1 * s},
-		{"image: a tenth once long", 8 * s, 20 * s, 0, false, 2 * s},
-		{"progress predicts an end sooner", 180 * s, 100 * s, 0.95, false, 5263157894},
-		{"progress predicts it later: the tenth holds", 180 * s, 100 * s, 0.5, false, 10 * s},
-		{"progress near the end: still 1 s apart", 180 * s, 100 * s, 0.999, false, 1 * s},
-		{"webhooks: slow safety poll", 180 * s, 0, 0, true, 6 * time.Minute},
+		{"video: first check at half the expected time", 180 * s, 0, 0, 0, false, 90 * s},
+		{"video: a tenth of the time since submit", 180 * s, 100 * s, 0, 0, false, 10 * s},
+		{"video: capped by PollCap", 240 * s, 400 * s, 0, 0, false, 30 * s},
+		{"image: at least 1 s", 8 * s, 4 * s, 0, 0, false, 1 * s},
+		{"image: a tenth once long", 8 * s, 20 * s, 0, 0, false, 2 * s},
+		{"progress predicts an end sooner", 180 * s, 100 * s, 0, 0.95, false, 5263157894},
+		{"progress predicts it later: the tenth holds", 180 * s, 100 * s, 0, 0.5, false, 10 * s},
+		{"progress near the end: still 1 s apart", 180 * s, 100 * s, 0, 0.999, false, 1 * s},
+		{"webhooks: slow safety poll", 180 * s, 0, 0, 0, true, 6 * time.Minute},
+		// Replicate's started_at: queued 90 s, running 85 s of 90 expected.
+		{"started: the look lands on the predicted end", 90 * s, 175 * s, 85 * s, 0, false, 5 * s},
+		{"started, past the predicted end: a tenth of the running time", 90 * s, 200 * s, 110 * s, 0, false, 11 * s},
+		{"started, progress: predicted from the running time", 180 * s, 200 * s, 100 * s, 0.95, false, 5263157894},
+		{"started lately: the tenth since submit holds (its end is far)", 180 * s, 100 * s, 20 * s, 0, false, 10 * s},
 	} {
-		if got := provider.NextPollElapsed(tc.expected, tc.since, tc.progress, tc.webhooks, nil); got != tc.want {
+		if got := provider.NextPollElapsed(tc.expected, tc.since, tc.running, tc.progress, tc.webhooks, nil); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -144,7 +149,7 @@ func TestNextPollElapsedLag(t *testing.T) {
 			if now >= tc.total {
 				break
 			}
-			now += provider.NextPollElapsed(tc.expected, now, 0, false, nil)
+			now += provider.NextPollElapsed(tc.expected, now, 0, 0, false, nil)
 		}
 		lag := now - tc.total
 		bound := max(tc.total/10+tc.total/100, provider.ElapsedPollMin)

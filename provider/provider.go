@@ -161,6 +161,10 @@ type Status struct {
 	// failure (fal: a request that failed with a 5xx), so the runner
 	// refunds it whether or not the provider implements RefundsFailures.
 	NotBilled bool
+	// StartedAt, when the vendor says, is when the job started running
+	// (Replicate's started_at): the runner aims its next look at the end
+	// it predicts (NextPollElapsed).
+	StartedAt time.Time
 }
 
 // Provider is one media-generation backend.

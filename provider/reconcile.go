@@ -16,6 +16,13 @@ import (
 // outcome unknown.
 var ErrNotCreated = errors.New("provider: no job was created")
 
+// ErrAtCapacity marks a Submit refused by the adapter's own bound on
+// calls or jobs at once (nothing was sent; it wraps ErrNotCreated too).
+// It is not a failure: the runner keeps the generation queued and tries
+// again after the RetryableError's After, without spending an attempt,
+// however long the calls in flight take.
+var ErrAtCapacity = errors.New("provider: at its own limit of calls at once")
+
 // DuplicateRisk is implemented by providers whose Submit is not
 // idempotent and whose Find cannot tell whether an earlier submit made a
 // job (Find returns ErrUnsupported). For them, resubmitting after an

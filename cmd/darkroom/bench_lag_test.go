@@ -41,6 +41,7 @@ var lagModels = []struct {
 	{"replicate-flux-dev", "replicate", "image", lagLengths(2, 5, 10, 20)},
 	{"fal-kling-1.6", "fal", "video", lagLengths(30, 60, 120, 180)},
 	{"replicate-kling-1.6", "replicate", "video", lagLengths(30, 60, 120, 180)},
+	{"google-omni-1.2-flash", "google", "video", lagLengths(30, 60, 120, 180)},
 }
 
 func lagLengths(s ...int) []time.Duration {
@@ -93,15 +94,17 @@ func BenchmarkCompletionLag(b *testing.B) {
 	for _, sched := range []string{"poll", "signal"} {
 		// Keys of its own: darkroom's outbound rate limits are per key and
 		// process, so the two darkrooms must not share them.
-		rk, fk, ok := "r8_"+sched, "fal_"+sched, "sk-"+sched
-		rig := startEmulator(b, defaultTiming, func(o *emulator.Options) { o.ReplicateToken, o.FalKey, o.OpenAIKey = rk, fk, ok })
+		rk, fk, ok, gk := "r8_"+sched, "fal_"+sched, "sk-"+sched, "gemini_"+sched
+		rig := startEmulator(b, defaultTiming, func(o *emulator.Options) {
+			o.ReplicateToken, o.FalKey, o.OpenAIKey, o.GeminiKey = rk, fk, ok, gk
+		})
 		s := startServer(b, 0, func(c *config) {
 			c.ReplicateToken, c.ReplicateBaseURL = rk, rig.Replicate.URL
 			c.replicateWaitBelow = time.Duration(float64(time.Minute) * scale) // a model expected under a minute, scaled
 			c.FalKey, c.FalQueueURL, c.FalJWKSURL = fk, rig.Fal.URL, rig.FalJWKSURL()
 			c.FalConcurrency = 64
 			c.OpenAIKey, c.OpenAIBaseURL = ok, rig.OpenAI.URL
-			c.GeminiKey = ""
+			c.GeminiKey, c.GeminiBaseURL = gk, rig.Google.URL
 			c.UnsafeOutputFetch = true
 			c.OutputHosts = []string{rig.filesHost()}
 			c.ModelsFile = models
@@ -208,7 +211,7 @@ func lagCatalog(b *testing.B, scale float64) string {
 // lagRequests counts each provider's API requests so far.
 func lagRequests(rig *emuRig) map[string]int {
 	out := map[string]int{}
-	for _, prov := range []string{"replicate", "fal", "openai"} {
+	for _, prov := range []string{"replicate", "fal", "openai", "google"} {
 		for _, op := range []emulator.Op{emulator.OpCreate, emulator.OpStatus, emulator.OpResult, emulator.OpCancel, emulator.OpList, emulator.OpStream} {
 			out[prov] += rig.Count(prov, op)
 		}

@@ -77,6 +77,9 @@ type config struct {
 	// settings.
 	falStreamStall time.Duration
 	runnerHeld     int
+	// listenResync is postgres.Listener.ResyncEvery (0: its default), for
+	// a test that must see a change arrive by NOTIFY alone; not a setting.
+	listenResync time.Duration
 	// MaxLifetime per kind: a generation live longer is abandoned.
 	MaxLifetimeImage, MaxLifetimeVideo time.Duration
 	// Providers beyond the local one; each is on only with its credential.

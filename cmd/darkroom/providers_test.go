@@ -33,7 +33,14 @@ import (
 // (an image done in half a second), slowRun (starts at once and runs long,
 // for cancel while running) and slowQueue (waits long in the provider's
 // queue, for cancel while queued).
-var providerModels = []struct {
+var providerModels = []providerModel{
+	{name: "replicate", fast: "replicate-flux-schnell", slowRun: "replicate-flux-dev", slowQueue: "replicate-kling-1.6",
+		failMessage: "failure requested by the [fail] token", webhookCallsPerJob: 1},
+	{name: "fal", fast: "fal-flux-schnell", slowRun: "fal-flux-dev", slowQueue: "fal-kling-1.6",
+		failMessage: "content checker", webhookCallsPerJob: 3},
+}
+
+type providerModel struct {
 	name                     string
 	fast, slowRun, slowQueue string
 	failMessage              string // what the emulator's [fail] token says
@@ -43,11 +50,6 @@ var providerModels = []struct {
 	// left; fal's are verified but carry no status we read, so each one
 	// costs a look.
 	webhookCallsPerJob int
-}{
-	{name: "replicate", fast: "replicate-flux-schnell", slowRun: "replicate-flux-dev", slowQueue: "replicate-kling-1.6",
-		failMessage: "failure requested by the [fail] token", webhookCallsPerJob: 1},
-	{name: "fal", fast: "fal-flux-schnell", slowRun: "fal-flux-dev", slowQueue: "fal-kling-1.6",
-		failMessage: "content checker", webhookCallsPerJob: 3},
 }
 
 // emuTiming is the emulator's queue and run time per model (by the
@@ -184,16 +186,51 @@ func providerServer(t *testing.T, rig *emuRig, webhooks bool, opts ...func(*conf
 		c.CreateRate, c.CreateBurst = 1000, 1000
 		c.MaxInFlight = 0
 		c.Webhooks = webhooks // PublicURL is the test listener (startServer)
-		// These tests follow polled jobs (a runner gone idle between
-		// looks, status calls counted): the scheduler before issue 39.
-		// Each provider's own signal is signals_test.go's.
-		c.pollOnly = true
 		c.ReplicateSecret = ""
 		if webhooks {
 			c.ReplicateSecret = emulator.DefaultWebhookSecret
 		}
 	}
 	return startServer(t, 0, append([]func(*config){base}, opts...)...)
+}
+
+// schedulers are the runner's two ways of following a job without a
+// webhook: each provider's own signal (fal's stream, Replicate's held
+// create; the default) and polling alone (the scheduler before issue 39,
+// which BenchmarkCompletionLag still compares). The suite's lifecycle and
+// cancel tests run under both.
+var schedulers = []struct {
+	name     string
+	pollOnly bool
+}{{"signals", false}, {"polled", true}}
+
+func pollOnly(on bool) func(*config) { return func(c *config) { c.pollOnly = on } }
+
+// lookOp is the emulator's op of the runner's look at a submitted job of
+// prov: fal's status stream where it is the signal, else a status call.
+func lookOp(prov string, pollOnly, webhooks bool) emulator.Op {
+	if prov == "fal" && !pollOnly && !webhooks {
+		return emulator.OpStream
+	}
+	return emulator.OpStatus
+}
+
+// waitBetweenLooks waits until the generation's job (made from prompt)
+// is in state at prov and the runner is between looks at it: idle until
+// its next poll (the row rescheduled), or holding prov's stream or
+// create for it. A held create has no job recorded yet: the job at the
+// emulator stands for it. It returns the row's status then.
+func waitBetweenLooks(t *testing.T, s *testServer, rig *emuRig, prov, prompt, id, state string) generation.Status {
+	t.Helper()
+	var row generation.Row
+	eventually(t, 20*time.Second, func() bool {
+		row = generationRow(t, s, id)
+		held := s.app.runner.Held(prov) > 0
+		seen := afterObserved(row) && string(row.Status) == state
+		heldCreate := held && row.ProviderJobID == "" && rig.JobsByPrompt(prov)[prompt] == 1
+		return (seen && (idleRow(row) || held)) || heldCreate
+	}, "generation "+id+" "+state+" at "+prov+", between looks")
+	return row.Status
 }
 
 var pngSHA = func() string {
@@ -246,9 +283,13 @@ func afterObserved(row generation.Row) bool {
 func waitIdle(t *testing.T, s *testServer, id string) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() bool {
-		row := generationRow(t, s, id)
-		return row.LeaseUntil.IsZero() && !row.NextCheckAt.IsZero() && row.NextCheckAt.After(time.Now().Add(300*time.Millisecond))
+		return idleRow(generationRow(t, s, id))
 	}, "the runner to go idle on generation "+id)
+}
+
+// idleRow: the runner handed the row back until its next look.
+func idleRow(row generation.Row) bool {
+	return row.LeaseUntil.IsZero() && !row.NextCheckAt.IsZero() && row.NextCheckAt.After(time.Now().Add(300*time.Millisecond))
 }
 
 // awaitDelivery waits for the emulator's first webhook delivery about a
@@ -364,17 +405,6 @@ func TestProviderListModels(t *testing.T) {
 // through success, provider failure and cancel (queued and running), over
 // the compatibility tools and the Tasks flow.
 func TestProviderLifecycle(t *testing.T) {
-	type lifecycleCase struct {
-		name  string
-		tasks bool   // Tasks flow (else the generationId tools)
-		model string // fast | slowRun | slowQueue
-		// prompt; [fail] makes the emulator fail the job
-		prompt string
-		// cancel: "" none; "queued"/"running": cancel once darkroom
-		// shows the job in that state at the provider
-		cancel string
-		want   string // final generation status
-	}
 	cases := []lifecycleCase{
 		{name: "success/tools", model: "fast", prompt: "a lighthouse at dusk", want: "completed"},
 		{name: "success/tasks", tasks: true, model: "fast", prompt: "a heron in fog", want: "completed"},
@@ -387,125 +417,149 @@ func TestProviderLifecycle(t *testing.T) {
 	}
 	for _, pm := range providerModels {
 		for _, webhooks := range []bool{false, true} {
-			mode := map[bool]string{false: "polling", true: "webhooks"}[webhooks]
-			t.Run(pm.name+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				rig := startEmulator(t, defaultTiming)
-				s := providerServer(t, rig, webhooks)
-				cs := connect(t, s.url, "2026-07-28")
-				tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
-				for _, c := range cases {
-					t.Run(c.name, func(t *testing.T) {
-						model := map[string]string{"fast": pm.fast, "slowRun": pm.slowRun, "slowQueue": pm.slowQueue}[c.model]
-						args := map[string]any{"modelId": model, "prompt": c.prompt}
-						cancelsBefore := rig.Count(pm.name, emulator.OpCancel)
-						// Start it.
-						var id, taskID string
-						if c.tasks {
-							r := tc.tool("generate", args)
-							if r.Error != nil || r.Result["resultType"] != "task" {
-								t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
-							}
-							taskID = r.Result["taskId"].(string)
-							id = taskGeneration(t, s, taskID)
-						} else {
-							var g genView
-							res := call(t, cs, "generate", args, &g)
-							if res.IsError || g.GenerationID == "" {
-								t.Fatalf("generate: %s", text(res))
-							}
-							id = g.GenerationID
+			for _, sch := range schedulers {
+				if webhooks && sch.pollOnly {
+					continue // with webhooks the two schedulers are one
+				}
+				mode := map[bool]string{false: "polling", true: "webhooks"}[webhooks]
+				if !webhooks {
+					mode = sch.name
+				}
+				runLifecycle(t, pm.name+"/"+mode, pm, webhooks, sch.pollOnly, cases)
+			}
+		}
+	}
+}
+
+type lifecycleCase struct {
+	name  string
+	tasks bool   // Tasks flow (else the generationId tools)
+	model string // fast | slowRun | slowQueue
+	// prompt; [fail] makes the emulator fail the job
+	prompt string
+	// cancel: "" none; "queued"/"running": cancel once darkroom
+	// shows the job in that state at the provider
+	cancel string
+	want   string // final generation status
+}
+
+func runLifecycle(t *testing.T, name string, pm providerModel, webhooks, polled bool, cases []lifecycleCase) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		rig := startEmulator(t, defaultTiming)
+		s := providerServer(t, rig, webhooks, pollOnly(polled))
+		cs := connect(t, s.url, "2026-07-28")
+		tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				model := map[string]string{"fast": pm.fast, "slowRun": pm.slowRun, "slowQueue": pm.slowQueue}[c.model]
+				args := map[string]any{"modelId": model, "prompt": c.prompt}
+				cancelsBefore := rig.Count(pm.name, emulator.OpCancel)
+				// Start it.
+				var id, taskID string
+				if c.tasks {
+					r := tc.tool("generate", args)
+					if r.Error != nil || r.Result["resultType"] != "task" {
+						t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+					}
+					taskID = r.Result["taskId"].(string)
+					id = taskGeneration(t, s, taskID)
+				} else {
+					var g genView
+					res := call(t, cs, "generate", args, &g)
+					if res.IsError || g.GenerationID == "" {
+						t.Fatalf("generate: %s", text(res))
+					}
+					id = g.GenerationID
+				}
+				// Cancel it where the case says.
+				if c.cancel != "" {
+					if webhooks && pm.name == "replicate" && c.cancel == "running" {
+						row := waitRow(t, s, id, "observed "+c.cancel+" at "+pm.name, func(r generation.Row) bool {
+							return afterObserved(r) && string(r.Status) == c.cancel
+						})
+						// Replicate's "start" webhook may still be on its
+						// way: let it land first, so the cancel meets an
+						// idle generation (a cancel in the middle of a
+						// step is TestProviderCancelDuringStep's case).
+						awaitDelivery(t, rig, row.ProviderJobID)
+					}
+					before := waitBetweenLooks(t, s, rig, pm.name, c.prompt, id, c.cancel)
+					if c.tasks {
+						if ack := tc.call("tasks/cancel", map[string]any{"taskId": taskID}); ack.Error != nil {
+							t.Fatalf("tasks/cancel: %+v", ack.Error)
 						}
-						// Cancel it where the case says.
-						if c.cancel != "" {
-							row := waitRow(t, s, id, "observed "+c.cancel+" at "+pm.name, func(r generation.Row) bool {
-								return afterObserved(r) && string(r.Status) == c.cancel
-							})
-							if webhooks && pm.name == "replicate" && c.cancel == "running" {
-								// Replicate's "start" webhook may still be on its
-								// way: let it land first, so the cancel meets an
-								// idle generation (a cancel in the middle of a
-								// step is TestProviderCancelDuringStep's case).
-								awaitDelivery(t, rig, row.ProviderJobID)
-							}
-							waitIdle(t, s, id)
-							if c.tasks {
-								if ack := tc.call("tasks/cancel", map[string]any{"taskId": taskID}); ack.Error != nil {
-									t.Fatalf("tasks/cancel: %+v", ack.Error)
-								}
-							} else {
-								var cg genView
-								call(t, cs, "cancel_generation", map[string]any{"generationId": id}, &cg)
-								if cg.Status != c.cancel && cg.Status != "cancelled" {
-									t.Fatalf("cancel_generation answered %+v", cg)
-								}
-							}
+					} else {
+						var cg genView
+						call(t, cs, "cancel_generation", map[string]any{"generationId": id}, &cg)
+						if cg.Status != string(before) && cg.Status != "cancelled" {
+							t.Fatalf("cancel_generation answered %+v", cg)
 						}
-						// Wait for the end and check what the client sees.
-						if c.tasks {
-							done := tc.waitTask(taskID)
-							if c.want == "cancelled" {
-								// A cancelled task carries no result.
-								if done["status"] != "cancelled" || done["result"] != nil || done["error"] != nil {
-									t.Fatalf("task: %v", done)
-								}
-							}
-							switch c.want {
-							case "completed":
-								res, sc := structuredOf(t, done)
-								if done["status"] != "completed" || res["isError"] == true || sc["status"] != "completed" {
-									t.Fatalf("task: %v", done)
-								}
-								out := sc["outputs"].([]any)[0].(map[string]any)
-								if out["mimeType"] != "image/png" {
-									t.Errorf("mimeType %v", out["mimeType"])
-								}
-								checkOutput(t, out["url"].(string), out["sha256"].(string))
-							case "failed":
-								// A provider failure is a tool error, not a protocol error.
-								res, sc := structuredOf(t, done)
-								e, _ := sc["error"].(map[string]any)
-								if done["status"] != "completed" || res["isError"] != true || done["error"] != nil ||
-									e == nil || e["kind"] != "provider" || !strings.Contains(fmt.Sprint(e["message"]), pm.failMessage) {
-									t.Fatalf("provider failure as a task: %v", done)
-								}
-							}
-						} else {
-							var w genView
-							res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
-							if w.Status != c.want {
-								t.Fatalf("ended %s, want %s: %s", w.Status, c.want, text(res))
-							}
-							switch c.want {
-							case "completed":
-								if res.IsError || len(w.Outputs) != 1 || w.Outputs[0].MimeType != "image/png" || w.Outputs[0].Width != 8 {
-									t.Fatalf("completed: %s", text(res))
-								}
-								checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
-							case "failed":
-								if !res.IsError || w.Error == nil || w.Error.Kind != "provider" || !strings.Contains(w.Error.Message, pm.failMessage) {
-									t.Fatalf("provider failure: isError=%v %s", res.IsError, text(res))
-								}
-							}
+					}
+				}
+				// Wait for the end and check what the client sees.
+				if c.tasks {
+					done := tc.waitTask(taskID)
+					if c.want == "cancelled" {
+						// A cancelled task carries no result.
+						if done["status"] != "cancelled" || done["result"] != nil || done["error"] != nil {
+							t.Fatalf("task: %v", done)
 						}
-						row := generationRow(t, s, id)
-						if c.cancel != "" {
-							// The cancel reached the provider, which confirmed it.
-							if n := rig.Count(pm.name, emulator.OpCancel) - cancelsBefore; n != 1 {
-								t.Errorf("%d cancel calls at %s, want 1", n, pm.name)
-							}
-							if row.StatusMessage != "cancelled by the provider at our request" || row.Charged != 0 {
-								t.Errorf("cancelled row: %q charged %d", row.StatusMessage, row.Charged)
-							}
+					}
+					switch c.want {
+					case "completed":
+						res, sc := structuredOf(t, done)
+						if done["status"] != "completed" || res["isError"] == true || sc["status"] != "completed" {
+							t.Fatalf("task: %v", done)
 						}
-						if n := rig.JobsByPrompt(pm.name)[c.prompt]; n != 1 {
-							t.Errorf("%d jobs at %s for %q, want 1", n, pm.name, c.prompt)
+						out := sc["outputs"].([]any)[0].(map[string]any)
+						if out["mimeType"] != "image/png" {
+							t.Errorf("mimeType %v", out["mimeType"])
 						}
-					})
+						checkOutput(t, out["url"].(string), out["sha256"].(string))
+					case "failed":
+						// A provider failure is a tool error, not a protocol error.
+						res, sc := structuredOf(t, done)
+						e, _ := sc["error"].(map[string]any)
+						if done["status"] != "completed" || res["isError"] != true || done["error"] != nil ||
+							e == nil || e["kind"] != "provider" || !strings.Contains(fmt.Sprint(e["message"]), pm.failMessage) {
+							t.Fatalf("provider failure as a task: %v", done)
+						}
+					}
+				} else {
+					var w genView
+					res := call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
+					if w.Status != c.want {
+						t.Fatalf("ended %s, want %s: %s", w.Status, c.want, text(res))
+					}
+					switch c.want {
+					case "completed":
+						if res.IsError || len(w.Outputs) != 1 || w.Outputs[0].MimeType != "image/png" || w.Outputs[0].Width != 8 {
+							t.Fatalf("completed: %s", text(res))
+						}
+						checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+					case "failed":
+						if !res.IsError || w.Error == nil || w.Error.Kind != "provider" || !strings.Contains(w.Error.Message, pm.failMessage) {
+							t.Fatalf("provider failure: isError=%v %s", res.IsError, text(res))
+						}
+					}
+				}
+				row := generationRow(t, s, id)
+				if c.cancel != "" {
+					// The cancel reached the provider, which confirmed it.
+					if n := rig.Count(pm.name, emulator.OpCancel) - cancelsBefore; n != 1 {
+						t.Errorf("%d cancel calls at %s, want 1", n, pm.name)
+					}
+					if row.StatusMessage != "cancelled by the provider at our request" || row.Charged != 0 {
+						t.Errorf("cancelled row: %q charged %d", row.StatusMessage, row.Charged)
+					}
+				}
+				if n := rig.JobsByPrompt(pm.name)[c.prompt]; n != 1 {
+					t.Errorf("%d jobs at %s for %q, want 1", n, pm.name, c.prompt)
 				}
 			})
 		}
-	}
+	})
 }
 
 // TestProviderCancelDuringStep asks for a cancel while the runner is in
@@ -516,53 +570,62 @@ func TestProviderLifecycle(t *testing.T) {
 // minute away when polling, several with webhooks).
 func TestProviderCancelDuringStep(t *testing.T) {
 	for _, webhooks := range []bool{false, true} {
-		t.Run(map[bool]string{false: "polling", true: "webhooks"}[webhooks], func(t *testing.T) {
-			t.Parallel()
-			rig := startEmulator(t, defaultTiming)
-			s := providerServer(t, rig, webhooks)
-			cs := connect(t, s.url, "2026-07-28")
-			ids := map[string]string{}
-			for _, pm := range providerModels {
-				rig.Inject(emulator.Rule{Provider: pm.name, Op: emulator.OpStatus, Fault: emulator.FaultSlow, Times: 1})
-				var g genView
-				call(t, cs, "generate", map[string]any{"modelId": pm.slowQueue, "prompt": "cancel me mid-step"}, &g)
-				ids[pm.name] = g.GenerationID
+		for _, sch := range schedulers {
+			if webhooks && sch.pollOnly {
+				continue // with webhooks the two schedulers are one
 			}
-			for range providerModels {
-				select {
-				case <-rig.SlowHits(): // a runner Status call is held: its generation is leased
-				case <-time.After(10 * time.Second):
-					t.Fatal("the runner never looked at the jobs")
-				}
+			name := map[bool]string{false: sch.name, true: "webhooks"}[webhooks]
+			t.Run(name, func(t *testing.T) { cancelDuringStep(t, webhooks, sch.pollOnly) })
+		}
+	}
+}
+
+func cancelDuringStep(t *testing.T, webhooks, polled bool) {
+	t.Parallel()
+	rig := startEmulator(t, defaultTiming)
+	s := providerServer(t, rig, webhooks, pollOnly(polled))
+	cs := connect(t, s.url, "2026-07-28")
+	ids := map[string]string{}
+	for _, pm := range providerModels {
+		// The look is held: a status call, or fal's stream.
+		rig.Inject(emulator.Rule{Provider: pm.name, Op: lookOp(pm.name, polled, webhooks), Fault: emulator.FaultSlow, Times: 1})
+		var g genView
+		call(t, cs, "generate", map[string]any{"modelId": pm.slowQueue, "prompt": "cancel me mid-step"}, &g)
+		ids[pm.name] = g.GenerationID
+	}
+	for range providerModels {
+		select {
+		case <-rig.SlowHits(): // a runner Status call is held: its generation is leased
+		case <-time.After(10 * time.Second):
+			t.Fatal("the runner never looked at the jobs")
+		}
+	}
+	for _, pm := range providerModels {
+		var c genView
+		call(t, cs, "cancel_generation", map[string]any{"generationId": ids[pm.name]}, &c)
+		if c.Status != "queued" || generationRow(t, s, ids[pm.name]).CancelRequested != 1 {
+			t.Fatalf("%s: cancel_generation: %+v", pm.name, c)
+		}
+	}
+	rig.Release() // the steps finish and reschedule their generations
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pm := range providerModels {
+		t.Run(pm.name, func(t *testing.T) {
+			// Both cancels were asked together: the first wait gives
+			// both 5 s, the next only looks.
+			var w genView
+			if time.Now().Before(deadline) {
+				call(t, cs, "wait_generation", map[string]any{"generationId": ids[pm.name], "timeoutSeconds": 5}, &w)
 			}
-			for _, pm := range providerModels {
-				var c genView
-				call(t, cs, "cancel_generation", map[string]any{"generationId": ids[pm.name]}, &c)
-				if c.Status != "queued" || generationRow(t, s, ids[pm.name]).CancelRequested != 1 {
-					t.Fatalf("%s: cancel_generation: %+v", pm.name, c)
-				}
+			if w.Status != "cancelled" {
+				call(t, cs, "get_generation", map[string]any{"generationId": ids[pm.name]}, &w)
 			}
-			rig.Release() // the steps finish and reschedule their generations
-			deadline := time.Now().Add(5 * time.Second)
-			for _, pm := range providerModels {
-				t.Run(pm.name, func(t *testing.T) {
-					// Both cancels were asked together: the first wait gives
-					// both 5 s, the next only looks.
-					var w genView
-					if time.Now().Before(deadline) {
-						call(t, cs, "wait_generation", map[string]any{"generationId": ids[pm.name], "timeoutSeconds": 5}, &w)
-					}
-					if w.Status != "cancelled" {
-						call(t, cs, "get_generation", map[string]any{"generationId": ids[pm.name]}, &w)
-					}
-					row := generationRow(t, s, ids[pm.name])
-					if w.Status != "cancelled" {
-						t.Fatalf("BUG: a cancel asked during a runner step waits for the next scheduled check: 5 s later the "+
-							"generation is %s (cancel_requested=%d, %d cancel calls at %s), next check in %s",
-							w.Status, row.CancelRequested, rig.Count(pm.name, emulator.OpCancel), pm.name,
-							time.Until(row.NextCheckAt).Round(time.Second))
-					}
-				})
+			row := generationRow(t, s, ids[pm.name])
+			if w.Status != "cancelled" {
+				t.Fatalf("BUG: a cancel asked during a runner step waits for the next scheduled check: 5 s later the "+
+					"generation is %s (cancel_requested=%d, %d cancel calls at %s), next check in %s",
+					w.Status, row.CancelRequested, rig.Count(pm.name, emulator.OpCancel), pm.name,
+					time.Until(row.NextCheckAt).Round(time.Second))
 			}
 		})
 	}
@@ -573,8 +636,17 @@ func TestProviderCancelDuringStep(t *testing.T) {
 // neither hammers the provider nor gives the generation up within
 // seconds as an internal failure.
 func TestProviderCancelBacksOff(t *testing.T) {
+	for _, sch := range schedulers {
+		t.Run(sch.name, func(t *testing.T) {
+			t.Parallel()
+			cancelBacksOff(t, sch.pollOnly)
+		})
+	}
+}
+
+func cancelBacksOff(t *testing.T, polled bool) {
 	rig := startEmulator(t, defaultTiming)
-	s := providerServer(t, rig, false)
+	s := providerServer(t, rig, false, pollOnly(polled))
 	cs := connect(t, s.url, "2026-07-28")
 	ids := map[string]string{}
 	for _, pm := range providerModels {
@@ -582,8 +654,7 @@ func TestProviderCancelBacksOff(t *testing.T) {
 		var g genView
 		call(t, cs, "generate", map[string]any{"modelId": pm.slowQueue, "prompt": "cancel refused"}, &g)
 		ids[pm.name] = g.GenerationID
-		waitRow(t, s, g.GenerationID, "queued at "+pm.name, afterObserved)
-		waitIdle(t, s, g.GenerationID)
+		waitBetweenLooks(t, s, rig, pm.name, "cancel refused", g.GenerationID, "queued")
 	}
 	for _, pm := range providerModels {
 		call(t, cs, "cancel_generation", map[string]any{"generationId": ids[pm.name]}, nil)
@@ -623,46 +694,63 @@ func TestProviderWebhooksSaveStatusCalls(t *testing.T) {
 	tm := defaultTiming
 	tm.fast = [2]time.Duration{300 * time.Millisecond, 1700 * time.Millisecond}
 	for _, pm := range providerModels {
-		t.Run(pm.name, func(t *testing.T) {
-			t.Parallel()
-			type run struct {
-				rig *emuRig
-				s   *testServer
-				ids []string
+		for _, sch := range schedulers {
+			t.Run(pm.name+"/"+sch.name, func(t *testing.T) {
+				t.Parallel()
+				webhooksSaveStatusCalls(t, pm, tm, n, sch.pollOnly)
+			})
+		}
+	}
+}
+
+// signalCallsPerJob is the most status calls (fal: status and result) a
+// job needs through its provider's own signal, without a webhook: fal's
+// stream leaves the result to read, Replicate's held create none.
+var signalCallsPerJob = map[string]int{"fal": 1, "replicate": 0}
+
+func webhooksSaveStatusCalls(t *testing.T, pm providerModel, tm emuTiming, n int, polled bool) {
+	type run struct {
+		rig *emuRig
+		s   *testServer
+		ids []string
+	}
+	runs := map[bool]*run{}
+	for _, webhooks := range []bool{false, true} {
+		rig := startEmulator(t, tm)
+		r := &run{rig: rig, s: providerServer(t, rig, webhooks, pollOnly(polled))}
+		cs := connect(t, r.s.url, "2026-07-28")
+		for i := range n {
+			var g genView
+			call(t, cs, "generate", map[string]any{"modelId": pm.fast, "prompt": fmt.Sprintf("dune %d", i)}, &g)
+			r.ids = append(r.ids, g.GenerationID)
+		}
+		runs[webhooks] = r
+	}
+	for webhooks, r := range runs {
+		cs := connect(t, r.s.url, "2026-07-28")
+		for _, id := range r.ids {
+			var w genView
+			call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
+			if w.Status != "completed" || len(w.Outputs) != 1 {
+				t.Fatalf("webhooks=%v: %+v", webhooks, w)
 			}
-			runs := map[bool]*run{}
-			for _, webhooks := range []bool{false, true} {
-				rig := startEmulator(t, tm)
-				r := &run{rig: rig, s: providerServer(t, rig, webhooks)}
-				cs := connect(t, r.s.url, "2026-07-28")
-				for i := range n {
-					var g genView
-					call(t, cs, "generate", map[string]any{"modelId": pm.fast, "prompt": fmt.Sprintf("dune %d", i)}, &g)
-					r.ids = append(r.ids, g.GenerationID)
-				}
-				runs[webhooks] = r
-			}
-			for webhooks, r := range runs {
-				cs := connect(t, r.s.url, "2026-07-28")
-				for _, id := range r.ids {
-					var w genView
-					call(t, cs, "wait_generation", map[string]any{"generationId": id, "timeoutSeconds": 30}, &w)
-					if w.Status != "completed" || len(w.Outputs) != 1 {
-						t.Fatalf("webhooks=%v: %+v", webhooks, w)
-					}
-					checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
-				}
-			}
-			polled, hooked := runs[false].rig.statusCalls(pm.name), runs[true].rig.statusCalls(pm.name)
-			t.Logf("%s, %d generations of %s: %d status calls polled, %d with webhooks (%d webhook deliveries)",
-				pm.name, n, pm.fast, polled, hooked, len(runs[true].rig.Deliveries()))
-			if hooked > n*pm.webhookCallsPerJob || hooked >= polled {
-				t.Fatalf("webhooks made %d status calls (at most %d expected), polling %d", hooked, n*pm.webhookCallsPerJob, polled)
-			}
-			if d := len(runs[false].rig.Deliveries()); d != 0 {
-				t.Fatalf("polling mode received %d webhooks", d)
-			}
-		})
+			checkOutput(t, w.Outputs[0].URL, w.Outputs[0].SHA256)
+		}
+	}
+	without, hooked := runs[false].rig.statusCalls(pm.name), runs[true].rig.statusCalls(pm.name)
+	t.Logf("%s, %d generations of %s: %d status calls without a webhook (polled: %v), %d with webhooks (%d webhook deliveries)",
+		pm.name, n, pm.fast, without, polled, hooked, len(runs[true].rig.Deliveries()))
+	if hooked > n*pm.webhookCallsPerJob {
+		t.Fatalf("webhooks made %d status calls (at most %d expected)", hooked, n*pm.webhookCallsPerJob)
+	}
+	switch {
+	case polled && hooked >= without:
+		t.Fatalf("webhooks made %d status calls, polling %d", hooked, without)
+	case !polled && without > n*signalCallsPerJob[pm.name]:
+		t.Fatalf("%s's own signal made %d status calls, want at most %d", pm.name, without, n*signalCallsPerJob[pm.name])
+	}
+	if d := len(runs[false].rig.Deliveries()); d != 0 {
+		t.Fatalf("polling mode received %d webhooks", d)
 	}
 }
 

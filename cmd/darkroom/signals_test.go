@@ -133,12 +133,7 @@ func TestSignalPaths(t *testing.T) {
 				rig.Inject(r)
 			}
 			tc := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
-			r := tc.tool("generate", map[string]any{"modelId": tt.model, "prompt": tt.prompt})
-			sc, _ := r.Result["structuredContent"].(map[string]any)
-			id, _ := sc["generationId"].(string)
-			if id == "" {
-				t.Fatalf("generate: %+v %v", r.Error, r.Result)
-			}
+			id := generateID(t, tc, tt.model, tt.prompt)
 			if tt.cancel {
 				// Held: the stream is open, or the create made its job.
 				eventually(t, 10*time.Second, func() bool {
@@ -184,13 +179,7 @@ func TestSignalBounds(t *testing.T) {
 			tc := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
 			var ids []string
 			for _, p := range []string{"a heron [run=3s]", "an egret [run=3s]"} {
-				r := tc.tool("generate", map[string]any{"modelId": "fal-flux-dev", "prompt": p})
-				sc, _ := r.Result["structuredContent"].(map[string]any)
-				id, _ := sc["generationId"].(string)
-				if id == "" {
-					t.Fatalf("generate: %+v %v", r.Error, r.Result)
-				}
-				ids = append(ids, id)
+				ids = append(ids, generateID(t, tc, "fal-flux-dev", p))
 			}
 			for _, id := range ids {
 				waitRow(t, s, id, "completed", func(row generation.Row) bool { return row.Status == generation.StatusCompleted })

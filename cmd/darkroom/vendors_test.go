@@ -20,7 +20,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/darkroom-mcp/darkroom/blob"
-	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
@@ -230,8 +229,7 @@ func runVendorCase(t *testing.T, rig *emuRig, s *testServer, cs *mcp.ClientSessi
 	cancels := rig.Count(c.vendor, emulator.OpCancel)
 	id, taskID := startVendorCase(t, s, cs, tc, c)
 	if c.cancel {
-		waitRow(t, s, id, "running at "+c.vendor, func(r generation.Row) bool { return afterObserved(r) && r.Status == "running" })
-		waitIdle(t, s, id)
+		waitBetweenLooks(t, s, rig, c.vendor, c.prompt, id, "running")
 		var cg genView
 		call(t, cs, "cancel_generation", map[string]any{"generationId": id}, &cg)
 	}

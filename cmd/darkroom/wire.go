@@ -418,7 +418,8 @@ func (a *app) background(ctx context.Context) <-chan struct{} {
 						store.NotifyAll()
 						a.runner.Kick()
 					},
-					Chaos: listenChaos(a.log),
+					ResyncEvery: a.cfg.listenResync,
+					Chaos:       listenChaos(a.log),
 				})
 			})
 		}

@@ -52,6 +52,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
 	"github.com/darkroom-mcp/darkroom/provider/internal/clip"
+	"github.com/darkroom-mcp/darkroom/provider/internal/events"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/seen"
 )
@@ -80,7 +81,7 @@ type Config struct {
 	Models []catalog.Entry
 	// MaxConcurrent caps this process's unfinished fal jobs (default 2,
 	// a new account's allowance). When it is reached Submit returns a
-	// RetryableError (wrapping provider.ErrNotCreated) whose After is
+	// RetryableError (wrapping provider.ErrNotCreated and ErrAtCapacity) whose After is
 	// ConcurrencyRetry, so the runner keeps the generation queued.
 	MaxConcurrent    int
 	ConcurrencyRetry time.Duration // default 5 s
@@ -235,7 +236,7 @@ func New(cfg Config) (*Provider, error) {
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
 		stream: httpx.New(httpx.Config{
-			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: streamClient(cfg.HTTPClient),
+			Provider: Name, AuthValue: "Key " + cfg.Key, HTTPClient: events.Client(cfg.HTTPClient),
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		}),
@@ -375,7 +376,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	if !p.reserve(ctx) {
 		return provider.Job{}, &provider.RetryableError{
-			Err:   fmt.Errorf("%w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, p.cfg.MaxConcurrent),
+			Err:   fmt.Errorf("%w: %w: fal concurrency limit (%d unfinished jobs) reached", provider.ErrNotCreated, provider.ErrAtCapacity, p.cfg.MaxConcurrent),
 			After: p.cfg.ConcurrencyRetry,
 		}
 	}

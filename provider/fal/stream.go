@@ -1,19 +1,15 @@
 package fal
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
+	"io"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
-	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
+	"github.com/darkroom-mcp/darkroom/provider/internal/events"
 )
 
 // fal's status stream, as fal-js reads it (fal-ai/fal-js 381105e,
@@ -50,17 +46,6 @@ func (p *Provider) Signal(m provider.Model, webhook bool) provider.Signal {
 	return provider.SignalStream
 }
 
-// streamClient is c without its whole-request timeout (a stream lives
-// as long as its request); nil: the default transport.
-func streamClient(c *http.Client) *http.Client {
-	if c == nil {
-		return &http.Client{}
-	}
-	cc := *c
-	cc.Timeout = 0
-	return &cc
-}
-
 // streamURL is the request's status stream: its status URL's path and
 // "/stream".
 func streamURL(statusURL string) string {
@@ -84,81 +69,19 @@ func (p *Provider) Watch(ctx context.Context, job provider.Job, progress func(pr
 	if err != nil {
 		return provider.Status{}, err
 	}
-	outer := ctx
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StreamFor)
-	defer cancel()
-	// A stream silent for StreamStall, its headers included, is cut:
-	// cancelling its context ends the wait or the read.
-	var stalled atomic.Bool
-	stall := time.AfterFunc(p.cfg.StreamStall, func() { stalled.Store(true); cancel() })
-	defer stall.Stop()
-	isStall := func(err error) error {
-		if stalled.Load() && outer.Err() == nil {
-			return fmt.Errorf("fal: %w: nothing for %s", provider.ErrStreamStalled, p.cfg.StreamStall)
-		}
-		return err
+	open := func(ctx context.Context) (io.ReadCloser, error) {
+		return events.Open(ctx, p.stream, "fal", streamURL(d.StatusURL), p.http.Err)
 	}
-	hdr := http.Header{}
-	hdr.Set("Accept", "text/event-stream")
-	resp, r, err := p.stream.Open(ctx, httpx.Other, http.MethodGet, streamURL(d.StatusURL), nil, "", hdr)
-	if err != nil {
-		return provider.Status{}, isStall(err)
-	}
-	if r != nil {
-		if err := p.http.Err(r); err != nil {
-			return provider.Status{}, err
-		}
-		return provider.Status{}, fmt.Errorf("fal: status stream answered %d", r.Status)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return provider.Status{}, fmt.Errorf("fal: status stream answered %q, not server-sent events", ct)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), httpx.MaxBody)
-	var last provider.Status
-	var data strings.Builder
-	for sc.Scan() {
-		stall.Reset(p.cfg.StreamStall)
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "data:"); ok {
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.WriteString(strings.TrimPrefix(v, " "))
-			continue
-		}
-		if line != "" || data.Len() == 0 {
-			continue // another field, a comment (a keep-alive), or nothing yet
-		}
+	st, err := events.Watch(ctx, "fal", p.cfg.StreamStall, p.cfg.StreamFor, open, func(ctx context.Context, data []byte) (provider.Status, bool, error) {
 		var ev statusReply
-		err := json.Unmarshal([]byte(data.String()), &ev)
-		data.Reset()
-		if err != nil || ev.Status == "" {
-			continue // not a status: not ours to read
+		if json.Unmarshal(data, &ev) != nil || ev.Status == "" {
+			return provider.Status{}, false, nil // not a status: not ours to read
 		}
-		stall.Stop() // the result's own request is bounded as any other
 		st, err := p.fromReply(ctx, d, e, ev)
-		if err != nil {
-			return last, err
-		}
-		stall.Reset(p.cfg.StreamStall)
-		if st.State.Terminal() {
-			p.release(d.RequestID)
-			return st, nil
-		}
-		last = st
-		if progress != nil {
-			progress(st)
-		}
+		return st, true, err
+	}, progress)
+	if err == nil {
+		p.release(d.RequestID) // ended
 	}
-	switch {
-	case stalled.Load() && outer.Err() == nil:
-		return last, isStall(nil)
-	case ctx.Err() != nil:
-		return last, ctx.Err()
-	case sc.Err() != nil && !errors.Is(sc.Err(), context.Canceled):
-		return last, fmt.Errorf("fal: %w: %v", provider.ErrStreamEnded, sc.Err())
-	}
-	return last, fmt.Errorf("fal: %w", provider.ErrStreamEnded)
+	return st, err
 }

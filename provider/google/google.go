@@ -22,8 +22,9 @@
 //   - Gemini Omni video, only through the Interactions API: POST
 //     /v1beta/interactions with the SDK's CreateModelInteraction
 //     (background true, input content, a video response format delivered
-//     as a uri) returns an Interaction {"id", "status"}; GET
-//     /v1beta/interactions/{id} until the status is terminal; a completed
+//     as a uri) returns an Interaction {"id", "status"}; its event stream
+//     is held until it ends (stream.go), or GET /v1beta/interactions/{id}
+//     polled until the status is terminal; a completed
 //     one's last model_output step holds the video's uri (downloaded with
 //     the key); POST /v1beta/interactions/{id}/cancel stops it.
 //
@@ -52,6 +53,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 	"github.com/darkroom-mcp/darkroom/provider/fetch"
+	"github.com/darkroom-mcp/darkroom/provider/internal/events"
 	"github.com/darkroom-mcp/darkroom/provider/internal/httpx"
 	"github.com/darkroom-mcp/darkroom/provider/internal/syncjob"
 )
@@ -99,6 +101,11 @@ type Config struct {
 	// (default 4): each holds a runner worker while it lasts; more wait
 	// queued.
 	MaxConcurrentCalls int
+	// StreamStall is how long an interaction's event stream may send
+	// nothing before it is dropped and the interaction polled (default
+	// DefaultStreamStall); StreamFor bounds one stream (default 10 min).
+	StreamStall time.Duration
+	StreamFor   time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -110,6 +117,7 @@ type Provider struct {
 	base    string
 	http    *httpx.Client  // status, submit, cancel
 	call    *httpx.Client  // synchronous calls
+	stream  *httpx.Client  // interaction streams: no whole-request timeout
 	vertex  *vertexBackend // nil without Vertex
 	fetch   *fetch.Fetcher
 	models  catalog.Set
@@ -160,6 +168,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StreamStall <= 0 {
+		cfg.StreamStall = DefaultStreamStall
+	}
+	if cfg.StreamFor <= 0 {
+		cfg.StreamFor = 10 * time.Minute
+	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("google: bad base URL %q", cfg.BaseURL)
@@ -168,16 +182,17 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Fetch.Hosts = DefaultOutputHosts
 	}
 	cfg.Fetch.Hosts = append(append([]string(nil), cfg.Fetch.Hosts...), u.Hostname())
-	client := func(timeout time.Duration) *httpx.Client {
+	client := func(hc *http.Client, timeout time.Duration) *httpx.Client {
 		return httpx.New(httpx.Config{
-			Provider: Name, AuthHeader: "X-Goog-Api-Key", AuthValue: cfg.Key, HTTPClient: cfg.HTTPClient, Timeout: timeout,
+			Provider: Name, AuthHeader: "X-Goog-Api-Key", AuthValue: cfg.Key, HTTPClient: hc, Timeout: timeout,
 			PerMinute: map[httpx.Class]int{httpx.Create: cfg.RequestsPerMinute, httpx.Other: cfg.RequestsPerMinute},
 			MaxWait:   cfg.MaxRateWait, Now: cfg.Now,
 		})
 	}
 	p := &Provider{
 		cfg: cfg, base: strings.TrimSuffix(cfg.BaseURL, "/"),
-		http: client(cfg.RequestTimeout), call: client(cfg.CallTimeout),
+		http: client(cfg.HTTPClient, cfg.RequestTimeout), call: client(cfg.HTTPClient, cfg.CallTimeout),
+		stream:  client(events.Client(cfg.HTTPClient), 0),
 		fetch:   fetch.New(cfg.Fetch),
 		journal: syncjob.Journal{Spool: cfg.Spool, Provider: Name},
 		gate:    syncjob.NewGate(cfg.MaxConcurrentCalls, 0),

@@ -23,6 +23,12 @@ type rig struct {
 
 func newRig(t *testing.T, opts ...func(*emulator.Options)) *rig {
 	t.Helper()
+	return newRigWith(t, nil, opts...)
+}
+
+// newRigWith is newRig with the adapter's config changed by cfg.
+func newRigWith(t *testing.T, cfg func(*google.Config), opts ...func(*emulator.Options)) *rig {
+	t.Helper()
 	o := emulator.Options{
 		Clock:  emulator.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		Timing: func(string) (time.Duration, time.Duration) { return time.Second, 40 * time.Second },
@@ -35,11 +41,15 @@ func newRig(t *testing.T, opts ...func(*emulator.Options)) *rig {
 	// An entry naming a model Google has retired, to see the refusal.
 	models := append(catalog.Default(), catalog.Entry{ID: "google-retired", Provider: "google", API: "gemini", Kind: provider.KindImage,
 		Endpoint: "gemini-2.5-flash-image", Input: catalog.InputMap{Prompt: "prompt"}, Credits: 1, ExpectedSeconds: 1})
-	p, err := google.New(google.Config{
+	c := google.Config{
 		Key: "gemini_test", BaseURL: em.Google.URL, Spool: provider.DirSpool(t.TempDir()), Models: models,
 		RequestsPerMinute: -1, Now: em.Now,
 		Fetch: fetch.Options{Hosts: []string{"127.0.0.1"}, AllowHTTP: true, AllowPrivate: true},
-	})
+	}
+	if cfg != nil {
+		cfg(&c)
+	}
+	p, err := google.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,6 +226,7 @@ type prediction struct {
 	Logs        string         `json:"logs"`
 	Status      string         `json:"status"`
 	CreatedAt   string         `json:"created_at"`
+	StartedAt   string         `json:"started_at"`
 	DataRemoved bool           `json:"data_removed"`
 	Webhook     string         `json:"webhook"`
 }
@@ -440,6 +441,7 @@ func toStatus(pr prediction, e catalog.Entry) provider.Status {
 		return provider.Status{State: provider.StateQueued, Message: "starting: waiting for a Replicate worker"}
 	case "processing":
 		st := provider.Status{State: provider.StateRunning, Message: "running"}
+		st.StartedAt, _ = time.Parse(time.RFC3339Nano, pr.StartedAt)
 		if pct, ok := LogProgress(pr.Logs); ok {
 			st.Progress = pct / 100
 			st.Message = fmt.Sprintf("running: %.0f%%", pct)

@@ -80,14 +80,15 @@ func TestGolden(t *testing.T) {
 		progress float64
 		err      string
 		outputs  []string
+		started  string // StartedAt, from started_at while it runs
 	}{
-		{"prediction_starting.json", provider.StateQueued, 0, "", nil},
-		{"prediction_processing.json", provider.StateRunning, 0.45, "", nil},
-		{"prediction_succeeded.json", provider.StateCompleted, 1, "", []string{"https://replicate.delivery/xezq/abc123/out-0.png"}},
-		{"prediction_succeeded_video.json", provider.StateCompleted, 1, "", []string{"https://replicate.delivery/xezq/def456/tmpvideo.mp4"}},
-		{"prediction_failed.json", provider.StateFailed, 0, "NSFW content detected", nil},
-		{"prediction_canceled.json", provider.StateCancelled, 0, "", nil},
-		{"prediction_aborted.json", provider.StateFailed, 0, "deadline passed before it started", nil},
+		{"prediction_starting.json", provider.StateQueued, 0, "", nil, ""},
+		{"prediction_processing.json", provider.StateRunning, 0.45, "", nil, "2025-01-15T16:19:39.10122Z"},
+		{"prediction_succeeded.json", provider.StateCompleted, 1, "", []string{"https://replicate.delivery/xezq/abc123/out-0.png"}, ""},
+		{"prediction_succeeded_video.json", provider.StateCompleted, 1, "", []string{"https://replicate.delivery/xezq/def456/tmpvideo.mp4"}, ""},
+		{"prediction_failed.json", provider.StateFailed, 0, "NSFW content detected", nil, ""},
+		{"prediction_canceled.json", provider.StateCancelled, 0, "", nil, ""},
+		{"prediction_aborted.json", provider.StateFailed, 0, "deadline passed before it started", nil, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fixture, func(t *testing.T) {
@@ -113,6 +114,9 @@ func TestGolden(t *testing.T) {
 			}
 			if st.State != tc.state || st.Progress != tc.progress || !strings.Contains(st.Error, tc.err) {
 				t.Fatalf("got %+v", st)
+			}
+			if started := st.StartedAt.Format(time.RFC3339Nano); (tc.started == "") != st.StartedAt.IsZero() || tc.started != "" && started != tc.started {
+				t.Fatalf("started at %s, want %q", started, tc.started)
 			}
 			var urls []string
 			for _, o := range st.Outputs {

@@ -171,6 +171,8 @@ type Emulator struct {
 	chaosRate float64
 	rng       *rand.Rand
 	counts    map[string]int // provider/op
+	inFlight  map[string]int // provider → requests being answered now
+	peak      map[string]int // provider → most inFlight at once
 	prompts   map[string]int // provider/prompt → creates
 	release   chan struct{}
 	slowHits  chan Op
@@ -265,7 +267,7 @@ func New(o Options) *Emulator {
 		o.FalSigningKey = DefaultFalSigningKey
 	}
 	e := &Emulator{
-		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, prompts: map[string]int{}, tokens: map[string]bool{},
+		opts: o, clock: o.Clock, jobs: map[string]*job{}, counts: map[string]int{}, inFlight: map[string]int{}, peak: map[string]int{}, prompts: map[string]int{}, tokens: map[string]bool{},
 		rng: rand.New(rand.NewPCG(1, 2)), release: make(chan struct{}), slowHits: make(chan Op, 64),
 		falKeys: []ed25519.PrivateKey{o.FalSigningKey},
 		moved:   make(chan struct{}), closed: make(chan struct{}),
@@ -352,6 +354,14 @@ func (e *Emulator) Count(provider string, op Op) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.counts[provider+"/"+string(op)]
+}
+
+// PeakInFlight is the most requests to provider that were being answered
+// at once (a synchronous call is in flight until its answer).
+func (e *Emulator) PeakInFlight(provider string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.peak[provider]
 }
 
 // Jobs is the number of jobs created at provider.
@@ -653,9 +663,16 @@ func (e *Emulator) wrap(prov string, next http.Handler) http.Handler {
 		op := opOf(prov, r)
 		e.mu.Lock()
 		e.counts[prov+"/"+string(op)]++
+		e.inFlight[prov]++
+		e.peak[prov] = max(e.peak[prov], e.inFlight[prov])
 		f, after := e.faultFor(prov, op)
 		release := e.release
 		e.mu.Unlock()
+		defer func() {
+			e.mu.Lock()
+			e.inFlight[prov]--
+			e.mu.Unlock()
+		}()
 		switch f {
 		case Fault429:
 			if prov != "google" && prov != "vertex" { // Google says when in the body (RetryInfo)

@@ -41,6 +41,7 @@ package emulator
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -101,6 +102,8 @@ func googleOp(r *http.Request) Op {
 		return OpCancel
 	case r.Method == http.MethodPost:
 		return OpCreate
+	case r.URL.Query().Get("stream") == "true":
+		return OpStream
 	default:
 		return OpStatus
 	}
@@ -119,6 +122,10 @@ func (e *Emulator) google(w http.ResponseWriter, r *http.Request) {
 		id, cancel := strings.CutSuffix(strings.TrimPrefix(p, "interactions/"), "/cancel")
 		if cancel != (r.Method == http.MethodPost) || strings.Contains(id, "/") {
 			writeInteractionsError(w, 404, "NOT_FOUND", "Not found: "+p)
+			return
+		}
+		if !cancel && r.URL.Query().Get("stream") == "true" {
+			e.interactionStream(w, r, id)
 			return
 		}
 		e.interactionGet(w, id, cancel)
@@ -416,4 +423,92 @@ func (e *Emulator) Inputs(provider string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// interactionKeepAlive is how often, on the emulator's clock, an
+// interaction stream sends a comment while nothing changes (assumed:
+// go-genai documents none).
+const interactionKeepAlive = 5 * time.Second
+
+// interactionStream serves GET /v1beta/interactions/{id}?stream=true as
+// go-genai v1.79.1 reads it: a 2xx text/event-stream of InteractionSSEEvent
+// data, interaction.created first, an interaction.status_update at each
+// change of status, and interaction.completed (with the partial
+// interaction, no outputs) once it ends, after which the stream ends. A
+// prompt holding "[drop-stream]" makes a stream that ends after its first
+// event.
+func (e *Emulator) interactionStream(w http.ResponseWriter, r *http.Request, id string) {
+	e.mu.Lock()
+	j := e.jobs[id]
+	ok := j != nil && j.prov == "google" && isVideo(j.model)
+	var prompt string
+	if ok {
+		prompt, _ = j.input["prompt"].(string)
+	}
+	e.mu.Unlock()
+	if !ok {
+		writeInteractionsError(w, 404, "NOT_FOUND", "Interaction "+id+" not found.")
+		return
+	}
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(ev ia.InteractionSSEEvent) bool {
+		b, err := json.Marshal(ev)
+		if err == nil {
+			_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return err == nil
+	}
+	seq := 0
+	eventID := func() *string { seq++; s := fmt.Sprintf("evt-%d", seq); return &s }
+	last, sentAt := ia.InteractionStatus(""), time.Time{}
+	for {
+		var it ia.Interaction
+		var ev *ia.InteractionSSEEvent
+		keepAlive := false
+		e.hold(r, time.Time{}, func(now time.Time) bool {
+			it = e.interaction(j, now)
+			switch {
+			case last == "":
+				x := ia.NewInteractionSSEEvent(ia.InteractionCreatedEvent{EventID: eventID(),
+					Interaction: ia.InteractionSseEventInteraction{ID: *it.ID, Status: ia.InteractionSseEventInteractionStatus(it.Status)}})
+				ev = &x
+			case it.Status != last:
+				x := ia.NewInteractionSSEEvent(ia.InteractionStatusUpdate{EventID: eventID(), InteractionID: id, Status: ia.InteractionStatusUpdateStatus(it.Status)})
+				ev = &x
+			case !now.Before(sentAt.Add(interactionKeepAlive)):
+				keepAlive = true
+			default:
+				return false
+			}
+			sentAt = now
+			return true
+		})
+		if r.Context().Err() != nil || (ev == nil && !keepAlive) {
+			return // the client left, or the emulator closed
+		}
+		if keepAlive {
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			continue
+		}
+		last = it.Status
+		if !send(*ev) || strings.Contains(prompt, "[drop-stream]") {
+			return
+		}
+		if it.Status != ia.InteractionStatusQueued && it.Status != ia.InteractionStatusInProgress {
+			send(ia.NewInteractionSSEEvent(ia.InteractionCompletedEvent{EventID: eventID(),
+				Interaction: ia.InteractionSseEventInteraction{ID: *it.ID, Status: ia.InteractionSseEventInteractionStatus(it.Status)}}))
+			return
+		}
+	}
 }

@@ -28,14 +28,15 @@ func NewGate(n int, retry time.Duration) *Gate {
 }
 
 // Enter takes a slot, or answers a RetryableError wrapping ErrNotCreated
-// (the generation stays queued); call the returned func when done.
+// and ErrAtCapacity (the generation stays queued, spending no attempt);
+// call the returned func when done.
 func (g *Gate) Enter(name string) (func(), error) {
 	select {
 	case g.slots <- struct{}{}:
 		return func() { <-g.slots }, nil
 	default:
 		return nil, &provider.RetryableError{
-			Err:   fmt.Errorf("%w: %s: %d calls already in flight", provider.ErrNotCreated, name, cap(g.slots)),
+			Err:   fmt.Errorf("%w: %w: %s: %d calls already in flight", provider.ErrNotCreated, provider.ErrAtCapacity, name, cap(g.slots)),
 			After: g.retry,
 		}
 	}

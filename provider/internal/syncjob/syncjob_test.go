@@ -176,7 +176,7 @@ func TestGate(t *testing.T) {
 	_, err2 := g.Enter("x")
 	_, err3 := g.Enter("x")
 	var re *provider.RetryableError
-	if err1 != nil || err2 != nil || !errors.As(err3, &re) || re.After != time.Second || !errors.Is(err3, provider.ErrNotCreated) {
+	if err1 != nil || err2 != nil || !errors.As(err3, &re) || re.After != time.Second || !errors.Is(err3, provider.ErrNotCreated) || !errors.Is(err3, provider.ErrAtCapacity) {
 		t.Fatalf("enter: %v %v %v", err1, err2, err3)
 	}
 	a()
