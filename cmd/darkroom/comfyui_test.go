@@ -319,70 +319,122 @@ func TestComfyBackendDies(t *testing.T) {
 
 // TestComfyKillNine kills darkroom with SIGKILL mid-job, once with the
 // prompt queued and recorded and once with ComfyUI's reply to the submit
-// never read, and restarts it on the same data: the generation completes
-// and exactly one prompt was ever queued.
+// never read, for a legacy assistant and for a Tasks client (which polls
+// tasks/get across the restart), and restarts it on the same data: the
+// generation completes and exactly one prompt was ever queued.
 func TestComfyKillNine(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		replyCut bool
+		tasks    bool
 	}{
-		{"recorded", false},
-		{"reply never read", true},
+		{"legacy recorded", false, false},
+		{"legacy reply never read", true, false},
+		{"tasks recorded", false, true},
+		{"tasks reply never read", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 4 * time.Second})
-			if tc.replyCut {
-				for _, b := range backends {
-					b.HoldPrompts(1)
-				}
-			}
-			dir := comfyWorkflows(t)
-			env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
-				"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
-				"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
-			data := t.TempDir()
-			p := startProcess(t, data, env...)
-			cs := connect(t, p.url, "2026-07-28")
-			var g genView
-			if res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a train crossing a bridge"}, &g); res.IsError {
-				t.Fatalf("generate: %s", text(res))
-			}
-			id := comfyui.PromptID(g.GenerationID)
-			if tc.replyCut {
-				select {
-				case got := <-backends[0].Held():
-					if got != id {
-						t.Fatalf("held %s, want %s", got, id)
-					}
-				case got := <-backends[1].Held():
-					if got != id {
-						t.Fatalf("held %s, want %s", got, id)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("the prompt never reached ComfyUI")
-				}
-			} else {
-				eventually(t, 20*time.Second, func() bool {
-					var v genView
-					call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &v)
-					return v.Status == "running"
-				}, "the prompt recorded and running")
-			}
-			if q, _ := submitsOf(backends, id); q != 1 || backends[0].Queued()+backends[1].Queued() != 1 {
-				t.Fatalf("before the kill: queued %d times, %d in the queues", q, backends[0].Queued()+backends[1].Queued())
-			}
-			kill9(t, p)
-
-			p2 := startProcess(t, data, env...)
-			cs2 := connect(t, p2.url, "2026-07-28")
-			var w genView
-			call(t, cs2, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 60}, &w)
-			if w.Status != "completed" || len(w.Outputs) != 1 || w.Outputs[0].MimeType != "image/png" {
-				t.Fatalf("after restart: %+v", w)
-			}
-			if q, posts := submitsOf(backends, id); q != 1 || posts != 1 {
-				t.Fatalf("queued %d times from %d POST /prompt, want exactly one", q, posts)
-			}
+			comfyKillNine(t, backends, tc.replyCut, tc.tasks)
 		})
+	}
+}
+
+// comfyKillNine is one TestComfyKillNine case on backends: a generation
+// started by a legacy client (or a Tasks client), darkroom killed with
+// the prompt recorded (or with the submit's reply held), restarted; the
+// generation completes with one PNG and the backends saw one prompt.
+func comfyKillNine(t *testing.T, backends []*emulator.ComfyUI, replyCut, tasks bool) {
+	t.Helper()
+	if replyCut {
+		for _, b := range backends {
+			b.HoldPrompts(1)
+		}
+	}
+	dir := comfyWorkflows(t)
+	env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
+		"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
+		"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
+	data := t.TempDir()
+	p := startProcess(t, data, env...)
+	cs := connect(t, p.url, "2026-07-28")
+	args := map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a train crossing a bridge"}
+	var genID, taskID string
+	if tasks {
+		r := (&rpcClient{t: t, url: p.url, caps: withTasks()}).tool("generate", args)
+		if r.Error != nil || r.Result["resultType"] != "task" {
+			t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+		}
+		taskID = r.Result["taskId"].(string)
+	} else {
+		var g genView
+		if res := call(t, cs, "generate", args, &g); res.IsError {
+			t.Fatalf("generate: %s", text(res))
+		}
+		genID = g.GenerationID
+	}
+	// The prompt's id: the one a held reply carries, or the running
+	// generation's (the Tasks client's is found in list_generations).
+	var id string
+	if replyCut {
+		select {
+		case id = <-backends[0].Held():
+		case id = <-backends[1].Held():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the prompt never reached ComfyUI")
+		}
+	} else {
+		eventually(t, 20*time.Second, func() bool {
+			var l struct {
+				Generations []genView `json:"generations"`
+			}
+			call(t, cs, "list_generations", map[string]any{}, &l)
+			for _, g := range l.Generations {
+				if g.Status == "running" && (genID == "" || g.GenerationID == genID) {
+					genID = g.GenerationID
+					return true
+				}
+			}
+			return false
+		}, "the prompt recorded and running")
+		id = comfyui.PromptID(genID)
+	}
+	if genID != "" && id != comfyui.PromptID(genID) {
+		t.Fatalf("held %s, want %s", id, comfyui.PromptID(genID))
+	}
+	if q, _ := submitsOf(backends, id); q != 1 || backends[0].Queued()+backends[1].Queued() != 1 {
+		t.Fatalf("before the kill: queued %d times, %d in the queues", q, backends[0].Queued()+backends[1].Queued())
+	}
+	kill9(t, p)
+
+	p2 := startProcess(t, data, env...)
+	var outs []any
+	if tasks {
+		done := (&rpcClient{t: t, url: p2.url, caps: withTasks()}).waitTask(taskID)
+		_, sc := structuredOf(t, done)
+		if sc["status"] != "completed" {
+			t.Fatalf("the task after restart: %v", done)
+		}
+		outs = asList(sc["outputs"])
+	} else {
+		var w genView
+		call(t, connect(t, p2.url, "2026-07-28"), "wait_generation", map[string]any{"generationId": genID, "timeoutSeconds": 60}, &w)
+		if w.Status != "completed" {
+			t.Fatalf("after restart: %+v", w)
+		}
+		for _, o := range w.Outputs {
+			outs = append(outs, map[string]any{"mimeType": o.MimeType})
+		}
+	}
+	if len(outs) != 1 || outs[0].(map[string]any)["mimeType"] != "image/png" {
+		t.Fatalf("outputs after restart: %v", outs)
+	}
+	jobs, posts := 0, 0
+	for _, b := range backends {
+		jobs += b.Jobs()
+		posts += b.Count("POST /prompt")
+	}
+	if jobs != 1 || posts != 1 {
+		t.Fatalf("%d prompts queued from %d POST /prompt, want exactly one", jobs, posts)
 	}
 }
