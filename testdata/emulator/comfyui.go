@@ -18,7 +18,8 @@ package emulator
 //   - POST /interrupt {prompt_id?}: only the running prompt, if it is
 //     that one; without an id, whatever runs.
 //   - GET /history/{id} → {id: {prompt, outputs, status:{status_str,
-//     completed, messages}, meta}} or {}.
+//     completed, messages}, meta}} or {}; GET /history?max_items=N → the
+//     last N entries (all without it), oldest first, the same shape.
 //   - GET /api/jobs/{id} → the job (status pending, in_progress,
 //     completed, failed, cancelled) or 404 {"error":"Job not found"};
 //     POST /api/jobs/{id}/cancel → {cancelled: bool}, idempotent.
@@ -40,6 +41,8 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -69,6 +72,12 @@ type ComfyOptions struct {
 	// NoJobsAPI makes /api/jobs* answer 404, as a ComfyUI older than the
 	// jobs API does.
 	NoJobsAPI bool
+	// MintsPromptID is a ComfyUI older than commit 260a5ca5 (2025-07-14,
+	// #8189): POST /prompt ignores a client's prompt_id and answers the
+	// str(uuid.uuid4()) it made; older than 464ba1d6 (2025-09-02, #9607)
+	// too, POST /interrupt ignores its body and interrupts whatever runs;
+	// and without the jobs API.
+	MintsPromptID bool
 	// Steps is how many sampler steps a prompt reports (default 4), each
 	// with a progress event and a preview frame.
 	Steps int
@@ -334,7 +343,7 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 	case FaultLoseReply:
 		r = r.WithContext(context.WithValue(r.Context(), loseReplyKey{}, true))
 	}
-	if strings.HasPrefix(path, "/api/jobs") && c.opts.NoJobsAPI {
+	if strings.HasPrefix(path, "/api/jobs") && (c.opts.NoJobsAPI || c.opts.MintsPromptID) {
 		http.Error(w, "404: Not Found", http.StatusNotFound)
 		return
 	}
@@ -374,11 +383,23 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		c.mu.Lock()
-		if c.running != nil && (body.PromptID == "" || body.PromptID == c.running.id) {
+		if c.running != nil && (body.PromptID == "" || body.PromptID == c.running.id || c.opts.MintsPromptID) {
 			c.interrupt(c.e.clock.Now())
 		}
 		c.mu.Unlock()
 		w.WriteHeader(200)
+	case route == "GET /history":
+		c.mu.Lock()
+		ids := c.horder
+		if n, err := strconv.Atoi(r.URL.Query().Get("max_items")); err == nil && n >= 0 && n < len(ids) {
+			ids = ids[len(ids)-n:]
+		}
+		out := map[string]any{}
+		for _, id := range ids {
+			out[id] = c.history[id].historyItem()
+		}
+		c.mu.Unlock()
+		comfyJSON(w, 200, out) // encoding/json sorts the keys; ComfyUI's order is not relied on
 	case route == "GET /history/{id}":
 		id := comfyRoute.FindStringSubmatch(path)[2]
 		c.mu.Lock()
@@ -595,7 +616,7 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := ""
-	if body.PromptID != nil {
+	if body.PromptID != nil && !c.opts.MintsPromptID {
 		if !canonicalUUID.MatchString(*body.PromptID) {
 			comfyJSON(w, 400, map[string]any{"error": comfyErr("invalid_prompt_id", "prompt_id must be a valid UUID",
 				"prompt_id must be a UUID string in canonical lowercase hyphenated form; omit it to let the server generate one", map[string]any{}), "node_errors": map[string]any{}})
@@ -606,7 +627,7 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if id == "" {
-		id = fmt.Sprintf("%08x-0000-4000-8000-%012x", c.boots, c.number)
+		id = uuid4()
 	}
 	outputs, errBody := c.validate(body.Prompt)
 	if errBody != nil {
@@ -696,6 +717,17 @@ func (c *ComfyUI) HoldPrompts(n int) {
 
 // Held receives the prompt id of each POST /prompt held by HoldPrompts.
 func (c *ComfyUI) Held() <-chan string { return c.held }
+
+// uuid4 is str(uuid.uuid4()): what ComfyUI names a prompt it is not
+// given an id for.
+func uuid4() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
 
 func comfyErr(typ, msg, details string, extra map[string]any) map[string]any {
 	return map[string]any{"type": typ, "message": msg, "details": details, "extra_info": extra}
