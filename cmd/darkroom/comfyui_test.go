@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"image/jpeg"
 	"os"
@@ -437,5 +438,83 @@ func comfyKillNine(t *testing.T, backends []*emulator.ComfyUI, replyCut, tasks b
 	}
 	if jobs != 1 || posts != 1 {
 		t.Fatalf("%d prompts queued from %d POST /prompt, want exactly one", jobs, posts)
+	}
+}
+
+// TestComfyModelsListed: `darkroom models check` and the models watch
+// cover the workflows: one whose node no backend has is "not listed"
+// with the node named (exit 1), withdrawn from generate and list_models
+// with that reason, and offered again once a backend has it.
+func TestComfyModelsListed(t *testing.T) {
+	_, backends := comfyRig(t, emulator.ComfyOptions{})
+	dir := comfyWorkflows(t)
+	check := func() (int, map[string]modelCheck) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"models", "check", "--json", "--comfyui-url", backends[0].URL + "," + backends[1].URL, "--comfyui-workflows", dir,
+			"--replicate-api-token", "", "--fal-key", "", "--gemini-api-key", "", "--openai-api-key", "", "--google-project", ""}, &out, &errOut)
+		var r checkReport
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("exit %d, not a report: %v\n%s\n%s", code, err, out.String(), errOut.String())
+		}
+		ms := map[string]modelCheck{}
+		for _, p := range r.Providers {
+			if p.Name == "comfyui" && p.State != "ok" {
+				t.Fatalf("comfyui: %s %s", p.State, p.Error)
+			}
+			for _, m := range p.Models {
+				ms[m.ID] = m
+			}
+		}
+		return code, ms
+	}
+	code, ms := check()
+	for _, id := range []string{"comfyui:text-to-image", "comfyui:masked-inpainting", "comfyui:image-to-video"} {
+		if ms[id].State != "listed" {
+			t.Errorf("%s: %+v", id, ms[id])
+		}
+	}
+	if code != 0 {
+		t.Fatalf("all listed: exit %d", code)
+	}
+	backends[0].Uninstall("SaveVideo")
+	if code, ms = check(); code != 0 || ms["comfyui:image-to-video"].State != "listed" {
+		t.Fatalf("on one backend: exit %d, %+v", code, ms["comfyui:image-to-video"])
+	}
+	backends[1].Uninstall("SaveVideo")
+	code, ms = check()
+	if m := ms["comfyui:image-to-video"]; code != 1 || m.State != "not listed" || m.Reason != "SaveVideo is not installed on any backend" || ms["comfyui:text-to-image"].State != "listed" {
+		t.Fatalf("on none: exit %d, %+v", code, ms)
+	}
+
+	s := comfyServer(t, backends, dir)
+	cs := connect(t, s.url, "2026-07-28")
+	s.app.refreshModels(context.Background())
+	res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:image-to-video", "prompt": "x"}, nil)
+	if !res.IsError || !strings.Contains(text(res), "ComfyUI cannot run comfyui:image-to-video: SaveVideo is not installed on any backend") {
+		t.Fatalf("generate of a workflow no backend can run: %s", text(res))
+	}
+	offered := func() map[string]bool {
+		var l struct {
+			Models []struct {
+				ID string `json:"modelId"`
+			} `json:"models"`
+		}
+		call(t, cs, "list_models", map[string]any{}, &l)
+		out := map[string]bool{}
+		for _, m := range l.Models {
+			out[m.ID] = true
+		}
+		return out
+	}
+	if l := offered(); l["comfyui:image-to-video"] || !l["comfyui:text-to-image"] {
+		t.Fatalf("list_models: %v", l)
+	}
+	if n := backends[0].Count("POST /prompt") + backends[1].Count("POST /prompt"); n != 0 {
+		t.Fatalf("%d prompts queued for a withdrawn workflow", n)
+	}
+	backends[1].Install("SaveVideo")
+	s.app.refreshModels(context.Background())
+	if l := offered(); !l["comfyui:image-to-video"] {
+		t.Fatalf("list_models once a backend has the node again: %v", l)
 	}
 }

@@ -947,41 +947,20 @@ func (p *Provider) findMarked(ctx context.Context, b *backend, key string) (stri
 	if id := q.marked[key]; id != "" {
 		return id, nil
 	}
-	stream, r, err := p.files.Open(ctx, httpx.Other, http.MethodGet, b.origin+"/history", nil, "", nil)
-	if err != nil {
-		return "", err
-	}
-	if stream == nil {
-		return "", p.http.Err(r)
-	}
-	defer stream.Body.Close()
-	bad := func(err error) (string, error) {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		return "", &provider.RetryableError{Err: fmt.Errorf("comfyui: unreadable history of %s: %w", b.host, err)}
-	}
-	dec := json.NewDecoder(stream.Body)
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return bad(fmt.Errorf("not an object (%v)", err))
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return bad(err)
-		}
-		id, _ := tok.(string)
+	found := ""
+	err = p.eachEntry(ctx, b, "/history", func(id string, dec *json.Decoder) (bool, error) {
 		var item struct {
 			Prompt []json.RawMessage `json:"prompt"`
 		}
 		if err := dec.Decode(&item); err != nil {
-			return bad(err)
+			return false, err
 		}
 		if markerOf(item.Prompt) == key {
-			return id, nil
+			found = id
 		}
-	}
-	return "", nil
+		return found != "", nil
+	})
+	return found, err
 }
 
 // markerOf is the marker of a queue item (number, prompt_id, prompt,

@@ -126,7 +126,7 @@ func (r FrameRule) within(n int) bool { return n >= r.Min && n <= r.Max }
 func (r FrameRule) frames(seconds int) (int, error) {
 	n := r.count(seconds)
 	if !r.within(n) {
-		return 0, fmt.Errorf("durationSeconds %d is %d frames at %g fps; the model takes %s (%s)", seconds, n, r.FPS, r.bounds(), words(r.offered()))
+		return 0, fmt.Errorf("durationSeconds %d is %d frames at %g fps; the model takes %s (%s)", seconds, n, r.FPS, r.bounds(), secondsRange(r.offered()))
 	}
 	return n, nil
 }
@@ -150,7 +150,7 @@ func (r FrameRule) offered() []int {
 	return out
 }
 
-func words(secs []int) string {
+func secondsRange(secs []int) string {
 	if len(secs) == 0 {
 		return "no whole second fits"
 	}

@@ -27,6 +27,10 @@ package emulator
 //     subfolder; the mask's original_ref) → {name, subfolder, type}.
 //   - GET /view?filename&type&subfolder → the file.
 //   - GET /system_stats → {system:{...}, devices:[...]}.
+//   - GET /object_info → {class_type: node_info} of every node class
+//     loaded (node_info: input {required, optional}, input_order, output,
+//     output_is_list, output_name, name, display_name, description,
+//     python_module, category, output_node).
 //   - /ws?clientId=: text frames {type, data}; binary frames a 4-byte
 //     big-endian event type, then (1, PREVIEW_IMAGE) a 4-byte image type
 //     (1 JPEG, 2 PNG) and the image, or (4, PREVIEW_IMAGE_WITH_METADATA,
@@ -84,6 +88,9 @@ type ComfyOptions struct {
 	// RunTime is how long a prompt runs (default 2 s; a workflow that saves
 	// a video 6 s).
 	RunTime time.Duration
+	// Missing are node classes this backend has not installed: absent from
+	// /object_info, refused as missing_node_type (see also Uninstall).
+	Missing []string
 }
 
 // ComfyUI is one emulated ComfyUI backend.
@@ -111,6 +118,7 @@ type ComfyUI struct {
 	held     chan string // the ids of those held
 	faults   map[string][]Fault
 	large    map[string]int64 // file key → its size: a PNG padded with zeros, streamed
+	missing  map[string]bool  // node classes not installed
 }
 
 type comfyPrompt struct {
@@ -158,7 +166,10 @@ func (e *Emulator) ComfyUI(o ComfyOptions) *ComfyUI {
 	}
 	c := &ComfyUI{e: e, opts: o, history: map[string]*comfyPrompt{}, files: map[string][]byte{},
 		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}, held: make(chan string, 16),
-		faults: map[string][]Fault{}, large: map[string]int64{}}
+		faults: map[string][]Fault{}, large: map[string]int64{}, missing: map[string]bool{}}
+	for _, cls := range o.Missing {
+		c.missing[cls] = true
+	}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	c.URL = c.Server.URL
 	e.mu.Lock()
@@ -485,6 +496,16 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Disposition", fmt.Sprintf("filename=%q", name))
 		w.Write(b)
+	case route == "GET /object_info":
+		c.mu.Lock()
+		out := map[string]any{}
+		for cls, inputs := range comfyClasses {
+			if !c.missing[cls] {
+				out[cls] = nodeInfo(cls, inputs)
+			}
+		}
+		c.mu.Unlock()
+		comfyJSON(w, 200, out)
 	case route == "GET /redirect":
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	case route == "GET /system_stats":
@@ -679,6 +700,48 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	comfyJSON(w, 200, map[string]any{"prompt_id": id, "number": p.number, "node_errors": map[string]any{}})
 }
 
+// Uninstall removes node classes from the backend (a custom node pack
+// taken out): /object_info stops listing them and prompts using them are
+// refused.
+func (c *ComfyUI) Uninstall(classes ...string) {
+	c.mu.Lock()
+	for _, cls := range classes {
+		c.missing[cls] = true
+	}
+	c.mu.Unlock()
+}
+
+// Install puts node classes back (a custom node pack installed).
+func (c *ComfyUI) Install(classes ...string) {
+	c.mu.Lock()
+	for _, cls := range classes {
+		delete(c.missing, cls)
+	}
+	c.mu.Unlock()
+}
+
+// nodeInfo is server.py node_info of a class the emulator knows: its
+// inputs as INPUT_TYPES declares them ([type, options], a COMBO's choices
+// as a list), the rest filled in.
+func nodeInfo(cls string, inputs map[string]comfyInput) map[string]any {
+	required := map[string]any{}
+	for name, in := range inputs {
+		switch {
+		case in.link:
+			required[name] = []any{strings.ToUpper(name)}
+		case in.kind == "COMBO":
+			required[name] = []any{slices.Clone(in.choices), map[string]any{}}
+		case in.kind == "INT" || in.kind == "FLOAT":
+			required[name] = []any{in.kind, map[string]any{"min": in.min, "max": in.max}}
+		default:
+			required[name] = []any{in.kind, map[string]any{}}
+		}
+	}
+	return map[string]any{"input": map[string]any{"required": required}, "input_order": map[string]any{"required": slices.Sorted(maps.Keys(required))},
+		"output": []string{}, "output_is_list": []bool{}, "output_name": []string{}, "name": cls, "display_name": cls, "description": "",
+		"python_module": "nodes", "category": "emulated", "output_node": comfyOutputClasses[cls]}
+}
+
 // Inject makes the next request of route ("POST /prompt", "GET
 // /api/jobs/{id}", ...) answer f: Fault500 (500, nothing done), FaultDrop
 // (the connection closed, nothing done), FaultLoseReply (POST /prompt
@@ -796,7 +859,7 @@ func (c *ComfyUI) validate(graph map[string]comfyNode) ([]string, map[string]any
 			return nil, map[string]any{"error": comfyErr("missing_node_type", fmt.Sprintf("Node '%s' has no class_type. The workflow may be corrupted or a custom node is missing.", cmpStr(title, "ID #"+id)),
 				fmt.Sprintf("Node ID '#%s'", id), map[string]any{"node_id": id, "class_type": nil, "node_title": title}), "node_errors": map[string]any{}}
 		}
-		if _, ok := comfyClasses[n.ClassType]; !ok {
+		if _, ok := comfyClasses[n.ClassType]; !ok || c.missing[n.ClassType] {
 			return nil, map[string]any{"error": comfyErr("missing_node_type", fmt.Sprintf("Node '%s' not found. The custom node may not be installed.", cmpStr(title, n.ClassType)),
 				fmt.Sprintf("Node ID '#%s'", id), map[string]any{"node_id": id, "class_type": n.ClassType, "node_title": cmpStr(title, n.ClassType)}), "node_errors": map[string]any{}}
 		}
