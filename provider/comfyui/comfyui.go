@@ -338,8 +338,9 @@ func (p *Provider) load(ctx context.Context, b *backend) (int, error) {
 }
 
 // choose asks every backend its queue length and takes the shortest
-// (counting submits under way; ties go to the one picked least); a
-// backend that does not answer is left out.
+// (counting submits under way); among those of equal length the one with
+// the most free VRAM, then the one picked least; a backend that does not
+// answer is left out.
 func (p *Provider) choose(ctx context.Context) (*backend, error) {
 	type answer struct {
 		b   *backend
@@ -353,8 +354,8 @@ func (p *Provider) choose(ctx context.Context) (*backend, error) {
 			ch <- answer{b, n, err}
 		}()
 	}
-	var best *backend
-	bestLoad, bestPicked := 0, 0
+	var shortest []*backend
+	bestLoad := 0
 	var errs []string
 	for range p.backends {
 		a := <-ch
@@ -363,24 +364,77 @@ func (p *Provider) choose(ctx context.Context) (*backend, error) {
 			continue
 		}
 		a.b.mu.Lock()
-		load, picked := a.n+a.b.inflight, a.b.picked
+		load := a.n + a.b.inflight
 		a.b.mu.Unlock()
-		if best == nil || load < bestLoad || (load == bestLoad && (picked < bestPicked || picked == bestPicked && a.b.origin < best.origin)) {
-			best, bestLoad, bestPicked = a.b, load, picked
+		switch {
+		case shortest == nil || load < bestLoad:
+			shortest, bestLoad = []*backend{a.b}, load
+		case load == bestLoad:
+			shortest = append(shortest, a.b)
 		}
 	}
-	if best == nil {
+	if shortest == nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		slices.Sort(errs)
 		return nil, &provider.RetryableError{Err: fmt.Errorf("%w: no ComfyUI answers (%s)", provider.ErrNotCreated, strings.Join(errs, "; ")), After: 5 * time.Second}
 	}
+	free := p.vramFree(ctx, shortest)
+	best := slices.MinFunc(shortest, func(a, b *backend) int {
+		if c := cmp.Compare(free[b], free[a]); c != 0 {
+			return c // more free VRAM first
+		}
+		a.mu.Lock()
+		pa := a.picked
+		a.mu.Unlock()
+		b.mu.Lock()
+		pb := b.picked
+		b.mu.Unlock()
+		return cmp.Or(cmp.Compare(pa, pb), strings.Compare(a.origin, b.origin))
+	})
 	best.mu.Lock()
 	best.inflight++
 	best.picked++
 	best.mu.Unlock()
 	return best, nil
+}
+
+// vramFree is the free VRAM of each of several backends (GET
+// /system_stats: the largest devices[].vram_free; server.py system_stats
+// lists the torch device ComfyUI runs on), -1 where it cannot be had; nil
+// for a single backend, which needs no tie broken.
+func (p *Provider) vramFree(ctx context.Context, bs []*backend) map[*backend]int64 {
+	if len(bs) < 2 {
+		return nil
+	}
+	type answer struct {
+		b    *backend
+		free int64
+	}
+	ch := make(chan answer, len(bs))
+	for _, b := range bs {
+		go func() {
+			var st struct {
+				Devices []struct {
+					VRAMFree int64 `json:"vram_free"`
+				} `json:"devices"`
+			}
+			free := int64(-1)
+			if p.http.GetJSON(ctx, b.origin+"/system_stats", &st) == nil {
+				for _, d := range st.Devices {
+					free = max(free, d.VRAMFree)
+				}
+			}
+			ch <- answer{b, free}
+		}()
+	}
+	out := map[*backend]int64{}
+	for range bs {
+		a := <-ch
+		out[a.b] = a.free
+	}
+	return out
 }
 
 // Ping implements provider.Pinger: some backend answers /system_stats.

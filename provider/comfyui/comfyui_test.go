@@ -759,3 +759,45 @@ func TestComfyVideoCombine(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 }
+
+// TestComfyChooseVRAM: among backends of equal queue length the one with
+// the most free VRAM (/system_stats) takes the prompt; a shorter queue
+// still wins over more VRAM.
+func TestComfyChooseVRAM(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		free [3]int64 // each backend's free VRAM
+		busy int      // the index of a backend given a prompt first (-1 none)
+		want int
+	}{
+		{"the most free", [3]int64{8e9, 22e9, 12e9}, -1, 1},
+		{"the most free, listed last", [3]int64{8e9, 12e9, 22e9}, -1, 2},
+		{"a shorter queue first", [3]int64{8e9, 22e9, 12e9}, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 3, emulator.ComfyOptions{RunTime: time.Hour}, Config{NoWebsocket: true})
+			for i, c := range r.comfy {
+				c.SetVRAMFree(tc.free[i])
+			}
+			if tc.busy >= 0 {
+				// The backend that would win by VRAM gets a prompt of
+				// another client first.
+				for i, c := range r.comfy {
+					if i != tc.busy {
+						c.SetDown(true)
+					}
+				}
+				r.submit("gen-busy", "text-to-image", "a ferry", nil)
+				for _, c := range r.comfy {
+					c.SetDown(false)
+				}
+			}
+			job := r.submit("gen-vram", "text-to-image", "a lighthouse", nil)
+			for i, c := range r.comfy {
+				if got := c.Submits(job.ID) == 1; got != (i == tc.want) {
+					t.Fatalf("backend %d queued it: %v, want backend %d", i, got, tc.want)
+				}
+			}
+		})
+	}
+}

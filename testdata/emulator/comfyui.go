@@ -88,6 +88,9 @@ type ComfyOptions struct {
 	// RunTime is how long a prompt runs (default 2 s; a workflow that saves
 	// a video 6 s).
 	RunTime time.Duration
+	// VRAMFree is what /system_stats says of its GPU's free memory
+	// (default 20 GB; see SetVRAMFree).
+	VRAMFree int64
 	// Missing are node classes this backend has not installed: absent from
 	// /object_info, refused as missing_node_type (see also Uninstall).
 	Missing []string
@@ -119,6 +122,7 @@ type ComfyUI struct {
 	faults   map[string][]Fault
 	large    map[string]int64 // file key → its size: a PNG padded with zeros, streamed
 	missing  map[string]bool  // node classes not installed
+	vramFree int64
 }
 
 type comfyPrompt struct {
@@ -169,6 +173,10 @@ func (e *Emulator) ComfyUI(o ComfyOptions) *ComfyUI {
 		faults: map[string][]Fault{}, large: map[string]int64{}, missing: map[string]bool{}}
 	for _, cls := range o.Missing {
 		c.missing[cls] = true
+	}
+	c.vramFree = o.VRAMFree
+	if c.vramFree == 0 {
+		c.vramFree = 20000000000
 	}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	c.URL = c.Server.URL
@@ -509,11 +517,14 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 	case route == "GET /redirect":
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	case route == "GET /system_stats":
+		c.mu.Lock()
+		free := c.vramFree
+		c.mu.Unlock()
 		comfyJSON(w, 200, map[string]any{
 			"system": map[string]any{"os": "linux", "ram_total": 68719476736, "ram_free": 34359738368, "comfyui_version": "0.5.0",
 				"python_version": "3.12.3", "pytorch_version": "2.9.0+cu128", "embedded_python": false, "argv": []string{"main.py"}},
 			"devices": []map[string]any{{"name": "cuda:0 NVIDIA GeForce RTX 4090 : cudaMallocAsync", "type": "cuda", "index": 0,
-				"vram_total": 25757220864, "vram_free": 20000000000, "torch_vram_total": 0, "torch_vram_free": 0}},
+				"vram_total": 25757220864, "vram_free": free, "torch_vram_total": 0, "torch_vram_free": 0}},
 		})
 	default:
 		http.Error(w, "404: Not Found", http.StatusNotFound)
@@ -708,6 +719,13 @@ func (c *ComfyUI) Uninstall(classes ...string) {
 	for _, cls := range classes {
 		c.missing[cls] = true
 	}
+	c.mu.Unlock()
+}
+
+// SetVRAMFree sets what /system_stats says of the GPU's free memory.
+func (c *ComfyUI) SetVRAMFree(n int64) {
+	c.mu.Lock()
+	c.vramFree = n
 	c.mu.Unlock()
 }
 
