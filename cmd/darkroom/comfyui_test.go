@@ -493,19 +493,7 @@ func TestComfyModelsListed(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "ComfyUI cannot run comfyui:image-to-video: SaveVideo is not installed on any backend") {
 		t.Fatalf("generate of a workflow no backend can run: %s", text(res))
 	}
-	offered := func() map[string]bool {
-		var l struct {
-			Models []struct {
-				ID string `json:"modelId"`
-			} `json:"models"`
-		}
-		call(t, cs, "list_models", map[string]any{}, &l)
-		out := map[string]bool{}
-		for _, m := range l.Models {
-			out[m.ID] = true
-		}
-		return out
-	}
+	offered := func() map[string]bool { return offeredModels(t, cs) }
 	if l := offered(); l["comfyui:image-to-video"] || !l["comfyui:text-to-image"] {
 		t.Fatalf("list_models: %v", l)
 	}

@@ -342,29 +342,16 @@ func (p *Provider) load(ctx context.Context, b *backend) (int, error) {
 // the most free VRAM, then the one picked least; a backend that does not
 // answer is left out.
 func (p *Provider) choose(ctx context.Context) (*backend, error) {
-	type answer struct {
-		b   *backend
-		n   int
-		err error
-	}
-	ch := make(chan answer, len(p.backends))
-	for _, b := range p.backends {
-		go func() {
-			n, err := p.load(ctx, b)
-			ch <- answer{b, n, err}
-		}()
-	}
 	var shortest []*backend
 	bestLoad := 0
 	var errs []string
-	for range p.backends {
-		a := <-ch
+	for _, a := range askAll(p.backends, func(b *backend) (int, error) { return p.load(ctx, b) }) {
 		if a.err != nil {
 			errs = append(errs, a.b.host+": "+a.err.Error())
 			continue
 		}
 		a.b.mu.Lock()
-		load := a.n + a.b.inflight
+		load := a.v + a.b.inflight
 		a.b.mu.Unlock()
 		switch {
 		case shortest == nil || load < bestLoad:
@@ -408,32 +395,44 @@ func (p *Provider) vramFree(ctx context.Context, bs []*backend) map[*backend]int
 	if len(bs) < 2 {
 		return nil
 	}
-	type answer struct {
-		b    *backend
-		free int64
-	}
-	ch := make(chan answer, len(bs))
-	for _, b := range bs {
-		go func() {
-			var st struct {
-				Devices []struct {
-					VRAMFree int64 `json:"vram_free"`
-				} `json:"devices"`
-			}
-			free := int64(-1)
-			if p.http.GetJSON(ctx, b.origin+"/system_stats", &st) == nil {
-				for _, d := range st.Devices {
-					free = max(free, d.VRAMFree)
-				}
-			}
-			ch <- answer{b, free}
-		}()
-	}
 	out := map[*backend]int64{}
-	for range bs {
-		a := <-ch
-		out[a.b] = a.free
+	for _, a := range askAll(bs, func(b *backend) (int64, error) {
+		var st struct {
+			Devices []struct {
+				VRAMFree int64 `json:"vram_free"`
+			} `json:"devices"`
+		}
+		free := int64(-1)
+		if p.http.GetJSON(ctx, b.origin+"/system_stats", &st) == nil {
+			for _, d := range st.Devices {
+				free = max(free, d.VRAMFree)
+			}
+		}
+		return free, nil
+	}) {
+		out[a.b] = a.v
 	}
+	return out
+}
+
+// reply is one backend's answer to askAll.
+type reply[T any] struct {
+	b   *backend
+	v   T
+	err error
+}
+
+// askAll asks every backend of bs at once; the replies in bs's order.
+func askAll[T any](bs []*backend, ask func(*backend) (T, error)) []reply[T] {
+	out := make([]reply[T], len(bs))
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Go(func() {
+			v, err := ask(b)
+			out[i] = reply[T]{b, v, err}
+		})
+	}
+	wg.Wait()
 	return out
 }
 
@@ -541,32 +540,24 @@ const markerKey = "darkroom_generation"
 // does not answer was left out by choose (the runner's Find, which asks
 // every backend, is what settles a submit whose outcome is unknown).
 func (p *Provider) holder(ctx context.Context, chosen *backend, id, key string, w *Workflow) (*backend, string, error) {
-	type answer struct {
-		b     *backend
-		v     view
-		found bool
-		err   error
-	}
-	ch := make(chan answer, len(p.backends))
-	for _, b := range p.backends {
-		go func() {
-			b.mu.Lock()
-			mark := ""
-			if b.mints {
-				mark = key
-			}
-			b.mu.Unlock()
-			v, found, err := p.lookup(ctx, b, id, mark, w)
-			ch <- answer{b, v, found, err}
-		}()
-	}
 	var held *backend
 	var heldID string
 	var err error
-	for range p.backends {
-		a := <-ch
+	for _, a := range askAll(p.backends, func(b *backend) (*view, error) {
+		b.mu.Lock()
+		mark := ""
+		if b.mints {
+			mark = key
+		}
+		b.mu.Unlock()
+		v, found, err := p.lookup(ctx, b, id, mark, w)
+		if !found {
+			return nil, err
+		}
+		return &v, err
+	}) {
 		switch {
-		case a.found:
+		case a.v != nil:
 			held, heldID = a.b, a.v.id
 		case a.err != nil && a.b == chosen:
 			err = a.err

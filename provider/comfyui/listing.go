@@ -23,27 +23,14 @@ import (
 // ComfyUI a125cd84, 2025-10-12). No backend answering is an error: an
 // outage withdraws nothing.
 func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
-	type answer struct {
-		b       *backend
-		classes map[string]bool
-		err     error
-	}
-	ch := make(chan answer, len(p.backends))
-	for _, b := range p.backends {
-		go func() {
-			c, err := p.nodeClasses(ctx, b)
-			ch <- answer{b, c, err}
-		}()
-	}
 	known := map[string]map[string]bool{} // by backend host
 	var errs []string
-	for range p.backends {
-		a := <-ch
+	for _, a := range askAll(p.backends, func(b *backend) (map[string]bool, error) { return p.nodeClasses(ctx, b) }) {
 		if a.err != nil {
 			errs = append(errs, a.b.host+": "+a.err.Error())
 			continue
 		}
-		known[a.b.host] = a.classes
+		known[a.b.host] = a.v
 	}
 	if len(known) == 0 {
 		slices.Sort(errs)
