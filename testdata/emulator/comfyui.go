@@ -3,8 +3,9 @@ package emulator
 // A ComfyUI backend, with the wire shapes of Comfy-Org/ComfyUI's
 // server.py, execution.py, main.py and comfy_execution/jobs.py (index
 // commit 002c3fb9, checked 2026-12-07; the git snapshot a125cd84 of
-// 2025-10-12 has the same queue, history, upload, view and websocket
-// shapes, but neither the jobs API nor the client-supplied prompt_id):
+// 2025-10-12 has the same queue, history, upload, view, object_info and
+// websocket shapes, and takes a client's prompt_id unchecked, but has no
+// jobs API; see MintsPromptID for a ComfyUI older still):
 //
 //   - POST /prompt {prompt, client_id?, prompt_id?, extra_data?} →
 //     {prompt_id, number, node_errors}; a prompt_id not in canonical
