@@ -9,7 +9,9 @@
 //   - POST /prompt {prompt, prompt_id, client_id, extra_data} queues the
 //     graph under the prompt_id we give, which must be a UUID in
 //     canonical lowercase form (else 400 invalid_prompt_id). ComfyUI does
-//     not refuse an id it already holds: it would queue it twice. So
+//     not refuse an id it already holds: it would queue it twice (260a5ca5's
+//     message says the queue rejects a duplicate; its execution.py
+//     PromptQueue.put only pushes it, at a125cd84 too). So
 //     darkroom looks the id up before it submits (Find after a crash, and
 //     on the backend it chose in Submit), and the id is derived from the
 //     generation id (PromptID): exactly once.
