@@ -135,12 +135,13 @@ type backend struct {
 	host   string
 
 	mu        sync.Mutex
-	downSince time.Time // zero while it answers
-	queue     int       // queue_remaining at the last look
-	inflight  int       // submits under way here
-	picked    int       // submits sent here, for ties
-	noJobs    bool      // an older ComfyUI: no /api/jobs
-	mints     bool      // older still: it answered its own prompt id
+	downSince time.Time       // zero while it answers
+	queue     int             // queue_remaining at the last look
+	inflight  int             // submits under way here
+	picked    int             // submits sent here, for ties
+	noJobs    bool            // an older ComfyUI: no /api/jobs
+	mints     bool            // older still: it answered its own prompt id
+	classes   map[string]bool // its node classes at the last Listed (nil: not read)
 	ws        *watcher
 }
 
@@ -339,15 +340,15 @@ func (p *Provider) load(ctx context.Context, b *backend) (int, error) {
 	return *r.ExecInfo.QueueRemaining, nil
 }
 
-// choose asks every backend its queue length and takes the shortest
-// (counting submits under way); among those of equal length the one with
-// the most free VRAM, then the one picked least; a backend that does not
-// answer is left out.
-func (p *Provider) choose(ctx context.Context) (*backend, error) {
+// choose asks every backend that can run w its queue length and takes the
+// shortest (counting submits under way); among those of equal length the
+// one with the most free VRAM, then the one picked least; a backend that
+// does not answer is left out.
+func (p *Provider) choose(ctx context.Context, w *Workflow) (*backend, error) {
 	var shortest []*backend
 	bestLoad := 0
 	var errs []string
-	for _, a := range askAll(p.backends, func(b *backend) (int, error) { return p.load(ctx, b) }) {
+	for _, a := range askAll(p.able(w), func(b *backend) (int, error) { return p.load(ctx, b) }) {
 		if a.err != nil {
 			errs = append(errs, a.b.host+": "+a.err.Error())
 			continue
@@ -387,6 +388,25 @@ func (p *Provider) choose(ctx context.Context) (*backend, error) {
 	best.picked++
 	best.mu.Unlock()
 	return best, nil
+}
+
+// able are the backends that have every node class of w, as the last
+// Listed read them (one not read yet may); all of them when none has: the
+// one chosen refuses the graph, naming the node.
+func (p *Provider) able(w *Workflow) []*backend {
+	var out []*backend
+	for _, b := range p.backends {
+		b.mu.Lock()
+		has := b.classes == nil || !slices.ContainsFunc(w.classes(), func(c string) bool { return !b.classes[c] })
+		b.mu.Unlock()
+		if has {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return p.backends
+	}
+	return out
 }
 
 // vramFree is the free VRAM of each of several backends (GET
@@ -470,7 +490,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, &provider.PermanentError{Message: err.Error()}
 	}
 	p.start()
-	b, err := p.choose(ctx)
+	b, err := p.choose(ctx, w)
 	if err != nil {
 		return provider.Job{}, err
 	}

@@ -17,7 +17,8 @@ import (
 // Listed implements provider.Lister, for darkroom models check and the
 // catalog watch: a workflow (keyed by its model id) is listed when one
 // backend that answers knows every node class it uses; otherwise it is
-// not, with the reason naming the missing nodes. The classes are GET
+// not, with the reason naming the missing nodes. What each backend has
+// is kept: choose sends a workflow only to a backend with its nodes. The classes are GET
 // /object_info's keys (server.py get_object_info: {class_type:
 // node_info} of every class loaded, custom nodes included; Comfy-Org/
 // ComfyUI a125cd84, 2025-10-12). No backend answering is an error: an
@@ -46,13 +47,8 @@ func (p *Provider) Listed(ctx context.Context) (provider.Listing, error) {
 // listedOn is whether some backend of known (its node classes by host)
 // knows every node class of w, and if none does, why.
 func (w *Workflow) listedOn(known map[string]map[string]bool) provider.VendorModel {
-	need := map[string]bool{}
-	for _, n := range w.graph {
-		need[n.ClassType] = true
-	}
-	classes := slices.Sorted(maps.Keys(need))
 	var nowhere, partly []string
-	for _, c := range classes {
+	for _, c := range w.classes() {
 		on := 0
 		for _, k := range known {
 			if k[c] {
@@ -82,6 +78,15 @@ func (w *Workflow) listedOn(known map[string]map[string]bool) provider.VendorMod
 	return provider.VendorModel{Reason: fmt.Sprintf("no one backend has all of its nodes (%s each missing on some)", words.And(partly))}
 }
 
+// classes are the node classes w uses, sorted.
+func (w *Workflow) classes() []string {
+	need := map[string]bool{}
+	for _, n := range w.graph {
+		need[n.ClassType] = true
+	}
+	return slices.Sorted(maps.Keys(need))
+}
+
 // nodeClasses reads a backend's /object_info, streamed (with many custom
 // nodes it runs to megabytes): its keys, each value skipped.
 func (p *Provider) nodeClasses(ctx context.Context, b *backend) (map[string]bool, error) {
@@ -95,6 +100,9 @@ func (p *Provider) nodeClasses(ctx context.Context, b *backend) (map[string]bool
 		return nil, err
 	}
 	b.answered()
+	b.mu.Lock()
+	b.classes = out // choose sends a workflow only where its nodes are
+	b.mu.Unlock()
 	return out, nil
 }
 

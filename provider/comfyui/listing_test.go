@@ -2,8 +2,11 @@ package comfyui
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
@@ -78,4 +81,34 @@ func slicesOf(ms []provider.Model, p *Provider) []*Workflow {
 		out = append(out, w)
 	}
 	return out
+}
+
+// TestComfyChooseByNodes: once Listed has read the backends' node
+// classes, a workflow goes only to a backend that has all of them.
+func TestComfyChooseByNodes(t *testing.T) {
+	for _, read := range []bool{false, true} {
+		r := newRig(t, 2, emulator.ComfyOptions{RunTime: time.Hour}, Config{NoWebsocket: true})
+		r.comfy[0].Uninstall("SaveVideo")
+		if read {
+			if _, err := r.p.Listed(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var refused int
+		for i := range 4 {
+			_, err := r.p.Submit(context.Background(), provider.Request{IdempotencyKey: fmt.Sprintf("gen-%d", i), Model: r.model("image-to-video"), InputImage: pngInput(64, 64, 1)})
+			var perm *provider.PermanentError
+			switch {
+			case errors.As(err, &perm) && strings.Contains(perm.Message, "missing_node_type"):
+				refused++
+			case err != nil:
+				t.Fatal(err)
+			}
+		}
+		if got := r.comfy[1].Queued(); read && (got != 4 || refused != 0) {
+			t.Fatalf("with the nodes read: %d queued where SaveVideo is, %d refused", got, refused)
+		} else if !read && refused == 0 {
+			t.Fatal("not read: no prompt reached the backend without SaveVideo (the test shows nothing)")
+		}
+	}
 }
