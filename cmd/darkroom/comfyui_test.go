@@ -360,6 +360,7 @@ func comfyKillNine(t *testing.T, backends []*emulator.ComfyUI, replyCut, tasks b
 	}
 	dir := comfyWorkflows(t)
 	env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
+		"DARKROOM_POLL_RATE=1000", "DARKROOM_POLL_BURST=1000", // a Tasks client polls through a lease takeover
 		"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
 		"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
 	data := t.TempDir()
