@@ -81,6 +81,19 @@ func submitsOf(backends []*emulator.ComfyUI, id string) (queued, posts int) {
 	return queued, posts
 }
 
+// queuedInput is a node input of the graph prompt id was queued with, on
+// whichever backend holds it.
+func queuedInput(t *testing.T, backends []*emulator.ComfyUI, id, node, input string) any {
+	t.Helper()
+	for _, b := range backends {
+		if v, ok := b.Input(id, node, input); ok {
+			return v
+		}
+	}
+	t.Fatalf("prompt %s was never queued with %s.%s", id, node, input)
+	return nil
+}
+
 // TestComfyJourney: an assistant on the legacy tools and a Tasks client
 // each make three variations, a masked edit of one and a clip from it, on
 // two backends, the legacy one seeing percent progress and preview frames.
@@ -146,13 +159,21 @@ func TestComfyJourney(t *testing.T) {
 		t.Fatalf("masked edit: %s", text(res))
 	}
 	var clip genView
-	res = call(t, cs, "generate", map[string]any{"modelId": "comfyui:image-to-video", "prompt": "the tide comes in", "wait": true, "waitSeconds": 30, "inputs": []any{
+	clipArgs := map[string]any{"modelId": "comfyui:image-to-video", "prompt": "the tide comes in", "wait": true, "waitSeconds": 30, "durationSeconds": 5, "inputs": []any{
 		map[string]any{"role": "first_frame", "uri": gentools.OutputURI(edit.GenerationID, 0)},
-	}}, &clip)
+	}}
+	if res := call(t, cs, "generate", clipArgs, nil); !res.IsError || !strings.Contains(text(res), "choose 2, 1 or 3") {
+		t.Fatalf("a clip longer than the workflow's 25 frames: %s", text(res))
+	}
+	clipArgs["durationSeconds"] = 3
+	res = call(t, cs, "generate", clipArgs, &clip)
 	if clip.Status != "completed" || len(clip.Outputs) != 1 || clip.Outputs[0].MimeType != "video/mp4" {
 		t.Fatalf("clip: %s", text(res))
 	}
 	checkFile(t, clip.Outputs[0].URL, emulator.MP4())
+	if frames := queuedInput(t, backends, comfyui.PromptID(clip.GenerationID), "12", "video_frames"); frames != 21.0 {
+		t.Fatalf("3 s at 7 fps queued %v frames, want 21", frames)
+	}
 
 	// A Tasks client: the same three steps.
 	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}

@@ -2,9 +2,7 @@ package comfyui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -56,29 +54,10 @@ func TestComfyDuration(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d s: %v", tc.seconds, err)
 		}
-		if got := queuedInput(t, r.comfy[0], job.ID, "12", "video_frames"); got != tc.frames {
+		if got, _ := r.comfy[0].Input(job.ID, "12", "video_frames"); got != tc.frames {
 			t.Fatalf("%d s: %v frames queued, want %v", tc.seconds, got, tc.frames)
 		}
 	}
-}
-
-// queuedInput is a node input of the graph a backend queued (its jobs API).
-func queuedInput(t *testing.T, c *emulator.ComfyUI, id, node, input string) any {
-	t.Helper()
-	resp, err := http.Get(c.URL + "/api/jobs/" + id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var j struct {
-		Workflow struct {
-			Prompt map[string]Node `json:"prompt"`
-		} `json:"workflow"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil {
-		t.Fatal(err)
-	}
-	return j.Workflow.Prompt[node].Inputs[input]
 }
 
 // TestComfyFrameDetection: the frame count and rate of common video nodes

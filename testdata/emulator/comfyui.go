@@ -258,6 +258,27 @@ func (c *ComfyUI) Submits(id string) int {
 	return c.submits[id]
 }
 
+// Input is a node input of the graph prompt id was queued with (ok false:
+// no such prompt or input).
+func (c *ComfyUI) Input(id, node, input string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.history[id]
+	if c.running != nil && c.running.id == id {
+		p = c.running
+	}
+	for _, q := range c.pending {
+		if q.id == id {
+			p = q
+		}
+	}
+	if p == nil {
+		return nil, false
+	}
+	v, ok := p.graph[node].Inputs[input]
+	return v, ok
+}
+
 // Queued is the number of prompts pending or running.
 func (c *ComfyUI) Queued() int {
 	c.mu.Lock()
