@@ -141,6 +141,7 @@ type backend struct {
 	picked    int             // submits sent here, for ties
 	noJobs    bool            // an older ComfyUI: no /api/jobs
 	mints     bool            // older still: it answered its own prompt id
+	keeps     bool            // it answered ours: Find needs no marker there
 	classes   map[string]bool // its node classes at the last Listed (nil: not read)
 	ws        *watcher
 }
@@ -547,6 +548,10 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		p.live.track(r.PromptID)
 		p.cfg.Logger.Info("comfyui: the backend ignored darkroom's prompt id (ComfyUI before 2025-07-14); following its own", "backend", b.host, "prompt", r.PromptID)
 		job.ID = r.PromptID
+	} else {
+		b.mu.Lock()
+		b.keeps = true
+		b.mu.Unlock()
 	}
 	return job, nil
 }
@@ -832,7 +837,13 @@ func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, er
 	id := PromptID(key)
 	var errs []string
 	for _, b := range p.backends {
-		v, found, err := p.lookup(ctx, b, id, key, nil)
+		b.mu.Lock()
+		mark := key
+		if b.keeps {
+			mark = "" // seen to keep our ids: the id is enough
+		}
+		b.mu.Unlock()
+		v, found, err := p.lookup(ctx, b, id, mark, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return provider.Job{}, false, ctx.Err()

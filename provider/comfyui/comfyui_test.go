@@ -418,6 +418,29 @@ func TestComfyMintedPromptID(t *testing.T) {
 	}
 }
 
+// TestComfyMarkerScanOnlyWhereNeeded: Find scans a backend without the
+// jobs API for the marker (its whole history) only until it has seen the
+// backend keep darkroom's prompt id.
+func TestComfyMarkerScanOnlyWhereNeeded(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{NoJobsAPI: true}, Config{NoWebsocket: true})
+	find := func() int {
+		if _, ok, err := r.p.Find(context.Background(), "gen-never"); err != nil || ok {
+			t.Fatalf("find: %v %v", ok, err)
+		}
+		return r.comfy[0].Count("GET /history")
+	}
+	if n := find(); n != 1 {
+		t.Fatalf("a backend not yet seen: %d history scans, want 1", n)
+	}
+	job := r.submit("gen-kept", "text-to-image", "a lighthouse", nil)
+	if job.ID != PromptID("gen-kept") {
+		t.Fatalf("job %s", job.ID)
+	}
+	if n := find(); n != 1 {
+		t.Fatalf("a backend seen to keep our ids: %d history scans, want still 1", n)
+	}
+}
+
 // TestComfyRefusals: a graph ComfyUI refuses is a clear permanent error
 // naming the node and input; nothing is queued.
 func TestComfyRefusals(t *testing.T) {
