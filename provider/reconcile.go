@@ -74,6 +74,9 @@ type VendorModel struct {
 	// ShutdownDate is the day the vendor says it stops serving the model
 	// (OpenAI's shutdown_date); zero when none is announced.
 	ShutdownDate time.Time `json:"shutdownDate,omitzero"`
+	// Reason says why a model is not listed, when the provider knows
+	// (ComfyUI: the node a workflow needs that no backend has).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Retargeter is implemented by providers whose curated ids may run

@@ -56,6 +56,9 @@ type modelCheck struct {
 	ShutdownDate string `json:"shutdownDate,omitempty"`
 	// Successor is the curated model to use instead, when one is known.
 	Successor string `json:"successor,omitempty"`
+	// Reason says why it is not listed, when the provider knows (ComfyUI:
+	// the node a workflow needs that no backend has).
+	Reason string `json:"reason,omitempty"`
 }
 
 // providerCheck is one provider's part of the report.
@@ -166,6 +169,7 @@ var errCheckFailed = errors.New("some curated models are not served (see above)"
 func checkModels(ctx context.Context, entries []catalog.Entry, providers []provider.Provider) checkReport {
 	report := checkReport{OK: true}
 	unavailable := unavailableModels(entries, providers)
+	entries = withProviderModels(entries, providers)
 	for _, p := range providers {
 		pc := providerCheck{Name: p.Name(), State: "ok"}
 		listed := provider.Listing{}
@@ -195,7 +199,7 @@ func checkModels(ctx context.Context, entries []catalog.Entry, providers []provi
 			switch {
 			case !asked:
 			case target == "":
-				mc.State, mc.Successor, report.OK = "not listed", e.Successor, false
+				mc.State, mc.Successor, mc.Reason, report.OK = "not listed", e.Successor, listed[mc.VendorModel].Reason, false
 			case target == mc.VendorModel:
 				mc.State = "listed"
 			default:
@@ -238,6 +242,9 @@ func (r checkReport) write(w io.Writer) error {
 			}
 			if m.ShutdownDate != "" {
 				state += ", shuts down " + m.ShutdownDate
+			}
+			if m.Reason != "" {
+				state += ": " + m.Reason
 			}
 			if m.Successor != "" {
 				state += " (successor: " + m.Successor + ")"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/testdata/emulator"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // checkArgs are the flags that point every provider at rig, each with
@@ -159,6 +160,22 @@ func TestModelsCheckAllow(t *testing.T) {
 	}
 }
 
+// offeredModels are the ids list_models offers.
+func offeredModels(t *testing.T, cs *mcp.ClientSession) map[string]bool {
+	t.Helper()
+	var l struct {
+		Models []struct {
+			ID string `json:"modelId"`
+		} `json:"models"`
+	}
+	call(t, cs, "list_models", map[string]any{}, &l)
+	out := map[string]bool{}
+	for _, m := range l.Models {
+		out[m.ID] = true
+	}
+	return out
+}
+
 // TestModelWithdrawn: a model its vendor stops listing leaves list_models
 // and search_models at the next refresh, and generate and describe_model
 // refuse it for free, saying why; an outage withdraws nothing; listed
@@ -168,19 +185,7 @@ func TestModelWithdrawn(t *testing.T) {
 	s := vendorServer(t, rig, "google")
 	cs := connect(t, s.url, "2026-07-28")
 	ctx := context.Background()
-	listed := func() map[string]bool {
-		var l struct {
-			Models []struct {
-				ID string `json:"modelId"`
-			} `json:"models"`
-		}
-		call(t, cs, "list_models", map[string]any{}, &l)
-		out := map[string]bool{}
-		for _, m := range l.Models {
-			out[m.ID] = true
-		}
-		return out
-	}
+	listed := func() map[string]bool { return offeredModels(t, cs) }
 	// The former ids that call the same vendor model go with it.
 	calling := []string{"google-gemini-3.1-flash-image", "google-gemini-2.5-flash-image", "google-imagen-4"}
 

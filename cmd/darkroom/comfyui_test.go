@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"image/jpeg"
 	"os"
@@ -80,6 +81,19 @@ func submitsOf(backends []*emulator.ComfyUI, id string) (queued, posts int) {
 	return queued, posts
 }
 
+// queuedInput is a node input of the graph prompt id was queued with, on
+// whichever backend holds it.
+func queuedInput(t *testing.T, backends []*emulator.ComfyUI, id, node, input string) any {
+	t.Helper()
+	for _, b := range backends {
+		if v, ok := b.Input(id, node, input); ok {
+			return v
+		}
+	}
+	t.Fatalf("prompt %s was never queued with %s.%s", id, node, input)
+	return nil
+}
+
 // TestComfyJourney: an assistant on the legacy tools and a Tasks client
 // each make three variations, a masked edit of one and a clip from it, on
 // two backends, the legacy one seeing percent progress and preview frames.
@@ -145,13 +159,21 @@ func TestComfyJourney(t *testing.T) {
 		t.Fatalf("masked edit: %s", text(res))
 	}
 	var clip genView
-	res = call(t, cs, "generate", map[string]any{"modelId": "comfyui:image-to-video", "prompt": "the tide comes in", "wait": true, "waitSeconds": 30, "inputs": []any{
+	clipArgs := map[string]any{"modelId": "comfyui:image-to-video", "prompt": "the tide comes in", "wait": true, "waitSeconds": 30, "durationSeconds": 5, "inputs": []any{
 		map[string]any{"role": "first_frame", "uri": gentools.OutputURI(edit.GenerationID, 0)},
-	}}, &clip)
+	}}
+	if res := call(t, cs, "generate", clipArgs, nil); !res.IsError || !strings.Contains(text(res), "choose 2, 1 or 3") {
+		t.Fatalf("a clip longer than the workflow's 25 frames: %s", text(res))
+	}
+	clipArgs["durationSeconds"] = 3
+	res = call(t, cs, "generate", clipArgs, &clip)
 	if clip.Status != "completed" || len(clip.Outputs) != 1 || clip.Outputs[0].MimeType != "video/mp4" {
 		t.Fatalf("clip: %s", text(res))
 	}
 	checkFile(t, clip.Outputs[0].URL, emulator.MP4())
+	if frames := queuedInput(t, backends, comfyui.PromptID(clip.GenerationID), "12", "video_frames"); frames != 21.0 {
+		t.Fatalf("3 s at 7 fps queued %v frames, want 21", frames)
+	}
 
 	// A Tasks client: the same three steps.
 	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
@@ -319,70 +341,190 @@ func TestComfyBackendDies(t *testing.T) {
 
 // TestComfyKillNine kills darkroom with SIGKILL mid-job, once with the
 // prompt queued and recorded and once with ComfyUI's reply to the submit
-// never read, and restarts it on the same data: the generation completes
-// and exactly one prompt was ever queued.
+// never read, for a legacy assistant and for a Tasks client (which polls
+// tasks/get across the restart), and on ComfyUIs too old to keep
+// darkroom's prompt id (before 260a5ca5, 2025-07-14: the prompt is found
+// by its extra_data marker), and restarts it on the same data: the
+// generation completes and exactly one prompt was ever queued.
 func TestComfyKillNine(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		replyCut bool
+		tasks    bool
+		old      bool
 	}{
-		{"recorded", false},
-		{"reply never read", true},
+		{"legacy recorded", false, false, false},
+		{"legacy reply never read", true, false, false},
+		{"tasks recorded", false, true, false},
+		{"tasks reply never read", true, true, false},
+		{"old ComfyUI, legacy reply never read", true, false, true},
+		{"old ComfyUI, tasks reply never read", true, true, true},
+		{"old ComfyUI, tasks recorded", false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 4 * time.Second})
-			if tc.replyCut {
-				for _, b := range backends {
-					b.HoldPrompts(1)
-				}
-			}
-			dir := comfyWorkflows(t)
-			env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
-				"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
-				"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
-			data := t.TempDir()
-			p := startProcess(t, data, env...)
-			cs := connect(t, p.url, "2026-07-28")
-			var g genView
-			if res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a train crossing a bridge"}, &g); res.IsError {
-				t.Fatalf("generate: %s", text(res))
-			}
-			id := comfyui.PromptID(g.GenerationID)
-			if tc.replyCut {
-				select {
-				case got := <-backends[0].Held():
-					if got != id {
-						t.Fatalf("held %s, want %s", got, id)
-					}
-				case got := <-backends[1].Held():
-					if got != id {
-						t.Fatalf("held %s, want %s", got, id)
-					}
-				case <-time.After(20 * time.Second):
-					t.Fatal("the prompt never reached ComfyUI")
-				}
-			} else {
-				eventually(t, 20*time.Second, func() bool {
-					var v genView
-					call(t, cs, "get_generation", map[string]any{"generationId": g.GenerationID}, &v)
-					return v.Status == "running"
-				}, "the prompt recorded and running")
-			}
-			if q, _ := submitsOf(backends, id); q != 1 || backends[0].Queued()+backends[1].Queued() != 1 {
-				t.Fatalf("before the kill: queued %d times, %d in the queues", q, backends[0].Queued()+backends[1].Queued())
-			}
-			kill9(t, p)
-
-			p2 := startProcess(t, data, env...)
-			cs2 := connect(t, p2.url, "2026-07-28")
-			var w genView
-			call(t, cs2, "wait_generation", map[string]any{"generationId": g.GenerationID, "timeoutSeconds": 60}, &w)
-			if w.Status != "completed" || len(w.Outputs) != 1 || w.Outputs[0].MimeType != "image/png" {
-				t.Fatalf("after restart: %+v", w)
-			}
-			if q, posts := submitsOf(backends, id); q != 1 || posts != 1 {
-				t.Fatalf("queued %d times from %d POST /prompt, want exactly one", q, posts)
-			}
+			_, backends := comfyRig(t, emulator.ComfyOptions{RunTime: 4 * time.Second, MintsPromptID: tc.old})
+			comfyKillNine(t, backends, tc.replyCut, tc.tasks)
 		})
+	}
+}
+
+// comfyKillNine is one TestComfyKillNine case on backends: a generation
+// started by a legacy client (or a Tasks client), darkroom killed with
+// the prompt recorded (or with the submit's reply held), restarted; the
+// generation completes with one PNG and the backends saw one prompt.
+func comfyKillNine(t *testing.T, backends []*emulator.ComfyUI, replyCut, tasks bool) {
+	t.Helper()
+	if replyCut {
+		for _, b := range backends {
+			b.HoldPrompts(1)
+		}
+	}
+	dir := comfyWorkflows(t)
+	env := []string{"DARKROOM_COMFYUI_URL=" + backends[0].URL + "," + backends[1].URL, "DARKROOM_COMFYUI_WORKFLOWS=" + dir,
+		"DARKROOM_POLL_RATE=1000", "DARKROOM_POLL_BURST=1000", // a Tasks client polls through a lease takeover
+		"DARKROOM_REPLICATE_API_TOKEN=", "REPLICATE_API_TOKEN=", "DARKROOM_FAL_KEY=", "FAL_KEY=",
+		"DARKROOM_GEMINI_API_KEY=", "GEMINI_API_KEY=", "DARKROOM_OPENAI_API_KEY=", "OPENAI_API_KEY="}
+	data := t.TempDir()
+	p := startProcess(t, data, env...)
+	cs := connect(t, p.url, "2026-07-28")
+	args := map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a train crossing a bridge"}
+	var genID, taskID string
+	if tasks {
+		r := (&rpcClient{t: t, url: p.url, caps: withTasks()}).tool("generate", args)
+		if r.Error != nil || r.Result["resultType"] != "task" {
+			t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
+		}
+		taskID = r.Result["taskId"].(string)
+	} else {
+		var g genView
+		if res := call(t, cs, "generate", args, &g); res.IsError {
+			t.Fatalf("generate: %s", text(res))
+		}
+		genID = g.GenerationID
+	}
+	// The prompt queued: its reply held, or the generation recorded running
+	// (the Tasks client's is found in list_generations).
+	if replyCut {
+		select {
+		case <-backends[0].Held():
+		case <-backends[1].Held():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the prompt never reached ComfyUI")
+		}
+	} else {
+		eventually(t, 20*time.Second, func() bool {
+			var l struct {
+				Generations []genView `json:"generations"`
+			}
+			call(t, cs, "list_generations", map[string]any{}, &l)
+			for _, g := range l.Generations {
+				if g.Status == "running" && (genID == "" || g.GenerationID == genID) {
+					genID = g.GenerationID
+					return true
+				}
+			}
+			return false
+		}, "the prompt recorded and running")
+	}
+	if jobs := backends[0].Jobs() + backends[1].Jobs(); jobs != 1 || backends[0].Queued()+backends[1].Queued() != 1 {
+		t.Fatalf("before the kill: %d prompts queued, %d in the queues", jobs, backends[0].Queued()+backends[1].Queued())
+	}
+	kill9(t, p)
+
+	p2 := startProcess(t, data, env...)
+	var outs []any
+	if tasks {
+		done := (&rpcClient{t: t, url: p2.url, caps: withTasks()}).waitTask(taskID)
+		_, sc := structuredOf(t, done)
+		if sc["status"] != "completed" {
+			t.Fatalf("the task after restart: %v", done)
+		}
+		outs = asList(sc["outputs"])
+	} else {
+		var w genView
+		call(t, connect(t, p2.url, "2026-07-28"), "wait_generation", map[string]any{"generationId": genID, "timeoutSeconds": 60}, &w)
+		if w.Status != "completed" {
+			t.Fatalf("after restart: %+v", w)
+		}
+		for _, o := range w.Outputs {
+			outs = append(outs, map[string]any{"mimeType": o.MimeType})
+		}
+	}
+	if len(outs) != 1 || outs[0].(map[string]any)["mimeType"] != "image/png" {
+		t.Fatalf("outputs after restart: %v", outs)
+	}
+	jobs, posts := 0, 0
+	for _, b := range backends {
+		jobs += b.Jobs()
+		posts += b.Count("POST /prompt")
+	}
+	if jobs != 1 || posts != 1 {
+		t.Fatalf("%d prompts queued from %d POST /prompt, want exactly one", jobs, posts)
+	}
+}
+
+// TestComfyModelsListed: `darkroom models check` and the models watch
+// cover the workflows: one whose node no backend has is "not listed"
+// with the node named (exit 1), withdrawn from generate and list_models
+// with that reason, and offered again once a backend has it.
+func TestComfyModelsListed(t *testing.T) {
+	_, backends := comfyRig(t, emulator.ComfyOptions{})
+	dir := comfyWorkflows(t)
+	check := func() (int, map[string]modelCheck) {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"models", "check", "--json", "--comfyui-url", backends[0].URL + "," + backends[1].URL, "--comfyui-workflows", dir,
+			"--replicate-api-token", "", "--fal-key", "", "--gemini-api-key", "", "--openai-api-key", "", "--google-project", ""}, &out, &errOut)
+		var r checkReport
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("exit %d, not a report: %v\n%s\n%s", code, err, out.String(), errOut.String())
+		}
+		ms := map[string]modelCheck{}
+		for _, p := range r.Providers {
+			if p.Name == "comfyui" && p.State != "ok" {
+				t.Fatalf("comfyui: %s %s", p.State, p.Error)
+			}
+			for _, m := range p.Models {
+				ms[m.ID] = m
+			}
+		}
+		return code, ms
+	}
+	code, ms := check()
+	for _, id := range []string{"comfyui:text-to-image", "comfyui:masked-inpainting", "comfyui:image-to-video"} {
+		if ms[id].State != "listed" {
+			t.Errorf("%s: %+v", id, ms[id])
+		}
+	}
+	if code != 0 {
+		t.Fatalf("all listed: exit %d", code)
+	}
+	backends[0].Uninstall("SaveVideo")
+	if code, ms = check(); code != 0 || ms["comfyui:image-to-video"].State != "listed" {
+		t.Fatalf("on one backend: exit %d, %+v", code, ms["comfyui:image-to-video"])
+	}
+	backends[1].Uninstall("SaveVideo")
+	code, ms = check()
+	if m := ms["comfyui:image-to-video"]; code != 1 || m.State != "not listed" || m.Reason != "SaveVideo is not installed on any backend" || ms["comfyui:text-to-image"].State != "listed" {
+		t.Fatalf("on none: exit %d, %+v", code, ms)
+	}
+
+	s := comfyServer(t, backends, dir)
+	cs := connect(t, s.url, "2026-07-28")
+	s.app.refreshModels(context.Background())
+	res := call(t, cs, "generate", map[string]any{"modelId": "comfyui:image-to-video", "prompt": "x"}, nil)
+	if !res.IsError || !strings.Contains(text(res), "ComfyUI cannot run comfyui:image-to-video: SaveVideo is not installed on any backend") {
+		t.Fatalf("generate of a workflow no backend can run: %s", text(res))
+	}
+	offered := func() map[string]bool { return offeredModels(t, cs) }
+	if l := offered(); l["comfyui:image-to-video"] || !l["comfyui:text-to-image"] {
+		t.Fatalf("list_models: %v", l)
+	}
+	if n := backends[0].Count("POST /prompt") + backends[1].Count("POST /prompt"); n != 0 {
+		t.Fatalf("%d prompts queued for a withdrawn workflow", n)
+	}
+	backends[1].Install("SaveVideo")
+	s.app.refreshModels(context.Background())
+	if l := offered(); !l["comfyui:image-to-video"] {
+		t.Fatalf("list_models once a backend has the node again: %v", l)
 	}
 }

@@ -50,6 +50,31 @@ func curatedEntries(cfg *config) ([]catalog.Entry, error) {
 	return entries, nil
 }
 
+// withProviderModels is entries and, for each model a provider describes
+// itself (modelschema.Native: ComfyUI's workflows) and can list
+// (provider.Lister), an entry whose vendor model is its own id: models
+// check and the models watch cover those as they do curated ones.
+func withProviderModels(entries []catalog.Entry, providers []provider.Provider) []catalog.Entry {
+	known := map[string]bool{}
+	for _, e := range entries {
+		known[e.ID] = true
+	}
+	out := slices.Clone(entries)
+	for _, p := range providers {
+		_, native := provider.As[modelschema.Native](p)
+		_, lists := provider.As[provider.Lister](p)
+		if !native || !lists {
+			continue
+		}
+		for _, m := range p.Models() {
+			if !known[m.ID] {
+				out = append(out, catalog.Entry{ID: m.ID, Provider: p.Name(), Kind: m.Kind, Title: m.Title, Endpoint: m.ID})
+			}
+		}
+	}
+	return out
+}
+
 // providerKeys names the setting that turns each remote provider on.
 var providerKeys = map[string]string{replicate.Name: "replicate-api-token", fal.Name: "fal-key", google.Name: "gemini-api-key", openai.Name: "openai-api-key"}
 

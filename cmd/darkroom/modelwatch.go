@@ -101,6 +101,7 @@ func (a *app) refreshModels(ctx context.Context) {
 		a.log.Warn("models refresh: curated catalog", "err", err)
 		return
 	}
+	entries = withProviderModels(entries, a.providers)
 	w := &a.watch
 	now := time.Now()
 	if a.cfg.modelsNow != nil {
@@ -138,6 +139,9 @@ func (a *app) refreshModels(ctx context.Context) {
 		switch {
 		case target == "":
 			gone[e.ID] = fmt.Sprintf("%s no longer lists %s for this server's credentials (checked %s)", vendorName(e), strings.Join(e.Candidates(), " or "), read.at.UTC().Format(time.RFC3339))
+			if why := read.listing[e.Candidates()[0]].Reason; why != "" {
+				gone[e.ID] = fmt.Sprintf("%s cannot run %s: %s (checked %s)", vendorName(e), e.ID, why, read.at.UTC().Format(time.RFC3339))
+			}
 			avail[e.ID] = generation.Availability{Withdrawn: gone[e.ID], Successor: e.Successor}
 			continue
 		case target != e.Candidates()[0]:
@@ -248,6 +252,8 @@ func vendorName(e catalog.Entry) string {
 		return "OpenAI"
 	case "replicate":
 		return "Replicate"
+	case "comfyui":
+		return "ComfyUI"
 	}
 	return e.Provider
 }

@@ -4,17 +4,33 @@
 //
 // Wire facts it relies on, read from Comfy-Org/ComfyUI (server.py,
 // execution.py, main.py, comfy_execution/jobs.py at index commit
-// 002c3fb9; the git snapshot a125cd84 of 2025-10-12 lacks the jobs API and
-// the client-supplied prompt_id, which a ComfyUI that old refuses or
-// ignores):
+// 002c3fb9; the git snapshot a125cd84 of 2025-10-12 lacks the jobs API):
 //
-//   - POST /prompt {prompt, prompt_id, client_id} queues the graph under
-//     the prompt_id we give, which must be a UUID in canonical lowercase
-//     form (else 400 invalid_prompt_id). ComfyUI does not refuse an id it
-//     already holds: it would queue it twice. So darkroom looks the id up
-//     before it submits (Find after a crash, and on the backend it chose
-//     in Submit), and the id is derived from the generation id
-//     (PromptID): exactly once.
+//   - POST /prompt {prompt, prompt_id, client_id, extra_data} queues the
+//     graph under the prompt_id we give, which must be a UUID in
+//     canonical lowercase form (else 400 invalid_prompt_id). ComfyUI does
+//     not refuse an id it already holds: it would queue it twice (260a5ca5's
+//     message says the queue rejects a duplicate; its execution.py
+//     PromptQueue.put only pushes it, at a125cd84 too). So
+//     darkroom looks the id up before it submits (Find after a crash, and
+//     on the backend it chose in Submit), and the id is derived from the
+//     generation id (PromptID): exactly once.
+//   - A ComfyUI older than commit 260a5ca5 (2025-07-14, "Allow the prompt
+//     request to specify the prompt ID", #8189) ignores our prompt_id and
+//     answers the str(uuid.uuid4()) it made (since 974958ff, 2023-05-10;
+//     before that no id at all, which darkroom refuses). Its job is
+//     recorded under the backend's id; the crash window (killed after
+//     the submit, before the record) is closed by the marker darkroom
+//     puts in extra_data (markerKey): ComfyUI keeps extra_data as item[3]
+//     of the queue item (number, prompt_id, prompt, extra_data,
+//     outputs_to_execute) that GET /queue lists, and as prompt[3] of each
+//     history entry (execution.py PromptQueue.task_done, which pops only
+//     the comfy.org credentials of SENSITIVE_EXTRA_DATA_KEYS), so Find
+//     scans /queue and the whole /history (at most MAXIMUM_HISTORY_SIZE,
+//     10000 entries, streamed) of a backend without the jobs API.
+//   - Before commit 464ba1d6 (2025-09-02, #9607) POST /interrupt ignored
+//     its body and interrupted whatever ran: darkroom interrupts only when
+//     /queue shows its prompt running.
 //   - 400 {error:{type,message,details,extra_info}, node_errors:{node:
 //     {errors:[{type,message,details,extra_info:{input_name}}],
 //     class_type}}}: a refused graph, a PermanentError naming the node and
@@ -119,11 +135,14 @@ type backend struct {
 	host   string
 
 	mu        sync.Mutex
-	downSince time.Time // zero while it answers
-	queue     int       // queue_remaining at the last look
-	inflight  int       // submits under way here
-	picked    int       // submits sent here, for ties
-	noJobs    bool      // an older ComfyUI: no /api/jobs
+	downSince time.Time       // zero while it answers
+	queue     int             // queue_remaining at the last look
+	inflight  int             // submits under way here
+	picked    int             // submits sent here, for ties
+	noJobs    bool            // an older ComfyUI: no /api/jobs
+	mints     bool            // older still: it answered its own prompt id
+	keeps     bool            // it answered ours: Find needs no marker there
+	classes   map[string]bool // its node classes at the last Listed (nil: not read)
 	ws        *watcher
 }
 
@@ -322,50 +341,122 @@ func (p *Provider) load(ctx context.Context, b *backend) (int, error) {
 	return *r.ExecInfo.QueueRemaining, nil
 }
 
-// choose asks every backend its queue length and takes the shortest
-// (counting submits under way; ties go to the one picked least); a
-// backend that does not answer is left out.
-func (p *Provider) choose(ctx context.Context) (*backend, error) {
-	type answer struct {
-		b   *backend
-		n   int
-		err error
-	}
-	ch := make(chan answer, len(p.backends))
-	for _, b := range p.backends {
-		go func() {
-			n, err := p.load(ctx, b)
-			ch <- answer{b, n, err}
-		}()
-	}
-	var best *backend
-	bestLoad, bestPicked := 0, 0
+// choose asks every backend that can run w its queue length and takes the
+// shortest (counting submits under way); among those of equal length the
+// one with the most free VRAM, then the one picked least; a backend that
+// does not answer is left out.
+func (p *Provider) choose(ctx context.Context, w *Workflow) (*backend, error) {
+	var shortest []*backend
+	bestLoad := 0
 	var errs []string
-	for range p.backends {
-		a := <-ch
+	for _, a := range askAll(p.able(w), func(b *backend) (int, error) { return p.load(ctx, b) }) {
 		if a.err != nil {
 			errs = append(errs, a.b.host+": "+a.err.Error())
 			continue
 		}
 		a.b.mu.Lock()
-		load, picked := a.n+a.b.inflight, a.b.picked
+		load := a.v + a.b.inflight
 		a.b.mu.Unlock()
-		if best == nil || load < bestLoad || (load == bestLoad && (picked < bestPicked || picked == bestPicked && a.b.origin < best.origin)) {
-			best, bestLoad, bestPicked = a.b, load, picked
+		switch {
+		case shortest == nil || load < bestLoad:
+			shortest, bestLoad = []*backend{a.b}, load
+		case load == bestLoad:
+			shortest = append(shortest, a.b)
 		}
 	}
-	if best == nil {
+	if shortest == nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		slices.Sort(errs)
 		return nil, &provider.RetryableError{Err: fmt.Errorf("%w: no ComfyUI answers (%s)", provider.ErrNotCreated, strings.Join(errs, "; ")), After: 5 * time.Second}
 	}
+	free := p.vramFree(ctx, shortest)
+	best := slices.MinFunc(shortest, func(a, b *backend) int {
+		if c := cmp.Compare(free[b], free[a]); c != 0 {
+			return c // more free VRAM first
+		}
+		a.mu.Lock()
+		pa := a.picked
+		a.mu.Unlock()
+		b.mu.Lock()
+		pb := b.picked
+		b.mu.Unlock()
+		return cmp.Or(cmp.Compare(pa, pb), strings.Compare(a.origin, b.origin))
+	})
 	best.mu.Lock()
 	best.inflight++
 	best.picked++
 	best.mu.Unlock()
 	return best, nil
+}
+
+// able are the backends that have every node class of w, as the last
+// Listed read them (one not read yet may); all of them when none has: the
+// one chosen refuses the graph, naming the node.
+func (p *Provider) able(w *Workflow) []*backend {
+	var out []*backend
+	for _, b := range p.backends {
+		b.mu.Lock()
+		has := b.classes == nil || !slices.ContainsFunc(w.classes(), func(c string) bool { return !b.classes[c] })
+		b.mu.Unlock()
+		if has {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return p.backends
+	}
+	return out
+}
+
+// vramFree is the free VRAM of each of several backends (GET
+// /system_stats: the largest devices[].vram_free; server.py system_stats
+// lists the torch device ComfyUI runs on), -1 where it cannot be had; nil
+// for a single backend, which needs no tie broken.
+func (p *Provider) vramFree(ctx context.Context, bs []*backend) map[*backend]int64 {
+	if len(bs) < 2 {
+		return nil
+	}
+	out := map[*backend]int64{}
+	for _, a := range askAll(bs, func(b *backend) (int64, error) {
+		var st struct {
+			Devices []struct {
+				VRAMFree int64 `json:"vram_free"`
+			} `json:"devices"`
+		}
+		free := int64(-1)
+		if p.http.GetJSON(ctx, b.origin+"/system_stats", &st) == nil {
+			for _, d := range st.Devices {
+				free = max(free, d.VRAMFree)
+			}
+		}
+		return free, nil
+	}) {
+		out[a.b] = a.v
+	}
+	return out
+}
+
+// reply is one backend's answer to askAll.
+type reply[T any] struct {
+	b   *backend
+	v   T
+	err error
+}
+
+// askAll asks every backend of bs at once; the replies in bs's order.
+func askAll[T any](bs []*backend, ask func(*backend) (T, error)) []reply[T] {
+	out := make([]reply[T], len(bs))
+	var wg sync.WaitGroup
+	for i, b := range bs {
+		wg.Go(func() {
+			v, err := ask(b)
+			out[i] = reply[T]{b, v, err}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // Ping implements provider.Pinger: some backend answers /system_stats.
@@ -400,7 +491,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, &provider.PermanentError{Message: err.Error()}
 	}
 	p.start()
-	b, err := p.choose(ctx)
+	b, err := p.choose(ctx, w)
 	if err != nil {
 		return provider.Job{}, err
 	}
@@ -410,10 +501,10 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		b.mu.Unlock()
 	}()
 	id := PromptID(req.IdempotencyKey)
-	if held, err := p.holder(ctx, b, id, w); err != nil {
+	if held, heldID, err := p.holder(ctx, b, id, req.IdempotencyKey, w); err != nil {
 		return provider.Job{}, httpx.SubmitErr(err, nil)
 	} else if held != nil {
-		return p.jobOf(held, w.Model.ID, id), nil // queued by an earlier attempt: never twice
+		return p.jobOf(held, w.Model.ID, heldID), nil // queued by an earlier attempt: never twice
 	}
 	job := p.jobOf(b, w.Model.ID, id)
 	files, err := p.uploadInputs(ctx, b, w, id, req)
@@ -426,7 +517,7 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	}
 	p.live.track(id)
 	body := map[string]any{"prompt": graph, "prompt_id": id, "client_id": p.clientID,
-		"extra_data": map[string]any{"darkroom_generation": req.IdempotencyKey}}
+		"extra_data": map[string]any{markerKey: req.IdempotencyKey}}
 	resp, err := p.http.Do(ctx, httpx.Create, http.MethodPost, b.origin+"/prompt", body, nil)
 	if err != nil {
 		return provider.Job{}, httpx.SubmitErr(err, nil)
@@ -440,47 +531,69 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	var r struct {
 		PromptID string `json:"prompt_id"`
 	}
-	if json.Unmarshal(resp.Body, &r) != nil || r.PromptID != id {
-		// An older ComfyUI ignores a client's prompt_id and mints its own:
-		// its prompts cannot be found again, so it is not used.
-		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("the ComfyUI at %s did not keep the prompt id darkroom gave (%q): it is older than the client-supplied prompt_id, which darkroom needs to submit exactly once; update ComfyUI", b.host, r.PromptID)}
+	if json.Unmarshal(resp.Body, &r) != nil || r.PromptID == "" {
+		// A ComfyUI before 974958ff (2023-05-10) names no prompt: it
+		// cannot be followed.
+		return provider.Job{}, &provider.PermanentError{Message: fmt.Sprintf("the ComfyUI at %s queued the prompt without naming it (a ComfyUI from before May 2023); update ComfyUI", b.host)}
 	}
 	b.answered()
+	if r.PromptID != id {
+		// Older than 260a5ca5 (2025-07-14): the backend minted its own id.
+		// The job is recorded under it; after a crash before this record,
+		// Find finds the prompt by its marker.
+		b.mu.Lock()
+		b.mints, b.noJobs = true, true // the jobs API came much later
+		b.mu.Unlock()
+		p.live.forget(id)
+		p.live.track(r.PromptID)
+		p.cfg.Logger.Info("comfyui: the backend ignored darkroom's prompt id (ComfyUI before 2025-07-14); following its own", "backend", b.host, "prompt", r.PromptID)
+		job.ID = r.PromptID
+	} else {
+		b.mu.Lock()
+		b.keeps = true
+		b.mu.Unlock()
+	}
 	return job, nil
 }
 
-// holder is the backend that already holds prompt id, if one that
-// answers does: the chosen one must answer; one that does not answer was
-// left out by choose (the runner's Find, which asks every backend, is
-// what settles a submit whose outcome is unknown).
-func (p *Provider) holder(ctx context.Context, chosen *backend, id string, w *Workflow) (*backend, error) {
-	type answer struct {
-		b     *backend
-		found bool
-		err   error
-	}
-	ch := make(chan answer, len(p.backends))
-	for _, b := range p.backends {
-		go func() {
-			_, found, err := p.lookup(ctx, b, id, w)
-			ch <- answer{b, found, err}
-		}()
-	}
+// markerKey is the extra_data key of the generation id darkroom queues a
+// prompt with: ComfyUI keeps it in the queue and the history, where Find
+// looks for it on a backend too old to keep our prompt id.
+const markerKey = "darkroom_generation"
+
+// holder is the backend that already holds prompt id (or, on one known to
+// mint its own ids, the prompt marked with key) and the prompt's id
+// there, if one that answers does: the chosen one must answer; one that
+// does not answer was left out by choose (the runner's Find, which asks
+// every backend, is what settles a submit whose outcome is unknown).
+func (p *Provider) holder(ctx context.Context, chosen *backend, id, key string, w *Workflow) (*backend, string, error) {
 	var held *backend
+	var heldID string
 	var err error
-	for range p.backends {
-		a := <-ch
+	for _, a := range askAll(p.backends, func(b *backend) (*view, error) {
+		b.mu.Lock()
+		mark := ""
+		if b.mints {
+			mark = key
+		}
+		b.mu.Unlock()
+		v, found, err := p.lookup(ctx, b, id, mark, w)
+		if !found {
+			return nil, err
+		}
+		return &v, err
+	}) {
 		switch {
-		case a.found:
-			held = a.b
+		case a.v != nil:
+			held, heldID = a.b, a.v.id
 		case a.err != nil && a.b == chosen:
 			err = a.err
 		}
 	}
 	if held != nil {
-		return held, nil
+		return held, heldID, nil
 	}
-	return nil, err
+	return nil, "", err
 }
 
 // nodeError is one entry of a 400's node_errors.
@@ -708,6 +821,7 @@ func (p *Provider) upload(ctx context.Context, b *backend, name string, in provi
 
 // view is what a backend says of one prompt.
 type view struct {
+	id       string // its prompt id there
 	state    provider.State
 	outputs  []provider.Output
 	err      string
@@ -715,13 +829,21 @@ type view struct {
 }
 
 // Find implements provider.Provider: the generation's prompt id looked up
-// on every backend. A backend that cannot be asked makes the answer
-// unknown (an error), never "none": a second submit could run it twice.
+// on every backend (on one without the jobs API, which may be too old to
+// keep our id, also its marker). A backend that cannot be asked makes the
+// answer unknown (an error), never "none": a second submit could run it
+// twice.
 func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, error) {
 	id := PromptID(key)
 	var errs []string
 	for _, b := range p.backends {
-		_, found, err := p.lookup(ctx, b, id, nil)
+		b.mu.Lock()
+		mark := key
+		if b.keeps {
+			mark = "" // seen to keep our ids: the id is enough
+		}
+		b.mu.Unlock()
+		v, found, err := p.lookup(ctx, b, id, mark, nil)
 		if err != nil {
 			if ctx.Err() != nil {
 				return provider.Job{}, false, ctx.Err()
@@ -731,7 +853,7 @@ func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, er
 		}
 		if found {
 			p.start()
-			return p.jobOf(b, "", id), true, nil
+			return p.jobOf(b, "", v.id), true, nil
 		}
 	}
 	if len(errs) > 0 {
@@ -741,8 +863,9 @@ func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, er
 }
 
 // lookup asks one backend about a prompt: the jobs API, or on a ComfyUI
-// without it the history and the queue.
-func (p *Provider) lookup(ctx context.Context, b *backend, id string, w *Workflow) (view, bool, error) {
+// without it the history and the queue, and there (key set) the prompt
+// marked with generation key.
+func (p *Provider) lookup(ctx context.Context, b *backend, id, key string, w *Workflow) (view, bool, error) {
 	b.mu.Lock()
 	noJobs := b.noJobs
 	b.mu.Unlock()
@@ -762,7 +885,7 @@ func (p *Provider) lookup(ctx context.Context, b *backend, id string, w *Workflo
 			b.mu.Lock()
 			b.noJobs = true // an older ComfyUI
 			b.mu.Unlock()
-			return p.lookupOld(ctx, b, id, w)
+			return p.lookupOld(ctx, b, id, key, w)
 		}
 		if err := p.http.Err(resp); err != nil {
 			return view{}, false, err
@@ -773,12 +896,13 @@ func (p *Provider) lookup(ctx context.Context, b *backend, id string, w *Workflo
 		}
 		b.answered()
 		v := p.viewOfJob(b, j, w)
+		v.id = id
 		if v.state == provider.StateQueued {
 			v.position = p.position(ctx, b, id)
 		}
 		return v, true, nil
 	}
-	return p.lookupOld(ctx, b, id, w)
+	return p.lookupOld(ctx, b, id, key, w)
 }
 
 // job is /api/jobs/{id}'s answer (jobs.py normalize_*_item).
@@ -826,7 +950,20 @@ func runError(e map[string]any) string {
 }
 
 // lookupOld is lookup on a ComfyUI without the jobs API.
-func (p *Provider) lookupOld(ctx context.Context, b *backend, id string, w *Workflow) (view, bool, error) {
+func (p *Provider) lookupOld(ctx context.Context, b *backend, id, key string, w *Workflow) (view, bool, error) {
+	v, found, err := p.lookupOldID(ctx, b, id, w)
+	if err != nil || found || key == "" {
+		return v, found, err
+	}
+	marked, err := p.findMarked(ctx, b, key)
+	if err != nil || marked == "" {
+		return view{}, false, err
+	}
+	return p.lookupOldID(ctx, b, marked, w)
+}
+
+// lookupOldID is lookupOld by prompt id.
+func (p *Provider) lookupOldID(ctx context.Context, b *backend, id string, w *Workflow) (view, bool, error) {
 	resp, err := p.http.Do(ctx, httpx.Other, http.MethodGet, b.origin+"/history/"+url.PathEscape(id), nil, nil)
 	if err == nil {
 		err = p.http.Err(resp)
@@ -847,7 +984,7 @@ func (p *Provider) lookupOld(ctx context.Context, b *backend, id string, w *Work
 	if item, ok := h[id]; ok {
 		b.answered()
 		if item.Status == nil || item.Status.StatusStr != "error" {
-			return view{state: provider.StateCompleted, outputs: p.outputsOf(b, item.Outputs, w)}, true, nil
+			return view{id: id, state: provider.StateCompleted, outputs: p.outputsOf(b, item.Outputs, w)}, true, nil
 		}
 		var errData map[string]any
 		for _, m := range item.Status.Messages {
@@ -856,27 +993,72 @@ func (p *Provider) lookupOld(ctx context.Context, b *backend, id string, w *Work
 			}
 			switch m[0] {
 			case "execution_interrupted":
-				return view{state: provider.StateCancelled}, true, nil
+				return view{id: id, state: provider.StateCancelled}, true, nil
 			case "execution_error":
 				errData, _ = m[1].(map[string]any)
 			}
 		}
-		return view{state: provider.StateFailed, err: runError(errData)}, true, nil
+		return view{id: id, state: provider.StateFailed, err: runError(errData)}, true, nil
 	}
 	q, err := p.queue(ctx, b)
 	if err != nil {
 		return view{}, false, err
 	}
 	if slices.Contains(q.running, id) {
-		return view{state: provider.StateRunning}, true, nil
+		return view{id: id, state: provider.StateRunning}, true, nil
 	}
 	if i := slices.Index(q.pending, id); i >= 0 {
-		return view{state: provider.StateQueued, position: i + 1}, true, nil
+		return view{id: id, state: provider.StateQueued, position: i + 1}, true, nil
 	}
 	return view{}, false, nil
 }
 
-type queueView struct{ running, pending []string }
+// findMarked is the id of the prompt queued with generation key as its
+// marker on b ("" none): its queue, then its whole history, streamed
+// (each entry read on its own, so a long history costs time, not
+// memory).
+func (p *Provider) findMarked(ctx context.Context, b *backend, key string) (string, error) {
+	q, err := p.queue(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if id := q.marked[key]; id != "" {
+		return id, nil
+	}
+	found := ""
+	err = p.eachEntry(ctx, b, "/history", func(id string, dec *json.Decoder) (bool, error) {
+		var item struct {
+			Prompt []json.RawMessage `json:"prompt"`
+		}
+		if err := dec.Decode(&item); err != nil {
+			return false, err
+		}
+		if markerOf(item.Prompt) == key {
+			found = id
+		}
+		return found != "", nil
+	})
+	return found, err
+}
+
+// markerOf is the marker of a queue item (number, prompt_id, prompt,
+// extra_data, outputs_to_execute): extra_data's markerKey.
+func markerOf(item []json.RawMessage) string {
+	if len(item) < 4 {
+		return ""
+	}
+	var extra map[string]any
+	_ = json.Unmarshal(item[3], &extra)
+	s, _ := extra[markerKey].(string)
+	return s
+}
+
+// queueView is a backend's queue: the ids running and pending, in queue
+// order, and the id of each marked prompt by its marker.
+type queueView struct {
+	running, pending []string
+	marked           map[string]string
+}
 
 // queue is GET /queue: the ids running and pending, in queue order.
 func (p *Provider) queue(ctx context.Context, b *backend) (queueView, error) {
@@ -888,8 +1070,8 @@ func (p *Provider) queue(ctx context.Context, b *backend) (queueView, error) {
 		return queueView{}, err
 	}
 	var q struct {
-		Running [][]any `json:"queue_running"`
-		Pending [][]any `json:"queue_pending"`
+		Running [][]json.RawMessage `json:"queue_running"`
+		Pending [][]json.RawMessage `json:"queue_pending"`
 	}
 	if err := json.Unmarshal(resp.Body, &q); err != nil {
 		return queueView{}, &provider.RetryableError{Err: fmt.Errorf("comfyui: unreadable queue: %w", err)}
@@ -899,13 +1081,19 @@ func (p *Provider) queue(ctx context.Context, b *backend) (queueView, error) {
 		n  float64
 		id string
 	}
-	ids := func(items [][]any) []string {
+	marked := map[string]string{}
+	ids := func(items [][]json.RawMessage) []string {
 		var its []item
 		for _, it := range items {
 			if len(it) >= 2 {
-				n, _ := it[0].(float64)
-				id, _ := it[1].(string)
+				var n float64
+				var id string
+				_ = json.Unmarshal(it[0], &n)
+				_ = json.Unmarshal(it[1], &id)
 				its = append(its, item{n, id})
+				if m := markerOf(it); m != "" {
+					marked[m] = id
+				}
 			}
 		}
 		slices.SortStableFunc(its, func(a, b item) int { return cmp.Compare(a.n, b.n) })
@@ -915,7 +1103,7 @@ func (p *Provider) queue(ctx context.Context, b *backend) (queueView, error) {
 		}
 		return out
 	}
-	return queueView{running: ids(q.Running), pending: ids(q.Pending)}, nil
+	return queueView{running: ids(q.Running), pending: ids(q.Pending), marked: marked}, nil
 }
 
 // position is a pending prompt's place in its backend's queue (the jobs
@@ -1007,7 +1195,7 @@ func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status,
 	p.start()
 	p.live.track(j.ID)
 	w := p.models[d.Model]
-	v, found, err := p.lookup(ctx, b, j.ID, w)
+	v, found, err := p.lookup(ctx, b, j.ID, "", w)
 	if err != nil {
 		if !unreachable(ctx, err) {
 			return provider.Status{}, err
@@ -1114,17 +1302,25 @@ func (p *Provider) Cancel(ctx context.Context, j provider.Job) (provider.Status,
 		}
 	}
 	if noJobs {
-		for _, call := range []struct {
+		// A ComfyUI before 464ba1d6 (2025-09-02) interrupts whatever runs,
+		// whatever prompt_id it is given: interrupt only our own.
+		q, err := p.queue(ctx, b)
+		if err != nil {
+			return provider.Status{}, err
+		}
+		call := struct {
 			path string
 			body any
-		}{{"/interrupt", map[string]any{"prompt_id": j.ID}}, {"/queue", map[string]any{"delete": []string{j.ID}}}} {
-			resp, err := p.http.Do(ctx, httpx.Other, http.MethodPost, b.origin+call.path, call.body, nil)
-			if err == nil {
-				err = p.http.Err(resp)
-			}
-			if err != nil {
-				return provider.Status{}, err
-			}
+		}{"/queue", map[string]any{"delete": []string{j.ID}}}
+		if slices.Contains(q.running, j.ID) {
+			call.path, call.body = "/interrupt", map[string]any{"prompt_id": j.ID}
+		}
+		resp, err := p.http.Do(ctx, httpx.Other, http.MethodPost, b.origin+call.path, call.body, nil)
+		if err == nil {
+			err = p.http.Err(resp)
+		}
+		if err != nil {
+			return provider.Status{}, err
 		}
 	}
 	st, err := p.Status(ctx, j)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -355,6 +356,91 @@ func TestComfyExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestComfyMintedPromptID: on a ComfyUI too old to keep darkroom's prompt
+// id (before 260a5ca5, 2025-07-14) the job is the backend's own id, and a
+// submit whose reply was lost (a crash before the record) is found again
+// by its extra_data marker in the queue and in the history: one prompt.
+func TestComfyMintedPromptID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// after runs between the lost reply and Find: the prompt pending,
+		// running, or done and in the history behind others.
+		after func(r *rig)
+		state provider.State
+	}{
+		{"pending", func(r *rig) {}, provider.StateQueued},
+		{"running", func(r *rig) { r.advance(3 * time.Second) }, provider.StateRunning},
+		{"in the history", func(r *rig) {
+			r.advance(5 * time.Second)
+			for i := range 3 {
+				r.submit(fmt.Sprintf("gen-later-%d", i), "text-to-image", "a ferry", nil)
+			}
+			r.advance(10 * time.Second)
+		}, provider.StateCompleted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 2, emulator.ComfyOptions{MintsPromptID: true}, Config{NoWebsocket: true})
+			for i := range 2 { // one running on each backend
+				key := fmt.Sprintf("gen-first-%d", i)
+				first := r.submit(key, "text-to-image", "a lighthouse", nil)
+				if first.ID == PromptID(key) || r.comfy[0].Submits(first.ID)+r.comfy[1].Submits(first.ID) != 1 {
+					t.Fatalf("the job %s is not the backend's own id", first.ID)
+				}
+			}
+			// The lost reply: on the first backend (the other one down meanwhile).
+			r.comfy[1].SetDown(true)
+			r.comfy[0].Inject("POST /prompt", emulator.FaultLoseReply)
+			if _, err := r.p.Submit(context.Background(), provider.Request{IdempotencyKey: "gen-lost", Model: r.model("text-to-image"), Prompt: "a harbour"}); err == nil {
+				t.Fatal("a lost reply answered")
+			}
+			r.comfy[1].SetDown(false)
+			tc.after(r)
+			job, ok, err := r.p.Find(context.Background(), "gen-lost")
+			if err != nil || !ok {
+				t.Fatalf("find: %v %v", ok, err)
+			}
+			if q := r.comfy[0].Submits(job.ID) + r.comfy[1].Submits(job.ID); q != 1 {
+				t.Fatalf("found %s, queued %d times", job.ID, q)
+			}
+			if st := r.status(job); st.State != tc.state {
+				t.Fatalf("%+v, want %s", st, tc.state)
+			}
+			// The runner's resubmit after the Find finds it again: no second prompt.
+			again := r.submit("gen-lost", "text-to-image", "a harbour", nil)
+			if again.ID != job.ID || r.comfy[0].Jobs()+r.comfy[1].Jobs() != 3+strings.Count(tc.name, "history")*3 {
+				t.Fatalf("resubmitted: %s, %d prompts", again.ID, r.comfy[0].Jobs()+r.comfy[1].Jobs())
+			}
+			r.advance(30 * time.Second)
+			if st := r.status(job); st.State != provider.StateCompleted || len(st.Outputs) != 1 {
+				t.Fatalf("%+v", st)
+			}
+		})
+	}
+}
+
+// TestComfyMarkerScanOnlyWhereNeeded: Find scans a backend without the
+// jobs API for the marker (its whole history) only until it has seen the
+// backend keep darkroom's prompt id.
+func TestComfyMarkerScanOnlyWhereNeeded(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{NoJobsAPI: true}, Config{NoWebsocket: true})
+	find := func() int {
+		if _, ok, err := r.p.Find(context.Background(), "gen-never"); err != nil || ok {
+			t.Fatalf("find: %v %v", ok, err)
+		}
+		return r.comfy[0].Count("GET /history")
+	}
+	if n := find(); n != 1 {
+		t.Fatalf("a backend not yet seen: %d history scans, want 1", n)
+	}
+	job := r.submit("gen-kept", "text-to-image", "a lighthouse", nil)
+	if job.ID != PromptID("gen-kept") {
+		t.Fatalf("job %s", job.ID)
+	}
+	if n := find(); n != 1 {
+		t.Fatalf("a backend seen to keep our ids: %d history scans, want still 1", n)
+	}
+}
+
 // TestComfyRefusals: a graph ComfyUI refuses is a clear permanent error
 // naming the node and input; nothing is queued.
 func TestComfyRefusals(t *testing.T) {
@@ -424,10 +510,21 @@ func TestComfyEnds(t *testing.T) {
 			if st, err := r.p.Cancel(context.Background(), job); err != nil || st.State != provider.StateCancelled {
 				r.t.Fatalf("cancel: %+v %v", st, err)
 			}
-			if r.comfy[0].Count("POST /interrupt") != 1 || r.comfy[0].Count("POST /queue") != 1 {
-				r.t.Fatal("not cancelled by /interrupt and /queue")
+			if r.comfy[0].Count("POST /interrupt") != 1 {
+				r.t.Fatal("not cancelled by /interrupt")
 			}
 		}, provider.StateCancelled, ""},
+		{"cancel pending, interrupt ignores its prompt_id", emulator.ComfyOptions{MintsPromptID: true}, "a cat", func(r *rig, job provider.Job) {
+			other := r.submit("gen-other", "text-to-image", "a dog [hang]", nil) // behind the first
+			r.advance(time.Second)
+			if st, err := r.p.Cancel(context.Background(), other); err != nil || st.State != provider.StateCancelled {
+				r.t.Fatalf("cancel: %+v %v", st, err)
+			}
+			if r.comfy[0].Count("POST /interrupt") != 0 || r.comfy[0].Count("POST /queue") != 1 {
+				r.t.Fatal("a pending prompt's cancel sent /interrupt (which stops whatever runs on a ComfyUI before 2025-09-02)")
+			}
+			r.advance(5 * time.Second)
+		}, provider.StateCompleted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 1, tc.opts, Config{NoWebsocket: true, GiveUp: 2 * time.Minute})
@@ -683,5 +780,47 @@ func TestComfyVideoCombine(t *testing.T) {
 	st := r.status(job)
 	if st.State != provider.StateCompleted || len(st.Outputs) != 1 || st.Outputs[0].MimeType != "video/mp4" || !strings.Contains(st.Outputs[0].URL, "subfolder=clips") {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// TestComfyChooseVRAM: among backends of equal queue length the one with
+// the most free VRAM (/system_stats) takes the prompt; a shorter queue
+// still wins over more VRAM.
+func TestComfyChooseVRAM(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		free [3]int64 // each backend's free VRAM
+		busy int      // the index of a backend given a prompt first (-1 none)
+		want int
+	}{
+		{"the most free", [3]int64{8e9, 22e9, 12e9}, -1, 1},
+		{"the most free, listed last", [3]int64{8e9, 12e9, 22e9}, -1, 2},
+		{"a shorter queue first", [3]int64{8e9, 22e9, 12e9}, 1, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 3, emulator.ComfyOptions{RunTime: time.Hour}, Config{NoWebsocket: true})
+			for i, c := range r.comfy {
+				c.SetVRAMFree(tc.free[i])
+			}
+			if tc.busy >= 0 {
+				// The backend that would win by VRAM gets a prompt of
+				// another client first.
+				for i, c := range r.comfy {
+					if i != tc.busy {
+						c.SetDown(true)
+					}
+				}
+				r.submit("gen-busy", "text-to-image", "a ferry", nil)
+				for _, c := range r.comfy {
+					c.SetDown(false)
+				}
+			}
+			job := r.submit("gen-vram", "text-to-image", "a lighthouse", nil)
+			for i, c := range r.comfy {
+				if got := c.Submits(job.ID) == 1; got != (i == tc.want) {
+					t.Fatalf("backend %d queued it: %v, want backend %d", i, got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -38,7 +38,7 @@ func TestContract(t *testing.T) {
 				}
 			}
 			return providertest.Env{
-				Provider: p, Model: model, VendorModel: "text-to-image", Restart: newP,
+				Provider: p, Model: model, VendorModel: "comfyui:text-to-image", Restart: newP,
 				Vendor: providertest.Vendor{
 					Prompt: func(o providertest.Outcome) string {
 						switch o {
@@ -55,6 +55,7 @@ func TestContract(t *testing.T) {
 							providertest.FaultLoseReply: emulator.FaultLoseReply, providertest.FaultDrop: emulator.FaultDrop}[f])
 					},
 					Down:     c.Down,
+					Unlist:   func(string) { c.Uninstall("KSampler") }, // the workflow's sampler taken out
 					Advance:  em.Advance,
 					Jobs:     c.Jobs,
 					Redirect: func(to string) string { return c.URL + "/redirect?to=" + url.QueryEscape(to) },
@@ -67,7 +68,6 @@ func TestContract(t *testing.T) {
 			providertest.CapQuota:    "a self-hosted ComfyUI has no account, quota or credit",
 			providertest.CapAppError: "ComfyUI ends a run failed only by a node's error, the fail outcome",
 			providertest.CapThrottle: "ComfyUI never answers 429: it queues every prompt",
-			providertest.CapListing:  "the models are the operator's workflow files, not a vendor's listing",
 		},
 		// Nothing ComfyUI does is billed by a vendor: a failed run is refunded.
 		NotBilled: []providertest.Outcome{providertest.OutcomeFail},

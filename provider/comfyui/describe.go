@@ -26,6 +26,9 @@ func (p *Provider) DescribeModel(id string) (*modelschema.Description, bool) {
 	if w.Map.Width != "" {
 		d.Mapping.AspectRatio = w.Map.Width + ", " + w.Map.Height
 	}
+	if w.Map.Frames != "" {
+		d.Mapping.DurationSeconds = fmt.Sprintf("%s = seconds × %g fps (%s), %s", w.Map.Frames, w.Frames.FPS, w.Map.FPS, w.Frames.bounds())
+	}
 	roles := map[string]modelschema.Role{}
 	if w.Map.Mask != "" {
 		roles[provider.RoleMask] = modelschema.Role{Field: w.Map.Mask, Max: 1}

@@ -37,10 +37,11 @@ type Node struct {
 
 // Workflow is one workflow file, a model.
 type Workflow struct {
-	Name  string // the file name without .json
-	Model provider.Model
-	Map   Mapping
-	graph map[string]Node
+	Name   string // the file name without .json
+	Model  provider.Model
+	Map    Mapping
+	Frames FrameRule // when Map.Frames is set
+	graph  map[string]Node
 }
 
 // Mapping is which node input ("node.input") each argument of generate
@@ -56,6 +57,10 @@ type Mapping struct {
 	Mask           string   `json:"mask,omitempty"`       // white where the image changes
 	References     []string `json:"references,omitempty"` // reference images
 	LastFrame      string   `json:"lastFrame,omitempty"`
+	// Frames is a video's frame count, set from durationSeconds × the
+	// frame rate FPS holds (read, never set: input may not change it).
+	Frames string `json:"frames,omitempty"`
+	FPS    string `json:"fps,omitempty"`
 	// Outputs are the node ids whose files are the results (save nodes);
 	// a preview node's temporary files never are.
 	Outputs []string `json:"outputs,omitempty"`
@@ -72,6 +77,12 @@ type mappingFile struct {
 	MaxCount        int      `json:"maxCount"`
 	AspectRatios    []string `json:"aspectRatios"`
 	Durations       []int    `json:"durations"`
+	// FrameStep, MinFrames and MaxFrames bound the frame count the model
+	// takes (frames are FrameStep×n+1 when FrameStep > 1); detected from
+	// the frame count's node when left out.
+	FrameStep int `json:"frameStep"`
+	MinFrames int `json:"minFrames"`
+	MaxFrames int `json:"maxFrames"`
 }
 
 // Bounds of what a workflow folder may hold.
@@ -181,9 +192,26 @@ func NewWorkflow(name string, graph []byte, mf mappingFile) (*Workflow, error) {
 	}
 	w := &Workflow{Name: name, graph: g}
 	w.Map = detect(g, mf.Kind)
+	if mf.Frames != "" && mf.FPS == "" && w.Map.FPS == "" {
+		return nil, errors.New("the mapping's frames needs fps: the node input (\"node.input\") that holds the frame rate")
+	}
+	if mf.Frames == "" && (w.Map.Frames == "" || w.Map.FPS == "") {
+		w.Map.Frames, w.Map.FPS = "", "" // a duration needs both
+	}
 	mergeMapping(&w.Map, mf.Mapping)
 	if err := w.checkMapping(); err != nil {
 		return nil, err
+	}
+	durations := mf.Durations
+	if w.Map.Frames != "" {
+		rule, err := w.frameRule(mf)
+		if err != nil {
+			return nil, err
+		}
+		w.Frames = rule
+		if durations, err = rule.durations(mf.Durations); err != nil {
+			return nil, err
+		}
 	}
 	kind := provider.Kind(mf.Kind)
 	if kind == "" {
@@ -205,7 +233,7 @@ func NewWorkflow(name string, graph []byte, mf mappingFile) (*Workflow, error) {
 		ID: "comfyui:" + name, Provider: Name, Kind: kind,
 		Title:       cmp.Or(mf.Title, name+" (ComfyUI workflow)"),
 		Description: cmp.Or(mf.Description, "A ComfyUI workflow run on this server's own ComfyUI."),
-		Credits:     max(mf.Credits, 0), PriceUnit: "run", ExpectedDuration: expected, Durations: mf.Durations,
+		Credits:     max(mf.Credits, 0), PriceUnit: "run", ExpectedDuration: expected, Durations: durations,
 		AspectRatios: []string{}, MaxCount: 1,
 	}
 	if mf.Credits == 0 {
@@ -256,6 +284,8 @@ func mergeMapping(m *Mapping, over Mapping) {
 	set(&m.Image, over.Image)
 	set(&m.Mask, over.Mask)
 	set(&m.LastFrame, over.LastFrame)
+	set(&m.Frames, over.Frames)
+	set(&m.FPS, over.FPS)
 	if over.References != nil {
 		m.References = over.References
 	}
@@ -389,6 +419,7 @@ func detect(g map[string]Node, kind string) Mapping {
 			m.Outputs = append(m.Outputs, id)
 		}
 	}
+	m.Frames, m.FPS = detectFrames(g, order)
 	if len(loads) > 0 {
 		m.Image = loads[0]
 		if video && len(loads) > 1 {
@@ -421,6 +452,8 @@ func (w *Workflow) owned() map[string]string {
 	for _, r := range m.References {
 		add(r, "inputs (reference)")
 	}
+	add(m.Frames, "durationSeconds")
+	add(m.FPS, "durationSeconds (its frame rate)")
 	return o
 }
 
@@ -612,6 +645,13 @@ func (w *Workflow) build(req provider.Request, files map[string]string) (map[str
 	}
 	if m.Count != "" {
 		set(m.Count, float64(max(req.Count, 1)))
+	}
+	if m.Frames != "" && req.DurationSeconds > 0 {
+		n, err := w.Frames.frames(req.DurationSeconds)
+		if err != nil {
+			return nil, &provider.PermanentError{Message: fmt.Sprintf("workflow %s: %v", w.Name, err)}
+		}
+		set(m.Frames, float64(n))
 	}
 	for ref, name := range files {
 		set(ref, name)

@@ -3,8 +3,9 @@ package emulator
 // A ComfyUI backend, with the wire shapes of Comfy-Org/ComfyUI's
 // server.py, execution.py, main.py and comfy_execution/jobs.py (index
 // commit 002c3fb9, checked 2026-12-07; the git snapshot a125cd84 of
-// 2025-10-12 has the same queue, history, upload, view and websocket
-// shapes, but neither the jobs API nor the client-supplied prompt_id):
+// 2025-10-12 has the same queue, history, upload, view, object_info and
+// websocket shapes, and takes a client's prompt_id unchecked, but has no
+// jobs API; see MintsPromptID for a ComfyUI older still):
 //
 //   - POST /prompt {prompt, client_id?, prompt_id?, extra_data?} →
 //     {prompt_id, number, node_errors}; a prompt_id not in canonical
@@ -18,7 +19,8 @@ package emulator
 //   - POST /interrupt {prompt_id?}: only the running prompt, if it is
 //     that one; without an id, whatever runs.
 //   - GET /history/{id} → {id: {prompt, outputs, status:{status_str,
-//     completed, messages}, meta}} or {}.
+//     completed, messages}, meta}} or {}; GET /history?max_items=N → the
+//     last N entries (all without it), oldest first, the same shape.
 //   - GET /api/jobs/{id} → the job (status pending, in_progress,
 //     completed, failed, cancelled) or 404 {"error":"Job not found"};
 //     POST /api/jobs/{id}/cancel → {cancelled: bool}, idempotent.
@@ -26,6 +28,10 @@ package emulator
 //     subfolder; the mask's original_ref) → {name, subfolder, type}.
 //   - GET /view?filename&type&subfolder → the file.
 //   - GET /system_stats → {system:{...}, devices:[...]}.
+//   - GET /object_info → {class_type: node_info} of every node class
+//     loaded (node_info: input {required, optional}, input_order, output,
+//     output_is_list, output_name, name, display_name, description,
+//     python_module, category, output_node).
 //   - /ws?clientId=: text frames {type, data}; binary frames a 4-byte
 //     big-endian event type, then (1, PREVIEW_IMAGE) a 4-byte image type
 //     (1 JPEG, 2 PNG) and the image, or (4, PREVIEW_IMAGE_WITH_METADATA,
@@ -40,7 +46,9 @@ package emulator
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -69,12 +77,24 @@ type ComfyOptions struct {
 	// NoJobsAPI makes /api/jobs* answer 404, as a ComfyUI older than the
 	// jobs API does.
 	NoJobsAPI bool
+	// MintsPromptID is a ComfyUI older than commit 260a5ca5 (2025-07-14,
+	// #8189): POST /prompt ignores a client's prompt_id and answers the
+	// str(uuid.uuid4()) it made; older than 464ba1d6 (2025-09-02, #9607)
+	// too, POST /interrupt ignores its body and interrupts whatever runs;
+	// and without the jobs API.
+	MintsPromptID bool
 	// Steps is how many sampler steps a prompt reports (default 4), each
 	// with a progress event and a preview frame.
 	Steps int
 	// RunTime is how long a prompt runs (default 2 s; a workflow that saves
 	// a video 6 s).
 	RunTime time.Duration
+	// VRAMFree is what /system_stats says of its GPU's free memory
+	// (default 20 GB; see SetVRAMFree).
+	VRAMFree int64
+	// Missing are node classes this backend has not installed: absent from
+	// /object_info, refused as missing_node_type (see also Uninstall).
+	Missing []string
 }
 
 // ComfyUI is one emulated ComfyUI backend.
@@ -102,6 +122,8 @@ type ComfyUI struct {
 	held     chan string // the ids of those held
 	faults   map[string][]Fault
 	large    map[string]int64 // file key → its size: a PNG padded with zeros, streamed
+	missing  map[string]bool  // node classes not installed
+	vramFree int64
 }
 
 type comfyPrompt struct {
@@ -149,7 +171,14 @@ func (e *Emulator) ComfyUI(o ComfyOptions) *ComfyUI {
 	}
 	c := &ComfyUI{e: e, opts: o, history: map[string]*comfyPrompt{}, files: map[string][]byte{},
 		sockets: map[string]*comfySocket{}, counts: map[string]int{}, submits: map[string]int{}, held: make(chan string, 16),
-		faults: map[string][]Fault{}, large: map[string]int64{}}
+		faults: map[string][]Fault{}, large: map[string]int64{}, missing: map[string]bool{}}
+	for _, cls := range o.Missing {
+		c.missing[cls] = true
+	}
+	c.vramFree = o.VRAMFree
+	if c.vramFree == 0 {
+		c.vramFree = 20000000000
+	}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	c.URL = c.Server.URL
 	e.mu.Lock()
@@ -227,6 +256,27 @@ func (c *ComfyUI) Submits(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.submits[id]
+}
+
+// Input is a node input of the graph prompt id was queued with (ok false:
+// no such prompt or input).
+func (c *ComfyUI) Input(id, node, input string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.history[id]
+	if c.running != nil && c.running.id == id {
+		p = c.running
+	}
+	for _, q := range c.pending {
+		if q.id == id {
+			p = q
+		}
+	}
+	if p == nil {
+		return nil, false
+	}
+	v, ok := p.graph[node].Inputs[input]
+	return v, ok
 }
 
 // Queued is the number of prompts pending or running.
@@ -334,7 +384,7 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 	case FaultLoseReply:
 		r = r.WithContext(context.WithValue(r.Context(), loseReplyKey{}, true))
 	}
-	if strings.HasPrefix(path, "/api/jobs") && c.opts.NoJobsAPI {
+	if strings.HasPrefix(path, "/api/jobs") && (c.opts.NoJobsAPI || c.opts.MintsPromptID) {
 		http.Error(w, "404: Not Found", http.StatusNotFound)
 		return
 	}
@@ -374,11 +424,23 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		c.mu.Lock()
-		if c.running != nil && (body.PromptID == "" || body.PromptID == c.running.id) {
+		if c.running != nil && (body.PromptID == "" || body.PromptID == c.running.id || c.opts.MintsPromptID) {
 			c.interrupt(c.e.clock.Now())
 		}
 		c.mu.Unlock()
 		w.WriteHeader(200)
+	case route == "GET /history":
+		c.mu.Lock()
+		ids := c.horder
+		if n, err := strconv.Atoi(r.URL.Query().Get("max_items")); err == nil && n >= 0 && n < len(ids) {
+			ids = ids[len(ids)-n:]
+		}
+		out := map[string]any{}
+		for _, id := range ids {
+			out[id] = c.history[id].historyItem()
+		}
+		c.mu.Unlock()
+		comfyJSON(w, 200, out) // encoding/json sorts the keys; ComfyUI's order is not relied on
 	case route == "GET /history/{id}":
 		id := comfyRoute.FindStringSubmatch(path)[2]
 		c.mu.Lock()
@@ -464,14 +526,27 @@ func (c *ComfyUI) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Disposition", fmt.Sprintf("filename=%q", name))
 		w.Write(b)
+	case route == "GET /object_info":
+		c.mu.Lock()
+		out := map[string]any{}
+		for cls, inputs := range comfyClasses {
+			if !c.missing[cls] {
+				out[cls] = nodeInfo(cls, inputs)
+			}
+		}
+		c.mu.Unlock()
+		comfyJSON(w, 200, out)
 	case route == "GET /redirect":
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	case route == "GET /system_stats":
+		c.mu.Lock()
+		free := c.vramFree
+		c.mu.Unlock()
 		comfyJSON(w, 200, map[string]any{
 			"system": map[string]any{"os": "linux", "ram_total": 68719476736, "ram_free": 34359738368, "comfyui_version": "0.5.0",
 				"python_version": "3.12.3", "pytorch_version": "2.9.0+cu128", "embedded_python": false, "argv": []string{"main.py"}},
 			"devices": []map[string]any{{"name": "cuda:0 NVIDIA GeForce RTX 4090 : cudaMallocAsync", "type": "cuda", "index": 0,
-				"vram_total": 25757220864, "vram_free": 20000000000, "torch_vram_total": 0, "torch_vram_free": 0}},
+				"vram_total": 25757220864, "vram_free": free, "torch_vram_total": 0, "torch_vram_free": 0}},
 		})
 	default:
 		http.Error(w, "404: Not Found", http.StatusNotFound)
@@ -595,7 +670,7 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := ""
-	if body.PromptID != nil {
+	if body.PromptID != nil && !c.opts.MintsPromptID {
 		if !canonicalUUID.MatchString(*body.PromptID) {
 			comfyJSON(w, 400, map[string]any{"error": comfyErr("invalid_prompt_id", "prompt_id must be a valid UUID",
 				"prompt_id must be a UUID string in canonical lowercase hyphenated form; omit it to let the server generate one", map[string]any{}), "node_errors": map[string]any{}})
@@ -606,7 +681,7 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if id == "" {
-		id = fmt.Sprintf("%08x-0000-4000-8000-%012x", c.boots, c.number)
+		id = uuid4()
 	}
 	outputs, errBody := c.validate(body.Prompt)
 	if errBody != nil {
@@ -658,6 +733,55 @@ func (c *ComfyUI) postPrompt(w http.ResponseWriter, r *http.Request) {
 	comfyJSON(w, 200, map[string]any{"prompt_id": id, "number": p.number, "node_errors": map[string]any{}})
 }
 
+// Uninstall removes node classes from the backend (a custom node pack
+// taken out): /object_info stops listing them and prompts using them are
+// refused.
+func (c *ComfyUI) Uninstall(classes ...string) {
+	c.mu.Lock()
+	for _, cls := range classes {
+		c.missing[cls] = true
+	}
+	c.mu.Unlock()
+}
+
+// SetVRAMFree sets what /system_stats says of the GPU's free memory.
+func (c *ComfyUI) SetVRAMFree(n int64) {
+	c.mu.Lock()
+	c.vramFree = n
+	c.mu.Unlock()
+}
+
+// Install puts node classes back (a custom node pack installed).
+func (c *ComfyUI) Install(classes ...string) {
+	c.mu.Lock()
+	for _, cls := range classes {
+		delete(c.missing, cls)
+	}
+	c.mu.Unlock()
+}
+
+// nodeInfo is server.py node_info of a class the emulator knows: its
+// inputs as INPUT_TYPES declares them ([type, options], a COMBO's choices
+// as a list), the rest filled in.
+func nodeInfo(cls string, inputs map[string]comfyInput) map[string]any {
+	required := map[string]any{}
+	for name, in := range inputs {
+		switch {
+		case in.link:
+			required[name] = []any{strings.ToUpper(name)}
+		case in.kind == "COMBO":
+			required[name] = []any{slices.Clone(in.choices), map[string]any{}}
+		case in.kind == "INT" || in.kind == "FLOAT":
+			required[name] = []any{in.kind, map[string]any{"min": in.min, "max": in.max}}
+		default:
+			required[name] = []any{in.kind, map[string]any{}}
+		}
+	}
+	return map[string]any{"input": map[string]any{"required": required}, "input_order": map[string]any{"required": slices.Sorted(maps.Keys(required))},
+		"output": []string{}, "output_is_list": []bool{}, "output_name": []string{}, "name": cls, "display_name": cls, "description": "",
+		"python_module": "nodes", "category": "emulated", "output_node": comfyOutputClasses[cls]}
+}
+
 // Inject makes the next request of route ("POST /prompt", "GET
 // /api/jobs/{id}", ...) answer f: Fault500 (500, nothing done), FaultDrop
 // (the connection closed, nothing done), FaultLoseReply (POST /prompt
@@ -696,6 +820,17 @@ func (c *ComfyUI) HoldPrompts(n int) {
 
 // Held receives the prompt id of each POST /prompt held by HoldPrompts.
 func (c *ComfyUI) Held() <-chan string { return c.held }
+
+// uuid4 is str(uuid.uuid4()): what ComfyUI names a prompt it is not
+// given an id for.
+func uuid4() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
 
 func comfyErr(typ, msg, details string, extra map[string]any) map[string]any {
 	return map[string]any{"type": typ, "message": msg, "details": details, "extra_info": extra}
@@ -764,7 +899,7 @@ func (c *ComfyUI) validate(graph map[string]comfyNode) ([]string, map[string]any
 			return nil, map[string]any{"error": comfyErr("missing_node_type", fmt.Sprintf("Node '%s' has no class_type. The workflow may be corrupted or a custom node is missing.", cmpStr(title, "ID #"+id)),
 				fmt.Sprintf("Node ID '#%s'", id), map[string]any{"node_id": id, "class_type": nil, "node_title": title}), "node_errors": map[string]any{}}
 		}
-		if _, ok := comfyClasses[n.ClassType]; !ok {
+		if _, ok := comfyClasses[n.ClassType]; !ok || c.missing[n.ClassType] {
 			return nil, map[string]any{"error": comfyErr("missing_node_type", fmt.Sprintf("Node '%s' not found. The custom node may not be installed.", cmpStr(title, n.ClassType)),
 				fmt.Sprintf("Node ID '#%s'", id), map[string]any{"node_id": id, "class_type": n.ClassType, "node_title": cmpStr(title, n.ClassType)}), "node_errors": map[string]any{}}
 		}

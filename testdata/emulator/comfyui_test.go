@@ -334,3 +334,58 @@ func TestComfyOlderAndGuarded(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestComfyMintsPromptID: a ComfyUI before 2025-07-14 answers its own
+// uuid4 whatever prompt_id it is given, keeps extra_data in the queue and
+// the history, interrupts whatever runs whatever prompt_id /interrupt
+// names, and has no jobs API.
+func TestComfyMintsPromptID(t *testing.T) {
+	e := New(Options{})
+	defer e.Close()
+	c := e.ComfyUI(ComfyOptions{MintsPromptID: true, RunTime: time.Hour})
+	ours := "3f0b8c1e-0000-4000-8000-000000000001"
+	st, r := comfyDo(t, "POST", c.URL+"/prompt", map[string]any{"prompt": comfyWorkflow(t, "text-to-image"), "prompt_id": ours,
+		"extra_data": map[string]any{"darkroom_generation": "gen-1"}})
+	id, _ := r["prompt_id"].(string)
+	if st != 200 || id == ours || !canonicalUUID.MatchString(id) || id[14] != '4' {
+		t.Fatalf("POST /prompt: %d %v", st, r)
+	}
+	_, q := comfyDo(t, "GET", c.URL+"/queue", nil)
+	running, _ := q["queue_running"].([]any)
+	if len(running) != 1 || running[0].([]any)[1] != id || running[0].([]any)[3].(map[string]any)["darkroom_generation"] != "gen-1" {
+		t.Fatalf("/queue: %v", q)
+	}
+	if st, _ := comfyDo(t, "GET", c.URL+"/api/jobs/"+id, nil); st != 404 {
+		t.Fatalf("jobs API: %d", st)
+	}
+	comfyDo(t, "POST", c.URL+"/interrupt", map[string]any{"prompt_id": ours}) // not the running one's id
+	_, h := comfyDo(t, "GET", c.URL+"/history?max_items=5", nil)
+	item, _ := h[id].(map[string]any)
+	if item == nil || item["prompt"].([]any)[3].(map[string]any)["darkroom_generation"] != "gen-1" || item["status"].(map[string]any)["status_str"] != "error" {
+		t.Fatalf("/history after /interrupt: %v", h)
+	}
+}
+
+// TestComfyObjectInfo: /object_info lists every node class installed,
+// each with its inputs, and not those Missing or uninstalled, which a
+// prompt may not use.
+func TestComfyObjectInfo(t *testing.T) {
+	e := New(Options{})
+	defer e.Close()
+	c := e.ComfyUI(ComfyOptions{Missing: []string{"VHS_VideoCombine"}})
+	c.Uninstall("SaveVideo")
+	_, info := comfyDo(t, "GET", c.URL+"/object_info", nil)
+	ks, _ := info["KSampler"].(map[string]any)
+	steps := ks["input"].(map[string]any)["required"].(map[string]any)["steps"].([]any)
+	if ks["name"] != "KSampler" || steps[0] != "INT" || info["VHS_VideoCombine"] != nil || info["SaveVideo"] != nil {
+		t.Fatalf("/object_info: KSampler %v, VHS %v, SaveVideo %v", ks, info["VHS_VideoCombine"], info["SaveVideo"])
+	}
+	st, r := comfyDo(t, "POST", c.URL+"/prompt", map[string]any{"prompt": comfyWorkflow(t, "image-to-video")})
+	if e, _ := r["error"].(map[string]any); st != 400 || e["type"] != "missing_node_type" {
+		t.Fatalf("a prompt with an uninstalled node: %d %v", st, r)
+	}
+	c.Install("SaveVideo")
+	if _, info = comfyDo(t, "GET", c.URL+"/object_info", nil); info["SaveVideo"] == nil {
+		t.Fatal("reinstalled SaveVideo not listed")
+	}
+}
