@@ -17,6 +17,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -121,11 +122,20 @@ func TestSDKTypesAgree(t *testing.T) {
 				key := cmp.Or(c.key, "sk-test")
 				client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
 				gen, edit := sdkRequest(e, c.prompt, c.count, c.image, c.mask, c.refs)
+				// darkroom streams a GPT image model's call of one image,
+				// asking for partial images (stream.go): the SDK's
+				// streaming call is then the one to agree with.
+				streamed := c.count == 1
 				var res *sdk.ImagesResponse
 				var err error
-				if c.image {
+				var partials int
+				switch {
+				case streamed:
+					gen.PartialImages, edit.PartialImages = sdk.Int(openai.DefaultPartialImages), sdk.Int(openai.DefaultPartialImages)
+					res, partials, err = sdkStream(client, c.image, gen, edit)
+				case c.image:
 					res, err = client.Images.Edit(context.Background(), edit)
-				} else {
+				default:
 					res, err = client.Images.Generate(context.Background(), gen)
 				}
 				if c.status != 0 {
@@ -141,10 +151,13 @@ func TestSDKTypesAgree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if streamed && partials != openai.DefaultPartialImages {
+					t.Fatalf("the SDK read %d partial images, want %d", partials, openai.DefaultPartialImages)
+				}
 				if extra := res.JSON.ExtraFields; len(extra) != 0 || len(res.Usage.JSON.ExtraFields) != 0 {
 					t.Fatalf("reply fields the SDK does not know: %v, usage %v", slices.Collect(maps.Keys(extra)), slices.Collect(maps.Keys(res.Usage.JSON.ExtraFields)))
 				}
-				if len(res.Data) != c.count || !res.JSON.Created.Valid() {
+				if len(res.Data) != c.count || !streamed && !res.JSON.Created.Valid() {
 					t.Fatalf("SDK read %d images, want %d: %s", len(res.Data), c.count, res.RawJSON())
 				}
 				for _, img := range res.Data {
@@ -181,13 +194,70 @@ func TestSDKTypesAgree(t *testing.T) {
 					known = editFields
 				}
 				for k := range got {
-					if !known[strings.TrimSuffix(k, "[]")] {
+					// "stream" is the streaming methods' own (GenerateStreaming
+					// sets it, EditStreaming adds the form field).
+					if !known[strings.TrimSuffix(k, "[]")] && !(streamed && k == "stream") {
 						t.Fatalf("darkroom sends %q, not a field of the SDK's params", k)
 					}
 				}
 			})
 		}
 	}
+}
+
+// sdkStream makes the call with the SDK's streaming method and reads
+// its events with the SDK's types: how many partial images came, and the
+// completed images as an ImagesResponse's data. An event field the SDK
+// does not know is an error.
+func sdkStream(client sdk.Client, image bool, gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) (*sdk.ImagesResponse, int, error) {
+	res := &sdk.ImagesResponse{}
+	partials := 0
+	known := func(extra map[string]respjson.Field) error {
+		if len(extra) != 0 {
+			return fmt.Errorf("event fields the SDK does not know: %v", slices.Collect(maps.Keys(extra)))
+		}
+		return nil
+	}
+	if image {
+		st := client.Images.EditStreaming(context.Background(), edit)
+		defer st.Close()
+		for st.Next() {
+			switch ev := st.Current().AsAny().(type) {
+			case sdk.ImageEditPartialImageEvent:
+				partials++
+				if err := known(ev.JSON.ExtraFields); err != nil || ev.PartialImageIndex != int64(partials-1) {
+					return nil, 0, fmt.Errorf("partial %d: %v", ev.PartialImageIndex, err)
+				}
+			case sdk.ImageEditCompletedEvent:
+				if err := cmp.Or(known(ev.JSON.ExtraFields), known(ev.Usage.JSON.ExtraFields)); err != nil {
+					return nil, 0, err
+				}
+				res.Data = append(res.Data, sdk.Image{B64JSON: ev.B64JSON})
+			default:
+				return nil, 0, fmt.Errorf("an event the SDK does not know: %s", st.Current().RawJSON())
+			}
+		}
+		return res, partials, st.Err()
+	}
+	st := client.Images.GenerateStreaming(context.Background(), gen)
+	defer st.Close()
+	for st.Next() {
+		switch ev := st.Current().AsAny().(type) {
+		case sdk.ImageGenPartialImageEvent:
+			partials++
+			if err := known(ev.JSON.ExtraFields); err != nil || ev.PartialImageIndex != int64(partials-1) {
+				return nil, 0, fmt.Errorf("partial %d: %v", ev.PartialImageIndex, err)
+			}
+		case sdk.ImageGenCompletedEvent:
+			if err := cmp.Or(known(ev.JSON.ExtraFields), known(ev.Usage.JSON.ExtraFields)); err != nil {
+				return nil, 0, err
+			}
+			res.Data = append(res.Data, sdk.Image{B64JSON: ev.B64JSON})
+		default:
+			return nil, 0, fmt.Errorf("an event the SDK does not know: %s", st.Current().RawJSON())
+		}
+	}
+	return res, partials, st.Err()
 }
 
 func texts(m map[string]any) map[string]any {
