@@ -146,8 +146,8 @@ type Generation struct {
 	Checks          int64 // runner steps so far (status looks, once submitted)
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
-	// PreviewFrames is how many live preview frames a running
-	// generation's provider sent (livepreview.go), as the Observer sees
+	// PreviewFrames is how many live preview frames the provider of a
+	// Previewing generation sent (livepreview.go), as the Observer sees
 	// it; 0 elsewhere (a read of the row alone does not fill it).
 	PreviewFrames int
 }

@@ -22,11 +22,19 @@ type LivePreviewer interface {
 
 // The stored frame is a row of its own (live_previews, migration 0016),
 // one a generation, replaced in place: written only while the
-// generation runs (Tx.PutLivePreview's condition), deleted in the
-// transaction that ends it (change), and read only while it runs. A
+// generation is Previewing (Tx.PutLivePreview's condition), deleted in the
+// transaction that ends it (change), and read only while it is. A
 // frame is no status change, so it bumps no generations.version (the
 // read caches keep the row) and is announced only through what the
 // Observer writes (a task's status message naming the preview).
+
+// Previewing reports whether g is where a live preview may be: at the
+// provider, queued (a synchronous call, OpenAI's, is held while the
+// generation is queued) or running. Tx.PutLivePreview's condition is the
+// same.
+func (g *Generation) Previewing() bool {
+	return g.Status == StatusQueued || g.Status == StatusRunning
+}
 
 // previewEvery bounds the writes of one generation's frames: at most one
 // a second, whatever the provider sends.
@@ -46,12 +54,12 @@ func (s *Service) livePreviews(name string) bool {
 	return ok
 }
 
-// LivePreview is the latest stored preview frame of a running generation
-// and how many frames its provider sent (ok false: none, or g is not
-// running). Every reader (the tools' results, the viewer, the preview
+// LivePreview is the latest stored preview frame of a generation at its
+// provider and how many frames the provider sent (ok false: none, or g
+// is not Previewing). Every reader (the tools' results, the viewer, the preview
 // resource) reads through it, on whichever replica.
 func (s *Service) LivePreview(ctx context.Context, g *Generation) (jpeg []byte, frames int, ok bool) {
-	if g.Status != StatusRunning || !s.livePreviews(g.Provider) {
+	if !g.Previewing() || !s.livePreviews(g.Provider) {
 		return nil, 0, false
 	}
 	b, n, err := s.store.LivePreview(ctx, g.ID)
@@ -63,7 +71,7 @@ func (s *Service) LivePreview(ctx context.Context, g *Generation) (jpeg []byte, 
 
 // putLivePreview stores frame number frames of generation id, replacing
 // the one before; the Observer then sees the generation with its new
-// PreviewFrames. Nothing is written once it no longer runs.
+// PreviewFrames. Nothing is written once it is not Previewing.
 func (s *Service) putLivePreview(ctx context.Context, id string, jpeg []byte, frames int) error {
 	_, err := s.change(ctx, id, func(ctx context.Context, tx Tx, at time.Time) (bool, error) {
 		return tx.PutLivePreview(ctx, id, jpeg, int64(frames), at)

@@ -49,7 +49,8 @@ func TestLivePreviewWrites(t *testing.T) {
 		{"a new frame every 2 s", StatusRunning, true, 1000, 5, 2 * time.Second, 5},
 		{"the same frame", StatusRunning, false, 1000, 300, 10 * time.Millisecond, 1},
 		{"a frame above 64 KB", StatusRunning, true, 64<<10 + 1, 10, 2 * time.Second, 0},
-		{"queued", StatusQueued, true, 1000, 10, 2 * time.Second, 0},
+		{"queued (a held synchronous call)", StatusQueued, true, 1000, 5, 2 * time.Second, 5},
+		{"reserved", StatusReserved, true, 1000, 10, 2 * time.Second, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var clock sync.Mutex

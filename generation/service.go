@@ -814,7 +814,7 @@ func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Con
 			// (livepreview.go): the Observer is told how many frames came,
 			// and the change that ends it deletes it.
 			switch {
-			case g.Status == StatusRunning:
+			case g.Previewing():
 				n, err := tx.LivePreviewFrames(ctx, id)
 				if err != nil {
 					return err

@@ -157,7 +157,7 @@ func statusMessage(gen *generation.Generation) string {
 	if gen.UploadRequired() && !gen.Params.AwaitsApproval {
 		return fmt.Sprintf("%s call upload_input with generationId %s and %s", uploadPrefix, gen.ID, gentools.UploadRoles(gen.AwaitedRoles()))
 	}
-	if gen.Status == generation.StatusRunning && gen.PreviewFrames > 0 {
+	if gen.Previewing() && gen.PreviewFrames > 0 {
 		// A working task carries nothing else (the spec, §5.2): its
 		// message names the live preview, which resources/read serves.
 		return fmt.Sprintf("%s · preview %s: %s", gen.Headline(), words.Count(gen.PreviewFrames, "frame"), gentools.PreviewURI(gen.ID))

@@ -19,7 +19,8 @@ func TestStatusMessageNamesThePreview(t *testing.T) {
 		{generation.StatusRunning, 7, "Running: 40% · preview 7 frames: darkroom://generations/g1/preview"},
 		{generation.StatusRunning, 1, "Running: 40% · preview 1 frame: darkroom://generations/g1/preview"},
 		{generation.StatusRunning, 0, "Running: 40%"},
-		{generation.StatusQueued, 7, "Queued: 40%"},
+		{generation.StatusQueued, 2, "Queued: 40% · preview 2 frames: darkroom://generations/g1/preview"}, // a held synchronous call
+		{generation.StatusCompleted, 7, "Completed"},
 	} {
 		g := &generation.Generation{ID: "g1", Status: tc.status, Progress: 0.4, PreviewFrames: tc.frames}
 		if got := statusMessage(g); got != tc.want {

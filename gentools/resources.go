@@ -169,7 +169,7 @@ func (t *Tools) RegisterResources(s *mcp.Server) {
 		Name:        "generation-preview",
 		Title:       "Generation live preview",
 		MIMEType:    preview.MimeType,
-		Description: "The latest preview frame of your running generation (a small JPEG, replaced as the provider sends new ones, at most once a second), " +
+		Description: "The latest preview frame of your generation while its provider makes it (a small JPEG, replaced as the provider sends new ones, at most once a second), " +
 			"as a working task's statusMessage names it. Not an output; not found once the generation has ended, or before a first frame.",
 	}, t.readResource)
 	s.AddReceivingMiddleware(resourceErrors)
@@ -261,7 +261,7 @@ func (t *Tools) readPreview(ctx context.Context, uri, id string) (*mcp.ReadResou
 	b, _, ok := t.svc.LivePreview(ctx, g)
 	if !ok {
 		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
-			msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (a running generation's provider sends frames; once it ends, read its outputs)", id, g.Status)}
+			msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", id, g.Status)}
 	}
 	return &mcp.ReadResourceResult{
 		Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once

@@ -110,3 +110,50 @@ func hasImage(res map[string]any) bool {
 	}
 	return false
 }
+
+// TestOpenAIPartialImagesPreview: an OpenAI call held for 4 s streams
+// partial images; get_generation of the running generation shows the
+// latest as an image block and a Tasks client reads it as the preview
+// resource; the finished generation has exactly the one output it asked
+// for (a partial image is never one) and no preview.
+func TestOpenAIPartialImagesPreview(t *testing.T) {
+	rig := startEmulator(t, defaultTiming)
+	s := startServer(t, 0, func(c *config) {
+		c.OpenAIKey, c.OpenAIBaseURL = "sk-test", rig.OpenAI.URL
+		c.PollRate, c.PollBurst = 1000, 1000
+	})
+	legacy := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
+	tc := &rpcClient{t: t, url: s.url, caps: withTasks()}
+	r := tc.tool("generate", map[string]any{"modelId": "openai-gpt-image-2", "prompt": "a lighthouse [run=4s]"})
+	taskID, _ := r.Result["taskId"].(string)
+	if taskID == "" {
+		t.Fatalf("generate: %+v %v", r.Error, r.Result)
+	}
+	var uri string
+	var g rpcReply
+	eventually(t, 10*time.Second, func() bool {
+		g = tc.call("tasks/get", map[string]any{"taskId": taskID})
+		msg, _ := g.Result["statusMessage"].(string)
+		uri = previewURIRe.FindString(msg)
+		return uri != "" || g.Result["status"] != "working"
+	}, "the statusMessage to name the preview")
+	if uri == "" {
+		t.Fatalf("the task ended before its statusMessage named a preview: %v %+v", g.Result, g.Error)
+	}
+	read := tc.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
+	if read.Error != nil {
+		t.Fatalf("resources/read %s: %+v", uri, read.Error)
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(uri, "darkroom://generations/"), "/preview")
+	if res := legacy.tool("get_generation", map[string]any{"generationId": id}); !hasImage(res.Result) {
+		t.Errorf("get_generation of the running generation carries no image: %v", res.Result)
+	}
+	done := tc.waitTask(taskID)
+	outs := done["result"].(map[string]any)["structuredContent"].(map[string]any)["outputs"].([]any)
+	if done["status"] != "completed" || len(outs) != 1 {
+		t.Fatalf("completed with %d outputs: %v", len(outs), done["status"])
+	}
+	if read := tc.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri); read.Error == nil {
+		t.Error("the preview of a completed generation was read")
+	}
+}

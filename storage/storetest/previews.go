@@ -10,11 +10,11 @@ import (
 )
 
 // testLivePreview: the live preview of a generation is one row, replaced
-// in place, written only while the generation runs, bumping no version of
+// in place, written only while the generation is queued or running, bumping no version of
 // the generation, and gone with its generation.
 func testLivePreview(t *testing.T, e Engine) {
 	s := e.Generations
-	insert(t, s, genRow("run", "alice", generation.StatusRunning, at(0)), genRow("q", "alice", generation.StatusQueued, at(0)),
+	insert(t, s, genRow("run", "alice", generation.StatusRunning, at(0)), genRow("q", "alice", generation.StatusQueued, at(0)), genRow("res", "alice", generation.StatusReserved, at(0)),
 		genRow("done", "alice", generation.StatusCompleted, at(0)))
 	put := func(id string, jpeg []byte, frames int64) bool {
 		return do(t, s, func(ctx context.Context, tx generation.Tx) (bool, error) {
@@ -32,8 +32,9 @@ func testLivePreview(t *testing.T, e Engine) {
 		want   bool
 	}{
 		{"run", "frame-1", 1, true},
-		{"run", "frame-7", 7, true}, // replaced, not appended
-		{"q", "frame-1", 1, false},  // not running
+		{"run", "frame-7", 7, true},  // replaced, not appended
+		{"q", "frame-2", 2, true},    // a synchronous call held while queued
+		{"res", "frame-1", 1, false}, // not at the provider
 		{"done", "frame-1", 1, false},
 		{"missing", "frame-1", 1, false},
 	} {
@@ -48,7 +49,7 @@ func testLivePreview(t *testing.T, e Engine) {
 	if v := get(t, s, "run").Version; v != version {
 		t.Errorf("a frame bumped the generation's version %d → %d", version, v)
 	}
-	for _, id := range []string{"q", "done", "missing"} {
+	for _, id := range []string{"res", "done", "missing"} {
 		if _, _, err := s.LivePreview(t.Context(), id); !errors.Is(err, generation.ErrNotFound) {
 			t.Errorf("LivePreview(%s): %v, want ErrNotFound", id, err)
 		}
@@ -71,8 +72,8 @@ func testLivePreview(t *testing.T, e Engine) {
 		t.Fatal("DeleteGeneration refused")
 	}
 	if e.Rows != nil {
-		if n := e.Rows(t, "live_previews"); n != 0 {
-			t.Errorf("%d live_previews rows after the purge, want 0", n)
+		if n := e.Rows(t, "live_previews"); n != 1 {
+			t.Errorf("%d live_previews rows after the purge, want 1 (q's)", n)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 -- name: PutLivePreview :execrows
--- Replaces the generation's frame, only while it runs (0 rows: it does
--- not, and nothing was written).
+-- Replaces the generation's frame, only while it is queued (a synchronous
+-- call, OpenAI's, is held while queued) or running (0 rows: it is not,
+-- and nothing was written).
 INSERT INTO live_previews (generation_id, jpeg, frames, updated_at)
-SELECT id, CAST(@jpeg AS BLOB), CAST(@frames AS INTEGER), CAST(@now AS INTEGER) FROM generations WHERE id = @id AND status = 'running'
+SELECT id, CAST(@jpeg AS BLOB), CAST(@frames AS INTEGER), CAST(@now AS INTEGER) FROM generations WHERE id = @id AND status IN ('queued', 'running')
 ON CONFLICT (generation_id) DO UPDATE SET jpeg = excluded.jpeg, frames = excluded.frames, updated_at = excluded.updated_at;
 
 -- name: LivePreview :one

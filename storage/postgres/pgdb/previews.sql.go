@@ -47,7 +47,7 @@ func (q *Queries) LivePreviewFrames(ctx context.Context, generationID string) (i
 
 const putLivePreview = `-- name: PutLivePreview :execrows
 INSERT INTO live_previews (generation_id, jpeg, frames, updated_at)
-SELECT id, $1::bytea, $2::bigint, $3::bigint FROM generations WHERE id = $4 AND status = 'running'
+SELECT id, $1::bytea, $2::bigint, $3::bigint FROM generations WHERE id = $4 AND status IN ('queued', 'running')
 ON CONFLICT (generation_id) DO UPDATE SET jpeg = excluded.jpeg, frames = excluded.frames, updated_at = excluded.updated_at
 `
 
@@ -58,8 +58,9 @@ type PutLivePreviewParams struct {
 	ID     string
 }
 
-// Replaces the generation's frame, only while it runs (0 rows: it does
-// not, and nothing was written).
+// Replaces the generation's frame, only while it is queued (a synchronous
+// call, OpenAI's, is held while queued) or running (0 rows: it is not,
+// and nothing was written).
 func (q *Queries) PutLivePreview(ctx context.Context, arg PutLivePreviewParams) (int64, error) {
 	result, err := q.db.Exec(ctx, putLivePreview,
 		arg.Jpeg,

@@ -47,7 +47,7 @@ func (q *Queries) LivePreviewFrames(ctx context.Context, generationID string) (i
 
 const putLivePreview = `-- name: PutLivePreview :execrows
 INSERT INTO live_previews (generation_id, jpeg, frames, updated_at)
-SELECT id, CAST(?1 AS BLOB), CAST(?2 AS INTEGER), CAST(?3 AS INTEGER) FROM generations WHERE id = ?4 AND status = 'running'
+SELECT id, CAST(?1 AS BLOB), CAST(?2 AS INTEGER), CAST(?3 AS INTEGER) FROM generations WHERE id = ?4 AND status IN ('queued', 'running')
 ON CONFLICT (generation_id) DO UPDATE SET jpeg = excluded.jpeg, frames = excluded.frames, updated_at = excluded.updated_at
 `
 
@@ -58,8 +58,9 @@ type PutLivePreviewParams struct {
 	ID     string
 }
 
-// Replaces the generation's frame, only while it runs (0 rows: it does
-// not, and nothing was written).
+// Replaces the generation's frame, only while it is queued (a synchronous
+// call, OpenAI's, is held while queued) or running (0 rows: it is not,
+// and nothing was written).
 func (q *Queries) PutLivePreview(ctx context.Context, arg PutLivePreviewParams) (int64, error) {
 	result, err := q.exec(ctx, q.putLivePreviewStmt, putLivePreview,
 		arg.Jpeg,

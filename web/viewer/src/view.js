@@ -6,6 +6,9 @@ import { App, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextp
 
 const VIEW_TOOL = "view_generation";
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+// Where a live preview frame may come: at the provider (a synchronous
+// call is held while queued).
+const PREVIEWING = new Set(["queued", "running"]);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -20,7 +23,7 @@ const state = {
   pollMs: 0, timer: 0, // 0: the first poll soon, then the generation's own interval
   shown: [], // per output: key of the media on screen ("preview", "full")
   preview: "", // data: URL of the inline preview (of output 0) from the tool result
-  live: null, // the running generation's latest frame ({data, mimeType}), while it runs
+  live: null, // the latest live preview frame ({data, mimeType}) while the provider makes it
   links: [], // darkroom:// URIs the result names (resource_link blocks)
   inputsKey: "", // which inputs are on screen
   loading: false, // loadMedia is running
@@ -121,21 +124,21 @@ function render() {
   if (g.status === "completed" && (!state.shown[0] || isLive(state.shown[0])) && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
 }
 
-// A running generation's latest preview frame (an image block of the
+// A generation's latest live preview frame while its provider makes it (an image block of the
 // view tool's or get_generation's result; never an output) is shown in the
 // first slot until the output replaces it.
 function isLive(key) { return typeof key === "string" && key.startsWith("live:"); }
 
 function showLive() {
   const f = state.live;
-  if (!f || state.gen?.status !== "running") return;
+  if (!f || !PREVIEWING.has(state.gen?.status)) return;
   showMedia(0, b64ToDataURL(f.data, f.mimeType || "image/jpeg"), f.mimeType || "image/jpeg", `live:${f.data.length}:${f.data.slice(-24)}`);
 }
 
 // liveFrame is the image block of a running generation's result (null:
 // none).
 function liveFrame(result, status) {
-  if (status !== "running") return null;
+  if (!PREVIEWING.has(status)) return null;
   return (result?.content || []).find((c) => c.type === "image" && c.data) || null;
 }
 
@@ -299,7 +302,7 @@ function schedule() {
 async function poll() {
   try {
     const res = await call(VIEW_TOOL, { generationId: state.gen.generationId });
-    state.live = liveFrame(res, res.structuredContent?.status) || (res.structuredContent?.status === "running" ? state.live : null);
+    state.live = liveFrame(res, res.structuredContent?.status) || (PREVIEWING.has(res.structuredContent?.status) ? state.live : null);
     adopt(res.structuredContent);
     if (ui.note.dataset.kind === "refused") setNote("");
   } catch (err) {
