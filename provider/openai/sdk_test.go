@@ -18,6 +18,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/respjson"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -210,52 +211,57 @@ func TestSDKTypesAgree(t *testing.T) {
 // completed images as an ImagesResponse's data. An event field the SDK
 // does not know is an error.
 func sdkStream(client sdk.Client, image bool, gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) (*sdk.ImagesResponse, int, error) {
+	if image {
+		return readEvents(client.Images.EditStreaming(context.Background(), edit), func(u sdk.ImageEditStreamEventUnion) (sdkEvent, error) {
+			switch ev := u.AsAny().(type) {
+			case sdk.ImageEditPartialImageEvent:
+				return sdkEvent{partial: true, index: ev.PartialImageIndex, extra: ev.JSON.ExtraFields}, nil
+			case sdk.ImageEditCompletedEvent:
+				return sdkEvent{b64: ev.B64JSON, extra: ev.JSON.ExtraFields, usageExtra: ev.Usage.JSON.ExtraFields}, nil
+			}
+			return sdkEvent{}, fmt.Errorf("an event the SDK does not know: %s", u.RawJSON())
+		})
+	}
+	return readEvents(client.Images.GenerateStreaming(context.Background(), gen), func(u sdk.ImageGenStreamEventUnion) (sdkEvent, error) {
+		switch ev := u.AsAny().(type) {
+		case sdk.ImageGenPartialImageEvent:
+			return sdkEvent{partial: true, index: ev.PartialImageIndex, extra: ev.JSON.ExtraFields}, nil
+		case sdk.ImageGenCompletedEvent:
+			return sdkEvent{b64: ev.B64JSON, extra: ev.JSON.ExtraFields, usageExtra: ev.Usage.JSON.ExtraFields}, nil
+		}
+		return sdkEvent{}, fmt.Errorf("an event the SDK does not know: %s", u.RawJSON())
+	})
+}
+
+// sdkEvent is what the test reads of one streamed event, from either
+// union (generations' or edits').
+type sdkEvent struct {
+	partial           bool
+	index             int64
+	b64               string
+	extra, usageExtra map[string]respjson.Field
+}
+
+func readEvents[U any](st *ssestream.Stream[U], read func(U) (sdkEvent, error)) (*sdk.ImagesResponse, int, error) {
+	defer st.Close()
 	res := &sdk.ImagesResponse{}
 	partials := 0
-	known := func(extra map[string]respjson.Field) error {
-		if len(extra) != 0 {
-			return fmt.Errorf("event fields the SDK does not know: %v", slices.Collect(maps.Keys(extra)))
-		}
-		return nil
-	}
-	if image {
-		st := client.Images.EditStreaming(context.Background(), edit)
-		defer st.Close()
-		for st.Next() {
-			switch ev := st.Current().AsAny().(type) {
-			case sdk.ImageEditPartialImageEvent:
-				partials++
-				if err := known(ev.JSON.ExtraFields); err != nil || ev.PartialImageIndex != int64(partials-1) {
-					return nil, 0, fmt.Errorf("partial %d: %v", ev.PartialImageIndex, err)
-				}
-			case sdk.ImageEditCompletedEvent:
-				if err := cmp.Or(known(ev.JSON.ExtraFields), known(ev.Usage.JSON.ExtraFields)); err != nil {
-					return nil, 0, err
-				}
-				res.Data = append(res.Data, sdk.Image{B64JSON: ev.B64JSON})
-			default:
-				return nil, 0, fmt.Errorf("an event the SDK does not know: %s", st.Current().RawJSON())
-			}
-		}
-		return res, partials, st.Err()
-	}
-	st := client.Images.GenerateStreaming(context.Background(), gen)
-	defer st.Close()
 	for st.Next() {
-		switch ev := st.Current().AsAny().(type) {
-		case sdk.ImageGenPartialImageEvent:
-			partials++
-			if err := known(ev.JSON.ExtraFields); err != nil || ev.PartialImageIndex != int64(partials-1) {
-				return nil, 0, fmt.Errorf("partial %d: %v", ev.PartialImageIndex, err)
-			}
-		case sdk.ImageGenCompletedEvent:
-			if err := cmp.Or(known(ev.JSON.ExtraFields), known(ev.Usage.JSON.ExtraFields)); err != nil {
-				return nil, 0, err
-			}
-			res.Data = append(res.Data, sdk.Image{B64JSON: ev.B64JSON})
-		default:
-			return nil, 0, fmt.Errorf("an event the SDK does not know: %s", st.Current().RawJSON())
+		ev, err := read(st.Current())
+		if err != nil {
+			return nil, 0, err
 		}
+		if len(ev.extra) != 0 || len(ev.usageExtra) != 0 {
+			return nil, 0, fmt.Errorf("event fields the SDK does not know: %v %v", slices.Collect(maps.Keys(ev.extra)), slices.Collect(maps.Keys(ev.usageExtra)))
+		}
+		if ev.partial {
+			if ev.index != int64(partials) {
+				return nil, 0, fmt.Errorf("partial image %d came as number %d", ev.index, partials)
+			}
+			partials++
+			continue
+		}
+		res.Data = append(res.Data, sdk.Image{B64JSON: ev.b64})
 	}
 	return res, partials, st.Err()
 }
