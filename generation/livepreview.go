@@ -4,11 +4,12 @@ import (
 	"context"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/provider"
 )
 
 // LivePreviewer is implemented by providers that keep the latest preview
-// frame of a running job (ComfyUI's websocket previews, OpenAI's partial
+// frame of a job they are making (ComfyUI's websocket previews, OpenAI's partial
 // images), already made small by package preview (a JPEG of at most
 // 512 px and 64 KB). It is never an output: it decorates a running
 // generation only. The provider keeps it in its process; the runner of
@@ -39,10 +40,6 @@ func (g *Generation) Previewing() bool {
 // previewEvery bounds the writes of one generation's frames: at most one
 // a second, whatever the provider sends.
 const previewEvery = time.Second
-
-// previewMaxBytes is package preview's bound; a larger frame is not
-// stored (a provider's bug must not fill the table).
-const previewMaxBytes = 64 << 10
 
 // livePreviews reports whether provider name makes live previews.
 func (s *Service) livePreviews(name string) bool {
@@ -131,7 +128,9 @@ func (r *Runner) forgetPreview(id string) {
 // the last write of id is previewEvery old.
 func (r *Runner) savePreview(ctx context.Context, lp LivePreviewer, id string) {
 	jpeg, frames, ok := lp.LivePreview(id)
-	if !ok || len(jpeg) > previewMaxBytes {
+	// A frame above package preview's bound is a provider's bug: it must
+	// not fill the table.
+	if !ok || len(jpeg) > preview.MaxBytes {
 		return
 	}
 	now := r.s.cfg.Now()
