@@ -146,6 +146,10 @@ type Generation struct {
 	Checks          int64 // runner steps so far (status looks, once submitted)
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+	// PreviewFrames is how many live preview frames the provider of a
+	// Previewing generation sent (livepreview.go), as the Observer sees
+	// it; 0 elsewhere (a read of the row alone does not fill it).
+	PreviewFrames int
 }
 
 // InputFiles lists the generation's input files, the main image first,

@@ -92,6 +92,9 @@ type Runner struct {
 	// (signal.go).
 	held         map[string]int
 	streamFailed map[string]time.Time
+	// previewMarks: the last preview frame stored per generation
+	// (livepreview.go).
+	previewMarks map[string]previewMark
 	wg           sync.WaitGroup
 	run          runState // drain.go
 }
@@ -128,7 +131,7 @@ func NewRunner(s *Service, cfg RunnerConfig) *Runner {
 		cfg.Held = 16
 	}
 	r := &Runner{s: s, cfg: cfg, id: NewID(), kick: s.kicks, sem: make(chan struct{}, cfg.Workers), fails: map[string]int{}, storageDown: map[string]time.Time{}, woken: map[string]time.Time{},
-		held: map[string]int{}, streamFailed: map[string]time.Time{}}
+		held: map[string]int{}, streamFailed: map[string]time.Time{}, previewMarks: map[string]previewMark{}}
 	return r
 }
 
@@ -298,12 +301,17 @@ func (r *Runner) step(ctx context.Context, row Row) {
 	// A provider call that hangs is cut once the lifetime (plus the last
 	// look) has passed, so that the check below can end it.
 	actx, cancel := context.WithTimeout(ctx, max(g.CreatedAt.Add(r.lifetime(g.Kind)).Sub(r.s.cfg.Now()), 0)+r.cfg.LastLook)
+	stopPreviews := r.pumpPreviews(actx, g)
 	next, err := r.advance(actx, g, row)
+	stopPreviews()
 	cancel()
 	if hold.lost() || errors.Is(err, errLeaseLost) {
 		return // another claim holds the row now: its step decides
 	}
 	next, ended := r.settle(ctx, g, next, err)
+	if ended || next < 0 {
+		r.forgetPreview(g.ID)
+	}
 	if ended {
 		return
 	}

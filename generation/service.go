@@ -809,6 +809,23 @@ func (s *Service) change(ctx context.Context, id string, fn func(ctx context.Con
 		if g, err = readIn(ctx, tx, id); err != nil {
 			return err
 		}
+		if s.livePreviews(g.Provider) {
+			// The live preview lives while the generation runs
+			// (livepreview.go): the Observer is told how many frames came,
+			// and the change that ends it deletes it.
+			switch {
+			case g.Previewing():
+				n, err := tx.LivePreviewFrames(ctx, id)
+				if err != nil {
+					return err
+				}
+				g.PreviewFrames = int(n)
+			case changed && g.Status.Terminal():
+				if err := tx.DeleteLivePreview(ctx, id); err != nil {
+					return err
+				}
+			}
+		}
 		if changed && s.cfg.Observer != nil {
 			return s.cfg.Observer.Changed(ctx, tx, g)
 		}

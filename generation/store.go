@@ -49,6 +49,9 @@ type Store interface {
 	// delivery (0: none); PendingDeliveries lists them in arrival order.
 	LastPendingDelivery(ctx context.Context, genID string) (int64, error)
 	PendingDeliveries(ctx context.Context, genID string) ([]Delivery, error)
+	// LivePreview is the stored preview frame of a generation and how many
+	// frames its provider sent (ErrNotFound: none). See livepreview.go.
+	LivePreview(ctx context.Context, genID string) (jpeg []byte, frames int64, err error)
 }
 
 // Tx is a write transaction.
@@ -110,6 +113,14 @@ type Tx interface {
 	// ReleaseRunnerLeases hands back the leases runner holds (a runner
 	// that stops).
 	ReleaseRunnerLeases(ctx context.Context, runner string) error
+
+	// The running generation's latest preview frame (livepreview.go):
+	// PutLivePreview replaces it, only while the generation runs (false:
+	// it does not, and nothing was written); LivePreviewFrames counts its
+	// frames (0: none); DeleteLivePreview drops it.
+	PutLivePreview(ctx context.Context, genID string, jpeg []byte, frames int64, now time.Time) (bool, error)
+	LivePreviewFrames(ctx context.Context, genID string) (int64, error)
+	DeleteLivePreview(ctx context.Context, genID string) error
 
 	// Webhook intake: stored before the delivery is acknowledged.
 	InsertDelivery(ctx context.Context, d Delivery) (bool, error)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
@@ -155,6 +156,11 @@ func (g *Mirror) Changed(ctx context.Context, gtx generation.Tx, gen *generation
 func statusMessage(gen *generation.Generation) string {
 	if gen.UploadRequired() && !gen.Params.AwaitsApproval {
 		return fmt.Sprintf("%s call upload_input with generationId %s and %s", uploadPrefix, gen.ID, gentools.UploadRoles(gen.AwaitedRoles()))
+	}
+	if gen.Previewing() && gen.PreviewFrames > 0 {
+		// A working task carries nothing else (the spec, §5.2): its
+		// message names the live preview, which resources/read serves.
+		return fmt.Sprintf("%s · preview %s: %s", gen.Headline(), words.Count(gen.PreviewFrames, "frame"), gentools.PreviewURI(gen.ID))
 	}
 	return gen.Headline()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -24,7 +25,11 @@ import (
 const (
 	OutputURITemplate = "darkroom://generations/{generationId}/outputs/{index}"
 	InputURITemplate  = "darkroom://generations/{generationId}/inputs/{index}"
-	outputURIPrefix   = "darkroom://generations/"
+	// PreviewURITemplate is a running generation's latest preview frame
+	// (generation.Service.LivePreview): what a Tasks client, whose
+	// working task carries nothing but its status message, reads.
+	PreviewURITemplate = "darkroom://generations/{generationId}/preview"
+	outputURIPrefix    = "darkroom://generations/"
 	// DefaultMaxResourceBytes caps what resources/read returns inline
 	// (base64 makes it a third larger on the wire).
 	DefaultMaxResourceBytes = 32 << 20
@@ -44,6 +49,19 @@ func OutputURI(id string, index int) string {
 // InputURI names input index of generation id.
 func InputURI(id string, index int) string {
 	return outputURIPrefix + id + "/inputs/" + strconv.Itoa(index)
+}
+
+// PreviewURI names the live preview frame of generation id.
+func PreviewURI(id string) string { return outputURIPrefix + id + "/preview" }
+
+// parsePreviewURI is PreviewURI's inverse.
+func parsePreviewURI(uri string) (id string, ok bool) {
+	rest, found := strings.CutPrefix(uri, outputURIPrefix)
+	if !found {
+		return "", false
+	}
+	id, found = strings.CutSuffix(rest, "/preview")
+	return id, found && validID(id)
 }
 
 // parseOutputURI is OutputURI's inverse; ok is false for anything else
@@ -146,6 +164,14 @@ func (t *Tools) RegisterResources(s *mcp.Server) {
 		Title:       "Generation input",
 		Description: "One input file of your generation (an image it edits, its mask, a reference, a frame), by generationId and index (from 0), in the order get_generation's inputs list them.",
 	}, t.readResource)
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: PreviewURITemplate,
+		Name:        "generation-preview",
+		Title:       "Generation live preview",
+		MIMEType:    preview.MimeType,
+		Description: "The latest preview frame of your generation while its provider makes it (a small JPEG, replaced as the provider sends new ones, at most once a second), " +
+			"as a working task's statusMessage names it. Not an output; not found once the generation has ended, or before a first frame.",
+	}, t.readResource)
 	s.AddReceivingMiddleware(resourceErrors)
 }
 
@@ -183,6 +209,9 @@ func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
 
 func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
+	if id, ok := parsePreviewURI(uri); ok {
+		return t.readPreview(ctx, uri, id)
+	}
 	id, kind, i, ok := parseFileURI(uri)
 	if !ok {
 		return nil, notFound(uri)
@@ -216,6 +245,28 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 			msg: fmt.Sprintf("Resource not found: generation %s has %s, numbered from 0", id, words.Count(len(g.Outputs), "output"))}
 	}
 	return t.readBlob(ctx, uri, fmt.Sprintf("output %d of generation %s", i, id), "outputs", i, g.Outputs[i].StoredBlob, gone)
+}
+
+// readPreview answers resources/read of a running generation's live
+// preview frame: read by its owner only (another's id is not found, as an
+// unknown one), never cached (it is replaced as frames come).
+func (t *Tools) readPreview(ctx context.Context, uri, id string) (*mcp.ReadResourceResult, error) {
+	g, err := t.svc.Get(ctx, t.cfg.Owner(ctx, nil), id)
+	if errors.Is(err, generation.ErrNotFound) {
+		return nil, notFound(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, _, ok := t.svc.LivePreview(ctx, g)
+	if !ok {
+		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
+			msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", id, g.Status)}
+	}
+	return &mcp.ReadResourceResult{
+		Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once
+		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: preview.MimeType, Blob: b}},
+	}, nil
 }
 
 // readBlob answers resources/read with one stored file (what names it

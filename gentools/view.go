@@ -46,6 +46,16 @@ type livePreview struct {
 	JPEG   string
 }
 
+// LivePreview is the running generation's latest preview frame that the
+// view carries (ok false: none, or previews are off), and how many frames
+// came.
+func (v *GenerationView) LivePreview() (jpeg []byte, frames int64, ok bool) {
+	if v.live == nil {
+		return nil, 0, false
+	}
+	return []byte(v.live.JPEG), v.live.Frames, true
+}
+
 // OutputView is one stored output with a freshly minted link.
 type OutputView struct {
 	URL             string  `json:"url"`
@@ -109,7 +119,7 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
 	}
 	if svc.InlinePreviews() {
-		if b, n, ok := svc.LivePreview(g); ok {
+		if b, n, ok := svc.LivePreview(ctx, g); ok {
 			v.live = &livePreview{Frames: int64(n), JPEG: string(b)}
 		}
 	}

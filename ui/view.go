@@ -14,6 +14,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/preview"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -51,6 +52,10 @@ type viewState struct {
 	*gentools.GenerationView
 	Prompt         string `json:"prompt"`
 	PollIntervalMs int64  `json:"pollIntervalMs"`
+	// LivePreviewFrames counts a running generation's preview frames
+	// (0: none); the latest is the result's image block, so the JSON stays
+	// small.
+	LivePreviewFrames int64 `json:"livePreviewFrames,omitempty"`
 }
 
 func viewToolDef() *mcp.Tool {
@@ -99,6 +104,8 @@ func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		poll = v.cfg.PollInterval(ctx, owner, poll)
 	}
 	st := viewState{GenerationView: gv, Prompt: g.Prompt, PollIntervalMs: poll.Milliseconds()}
+	live, frames, hasLive := gv.LivePreview()
+	st.LivePreviewFrames = frames
 	js, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
@@ -106,6 +113,9 @@ func (v *viewer) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	res := &mcp.CallToolResult{
 		StructuredContent: json.RawMessage(js),
 		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("Generation %s: %s", g.ID, g.Status)}},
+	}
+	if hasLive { // the picture forming, until the output replaces it
+		res.Content = append(res.Content, &mcp.ImageContent{Data: live, MIMEType: preview.MimeType})
 	}
 	if a.Output == nil {
 		return res, nil

@@ -82,9 +82,10 @@ func checkOutputResource(t *testing.T, cs *mcp.ClientSession, legacy bool) {
 	}
 
 	tl, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(tl.ResourceTemplates) != 2 || !slices.ContainsFunc(tl.ResourceTemplates, func(rt *mcp.ResourceTemplate) bool {
-		return rt.URITemplate == gentools.OutputURITemplate
-	}) || !slices.ContainsFunc(tl.ResourceTemplates, func(rt *mcp.ResourceTemplate) bool { return rt.URITemplate == gentools.InputURITemplate }) {
+	has := func(tmpl string) bool {
+		return slices.ContainsFunc(tl.ResourceTemplates, func(rt *mcp.ResourceTemplate) bool { return rt.URITemplate == tmpl })
+	}
+	if err != nil || len(tl.ResourceTemplates) != 3 || !has(gentools.OutputURITemplate) || !has(gentools.InputURITemplate) || !has(gentools.PreviewURITemplate) {
 		t.Fatalf("resources/templates/list: %+v, %v", tl, err)
 	}
 	rl, err := cs.ListResources(ctx, nil)

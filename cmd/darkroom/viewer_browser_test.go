@@ -34,6 +34,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/local"
+	"github.com/darkroom-mcp/darkroom/testdata/emulator"
 )
 
 // TestViewerInBrowser renders darkroom's MCP Apps view in headless
@@ -61,7 +62,10 @@ func TestViewerInBrowser(t *testing.T) {
 	// time, so a second one stays queued.
 	s := startServer(t, 0.25, func(c *config) { c.MaxInFlight = 1 })
 	target, _ := url.Parse(s.url)
-	proxy := httputil.NewSingleHostReverseProxy(target)
+	// The darkroom behind the host page: s, but a subtest may point it at
+	// another (the live preview's, over ComfyUI).
+	var proxy atomic.Pointer[httputil.ReverseProxy]
+	proxy.Store(httputil.NewSingleHostReverseProxy(target))
 	var fixture atomic.Pointer[[]byte] // what the host page hands the view with fixture=1
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f := fixture.Load(); r.URL.Path == "/apphost/fixture.json" && f != nil {
@@ -74,7 +78,7 @@ func TestViewerInBrowser(t *testing.T) {
 			_, _ = w.Write(hostPage)
 			return
 		}
-		proxy.ServeHTTP(w, r) // /mcp: same origin as the host page
+		proxy.Load().ServeHTTP(w, r) // /mcp: same origin as the host page
 	}))
 	t.Cleanup(front.Close)
 	api := &rpcClient{t: t, url: s.url, caps: map[string]any{}}
@@ -392,6 +396,24 @@ func TestViewerInBrowser(t *testing.T) {
 			}
 		}
 		shot("video-done")
+	})
+
+	t.Run("live preview while it runs, then the output", func(t *testing.T) {
+		_, backends := comfyRig(t, emulator.ComfyOptions{Steps: 8, RunTime: 8 * time.Second})
+		cs := comfyServer(t, backends, comfyWorkflows(t))
+		cu, _ := url.Parse(cs.url)
+		old := proxy.Swap(httputil.NewSingleHostReverseProxy(cu))
+		defer proxy.Store(old)
+		open("generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a harbour at night", "input": map[string]any{"3.steps": 30}}, "")
+		b.waitView(t, `document.body.dataset.status === "running" && document.querySelector("#media img[data-kind=live]")?.naturalWidth > 0`)
+		shot("live-preview")
+		var live struct{ W, H int }
+		b.inView(t, `(() => { const i = document.querySelector("#media img[data-kind=live]"); return {w: i.naturalWidth, h: i.naturalHeight}; })()`, &live)
+		if max(live.W, live.H) > 512 {
+			t.Fatalf("the live frame is %dx%d, above 512 px", live.W, live.H)
+		}
+		b.waitView(t, `document.body.dataset.status === "completed" && document.querySelector("#media img[data-kind=full]")?.naturalWidth > 0 && !document.querySelector("#media [data-kind=live]")`)
+		shot("live-preview-done")
 	})
 
 	t.Run("cancel a queued generation", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"sort"
+	"strings"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -58,7 +59,11 @@ func (p *Provider) call(ctx context.Context, e catalog.Entry, req provider.Reque
 		return jobData{}, p.refusal(refused)
 	}
 	defer resp.Body.Close()
-	sc := syncjob.NewScanner(resp.Body, []string{"b64_json"}, []string{"revised_prompt", "url"})
+	var reply io.Reader = resp.Body
+	if fields["stream"] == true && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		reply = newSSEFilter(resp.Body, p.partial(req.IdempotencyKey, outputMime(fields)))
+	}
+	sc := syncjob.NewScanner(reply, []string{"b64_json"}, []string{"revised_prompt", "url"})
 	outs, err := p.journal.Store(ctx, req.IdempotencyKey, n, sc, max(req.Count, 1))
 	if errors.As(err, &perm) {
 		return jobData{}, err // an image refused (too large, not an image)

@@ -21,7 +21,9 @@
 // Every call is synchronous: Submit makes it, streams the base64 images
 // through a decoder into the Spool, and returns a completed job (see
 // provider/internal/syncjob for how a crash mid-call resubmits at most
-// once). The API takes no idempotency key.
+// once). The API takes no idempotency key. A GPT image model's call of
+// one image streams, its partial images becoming the live preview
+// (stream.go).
 package openai
 
 import (
@@ -77,6 +79,11 @@ type Config struct {
 	// (default 4): each holds a runner worker while it lasts; more wait
 	// queued.
 	MaxConcurrentCalls int
+	// PartialImages is how many partial images a streamed call of a GPT
+	// image model asks for (0–3; 0 means DefaultPartialImages; negative:
+	// no streaming, the plain reply). They become the generation's live
+	// preview (stream.go).
+	PartialImages int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -89,6 +96,7 @@ type Provider struct {
 	models  catalog.Set
 	journal syncjob.Journal
 	gate    *syncjob.Gate
+	live    livePreviews
 }
 
 // CheckEntry is what OpenAI asks of a catalog entry: its API is
@@ -126,6 +134,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.PartialImages == 0 {
+		cfg.PartialImages = DefaultPartialImages
+	}
+	cfg.PartialImages = min(cfg.PartialImages, 3)
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("openai: bad base URL %q", cfg.BaseURL)
@@ -174,6 +186,11 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		return provider.Job{}, err
 	}
 	fields["model"] = e.Endpoint
+	if p.streams(e, req, fields) {
+		fields["stream"], fields["partial_images"] = true, p.cfg.PartialImages
+		p.live.begin(req.IdempotencyKey)
+		defer p.live.end(req.IdempotencyKey)
+	}
 	leave, err := p.gate.Enter(Name)
 	if err != nil {
 		return provider.Job{}, err

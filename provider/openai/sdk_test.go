@@ -17,6 +17,8 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/respjson"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
@@ -121,11 +123,20 @@ func TestSDKTypesAgree(t *testing.T) {
 				key := cmp.Or(c.key, "sk-test")
 				client := sdk.NewClient(option.WithBaseURL(em.OpenAI.URL+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
 				gen, edit := sdkRequest(e, c.prompt, c.count, c.image, c.mask, c.refs)
+				// darkroom streams a GPT image model's call of one image,
+				// asking for partial images (stream.go): the SDK's
+				// streaming call is then the one to agree with.
+				streamed := c.count == 1
 				var res *sdk.ImagesResponse
 				var err error
-				if c.image {
+				var partials int
+				switch {
+				case streamed:
+					gen.PartialImages, edit.PartialImages = sdk.Int(openai.DefaultPartialImages), sdk.Int(openai.DefaultPartialImages)
+					res, partials, err = sdkStream(client, c.image, gen, edit)
+				case c.image:
 					res, err = client.Images.Edit(context.Background(), edit)
-				} else {
+				default:
 					res, err = client.Images.Generate(context.Background(), gen)
 				}
 				if c.status != 0 {
@@ -141,10 +152,13 @@ func TestSDKTypesAgree(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if streamed && partials != openai.DefaultPartialImages {
+					t.Fatalf("the SDK read %d partial images, want %d", partials, openai.DefaultPartialImages)
+				}
 				if extra := res.JSON.ExtraFields; len(extra) != 0 || len(res.Usage.JSON.ExtraFields) != 0 {
 					t.Fatalf("reply fields the SDK does not know: %v, usage %v", slices.Collect(maps.Keys(extra)), slices.Collect(maps.Keys(res.Usage.JSON.ExtraFields)))
 				}
-				if len(res.Data) != c.count || !res.JSON.Created.Valid() {
+				if len(res.Data) != c.count || !streamed && !res.JSON.Created.Valid() {
 					t.Fatalf("SDK read %d images, want %d: %s", len(res.Data), c.count, res.RawJSON())
 				}
 				for _, img := range res.Data {
@@ -181,13 +195,75 @@ func TestSDKTypesAgree(t *testing.T) {
 					known = editFields
 				}
 				for k := range got {
-					if !known[strings.TrimSuffix(k, "[]")] {
+					// "stream" is the streaming methods' own (GenerateStreaming
+					// sets it, EditStreaming adds the form field).
+					if !known[strings.TrimSuffix(k, "[]")] && !(streamed && k == "stream") {
 						t.Fatalf("darkroom sends %q, not a field of the SDK's params", k)
 					}
 				}
 			})
 		}
 	}
+}
+
+// sdkStream makes the call with the SDK's streaming method and reads
+// its events with the SDK's types: how many partial images came, and the
+// completed images as an ImagesResponse's data. An event field the SDK
+// does not know is an error.
+func sdkStream(client sdk.Client, image bool, gen sdk.ImageGenerateParams, edit sdk.ImageEditParams) (*sdk.ImagesResponse, int, error) {
+	if image {
+		return readEvents(client.Images.EditStreaming(context.Background(), edit), func(u sdk.ImageEditStreamEventUnion) (sdkEvent, error) {
+			switch ev := u.AsAny().(type) {
+			case sdk.ImageEditPartialImageEvent:
+				return sdkEvent{partial: true, index: ev.PartialImageIndex, extra: ev.JSON.ExtraFields}, nil
+			case sdk.ImageEditCompletedEvent:
+				return sdkEvent{b64: ev.B64JSON, extra: ev.JSON.ExtraFields, usageExtra: ev.Usage.JSON.ExtraFields}, nil
+			}
+			return sdkEvent{}, fmt.Errorf("an event the SDK does not know: %s", u.RawJSON())
+		})
+	}
+	return readEvents(client.Images.GenerateStreaming(context.Background(), gen), func(u sdk.ImageGenStreamEventUnion) (sdkEvent, error) {
+		switch ev := u.AsAny().(type) {
+		case sdk.ImageGenPartialImageEvent:
+			return sdkEvent{partial: true, index: ev.PartialImageIndex, extra: ev.JSON.ExtraFields}, nil
+		case sdk.ImageGenCompletedEvent:
+			return sdkEvent{b64: ev.B64JSON, extra: ev.JSON.ExtraFields, usageExtra: ev.Usage.JSON.ExtraFields}, nil
+		}
+		return sdkEvent{}, fmt.Errorf("an event the SDK does not know: %s", u.RawJSON())
+	})
+}
+
+// sdkEvent is what the test reads of one streamed event, from either
+// union (generations' or edits').
+type sdkEvent struct {
+	partial           bool
+	index             int64
+	b64               string
+	extra, usageExtra map[string]respjson.Field
+}
+
+func readEvents[U any](st *ssestream.Stream[U], read func(U) (sdkEvent, error)) (*sdk.ImagesResponse, int, error) {
+	defer st.Close()
+	res := &sdk.ImagesResponse{}
+	partials := 0
+	for st.Next() {
+		ev, err := read(st.Current())
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(ev.extra) != 0 || len(ev.usageExtra) != 0 {
+			return nil, 0, fmt.Errorf("event fields the SDK does not know: %v %v", slices.Collect(maps.Keys(ev.extra)), slices.Collect(maps.Keys(ev.usageExtra)))
+		}
+		if ev.partial {
+			if ev.index != int64(partials) {
+				return nil, 0, fmt.Errorf("partial image %d came as number %d", ev.index, partials)
+			}
+			partials++
+			continue
+		}
+		res.Data = append(res.Data, sdk.Image{B64JSON: ev.b64})
+	}
+	return res, partials, st.Err()
 }
 
 func texts(m map[string]any) map[string]any {

@@ -157,6 +157,7 @@ var readsOrOtherTables = []string{
 	"Generation", "GenerationByKey", "SpentSince", "SpentAndKey", "CountInFlight", "LockOwner",
 	"TakeCreateToken", "PruneCreateBuckets", "InsertDelivery", "LastPendingDelivery", "ConsumeDeliveries", "PurgeDeliveries",
 	"Task", "TaskByRef", "InsertTask", "FinishTask", "SetTaskActive", "SetTaskAnswers", "PurgeTasks",
+	"PutLivePreview", "LivePreviewFrames", "DeleteLivePreview", "LivePreview", // live_previews (migration 0016)
 }
 
 // TestCacheReadAfterEveryWrite: after each write method of Tx commits, a

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) Engine) {
 		{"TerminalNeverChanges", testTerminalNeverChanges},
 		{"SubmitStateGuards", testSubmitStateGuards},
 		{"ProgressNoop", testProgressNoop},
+		{"LivePreview", testLivePreview},
 		{"ApplyUnknownID", testApplyUnknownID},
 		{"InsertRead", testInsertRead},
 		{"IdempotencyKey", testIdempotencyKey},

@@ -19,10 +19,25 @@ package emulator
 //
 // Prompt tokens: [invalid] → 400, [nsfw] → moderation_blocked,
 // [quota] → insufficient_quota; the hostile ones of hostile.go.
+//
+// Streaming, as openai-go v3.105.0 (2026-11-19) reads it (image.go:
+// GenerateStreaming sends "stream": true, EditStreaming the form field
+// "stream": "true"; partial_images 0–3; the event unions; ssestream's
+// "event:" and "data:" lines): a GPT image model's call with stream
+// answers text/event-stream, partial_images events
+// image_generation.partial_image (image_edit.partial_image for an edit)
+// spread over the call's scripted run time, then one
+// image_generation.completed (image_edit.completed) per image. Another
+// model, or partial_images outside 0–3, is refused with 400
+// invalid_value; the safety system refuses before the stream starts.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"image"
+	"image/png"
 	"io"
 	"net/http"
 	"strconv"
@@ -75,6 +90,23 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 		writeOpenAIError(w, 404, openaiRetiredMessage(m), "invalid_request_error", "model_not_found")
 		return
 	}
+	stream := in["stream"] == true || in["stream"] == "true"
+	partials := 0
+	if stream {
+		m, _ := in["model"].(string)
+		if !strings.HasPrefix(m, "gpt-image") && !strings.HasPrefix(m, "chatgpt-image") {
+			writeOpenAIError(w, 400, "Streaming is not supported for model '"+m+"'; use a GPT image model.", "invalid_request_error", "invalid_value")
+			return
+		}
+		if v, ok := in["partial_images"]; ok {
+			n, err := strconv.Atoi(fmtAny(v))
+			if err != nil || n < 0 || n > 3 {
+				writeOpenAIError(w, 400, "Invalid value for 'partial_images': it must be an integer between 0 and 3.", "invalid_request_error", "invalid_value")
+				return
+			}
+			partials = n
+		}
+	}
 	for _, h := range []string{"OpenAI-Organization", "OpenAI-Project"} {
 		if v := r.Header.Get(h); v != "" {
 			in["header:"+h] = v
@@ -97,7 +129,12 @@ func (e *Emulator) openai(w http.ResponseWriter, r *http.Request) {
 		end = now.Add(d) // the call is held that long: OpenAI answers when the image is made
 	}
 	j.start, j.end, j.video = now, end, false
+	nsfw := j.nsfw
 	e.mu.Unlock()
+	if _, hostile := hostileOf(prompt); stream && !nsfw && !hostile {
+		e.openaiStream(w, r, in, strings.TrimPrefix(r.URL.Path, "/v1/images/"), partials, now, end)
+		return
+	}
 	if end.After(now) {
 		if !e.hold(r, time.Time{}, func(t time.Time) bool { return !t.Before(end) }) {
 			return
@@ -172,4 +209,55 @@ func fmtAny(v any) string {
 		return strconv.Itoa(int(x))
 	}
 	return ""
+}
+
+// partialPNG is what a partial image carries: a picture other than the
+// finished one (PNG), so that a test tells them apart.
+var partialPNG = func() []byte {
+	img := image.NewGray(image.Rect(0, 0, 8, 8))
+	for i := range img.Pix {
+		img.Pix[i] = 128
+	}
+	var b bytes.Buffer
+	png.Encode(&b, img)
+	return b.Bytes()
+}()
+
+// openaiStream answers a streamed call (see the file comment): partials
+// partial images spread over start..end, then one completed event per
+// image asked for.
+func (e *Emulator) openaiStream(w http.ResponseWriter, r *http.Request, in map[string]any, op string, partials int, start, end time.Time) {
+	prefix := "image_generation"
+	if op == "edits" {
+		prefix = "image_edit"
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	event := func(typ string, img []byte, data map[string]any) {
+		data["type"], data["b64_json"] = typ, base64.StdEncoding.EncodeToString(img)
+		data["background"], data["output_format"], data["quality"], data["size"] = "opaque", "png", "auto", "1024x1024"
+		data["created_at"] = e.Now().Unix()
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, b)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	for k := range partials {
+		at := start.Add(end.Sub(start) * time.Duration(k+1) / time.Duration(partials+1))
+		if !e.hold(r, time.Time{}, func(t time.Time) bool { return !t.Before(at) }) {
+			return
+		}
+		event(prefix+".partial_image", partialPNG, map[string]any{"partial_image_index": k})
+	}
+	if !e.hold(r, time.Time{}, func(t time.Time) bool { return !t.Before(end) }) {
+		return
+	}
+	n := 1
+	if v, err := strconv.Atoi(fmtAny(in["n"])); err == nil && v >= 1 && v <= 10 {
+		n = v
+	}
+	for range n {
+		event(prefix+".completed", pngBytes, map[string]any{"usage": map[string]any{"input_tokens": 50, "output_tokens": 4160, "total_tokens": 4210}})
+	}
 }

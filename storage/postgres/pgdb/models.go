@@ -48,6 +48,13 @@ type Generation struct {
 	Version         int64
 }
 
+type LivePreview struct {
+	GenerationID string
+	Jpeg         []byte
+	Frames       int64
+	UpdatedAt    int64
+}
+
 type ModelListing struct {
 	Provider     string
 	Listing      []byte

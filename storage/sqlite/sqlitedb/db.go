@@ -57,6 +57,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.deleteGenerationStmt, err = db.PrepareContext(ctx, deleteGeneration); err != nil {
 		return nil, fmt.Errorf("error preparing query DeleteGeneration: %w", err)
 	}
+	if q.deleteLivePreviewStmt, err = db.PrepareContext(ctx, deleteLivePreview); err != nil {
+		return nil, fmt.Errorf("error preparing query DeleteLivePreview: %w", err)
+	}
 	if q.expiredLiveTasksStmt, err = db.PrepareContext(ctx, expiredLiveTasks); err != nil {
 		return nil, fmt.Errorf("error preparing query ExpiredLiveTasks: %w", err)
 	}
@@ -108,6 +111,12 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.listGenerationsStmt, err = db.PrepareContext(ctx, listGenerations); err != nil {
 		return nil, fmt.Errorf("error preparing query ListGenerations: %w", err)
 	}
+	if q.livePreviewStmt, err = db.PrepareContext(ctx, livePreview); err != nil {
+		return nil, fmt.Errorf("error preparing query LivePreview: %w", err)
+	}
+	if q.livePreviewFramesStmt, err = db.PrepareContext(ctx, livePreviewFrames); err != nil {
+		return nil, fmt.Errorf("error preparing query LivePreviewFrames: %w", err)
+	}
 	if q.markCancelSentStmt, err = db.PrepareContext(ctx, markCancelSent); err != nil {
 		return nil, fmt.Errorf("error preparing query MarkCancelSent: %w", err)
 	}
@@ -146,6 +155,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.putCreateBucketStmt, err = db.PrepareContext(ctx, putCreateBucket); err != nil {
 		return nil, fmt.Errorf("error preparing query PutCreateBucket: %w", err)
+	}
+	if q.putLivePreviewStmt, err = db.PrepareContext(ctx, putLivePreview); err != nil {
+		return nil, fmt.Errorf("error preparing query PutLivePreview: %w", err)
 	}
 	if q.putModelListingStmt, err = db.PrepareContext(ctx, putModelListing); err != nil {
 		return nil, fmt.Errorf("error preparing query PutModelListing: %w", err)
@@ -258,6 +270,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing deleteGenerationStmt: %w", cerr)
 		}
 	}
+	if q.deleteLivePreviewStmt != nil {
+		if cerr := q.deleteLivePreviewStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing deleteLivePreviewStmt: %w", cerr)
+		}
+	}
 	if q.expiredLiveTasksStmt != nil {
 		if cerr := q.expiredLiveTasksStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing expiredLiveTasksStmt: %w", cerr)
@@ -343,6 +360,16 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing listGenerationsStmt: %w", cerr)
 		}
 	}
+	if q.livePreviewStmt != nil {
+		if cerr := q.livePreviewStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing livePreviewStmt: %w", cerr)
+		}
+	}
+	if q.livePreviewFramesStmt != nil {
+		if cerr := q.livePreviewFramesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing livePreviewFramesStmt: %w", cerr)
+		}
+	}
 	if q.markCancelSentStmt != nil {
 		if cerr := q.markCancelSentStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing markCancelSentStmt: %w", cerr)
@@ -406,6 +433,11 @@ func (q *Queries) Close() error {
 	if q.putCreateBucketStmt != nil {
 		if cerr := q.putCreateBucketStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing putCreateBucketStmt: %w", cerr)
+		}
+	}
+	if q.putLivePreviewStmt != nil {
+		if cerr := q.putLivePreviewStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing putLivePreviewStmt: %w", cerr)
 		}
 	}
 	if q.putModelListingStmt != nil {
@@ -543,6 +575,7 @@ type Queries struct {
 	consumeDeliveriesStmt    *sql.Stmt
 	countInFlightStmt        *sql.Stmt
 	deleteGenerationStmt     *sql.Stmt
+	deleteLivePreviewStmt    *sql.Stmt
 	expiredLiveTasksStmt     *sql.Stmt
 	failStmt                 *sql.Stmt
 	finishTaskStmt           *sql.Stmt
@@ -560,6 +593,8 @@ type Queries struct {
 	insertTaskStmt           *sql.Stmt
 	lastPendingDeliveryStmt  *sql.Stmt
 	listGenerationsStmt      *sql.Stmt
+	livePreviewStmt          *sql.Stmt
+	livePreviewFramesStmt    *sql.Stmt
 	markCancelSentStmt       *sql.Stmt
 	markOutputsExpiredStmt   *sql.Stmt
 	markSubmittedStmt        *sql.Stmt
@@ -573,6 +608,7 @@ type Queries struct {
 	purgeDeliveriesStmt      *sql.Stmt
 	purgeTasksStmt           *sql.Stmt
 	putCreateBucketStmt      *sql.Stmt
+	putLivePreviewStmt       *sql.Stmt
 	putModelListingStmt      *sql.Stmt
 	putModelSchemaStmt       *sql.Stmt
 	releaseLeasesStmt        *sql.Stmt
@@ -607,6 +643,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		consumeDeliveriesStmt:    q.consumeDeliveriesStmt,
 		countInFlightStmt:        q.countInFlightStmt,
 		deleteGenerationStmt:     q.deleteGenerationStmt,
+		deleteLivePreviewStmt:    q.deleteLivePreviewStmt,
 		expiredLiveTasksStmt:     q.expiredLiveTasksStmt,
 		failStmt:                 q.failStmt,
 		finishTaskStmt:           q.finishTaskStmt,
@@ -624,6 +661,8 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		insertTaskStmt:           q.insertTaskStmt,
 		lastPendingDeliveryStmt:  q.lastPendingDeliveryStmt,
 		listGenerationsStmt:      q.listGenerationsStmt,
+		livePreviewStmt:          q.livePreviewStmt,
+		livePreviewFramesStmt:    q.livePreviewFramesStmt,
 		markCancelSentStmt:       q.markCancelSentStmt,
 		markOutputsExpiredStmt:   q.markOutputsExpiredStmt,
 		markSubmittedStmt:        q.markSubmittedStmt,
@@ -637,6 +676,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		purgeDeliveriesStmt:      q.purgeDeliveriesStmt,
 		purgeTasksStmt:           q.purgeTasksStmt,
 		putCreateBucketStmt:      q.putCreateBucketStmt,
+		putLivePreviewStmt:       q.putLivePreviewStmt,
 		putModelListingStmt:      q.putModelListingStmt,
 		putModelSchemaStmt:       q.putModelSchemaStmt,
 		releaseLeasesStmt:        q.releaseLeasesStmt,

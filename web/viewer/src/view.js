@@ -6,6 +6,9 @@ import { App, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextp
 
 const VIEW_TOOL = "view_generation";
 const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+// Where a live preview frame may come: at the provider (a synchronous
+// call is held while queued).
+const PREVIEWING = new Set(["queued", "running"]);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -20,6 +23,7 @@ const state = {
   pollMs: 0, timer: 0, // 0: the first poll soon, then the generation's own interval
   shown: [], // per output: key of the media on screen ("preview", "full")
   preview: "", // data: URL of the inline preview (of output 0) from the tool result
+  live: null, // the latest live preview frame ({data, mimeType}) while the provider makes it
   links: [], // darkroom:// URIs the result names (resource_link blocks)
   inputsKey: "", // which inputs are on screen
   loading: false, // loadMedia is running
@@ -109,7 +113,33 @@ function render() {
   show(ui.cancel, live && !g.cancelRequested);
   // One output: the Download button; several: one in each output's caption.
   show(ui.download, g.status === "completed" && (g.outputs?.length || 0) === 1);
-  if (g.status === "completed" && !state.shown[0] && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
+  if (live) showLive();
+  else if (isLive(state.shown[0]) && (g.status !== "completed" || g.outputsExpired || !g.outputs?.length)) {
+    // Ended without an output to show: the live frame is no result.
+    ui.media.replaceChildren();
+    show(ui.media, false);
+    state.shown = [];
+  }
+  // Completed: the live frame stays until an output replaces it.
+  if (g.status === "completed" && (!state.shown[0] || isLive(state.shown[0])) && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
+}
+
+// A generation's latest live preview frame while its provider makes it (an image block of the
+// view tool's or get_generation's result; never an output) is shown in the
+// first slot until the output replaces it.
+function isLive(key) { return typeof key === "string" && key.startsWith("live:"); }
+
+function showLive() {
+  const f = state.live;
+  if (!f || !PREVIEWING.has(state.gen?.status)) return;
+  showMedia(0, b64ToDataURL(f.data, f.mimeType || "image/jpeg"), f.mimeType || "image/jpeg", `live:${f.data.length}:${f.data.slice(-24)}`);
+}
+
+// liveFrame is the image block of a running generation's result (null:
+// none).
+function liveFrame(result, status) {
+  if (!PREVIEWING.has(status)) return null;
+  return (result?.content || []).find((c) => c.type === "image" && c.data) || null;
 }
 
 // layout makes one figure per output: the picture alone for one, a grid
@@ -166,7 +196,7 @@ function showMedia(n, src, mime, key) {
     el.setAttribute("aria-label", altText(n, count));
   } else el.alt = altText(n, count);
   el.src = src;
-  el.dataset.kind = key;
+  el.dataset.kind = isLive(key) ? "live" : key;
   el.dataset.index = String(n);
   slot.replaceChildren(el);
   show(ui.media, true);
@@ -272,6 +302,7 @@ function schedule() {
 async function poll() {
   try {
     const res = await call(VIEW_TOOL, { generationId: state.gen.generationId });
+    state.live = liveFrame(res, res.structuredContent?.status) || (PREVIEWING.has(res.structuredContent?.status) ? state.live : null);
     adopt(res.structuredContent);
     if (ui.note.dataset.kind === "refused") setNote("");
   } catch (err) {
@@ -320,7 +351,7 @@ async function loadOutput(g, n) {
     return true;
   } catch (err) {
     refused("fetch the full-size file", err);
-    if (!state.shown[0] && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
+    if ((!state.shown[0] || isLive(state.shown[0])) && state.preview) showMedia(0, state.preview, "image/jpeg", "preview");
     return false;
   }
 }
@@ -335,8 +366,9 @@ app.ontoolinput = ({ arguments: args }) => {
 
 app.ontoolresult = (result) => {
   const sc = result.structuredContent;
+  state.live = liveFrame(result, sc?.status);
   for (const c of result.content || []) {
-    if (c.type === "image" && c.data && !state.preview) state.preview = b64ToDataURL(c.data, c.mimeType || "image/jpeg");
+    if (c.type === "image" && c.data && !state.live && !state.preview) state.preview = b64ToDataURL(c.data, c.mimeType || "image/jpeg");
     if (c.type === "resource_link" && typeof c.uri === "string" && c.uri.startsWith("darkroom://")) state.links.push(c.uri);
   }
   if (!sc?.generationId) {
