@@ -274,11 +274,21 @@ func PromptID(key string) string {
 type jobData struct {
 	Backend string `json:"backend"`
 	Model   string `json:"modelId"`
+	// Ours is the prompt id darkroom derived, kept only where the backend
+	// minted its own (a ComfyUI before 2025-07-14): the live preview of
+	// the generation is asked for by ours.
+	Ours string `json:"ours,omitempty"`
 }
 
-func (p *Provider) jobOf(b *backend, model, id string) provider.Job {
-	d, _ := json.Marshal(jobData{Backend: b.origin, Model: model})
-	return provider.Job{ID: id, Data: d}
+// jobOf is the job of prompt id on b; ours is the prompt id darkroom
+// derived from the generation (the same as id unless b minted its own).
+func (p *Provider) jobOf(b *backend, model, id, ours string) provider.Job {
+	d := jobData{Backend: b.origin, Model: model}
+	if ours != id {
+		d.Ours = ours
+	}
+	raw, _ := json.Marshal(d)
+	return provider.Job{ID: id, Data: raw}
 }
 
 func (p *Provider) backendOf(job provider.Job) (*backend, jobData, error) {
@@ -504,9 +514,9 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 	if held, heldID, err := p.holder(ctx, b, id, req.IdempotencyKey, w); err != nil {
 		return provider.Job{}, httpx.SubmitErr(err, nil)
 	} else if held != nil {
-		return p.jobOf(held, w.Model.ID, heldID), nil // queued by an earlier attempt: never twice
+		return p.jobOf(held, w.Model.ID, heldID, id), nil // queued by an earlier attempt: never twice
 	}
-	job := p.jobOf(b, w.Model.ID, id)
+	job := p.jobOf(b, w.Model.ID, id, id)
 	files, err := p.uploadInputs(ctx, b, w, id, req)
 	if err != nil {
 		return provider.Job{}, err
@@ -545,9 +555,9 @@ func (p *Provider) Submit(ctx context.Context, req provider.Request) (provider.J
 		b.mints, b.noJobs = true, true // the jobs API came much later
 		b.mu.Unlock()
 		p.live.forget(id)
-		p.live.track(r.PromptID)
+		p.live.trackAs(r.PromptID, id)
 		p.cfg.Logger.Info("comfyui: the backend ignored darkroom's prompt id (ComfyUI before 2025-07-14); following its own", "backend", b.host, "prompt", r.PromptID)
-		job.ID = r.PromptID
+		job = p.jobOf(b, w.Model.ID, r.PromptID, id)
 	} else {
 		b.mu.Lock()
 		b.keeps = true
@@ -853,7 +863,7 @@ func (p *Provider) Find(ctx context.Context, key string) (provider.Job, bool, er
 		}
 		if found {
 			p.start()
-			return p.jobOf(b, "", v.id), true, nil
+			return p.jobOf(b, "", v.id, id), true, nil
 		}
 	}
 	if len(errs) > 0 {
@@ -1193,7 +1203,7 @@ func (p *Provider) Status(ctx context.Context, j provider.Job) (provider.Status,
 		return provider.Status{}, err
 	}
 	p.start()
-	p.live.track(j.ID)
+	p.live.trackAs(j.ID, d.Ours)
 	w := p.models[d.Model]
 	v, found, err := p.lookup(ctx, b, j.ID, "", w)
 	if err != nil {

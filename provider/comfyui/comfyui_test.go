@@ -824,3 +824,41 @@ func TestComfyChooseVRAM(t *testing.T) {
 		})
 	}
 }
+
+// TestComfyMintedPreview: on a ComfyUI too old to keep darkroom's prompt
+// id, the live preview is still asked for by the generation (the runner
+// knows no other id), from the submit on and, after the process forgot
+// the prompt, again from the job's own record.
+func TestComfyMintedPreview(t *testing.T) {
+	r := newRig(t, 1, emulator.ComfyOptions{Steps: 4, RunTime: 4 * time.Second, MintsPromptID: true}, Config{})
+	r.connected()
+	job := r.submit("gen-1", "text-to-image", "a lighthouse", nil)
+	if job.ID == PromptID("gen-1") {
+		t.Fatal("the emulator kept darkroom's prompt id")
+	}
+	r.advance(2 * time.Second)
+	r.until("preview frames", func() bool {
+		_, frames, ok := r.p.LivePreview("gen-1")
+		return ok && frames >= 1
+	})
+	r.p.live.forget(job.ID)
+	if _, _, ok := r.p.LivePreview("gen-1"); ok {
+		t.Fatal("a forgotten prompt's preview is still found")
+	}
+	r.status(job) // follows the prompt again, as after a restart
+	r.advance(time.Second)
+	r.until("preview frames after the job's record", func() bool {
+		_, frames, ok := r.p.LivePreview("gen-1")
+		return ok && frames >= 1
+	})
+	r.advance(4 * time.Second)
+	if st := r.status(job); st.State != provider.StateCompleted {
+		t.Fatalf("completed: %+v", st)
+	}
+	r.p.live.mu.Lock()
+	left := len(r.p.live.ours)
+	r.p.live.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d aliases outlive their prompts", left)
+	}
+}

@@ -48,6 +48,7 @@ type live struct {
 	frames     int
 	previewAt  time.Time
 	at         time.Time
+	ours       string // darkroom's prompt id, where the backend minted this one
 }
 
 // liveSet is the live state of the prompts this process follows.
@@ -55,10 +56,28 @@ type liveSet struct {
 	now func() time.Time
 	mu  sync.Mutex
 	m   map[string]*live
+	// ours maps darkroom's prompt id to the id a backend too old to keep
+	// it minted; an entry lives as long as that prompt's in m.
+	ours map[string]string
 }
 
 func newLiveSet(now func() time.Time) *liveSet {
-	return &liveSet{now: now, m: map[string]*live{}}
+	return &liveSet{now: now, m: map[string]*live{}, ours: map[string]string{}}
+}
+
+// trackAs follows prompt id, which darkroom knows as ours (empty or the
+// same: the backend kept darkroom's id).
+func (s *liveSet) trackAs(id, ours string) {
+	s.track(id)
+	if ours == "" || ours == id {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.m[id]; ok {
+		l.ours = ours
+		s.ours[ours] = id
+	}
 }
 
 // track starts following a prompt (the oldest followed is dropped past
@@ -77,20 +96,33 @@ func (s *liveSet) track(id string) {
 				oldest, at = k, l.at
 			}
 		}
-		delete(s.m, oldest)
+		s.drop(oldest)
 	}
 	s.m[id] = &live{at: s.now()}
 }
 
 func (s *liveSet) forget(id string) {
 	s.mu.Lock()
-	delete(s.m, id)
+	s.drop(id)
 	s.mu.Unlock()
 }
 
+// drop forgets prompt id and its alias; s.mu is held.
+func (s *liveSet) drop(id string) {
+	if l, ok := s.m[id]; ok && l.ours != "" {
+		delete(s.ours, l.ours)
+	}
+	delete(s.m, id)
+}
+
+// get is what the socket said of prompt id, asked by its own id or by
+// darkroom's where the backend minted another.
 func (s *liveSet) get(id string) (live, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if minted, ok := s.ours[id]; ok {
+		id = minted
+	}
 	l, ok := s.m[id]
 	if !ok {
 		return live{}, false
