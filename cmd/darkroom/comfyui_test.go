@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"image/jpeg"
 	"os"
@@ -96,7 +97,7 @@ func queuedInput(t *testing.T, backends []*emulator.ComfyUI, id, node, input str
 
 // TestComfyJourney: an assistant on the legacy tools and a Tasks client
 // each make three variations, a masked edit of one and a clip from it, on
-// two backends, the legacy one seeing percent progress and preview frames.
+// two backends, both seeing percent progress and preview frames.
 func TestComfyJourney(t *testing.T) {
 	_, backends := comfyRig(t, emulator.ComfyOptions{Steps: 6, RunTime: 3 * time.Second})
 	s := comfyServer(t, backends, comfyWorkflows(t))
@@ -191,7 +192,7 @@ func TestComfyJourney(t *testing.T) {
 		return sc
 	}
 	// The Tasks client watches its three variations' percent in the task's
-	// status message.
+	// status message, which names the preview frame it reads.
 	r := tc.tool("generate", map[string]any{"modelId": "comfyui:text-to-image", "prompt": "a harbour", "count": 3})
 	if r.Error != nil || r.Result["resultType"] != "task" {
 		t.Fatalf("generate (tasks): %+v %v", r.Error, r.Result)
@@ -201,10 +202,19 @@ func TestComfyJourney(t *testing.T) {
 	eventually(t, 20*time.Second, func() bool {
 		g := tc.call("tasks/get", map[string]any{"taskId": taskID})
 		msg, _ = g.Result["statusMessage"].(string)
-		return strings.Contains(msg, "%") || g.Result["status"] != "working"
-	}, "the task's percent")
-	if !strings.Contains(msg, "step") {
+		return strings.Contains(msg, "%") && previewURIRe.MatchString(msg) || g.Result["status"] != "working"
+	}, "the task's percent and preview")
+	if !strings.Contains(msg, "step") || !previewURIRe.MatchString(msg) {
 		t.Fatalf("the task's status message: %q", msg)
+	}
+	uri := previewURIRe.FindString(msg)
+	read := tc.call("resources/read", map[string]any{"uri": uri}, "Mcp-Name", uri)
+	if read.Error != nil {
+		t.Fatalf("resources/read %s: %+v", uri, read.Error)
+	}
+	blob, _ := base64.StdEncoding.DecodeString(read.Result["contents"].([]any)[0].(map[string]any)["blob"].(string))
+	if _, err := jpeg.Decode(bytes.NewReader(blob)); err != nil {
+		t.Fatalf("the task's preview frame: %v", err)
 	}
 	_, sc := structuredOf(t, tc.waitTask(taskID))
 	if sc["status"] != "completed" || len(asList(sc["outputs"])) != 3 {
