@@ -753,7 +753,9 @@ func TestComfyAlphaMask(t *testing.T) {
 }
 
 // TestComfyVideoCombine: a video from VideoHelperSuite's VHS_VideoCombine
-// (its files under "gifs", with a format) is the model's video output.
+// (its files under "gifs", with a format) is the model's video output,
+// saved even where the workflow's node says save_output false (its file
+// would be "temp", no result).
 func TestComfyVideoCombine(t *testing.T) {
 	r := newRig(t, 1, emulator.ComfyOptions{}, Config{NoWebsocket: true})
 	graph := `{
@@ -765,7 +767,7 @@ func TestComfyVideoCombine(t *testing.T) {
 	  "15": {"class_type": "ImageOnlyCheckpointLoader", "inputs": {"ckpt_name": "svd_xt.safetensors"}},
 	  "23": {"class_type": "LoadImage", "inputs": {"image": "example.png"}},
 	  "30": {"class_type": "VHS_VideoCombine", "inputs": {"images": ["8", 0], "frame_rate": 8, "loop_count": 0, "filename_prefix": "clips/vhs",
-	         "format": "video/h264-mp4", "pingpong": false, "save_output": true}}
+	         "format": "video/h264-mp4", "pingpong": false, "save_output": false}}
 	}`
 	w, err := NewWorkflow("vhs", []byte(graph), mappingFile{})
 	if err != nil {

@@ -662,6 +662,15 @@ func (w *Workflow) build(req provider.Request, files map[string]string) (map[str
 	for k, v := range req.Input {
 		set(k, v)
 	}
+	// VideoHelperSuite's combine node files its video as "temp" when
+	// save_output is false (videohelpersuite/nodes.py at 001a508, read
+	// 2026-12-07: "type": "output" if save_output else "temp"), and a temp
+	// file is no result: a save node of the workflow saves.
+	for _, id := range m.Outputs {
+		if n, ok := g[id]; ok && n.ClassType == "VHS_VideoCombine" {
+			n.Inputs["save_output"] = true
+		}
+	}
 	return g, nil
 }
 

@@ -1255,6 +1255,11 @@ func (c *ComfyUI) render(p *comfyPrompt, id string) map[string]any {
 	if n.ClassType == "PreviewImage" {
 		typ, sub, base = "temp", "", "ComfyUI_temp_"+p.id[:8]
 	}
+	if save, ok := n.Inputs["save_output"].(bool); ok && !save && n.ClassType == "VHS_VideoCombine" {
+		// VideoHelperSuite nodes.py (001a508, read 2026-12-07): "type":
+		// "output" if save_output else "temp".
+		typ = "temp"
+	}
 	file := func(ext string, i int) string {
 		return fmt.Sprintf("%s_%05d_%s", base, len(c.files)+i+1, ext)
 	}
