@@ -206,7 +206,9 @@ func TestQualifiedModelAfterRestart(t *testing.T) {
 	}
 	var id string
 	t.Run("first process", func(t *testing.T) {
-		s := providerServer(t, rig, false, opts)
+		// It polls, so that it can be stopped between looks; a process
+		// stopped while it holds fal's stream is TestSignalKillNine's.
+		s := providerServer(t, rig, false, opts, pollOnly(true))
 		cs := connect(t, s.url, "2026-07-28")
 		var g genView
 		res := call(t, cs, "generate", map[string]any{"modelId": "fal:fal-ai/flux/schnell", "prompt": "a lighthouse", "input": map[string]any{"output_format": "png"}}, &g)
