@@ -181,7 +181,7 @@ func (g *GenTasks) BeforeGenerate(ctx context.Context, req *mcp.CallToolRequest,
 		return nil, rateRefusal(err)
 	}
 	if !existing {
-		g.ids.put(gen.ID, task.ID)
+		g.ids.Put(gen.ID, task.ID)
 	} else {
 		if task, err = g.task(ctx, nil, gen.ID); err != nil {
 			// The key was first used without the extension: answer as then.
