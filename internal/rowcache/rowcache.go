@@ -163,6 +163,15 @@ func (c *Cache[T]) FlushLive() {
 	c.b.DeleteFunc(func(_ string, v T) bool { return c.cfg.Live(&v) })
 }
 
+// Flush drops every entry (a change to rows it cannot name). Reads in
+// flight are not cached.
+func (c *Cache[T]) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all++
+	c.b.Clear()
+}
+
 // Len is the number of entries and the bytes they hold (for tests).
 func (c *Cache[T]) Len() (entries, bytes int) { return c.b.Len() }
 
