@@ -159,7 +159,7 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 	if c == nil { // a refusal, a dry run
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	m, _ := g.Svc.Model(c.Request.ModelID) // Prepare validated it
+	m := c.Model
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := gentools.NeedsApproval(c.Request.Credits(), threshold) && !c.Args.ConfirmSpend
 	if !tasks.Declared(req) {
