@@ -159,7 +159,7 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 	if c == nil { // a refusal, a dry run
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	m, _ := g.Svc.Model(c.Request.ModelID) // Prepare validated it
+	m := c.Model
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := gentools.NeedsApproval(c.Request.Credits(), threshold) && !c.Args.ConfirmSpend
 	if !tasks.Declared(req) {
@@ -209,7 +209,7 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 		return tasks.ToolOutcome{}, rateRefusal(err)
 	}
 	if !existing {
-		g.ids.put(gen.ID, task.ID)
+		g.ids.Put(gen.ID, task.ID)
 	} else if task, err = g.task(ctx, nil, gen.ID); err != nil {
 		// The key was first used without the extension: answer as then.
 		res, err := gentools.Result(ctx, g.Svc, gen, nil)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/words"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -18,8 +19,7 @@ func NeedsApproval(credits int64, threshold *int64) bool {
 // dryRun answers generate with dryRun: the validated request's price and
 // what the budget and the approval rule would say of it now. It creates,
 // stores and charges nothing.
-func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateRequest) (*mcp.CallToolResult, error) {
-	m, _ := t.svc.Model(cr.ModelID) // validated
+func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateRequest, m provider.Model) (*mcp.CallToolResult, error) {
 	spent, err := t.svc.Spent(ctx, owner)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -428,7 +429,10 @@ type Creation struct {
 	Owner   string
 	Args    GenerateArgs
 	Request generation.CreateRequest
-	wait    time.Duration
+	// Model is the request's model as validation found it: held here, a
+	// qualified model's entry cannot leave the schema cache before use.
+	Model provider.Model
+	wait  time.Duration
 }
 
 // Prepare is generate up to its creation: it decodes and validates the
@@ -451,13 +455,13 @@ func (t *Tools) Prepare(ctx context.Context, req *mcp.CallToolRequest) (c *Creat
 		return nil, bad, nil
 	}
 	c.wait = wait
-	c.Request, res, err = t.createRequest(ctx, req, a)
+	c.Request, c.Model, res, err = t.createRequest(ctx, req, a)
 	if res != nil || err != nil {
 		return nil, res, err
 	}
 	c.Owner = t.owner(ctx, req)
 	if a.DryRun {
-		res, err = t.dryRun(ctx, c.Owner, &c.Request)
+		res, err = t.dryRun(ctx, c.Owner, &c.Request, c.Model)
 		return nil, res, err
 	}
 	return c, nil, nil
@@ -498,46 +502,46 @@ type idArgs struct {
 }
 
 // createRequest builds and validates the request generate's arguments
-// make; res answers a refused one.
-func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *GenerateArgs) (cr generation.CreateRequest, res *mcp.CallToolResult, err error) {
+// make, and finds its model; res answers a refused one.
+func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *GenerateArgs) (cr generation.CreateRequest, m provider.Model, res *mcp.CallToolResult, err error) {
 	cr = generation.CreateRequest{
 		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
 		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
 	}
 	if r := t.resolveModel(ctx, &cr, a.Input); r != nil { // before any input image is fetched
-		return cr, r, nil
+		return cr, m, r, nil
 	}
 	if d := a.DurationSeconds; d != nil {
 		// 0 is generation's "model default": only an absent argument means that.
 		if *d < 1 || *d > generation.MaxDurationSeconds {
-			return cr, toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
+			return cr, m, toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
 		}
 		cr.DurationSeconds = *d
 	}
 	if c := a.Count; c != nil {
 		// 0 is generation's "one": only an absent argument means that.
 		if *c < 1 {
-			return cr, toolError("count must be at least 1; got %d", *c), nil
+			return cr, m, toolError("count must be at least 1; got %d", *c), nil
 		}
 		cr.Count = *c
 	}
 	if a.InputImage != nil {
 		img, bad := t.image(ctx, a.InputImage, "inputImage")
 		if bad != nil {
-			return cr, bad, nil
+			return cr, m, bad, nil
 		}
 		cr.InputImage = img
 	}
 	if len(a.Inputs) > 0 {
 		if cr.Inputs, res, err = t.roleInputs(ctx, t.owner(ctx, req), a.Inputs); res != nil || err != nil {
-			return cr, res, err
+			return cr, m, res, err
 		}
 	}
-	if _, err := t.svc.Validate(&cr); err != nil {
+	if m, err = t.svc.Validate(&cr); err != nil {
 		res, err = fail(err, "")
-		return cr, res, err
+		return cr, m, res, err
 	}
-	return cr, nil, nil
+	return cr, m, nil, nil
 }
 
 func (a idArgs) generationID() string { return a.GenerationID }
