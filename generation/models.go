@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,34 +21,10 @@ type Models interface {
 	// CheckInput validates provider-native input for a model, naming the
 	// field and what it allows when it refuses.
 	CheckInput(ctx context.Context, m provider.Model, input map[string]any) error
-}
-
-// resolvedModels are the qualified models this process resolved, by id
-// (a resolution is cheap to repeat but a lookup by id is cheaper), at
-// most maxResolved: past it the set starts over, since any caller can
-// name new qualified ids without end.
-type resolvedModels struct {
-	mu sync.Mutex
-	m  map[string]provider.Model
-}
-
-// maxResolved bounds resolvedModels.
-const maxResolved = 4096
-
-func (r *resolvedModels) store(m provider.Model) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.m[m.ID]; !ok && len(r.m) >= maxResolved || r.m == nil {
-		r.m = map[string]provider.Model{}
-	}
-	r.m[m.ID] = m
-}
-
-func (r *resolvedModels) load(id string) (provider.Model, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, ok := r.m[id]
-	return m, ok
+	// Known is a qualified model resolved earlier in this process and
+	// still held (the schema registry's cache, caches.SchemaModels),
+	// without a store read or a fetch.
+	Known(id string) (provider.Model, bool)
 }
 
 // Resolve makes req's model known before Validate: a qualified id is
@@ -78,7 +53,6 @@ func (s *Service) Resolve(ctx context.Context, req *CreateRequest) error {
 		if _, ok := s.providers[m.Provider]; !ok {
 			return inputErrorf("model %s needs the %s provider, which is not configured on this server", m.ID, m.Provider)
 		}
-		s.resolved.store(m)
 		req.resolved = &m
 	}
 	if req.Input != nil {
@@ -169,8 +143,8 @@ func (s *Service) lookupModel(req *CreateRequest) (provider.Model, bool) {
 	return provider.Model{}, false
 }
 
-// modelOf is a generation's model: curated, resolved earlier in this
-// process, or resolved again (from the stored schema, after a restart);
+// modelOf is a generation's model: curated, held by the schema
+// registry, or resolved again (from the stored schema, after a restart);
 // failing all, the id and provider the row holds, which the provider
 // resolves itself.
 func (s *Service) modelOf(ctx context.Context, g *Generation) provider.Model {
@@ -179,7 +153,6 @@ func (s *Service) modelOf(ctx context.Context, g *Generation) provider.Model {
 	}
 	if s.cfg.Models != nil {
 		if m, err := s.cfg.Models.Resolve(ctx, g.ModelID); err == nil {
-			s.resolved.store(m)
 			return m
 		}
 	}

@@ -68,10 +68,6 @@ func (s *Service) storePreview(ctx context.Context, b StoredBlob) (*Preview, err
 	return &Preview{Key: obj.Key, MimeType: preview.MimeType, Bytes: obj.Size, Width: img.Width, Height: img.Height}, nil
 }
 
-// previewCacheBytes bounds the in-process preview cache (256 previews of
-// the largest size).
-const previewCacheBytes = 256 * preview.MaxBytes
-
 // InlinePreviews reports whether results show previews.
 func (s *Service) InlinePreviews() bool { return s.cfg.InlinePreview }
 

@@ -115,7 +115,6 @@ type Service struct {
 	modelByID    map[string]provider.Model
 	providers    map[string]provider.Provider
 	previews     *preview.Cache // inline previews' bytes by key (immutable)
-	resolved     resolvedModels // qualified models (models.go)
 	availability availability   // what the vendors' listings say of curated models (models.go)
 }
 
@@ -152,7 +151,7 @@ func NewService(cfg Config) (*Service, error) {
 		cfg.CreateRate = func(context.Context, string) *Rate { return nil }
 	}
 	s := &Service{cfg: cfg, store: cfg.Store, kicks: make(chan struct{}, 1), modelByID: map[string]provider.Model{}, providers: map[string]provider.Provider{}}
-	s.previews = preview.NewCache(previewCacheBytes)
+	s.previews = preview.NewCache()
 	s.SetAvailability(nil)
 	for _, p := range cfg.Providers {
 		s.providers[p.Name()] = p
@@ -190,8 +189,8 @@ func (s *Service) Model(id string) (provider.Model, bool) {
 	if m, ok := s.modelByID[id]; ok {
 		return m, true
 	}
-	if m, ok := s.resolved.load(id); ok {
-		return m, true
+	if s.cfg.Models != nil {
+		return s.cfg.Models.Known(id)
 	}
 	return provider.Model{}, false
 }

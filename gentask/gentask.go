@@ -209,7 +209,7 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 		return tasks.ToolOutcome{}, rateRefusal(err)
 	}
 	if !existing {
-		g.ids.put(gen.ID, task.ID)
+		g.ids.Put(gen.ID, task.ID)
 	} else if task, err = g.task(ctx, nil, gen.ID); err != nil {
 		// The key was first used without the extension: answer as then.
 		res, err := gentools.Result(ctx, g.Svc, gen, nil)

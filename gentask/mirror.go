@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
@@ -22,42 +22,25 @@ func genRef(id string) string { return refPrefix + ":" + id }
 // Observer, inside the generation's own transaction.
 type Mirror struct {
 	D   *tasks.Dispatcher
-	ids taskIndex
+	ids *taskIndex
 }
 
 // NewMirror returns the mirror of generations onto d's tasks.
-func NewMirror(d *tasks.Dispatcher) *Mirror { return &Mirror{D: d} }
+func NewMirror(d *tasks.Dispatcher) *Mirror { return &Mirror{D: d, ids: newTaskIndex()} }
 
 // taskIndex remembers which task follows a generation, which never
-// changes: a status change then finds its task by id, without a search by
-// ref. Bounded; a miss searches.
-type taskIndex struct {
-	mu sync.Mutex
-	m  map[string]string
-}
+// changes (caches.TaskIndex): a status change then finds its task by id,
+// without a search by ref. A miss searches.
+type taskIndex = caches.Bounded[string, string]
 
-const taskIndexMax = 100_000
-
-func (x *taskIndex) get(genID string) (string, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	id, ok := x.m[genID]
-	return id, ok
-}
-
-func (x *taskIndex) put(genID, taskID string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.m == nil || len(x.m) >= taskIndexMax {
-		x.m = map[string]string{}
-	}
-	x.m[genID] = taskID
+func newTaskIndex() *taskIndex {
+	return caches.New(caches.TaskIndex, caches.Options[string, string]{Size: func(g, t string) int { return len(g) + len(t) }})
 }
 
 // task finds the task following a generation, inside tx when non-nil.
 func (g *Mirror) task(ctx context.Context, tx tasks.Tx, genID string) (*tasks.Task, error) {
 	store := g.D.Store()
-	if id, ok := g.ids.get(genID); ok {
+	if id, ok := g.ids.Get(genID); ok {
 		if tx != nil {
 			return store.GetTx(ctx, tx, id)
 		}
@@ -65,7 +48,7 @@ func (g *Mirror) task(ctx context.Context, tx tasks.Tx, genID string) (*tasks.Ta
 	}
 	t, err := store.ByRef(ctx, tx, genRef(genID))
 	if err == nil {
-		g.ids.put(genID, t.ID)
+		g.ids.Put(genID, t.ID)
 	}
 	return t, err
 }
@@ -175,7 +158,7 @@ func WaitsForUpload(statusMessage string) bool { return strings.HasPrefix(status
 
 // Notify pushes a committed generation change to task listeners.
 func (g *Mirror) Notify(genID string) {
-	if id, ok := g.ids.get(genID); ok {
+	if id, ok := g.ids.Get(genID); ok {
 		g.D.Store().Notify(id)
 		return
 	}

@@ -14,9 +14,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
-	"time"
 
-	"github.com/darkroom-mcp/darkroom/internal/rowcache"
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 )
 
 func encodePNG(t *testing.T, img image.Image) []byte {
@@ -177,26 +176,6 @@ func TestTransparentOnWhite(t *testing.T) {
 	}
 }
 
-func TestCacheBoundedByBytes(t *testing.T) {
-	c := NewCache(10)
-	c.Put("a", make([]byte, 4))
-	c.Put("b", make([]byte, 4))
-	c.Get("a") // b is now the least recently used
-	c.Put("c", make([]byte, 4))
-	if _, ok := c.Get("b"); ok {
-		t.Fatal("b should have been evicted")
-	}
-	for _, k := range []string{"a", "c"} {
-		if _, ok := c.Get(k); !ok {
-			t.Fatalf("%s evicted", k)
-		}
-	}
-	c.Put("huge", make([]byte, 11))
-	if _, ok := c.Get("huge"); ok || c.Len() != 2 {
-		t.Fatalf("an entry above the cap was kept (len %d)", c.Len())
-	}
-}
-
 // TestShrinksWhenQualityIsNotEnough: when no quality step fits, the
 // preview gets fewer pixels rather than break the byte bound.
 func TestShrinksWhenQualityIsNotEnough(t *testing.T) {
@@ -225,30 +204,6 @@ func BenchmarkMake(b *testing.B) {
 	}
 }
 
-// TestCacheDropsIdle: a preview nobody read for rowcache.PollIdle leaves
-// at the next Put, however much room is left; one read meanwhile stays.
-func TestCacheDropsIdle(t *testing.T) {
-	now := time.Unix(1000, 0)
-	c := NewCache(1 << 20)
-	c.now = func() time.Time { return now }
-	c.Put("idle", make([]byte, 4))
-	c.Put("read", make([]byte, 4))
-	now = now.Add(rowcache.PollIdle / 2)
-	c.Get("read")
-	now = now.Add(rowcache.PollIdle/2 + time.Second)
-	c.Put("new", make([]byte, 4))
-	if _, ok := c.Get("idle"); ok {
-		t.Fatal("a preview idle past PollIdle stayed")
-	}
-	for _, k := range []string{"read", "new"} {
-		if _, ok := c.Get(k); !ok {
-			t.Fatalf("%s left", k)
-		}
-	}
-	if c.Len() != 2 || c.size != 8 {
-		t.Fatalf("len %d, size %d; want 2 and 8", c.Len(), c.size)
-	}
-}
 
 // TestFits: the decode budget counts pixels and the bytes a decoder
 // allocates for them: a 16-bit RGBA image fits half the pixels of an
@@ -295,5 +250,18 @@ func TestHeader(t *testing.T) {
 		if _, _, _, err := Header(bytes.NewReader(b)); err == nil {
 			t.Errorf("%s: read as an image", name)
 		}
+	}
+}
+
+// TestCacheKeepsTheLargest: the cache's bound keeps a preview of
+// MaxBytes (a value over 1/64 of the bytes bound is not kept) and at
+// least 256 of them.
+func TestCacheKeepsTheLargest(t *testing.T) {
+	c := NewCache()
+	if !c.Put("k", make([]byte, MaxBytes)) {
+		t.Fatal("a preview of MaxBytes was not kept")
+	}
+	if s := caches.Previews.Spec(); s.Bytes < 256*MaxBytes || s.Entries < 256 {
+		t.Fatalf("bounds %d bytes, %d entries: fewer than 256 previews", s.Bytes, s.Entries)
 	}
 }

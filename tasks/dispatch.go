@@ -146,7 +146,7 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}}
+	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}, replies: newReplyCache(), metas: newMetaCache()}
 	d.drained, d.drain = context.WithCancel(context.Background())
 	if o.ServerInfo != nil {
 		d.setServerInfo(o.ServerInfo)

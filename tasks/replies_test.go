@@ -8,11 +8,11 @@ import (
 )
 
 // TestReplyCache: a reply is reused only for an equal key in its own
-// slot (id, kind, era); past replyCacheMax slots one leaves for each new
+// slot (id, kind, era); past its Spec's entries one leaves for each new
 // one and the newest is kept; with the cache off nothing is answered.
 func TestReplyCache(t *testing.T) {
 	type key struct{ status string }
-	var c replyCache
+	c := newReplyCache()
 	slot := replySlot{id: "g1", kind: 'r', modern: true}
 	c.put(slot, key{"queued"}, []byte("a"))
 	for _, tc := range []struct {
@@ -36,14 +36,15 @@ func TestReplyCache(t *testing.T) {
 		t.Error("answered with the cache off")
 	}
 	restore()
-	for i := range replyCacheMax + 100 {
+	max := caches.Replies.Spec().Entries
+	for i := range max + 100 {
 		s := replySlot{id: fmt.Sprint("gen-", i), kind: 'r'}
 		c.put(s, i, []byte("x"))
 		if _, ok := c.get(s, i); !ok {
 			t.Fatalf("entry %d missing right after put", i)
 		}
 	}
-	if len(c.m) != replyCacheMax {
-		t.Fatalf("%d entries, want %d", len(c.m), replyCacheMax)
+	if n, _ := c.b.Len(); n != max {
+		t.Fatalf("%d entries, want %d", n, max)
 	}
 }

@@ -376,23 +376,40 @@ func (s *Store) Revalidate(ctx context.Context) error {
 	return s.cache.Revalidate(ctx, vr.TaskVersions)
 }
 
-// taskCacheMax bounds the task read cache.
-const taskCacheMax = 100_000
-
-// newTaskCache is the task read cache, so that polling (tasks/get every
-// few seconds from every client) does not touch the database between
-// changes. Within one process Notify drops an entry after each committed
-// change; on a shared engine (Shared) see package rowcache for what more
-// it does.
+// newTaskCache is the task read cache (caches.TaskRows), so that polling
+// (tasks/get every few seconds from every client) does not touch the
+// database between changes. Within one process Notify drops an entry
+// after each committed change; on a shared engine (Shared) see package
+// rowcache for what more it does.
 func newTaskCache() *rowcache.Cache[Task] {
 	return rowcache.New(rowcache.Config[Task]{
-		Switch:  caches.TaskRows,
-		Max:     taskCacheMax,
+		Cache:   caches.TaskRows,
+		Size:    (*Task).size,
 		Version: func(t *Task) int64 { return t.Version },
 		Live:    func(t *Task) bool { return !t.Status.Terminal() },
 		Owner:   func(t *Task) string { return t.Owner },
-		IdleTTL: rowcache.PollIdle,
 	})
+}
+
+// taskOverhead approximates a Task's fixed size (fields, a map slot).
+const taskOverhead = 300
+
+// size approximates the memory a Task holds, for the cache's bound.
+func (t *Task) size() int {
+	n := taskOverhead + len(t.ID) + len(t.Owner) + len(t.Ref) + len(t.StatusMessage) + len(t.Result) + len(t.ClientCaps)
+	for k, v := range t.InputRequests {
+		n += len(k) + len(v)
+	}
+	for k, v := range t.InputResponses {
+		n += len(k) + len(v)
+	}
+	for _, k := range t.AnsweredKeys {
+		n += len(k)
+	}
+	if t.Error != nil {
+		n += len(t.Error.Message) + len(t.Error.Data) + 64
+	}
+	return n
 }
 
 // Write runs fn in a write transaction (a convenience for kinds that keep

@@ -7,7 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
+	"unsafe"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -108,37 +108,33 @@ func sdkStatus(code int64, modern bool) int {
 const metaClientInfo = "io.modelcontextprotocol/clientInfo"
 
 // metaCache holds the _meta objects clients send, decoded, keyed by their
-// bytes: a client sends the same one on every call, and decoding and
-// checking it is a good part of a call's cost. Only objects go-sdk would
-// accept are kept, at most metaCacheMax; the maps are shared between
+// bytes (caches.RequestMeta): a client sends the same one on every call,
+// and decoding and checking it is a good part of a call's cost. Only
+// objects go-sdk would accept are kept; the maps are shared between
 // requests and never modified.
 type metaCache struct {
-	mu sync.RWMutex
-	m  map[string]map[string]any
+	b *caches.Bounded[string, map[string]any]
 }
 
-const metaCacheMax = 1024
+func newMetaCache() metaCache {
+	return metaCache{caches.New(caches.RequestMeta, caches.Options[string, map[string]any]{
+		// The decoded map is taken at four times its text.
+		Size: func(raw string, _ map[string]any) int { return 5 * len(raw) },
+	})}
+}
 
 // get returns raw decoded, or nil when go-sdk would refuse it.
-func (c *metaCache) get(raw json.RawMessage) map[string]any {
-	var m map[string]any
-	if caches.On(caches.RequestMeta) {
-		c.mu.RLock()
-		cached, ok := c.m[string(raw)]
-		c.mu.RUnlock()
-		if ok {
-			return cached
-		}
+func (c metaCache) get(raw json.RawMessage) map[string]any {
+	// The lookup reads raw's bytes as a string without copying them (a
+	// map index does as much for m[string(raw)]); only Put keeps a copy.
+	if cached, ok := c.b.Get(unsafe.String(unsafe.SliceData(raw), len(raw))); ok {
+		return cached
 	}
+	var m map[string]any
 	if json.Unmarshal(raw, &m) != nil || !sdkWouldDecode(m) {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= metaCacheMax {
-		c.m = map[string]map[string]any{} // bounded: at worst, decode again
-	}
-	c.m[string(raw)] = m
+	c.b.Put(string(raw), m)
 	return m
 }
 

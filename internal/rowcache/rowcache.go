@@ -21,6 +21,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
@@ -28,19 +29,14 @@ import (
 
 // Config says how to read the rows a Cache holds.
 type Config[T any] struct {
-	// Switch is the cache's name in internal/caches (benchmarks turn it off).
-	Switch caches.Cache
-	// Max bounds the entries, and MaxBytes (with Size, when set) the
-	// memory they hold; the cache is cleared when full, and a row larger
-	// than MaxBytes/64 is not kept (it would push many small ones out).
-	Max      int
-	MaxBytes int
-	Size     func(*T) int
-	// IdleTTL drops an entry nobody read for that long (0: never), so
-	// that the cache holds what is being polled now, not every row ever
-	// read until its bound; Now is the clock (nil: time.Now).
-	IdleTTL time.Duration
-	Now     func() time.Time
+	// Cache is which cache it is in internal/caches: its bounds (a row
+	// larger than a 64th of the bytes is not kept) and its switch.
+	Cache caches.Cache
+	// Size is what a row holds, in bytes (nil: 0); Now is the clock (nil:
+	// time.Now); Entries and Bytes replace the Spec's bounds (tests).
+	Size           func(*T) int
+	Now            func() time.Time
+	Entries, Bytes int
 	// Version is the row's version; Live reports whether it can still
 	// change; Owner is who may read it (GetOwned).
 	Version func(*T) int64
@@ -48,18 +44,12 @@ type Config[T any] struct {
 	Owner   func(*T) string
 }
 
-// PollIdle is the idle time after which the polling caches drop a row:
-// far above any poll interval (at most 5 s) and the resync (2 s), so a
-// row being polled or waited on never leaves for being idle.
-const PollIdle = 2 * time.Minute
-
-// Cache holds rows by id.
+// Cache holds rows by id, in a caches.Bounded.
 type Cache[T any] struct {
 	cfg Config[T]
-	mu  sync.Mutex
-	m   map[string]*entry[T]
-	// swept is when Put last dropped the idle entries.
-	swept time.Time
+	b   *caches.Bounded[string, T]
+	// mu orders Put's version check and the invalidations.
+	mu sync.Mutex
 	// Invalidations are counted per stripe of ids, and all counts the
 	// ones that drop many: a read is not cached if its id's count moved
 	// while it was in flight. Per stripe, because on a shared engine every
@@ -67,9 +57,8 @@ type Cache[T any] struct {
 	// any read be cached under a fleet's stream of notifications.
 	stripes [stripes]uint64
 	all     uint64
-	bytes   int // the entries' Size, when counted
-	shared  bool
-	fresh   func() bool
+	shared  atomic.Bool
+	fresh   atomic.Pointer[func() bool]
 }
 
 const stripes = 1024
@@ -78,45 +67,36 @@ var seed = maphash.MakeSeed()
 
 func stripe(id string) int { return int(maphash.String(seed, id) % stripes) }
 
-type entry[T any] struct {
-	row  T
-	seen time.Time // last put or read
-}
-
 // New makes an empty cache for one process.
 func New[T any](cfg Config[T]) *Cache[T] {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	o := caches.Options[string, T]{Now: cfg.Now, Entries: cfg.Entries, Bytes: cfg.Bytes}
+	if cfg.Size != nil {
+		o.Size = func(_ string, v T) int { return cfg.Size(&v) }
 	}
-	return &Cache[T]{cfg: cfg, m: map[string]*entry[T]{}}
+	return &Cache[T]{cfg: cfg, b: caches.New(cfg.Cache, o)}
 }
 
 // Share says the engine is shared with other processes, whose changes
 // reach this one only by notification: a live row is served only while
 // fresh reports true (nil: never; terminal rows always).
 func (c *Cache[T]) Share(fresh func() bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.shared, c.fresh = true, fresh
+	c.fresh.Store(&fresh)
+	c.shared.Store(true)
 }
 
 // Shared reports whether Share was called.
-func (c *Cache[T]) Shared() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.shared
-}
+func (c *Cache[T]) Shared() bool { return c.shared.Load() }
 
 // Epoch is what Put compares: the invalidations that could concern one id.
 type Epoch struct{ all, stripe uint64 }
 
-// servable reports whether the cached v may answer now. Called with mu
-// held.
+// servable reports whether the cached v may answer now.
 func (c *Cache[T]) servable(v *T) bool {
-	if !c.shared || !c.cfg.Live(v) {
+	if !c.shared.Load() || !c.cfg.Live(v) {
 		return true
 	}
-	return c.fresh != nil && c.fresh()
+	fresh := c.fresh.Load()
+	return fresh != nil && *fresh != nil && (*fresh)()
 }
 
 // Get returns a copy of the cached row id, whoever owns it.
@@ -128,19 +108,11 @@ func (c *Cache[T]) GetOwned(owner, id string) (T, bool) { return c.get(owner, id
 
 func (c *Cache[T]) get(owner, id string, owned bool) (T, bool) {
 	var zero T
-	if !caches.On(c.cfg.Switch) {
+	v, ok := c.b.Get(id)
+	if !ok || (owned && c.cfg.Owner(&v) != owner) || !c.servable(&v) {
 		return zero, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[id]
-	if !ok || (owned && c.cfg.Owner(&e.row) != owner) || !c.servable(&e.row) {
-		return zero, false
-	}
-	if c.cfg.IdleTTL > 0 {
-		e.seen = c.cfg.Now()
-	}
-	return e.row, true
+	return v, true
 }
 
 // Epoch is taken before a read that may fill the cache.
@@ -152,59 +124,18 @@ func (c *Cache[T]) Epoch(id string) Epoch {
 
 // Put caches v (read after Epoch returned e) unless an invalidation of
 // its id happened since, which could make v stale, or the entry already
-// holds a higher version.
+// holds a higher version. A row too large to keep leaves no older
+// version behind.
 func (c *Cache[T]) Put(id string, v T, e Epoch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if (Epoch{c.all, c.stripes[stripe(id)]}) != e {
 		return
 	}
-	now := c.cfg.Now()
-	c.sweep(now)
-	old, ok := c.m[id]
-	if ok && c.cfg.Version(&old.row) > c.cfg.Version(&v) {
+	if old, ok := c.b.Peek(id); ok && c.cfg.Version(&old) > c.cfg.Version(&v) {
 		return
 	}
-	if ok {
-		c.drop(id, old) // replaced, or (too large to keep) at least not left behind
-	}
-	size := c.size(&v)
-	if c.cfg.Size != nil && size > c.cfg.MaxBytes/64 {
-		return
-	}
-	if len(c.m) >= c.cfg.Max || (c.cfg.Size != nil && c.bytes+size > c.cfg.MaxBytes) {
-		clear(c.m)
-		c.bytes = 0
-	}
-	c.m[id] = &entry[T]{row: v, seen: now}
-	c.bytes += size
-}
-
-// sweep drops the entries idle past IdleTTL, at most every IdleTTL/4.
-// Called with mu held.
-func (c *Cache[T]) sweep(now time.Time) {
-	if c.cfg.IdleTTL <= 0 || now.Sub(c.swept) < c.cfg.IdleTTL/4 {
-		return
-	}
-	c.swept = now
-	for id, e := range c.m {
-		if now.Sub(e.seen) > c.cfg.IdleTTL {
-			c.drop(id, e)
-		}
-	}
-}
-
-func (c *Cache[T]) size(v *T) int {
-	if c.cfg.Size == nil {
-		return 0
-	}
-	return c.cfg.Size(v)
-}
-
-// drop removes id's entry e. Called with mu held.
-func (c *Cache[T]) drop(id string, e *entry[T]) {
-	c.bytes -= c.size(&e.row)
-	delete(c.m, id)
+	c.b.Put(id, v)
 }
 
 // Invalidate drops id's entry: after a change this process committed (or
@@ -218,11 +149,9 @@ func (c *Cache[T]) InvalidateBelow(id string, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stripes[stripe(id)]++
-	e, ok := c.m[id]
-	if !ok || (version >= 0 && c.cfg.Version(&e.row) >= version) {
-		return
+	if v, ok := c.b.Peek(id); ok && (version < 0 || c.cfg.Version(&v) < version) {
+		c.b.Delete(id)
 	}
-	c.drop(id, e)
 }
 
 // FlushLive drops every live entry; terminal ones stay (they cannot
@@ -231,19 +160,20 @@ func (c *Cache[T]) FlushLive() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.all++
-	for id, e := range c.m {
-		if c.cfg.Live(&e.row) {
-			c.drop(id, e)
-		}
-	}
+	c.b.DeleteFunc(func(_ string, v T) bool { return c.cfg.Live(&v) })
+}
+
+// Flush drops every entry (a change to rows it cannot name). Reads in
+// flight are not cached.
+func (c *Cache[T]) Flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all++
+	c.b.Clear()
 }
 
 // Len is the number of entries and the bytes they hold (for tests).
-func (c *Cache[T]) Len() (entries, bytes int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m), c.bytes
-}
+func (c *Cache[T]) Len() (entries, bytes int) { return c.b.Len() }
 
 // Versions reads the current versions of the given rows in one query;
 // a row that is gone is absent from the answer.
@@ -264,14 +194,13 @@ func (c *Cache[T]) Revalidate(ctx context.Context, read Versions) error {
 		id      string
 		version int64
 	}
-	c.mu.Lock()
 	var live []idVersion
-	for id, e := range c.m {
-		if c.cfg.Live(&e.row) {
-			live = append(live, idVersion{id, c.cfg.Version(&e.row)})
+	c.b.Range(func(id string, v T) bool {
+		if c.cfg.Live(&v) {
+			live = append(live, idVersion{id, c.cfg.Version(&v)})
 		}
-	}
-	c.mu.Unlock()
+		return true
+	})
 	for len(live) > 0 {
 		batch := live[:min(len(live), revalidateBatch)]
 		live = live[len(batch):]

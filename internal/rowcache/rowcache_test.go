@@ -16,7 +16,7 @@ type row struct {
 
 func newCache(max int) *Cache[row] {
 	return New(Config[row]{
-		Switch: caches.TaskRows, Max: max,
+		Cache: caches.TaskRows, Entries: max,
 		Version: func(r *row) int64 { return r.version },
 		Live:    func(r *row) bool { return r.live },
 		Owner:   func(r *row) string { return r.owner },
@@ -147,7 +147,7 @@ func TestServable(t *testing.T) {
 
 // TestFlushLiveRevalidateAndBound: a flush drops live entries only; a
 // revalidation reads the live entries' versions in one query and drops
-// those that moved on or are gone; a full cache is cleared.
+// those that moved on or are gone; a full cache keeps its bound.
 func TestFlushLiveRevalidateAndBound(t *testing.T) {
 	fill := func(c *Cache[row]) {
 		for id, r := range map[string]row{"same": {live: true, version: 2}, "moved": {live: true, version: 2},
@@ -189,12 +189,12 @@ func TestFlushLiveRevalidateAndBound(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		small.Put(id, row{version: 1}, small.Epoch(id))
 	}
-	if n, _ := small.Len(); n != 1 {
+	if n, _ := small.Len(); n != 2 {
 		t.Fatalf("a full cache of 2 holds %d after a third put", n)
 	}
 }
 
-// TestBytesBound: with Size, the entries' bytes stay under MaxBytes, a
+// TestBytesBound: with Size, the entries' bytes stay under the bound, a
 // replaced or dropped entry gives its bytes back, and a row over a 64th
 // of the bound is not kept.
 func TestBytesBound(t *testing.T) {
@@ -202,12 +202,12 @@ func TestBytesBound(t *testing.T) {
 		version int64
 		n       int
 	}
-	c := New(Config[blob]{Switch: caches.GenerationRows, Max: 1000, MaxBytes: 6400,
+	c := New(Config[blob]{Cache: caches.GenerationRows, Entries: 1000, Bytes: 6400,
 		Version: func(b *blob) int64 { return b.version }, Live: func(*blob) bool { return true },
 		Owner: func(*blob) string { return "" }, Size: func(b *blob) int { return b.n }})
 	c.Put("big", blob{1, 101}, c.Epoch("big"))
 	if n, _ := c.Len(); n != 0 {
-		t.Fatal("a row over MaxBytes/64 was kept")
+		t.Fatal("a row over Bytes/64 was kept")
 	}
 	c.Put("grows", blob{1, 10}, c.Epoch("grows"))
 	c.Put("grows", blob{2, 101}, c.Epoch("grows"))
@@ -233,25 +233,26 @@ func TestBytesBound(t *testing.T) {
 	}
 }
 
-// TestIdleTTL: an entry nobody read for IdleTTL leaves at the next put
-// after it (puts sweep at most every IdleTTL/4); one that is read stays.
+// TestIdleTTL: an entry nobody read for its cache's Idle leaves at the
+// next put after it; one that is read stays.
 func TestIdleTTL(t *testing.T) {
 	now := time.Unix(1000, 0)
-	c := New(Config[row]{Switch: caches.TaskRows, Max: 100, IdleTTL: time.Minute, Now: func() time.Time { return now },
+	c := New(Config[row]{Cache: caches.TaskRows, Now: func() time.Time { return now },
 		Version: func(r *row) int64 { return r.version }, Live: func(r *row) bool { return r.live },
 		Owner: func(r *row) string { return r.owner }})
 	for _, id := range []string{"polled", "forgotten"} {
 		c.Put(id, row{owner: "alice", version: 1}, c.Epoch(id))
 	}
+	step := caches.TaskRows.Spec().Idle / 3
 	for range 4 {
-		now = now.Add(20 * time.Second)
+		now = now.Add(step)
 		if _, ok := c.Get("polled"); !ok {
 			t.Fatal("a polled entry left")
 		}
 	}
 	c.Put("new", row{version: 1}, c.Epoch("new"))
 	if _, ok := c.Get("forgotten"); ok {
-		t.Fatal("an entry idle for 80 s of a 60 s IdleTTL stayed")
+		t.Fatal("an entry idle for 4/3 of its Idle stayed")
 	}
 	if n, _ := c.Len(); n != 2 {
 		t.Fatalf("%d entries, want the polled one and the new one", n)

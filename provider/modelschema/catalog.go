@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 )
@@ -30,8 +30,7 @@ type Catalog struct {
 	searched []string
 	native   map[string]Native // providers that describe their own models (native.go)
 
-	mu       sync.Mutex
-	searches map[string]searchEntry
+	searches *caches.Bounded[string, searchEntry] // caches.Searches, by kind and query
 }
 
 type searchEntry struct {
@@ -39,19 +38,17 @@ type searchEntry struct {
 	at   time.Time
 }
 
-// SearchTTL is how long a search's results are reused.
-const SearchTTL = 5 * time.Minute
+// SearchTTL is how long a search's results are reused (caches.SearchTTL).
+const SearchTTL = caches.SearchTTL
 
 // MaxSearchLimit bounds one page of search_models.
 const MaxSearchLimit = 50
 
-// maxSearches bounds the cached searches.
-const maxSearches = 256
-
 // NewCatalog builds a Catalog over the registry, the curated entries and
 // the models the service lists (provider.Model, in order).
 func NewCatalog(reg *Registry, entries []catalog.Entry, models []provider.Model) *Catalog {
-	c := &Catalog{reg: reg, curated: map[string]catalog.Entry{}, order: models, now: reg.cfg.Now, searches: map[string]searchEntry{}}
+	c := &Catalog{reg: reg, curated: map[string]catalog.Entry{}, order: models, now: reg.cfg.Now,
+		searches: caches.New(caches.Searches, caches.Options[string, searchEntry]{Now: reg.cfg.Now})}
 	for _, m := range models {
 		if _, ok := reg.cfg.Sources[m.Provider]; ok && !slices.Contains(c.searched, m.Provider) {
 			c.searched = append(c.searched, m.Provider)
@@ -84,6 +81,10 @@ func (c *Catalog) Resolve(ctx context.Context, id string) (provider.Model, error
 	}
 	return m.Model(), nil
 }
+
+// Known implements generation.Models: a qualified model the registry
+// holds (Registry.Known).
+func (c *Catalog) Known(id string) (provider.Model, bool) { return c.reg.Known(id) }
 
 // resolved is a model's entry and schema (nil schema: its provider
 // publishes none).
@@ -284,12 +285,9 @@ func (c *Catalog) Search(ctx context.Context, query string, kind provider.Kind, 
 
 func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kind, skey string) ([]Hit, []string, time.Time) {
 	now := c.now()
-	c.mu.Lock()
-	if s, ok := c.searches[skey]; ok && now.Sub(s.at) < SearchTTL {
-		c.mu.Unlock()
+	if s, ok := c.searches.Get(skey); ok && now.Sub(s.at) < SearchTTL {
 		return s.hits, sourcesOf(s.hits), s.at
 	}
-	c.mu.Unlock()
 	q := strings.ToLower(query)
 	var hits []Hit
 	failed := false
@@ -330,10 +328,7 @@ func (c *Catalog) searchAll(ctx context.Context, query string, kind provider.Kin
 	if failed { // this caller's answer only: the next search asks again
 		return hits, sourcesOf(hits), now
 	}
-	c.mu.Lock()
-	makeRoom(c.searches, maxSearches, func(s searchEntry) bool { return now.Sub(s.at) >= SearchTTL })
-	c.searches[skey] = searchEntry{hits: hits, at: now}
-	c.mu.Unlock()
+	c.searches.Put(skey, searchEntry{hits: hits, at: now})
 	return hits, sourcesOf(hits), now
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/catalog"
 )
@@ -89,10 +90,11 @@ type Registry struct {
 	cfg      Config
 	dialects Dialects // cfg.Dialects and the sources'
 
+	models *caches.Bounded[string, *Model] // caches.SchemaModels, by cacheKey
+	misses *caches.Bounded[string, miss]   // caches.SchemaMisses, by cacheKey
+
 	mu         sync.Mutex
-	cache      map[string]*Model
 	refreshing map[string]bool
-	misses     map[string]miss
 }
 
 // miss is a fetch's lasting failure (an unknown model, a schema darkroom
@@ -102,13 +104,8 @@ type miss struct {
 	at  time.Time
 }
 
-// MissTTL is how long a miss is remembered: long enough that a caller
-// repeating an unknown id costs the provider nothing, short enough that a
-// model just published is soon found.
-const MissTTL = 2 * time.Minute
-
-// maxMisses bounds the misses held (a caller can make up ids).
-const maxMisses = 1024
+// MissTTL is how long a miss is remembered (caches.MissTTL).
+const MissTTL = caches.MissTTL
 
 // Model is a resolved model: its entry, schema and provider metadata.
 type Model struct {
@@ -144,7 +141,9 @@ func New(cfg Config) *Registry {
 	for n, s := range cfg.Sources {
 		ds[n] = s.Dialect()
 	}
-	return &Registry{cfg: cfg, dialects: ds, cache: map[string]*Model{}, refreshing: map[string]bool{}, misses: map[string]miss{}}
+	return &Registry{cfg: cfg, dialects: ds, refreshing: map[string]bool{},
+		models: caches.New(caches.SchemaModels, caches.Options[string, *Model]{Now: cfg.Now}),
+		misses: caches.New(caches.SchemaMisses, caches.Options[string, miss]{Now: cfg.Now})}
 }
 
 // Dialects are the providers whose qualified ids the registry reads.
@@ -226,12 +225,11 @@ func cutLast(s, sep string) (string, string, bool) {
 func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalog.Entry) (*Model, error) {
 	key := cacheKey(ref, curated)
 	now := r.cfg.Now()
-	r.mu.Lock()
-	m := r.cache[key]
-	missed, isMiss := r.misses[key]
-	r.mu.Unlock()
-	if m == nil && isMiss && now.Sub(missed.at) < MissTTL {
-		return nil, missed.err
+	m, _ := r.models.Get(key)
+	if m == nil {
+		if missed, ok := r.misses.Get(key); ok && now.Sub(missed.at) < MissTTL {
+			return nil, missed.err
+		}
 	}
 	if m == nil && r.cfg.Store != nil {
 		st, err := r.cfg.Store.ModelSchema(ctx, ref.ID())
@@ -272,27 +270,9 @@ func (r *Registry) get(ctx context.Context, ref Ref, src Source, curated *catalo
 	return m, err
 }
 
-// remember holds a miss, making room among the held ones if needed.
+// remember holds a miss.
 func (r *Registry) remember(key string, err error, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.misses[key]; !ok {
-		makeRoom(r.misses, maxMisses, func(m miss) bool { return now.Sub(m.at) >= MissTTL })
-	}
-	r.misses[key] = miss{err: err, at: now}
-}
-
-// makeRoom frees a place in m, a map held to max entries: when it is
-// full, the stale entries leave, and random ones until there is room.
-func makeRoom[V any](m map[string]V, max int, stale func(V) bool) {
-	if len(m) < max {
-		return
-	}
-	for k, v := range m {
-		if stale(v) || len(m) >= max {
-			delete(m, k)
-		}
-	}
+	r.misses.Put(key, miss{err: err, at: now})
 }
 
 // fetch asks the provider, stores the document and caches the model.
@@ -338,21 +318,26 @@ func cacheKey(ref Ref, curated *catalog.Entry) string {
 	return ref.ID()
 }
 
-// maxCached bounds the models held in memory (a stored one is read again
-// from the store when it has left).
-const maxCached = 1024
-
+// keep holds m (a stored one is read again from the store when it has
+// left the cache).
 func (r *Registry) keep(key string, m *Model) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.misses, key)
-	if _, ok := r.cache[key]; !ok && len(r.cache) >= maxCached {
-		for k := range r.cache { // a random one leaves
-			delete(r.cache, k)
-			break
-		}
+	r.misses.Delete(key)
+	r.models.Put(key, m)
+}
+
+// Known is a qualified model this process resolved and still holds, with
+// no store read or fetch: generation.Service's lookup of a model by id
+// (generation.Models). A curated entry's schema is not one.
+func (r *Registry) Known(id string) (provider.Model, bool) {
+	ref, err := r.dialects.ParseID(id)
+	if err != nil {
+		return provider.Model{}, false
 	}
-	r.cache[key] = m
+	m, ok := r.models.Get(cacheKey(ref, nil))
+	if !ok {
+		return provider.Model{}, false
+	}
+	return m.Model(), true
 }
 
 // refresh fetches again in the background, once at a time per model; a

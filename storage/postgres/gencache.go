@@ -25,22 +25,15 @@ import (
 // schedule, attempts, the submit marker) announce nothing, so a cached
 // row's bookkeeping fields may be up to one resync old; no owner's read
 // shows them.
-const (
-	genCacheMax   = 16_384
-	genCacheBytes = 32 << 20
-)
-
 func newGenCache() *rowcache.Cache[generation.Row] {
 	return rowcache.New(rowcache.Config[generation.Row]{
-		Switch: caches.GenerationRows, Max: genCacheMax, MaxBytes: genCacheBytes,
+		Cache:   caches.GenerationRows,
 		Version: func(r *generation.Row) int64 { return r.Version },
 		// A terminal row can still lose its outputs to retention (noted),
 		// and then only be purged (noted): it is settled once expired.
 		Live:  func(r *generation.Row) bool { return !r.Status.Terminal() || !r.OutputsExpired },
 		Owner: func(r *generation.Row) string { return r.Owner },
 		Size:  (*generation.Row).Size,
-		// What is polled stays; what nobody asks about leaves.
-		IdleTTL: rowcache.PollIdle,
 	})
 }
 

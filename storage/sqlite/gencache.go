@@ -4,11 +4,10 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"hash/maphash"
-	"sync"
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/caches"
+	"github.com/darkroom-mcp/darkroom/internal/rowcache"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -23,26 +22,13 @@ import (
 // writers hears back, so a caller's read after its own write never sees
 // the old row.
 //
-// A read that misses snapshots its id's invalidation counter before the
-// query and stores the row only if the counter has not moved: a read that
-// raced a write (read the old row, then the commit invalidated it) does
-// not put the old row back.
-const (
-	cacheMaxEntries = 4096
-	cacheMaxBytes   = 16 << 20
-	cacheStripes    = 256
-)
-
+// The rows are a rowcache.Cache (caches.GenerationRows): a read that
+// misses takes its id's epoch before the query and stores the row only
+// if no invalidation of that id happened since, so a read that raced a
+// write (read the old row, then the commit invalidated it) does not put
+// the old row back.
 type genCache struct {
-	seed       maphash.Seed
-	maxEntries int
-	maxBytes   int
-
-	mu    sync.Mutex
-	rows  map[string]generation.Row
-	bytes int
-	// epochs[stripe(id)] counts the invalidations of the ids in a stripe.
-	epochs [cacheStripes]uint64
+	rows *rowcache.Cache[generation.Row]
 
 	// pending collects, on the writer connection's goroutine only, the ids
 	// the current transaction wrote; all is set when one could not be read.
@@ -54,58 +40,36 @@ type genCache struct {
 	afterRead func(id string)
 }
 
-func newGenCache() *genCache {
-	return &genCache{
-		seed: maphash.MakeSeed(), maxEntries: cacheMaxEntries, maxBytes: cacheMaxBytes,
-		rows: make(map[string]generation.Row),
-	}
-}
+func newGenCache() *genCache { return &genCache{rows: newGenRows(0, 0)} }
 
-func (c *genCache) stripe(id string) int {
-	return int(maphash.String(c.seed, id) % cacheStripes)
+// newGenRows is the row cache, bounded as caches.GenerationRows says
+// unless entries or bytes replace its bounds (tests).
+func newGenRows(entries, bytes int) *rowcache.Cache[generation.Row] {
+	return rowcache.New(rowcache.Config[generation.Row]{
+		Cache: caches.GenerationRows, Entries: entries, Bytes: bytes,
+		Size:    (*generation.Row).Size,
+		Version: func(r *generation.Row) int64 { return r.Version },
+		Live:    func(r *generation.Row) bool { return true }, // one process: never asked
+		Owner:   func(r *generation.Row) string { return r.Owner },
+	})
 }
 
 // lookup returns the cached row of id, or (on a miss) the epoch to pass to
 // put.
-func (c *genCache) lookup(id string) (generation.Row, bool, uint64) {
-	s := c.stripe(id)
-	c.mu.Lock()
-	r, ok := c.rows[id]
-	e := c.epochs[s]
-	c.mu.Unlock()
-	return r, ok && caches.On(caches.GenerationRows), e
+func (c *genCache) lookup(id string) (generation.Row, bool, rowcache.Epoch) {
+	if r, ok := c.rows.Get(id); ok {
+		return r, true, rowcache.Epoch{}
+	}
+	return generation.Row{}, false, c.rows.Epoch(id)
 }
 
 // put stores r (read from the database after lookup returned epoch) unless
 // its id was invalidated since.
-func (c *genCache) put(r generation.Row, epoch uint64) {
+func (c *genCache) put(r generation.Row, epoch rowcache.Epoch) {
 	if c.afterRead != nil {
 		c.afterRead(r.ID)
 	}
-	size, s := r.Size(), c.stripe(r.ID)
-	if size > c.maxBytes/64 {
-		return // one huge row would evict many small ones
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.epochs[s] != epoch {
-		return
-	}
-	if old, ok := c.rows[r.ID]; ok {
-		c.bytes -= old.Size()
-		delete(c.rows, r.ID)
-	}
-	// Evict arbitrary entries (map order) until r fits: the cache holds
-	// what is being polled, and a polled row returns at once.
-	for id, old := range c.rows {
-		if len(c.rows) < c.maxEntries && c.bytes+size <= c.maxBytes {
-			break
-		}
-		c.bytes -= old.Size()
-		delete(c.rows, id)
-	}
-	c.rows[r.ID] = r
-	c.bytes += size
+	c.rows.Put(r.ID, r, epoch)
 }
 
 // written is the writer connection's pre-update hook.
@@ -141,23 +105,13 @@ func (c *genCache) ended() {
 	if len(c.pending) == 0 && !c.all {
 		return
 	}
-	c.mu.Lock()
-	if c.all || len(c.pending) > c.maxEntries {
-		clear(c.rows)
-		c.bytes = 0
-		for i := range c.epochs {
-			c.epochs[i]++
-		}
+	if c.all || len(c.pending) > caches.GenerationRows.Spec().Entries {
+		c.rows.Flush()
 	} else {
 		for _, id := range c.pending {
-			if old, ok := c.rows[id]; ok {
-				c.bytes -= old.Size()
-				delete(c.rows, id)
-			}
-			c.epochs[c.stripe(id)]++
+			c.rows.Invalidate(id)
 		}
 	}
-	c.mu.Unlock()
 	c.begin()
 }
 
