@@ -21,6 +21,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -92,7 +93,7 @@ type Tool struct {
 	// (tasks.Dispatcher.ServeRead) with this handler, answering every
 	// outcome as go-sdk would; with Bytes its result streams output bytes
 	// (ServeBytes).
-	Read  tasks.ReadHandler
+	Read  edge.ReadHandler
 	Bytes bool
 	// Lean, when set, decides from a call's parsed request, before
 	// anything runs, whether the lean path serves it (Read); a call it
@@ -203,10 +204,10 @@ func (t *Tools) generationTools() []Tool {
 		return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
 	}
 	// fresh is a read whose result is rendered per call (none keyed).
-	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+	fresh := func(h mcp.ToolHandler) edge.ReadHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 			res, err := h(ctx, req)
-			return tasks.Reply{Result: res}, err
+			return edge.Reply{Result: res}, err
 		}
 	}
 	return []Tool{

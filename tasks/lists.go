@@ -18,7 +18,7 @@ func requestVersion(req mcp.Request) string {
 		}
 	}
 	if p := req.GetParams(); p != nil {
-		v, _ := p.GetMeta()[metaProtocolVersion].(string)
+		v, _ := p.GetMeta()[MetaProtocolVersion].(string)
 		return v
 	}
 	return ""

@@ -30,7 +30,7 @@ func Version(req *mcp.CallToolRequest) string {
 	if req.Params == nil {
 		return ""
 	}
-	v, _ := req.Params.Meta[metaProtocolVersion].(string)
+	v, _ := req.Params.Meta[MetaProtocolVersion].(string)
 	return v
 }
 
@@ -96,7 +96,7 @@ func wireCaps(req *mcp.CallToolRequest) (map[string]any, bool) {
 	if req.Params == nil {
 		return nil, false
 	}
-	m, ok := req.Params.Meta[metaClientCapabilities].(map[string]any)
+	m, ok := req.Params.Meta[MetaClientCapabilities].(map[string]any)
 	return m, ok
 }
 
