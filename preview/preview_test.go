@@ -204,7 +204,6 @@ func BenchmarkMake(b *testing.B) {
 	}
 }
 
-
 // TestFits: the decode budget counts pixels and the bytes a decoder
 // allocates for them: a 16-bit RGBA image fits half the pixels of an
 // 8-bit one.

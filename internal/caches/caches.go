@@ -1,16 +1,41 @@
 // Package caches is darkroom's one cache type and the one list of its
 // caches, so that a reader can count them: Bounded (bounded.go) is the
 // only cache in the code, and New builds one only for a cache named here,
-// with the key, bound and invalidating event written in its Spec. The
-// switch with which a benchmark turns a cache off to measure what it buys
-// (cmd/darkroom's BenchmarkCaches) is here too: every Get asks On before
-// it answers; nothing but a benchmark ever turns one off.
+// with its key, bounds and invalidating event in its Spec (specs, below).
+// The switch with which a benchmark turns a cache off to measure what it
+// buys (cmd/darkroom's BenchmarkCaches, which measures every one) is here
+// too: every Get asks On before it answers; nothing but a benchmark ever
+// turns one off.
+//
+// The caches, where they live (one eviction for all: least recently used
+// out past the entries or bytes, and whatever nobody read for Idle):
+//
+//   - generation rows: storage/sqlite/gencache.go (under the writer's
+//     pre-update hook) and storage/postgres/gencache.go, both a
+//     rowcache.Cache (internal/rowcache: versions, epochs, the fence);
+//   - task rows: tasks/store.go (newTaskCache), a rowcache.Cache;
+//   - encoded replies: tasks/replies.go;
+//   - request _meta: tasks/tool.go (metaCache);
+//   - previews: preview/cache.go;
+//   - schema models: provider/modelschema/registry.go, which also answers
+//     generation.Service's lookups of qualified models (Models.Known: the
+//     resolvedModels map generation kept beside it is gone);
+//   - schema misses: provider/modelschema/registry.go (remember);
+//   - model searches: provider/modelschema/catalog.go;
+//   - task index: gentask/mirror.go.
+//
+// Two memos of one value are not keyed and stay as they are: fal's JWKS
+// (provider/fal/webhook.go: fal allows at most 24 h) and a vendor's last
+// ping (cmd/darkroom/vendorready.go: 15 s). Each exists so that a remote
+// party is not asked per request, not to save CPU.
 //
 // Kept maps that are not caches stay where they are, each because it is
 // state (dropping an entry changes an answer), not a copy of something
-// that can be read again. TestNoOtherCaches (caches_test.go) scans the
-// code and fails on any sync.Map, container/list or cache-named type
-// outside this package not listed there with its reason.
+// that can be read again: rate limiter buckets, replay sets, waiters,
+// in-flight work. TestNoOtherCaches (caches_test.go) scans the code and
+// fails on any sync.Map, container/list, map kept beside a mutex or
+// cache-named type outside this package not listed there with its
+// reason, and on a cache listed here that no code builds.
 package caches
 
 import (
@@ -103,7 +128,7 @@ var specs = [count]Spec{
 		Invalidated: "a fetch (first, or the background refresh past Config.Refresh) replaces it"},
 	SchemaMisses: {Name: "schema misses", Key: "qualified model id (as schema models)", Entries: 1_024, Idle: MissTTL,
 		Invalidated: "MissTTL after it was kept (checked on read); a model found drops it"},
-	Searches: {Name: "model searches", Key: "query and limit", Entries: 256, Idle: SearchTTL,
+	Searches: {Name: "model searches", Key: "kind and query (lower case)", Entries: 256, Idle: SearchTTL,
 		Invalidated: "SearchTTL after it was kept (checked on read)"},
 	TaskIndex: {Name: "task index", Key: "generation id", Entries: 100_000, Bytes: 16 << 20, Idle: PollIdle,
 		Invalidated: "none needed: the task following a generation never changes"},

@@ -1,6 +1,7 @@
 // Package rowcache is the read cache of rows that change and carry a
-// version that only grows: the task store's task rows (tasks) and the
-// PostgreSQL engine's generation rows (storage/postgres). Within one
+// version that only grows: the task store's task rows (tasks) and both
+// engines' generation rows (storage/sqlite, storage/postgres), kept in a
+// caches.Bounded (bounded as internal/caches lists them). Within one
 // process the writer invalidates an entry after each committed change;
 // on a shared engine (Share) other replicas' changes arrive by
 // notification, and the cache keeps its rows without ever answering one

@@ -333,7 +333,10 @@ func (r *Registry) Known(id string) (provider.Model, bool) {
 	if err != nil {
 		return provider.Model{}, false
 	}
-	m, ok := r.models.Get(cacheKey(ref, nil))
+	// Peek, not Get: this looks up what Resolve just found for the same
+	// request (generation.Service.Model), not a read the cache's switch
+	// may answer from the store instead.
+	m, ok := r.models.Peek(cacheKey(ref, nil))
 	if !ok {
 		return provider.Model{}, false
 	}
