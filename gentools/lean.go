@@ -19,12 +19,12 @@ func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (e
 	}
 	if (len(g.Outputs) > 0 && !g.OutputsExpired) || len(g.InputFiles()) > 0 {
 		// Fresh links (and their validity in the text) per read.
-		res, err := t.Result(ctx, g, nil)
+		res, err := Result(ctx, t.svc, g, nil)
 		return edge.Reply{Result: res}, err
 	}
 	// Without outputs there is nothing to sign and no preview: the result
 	// is viewResult of the view, which Result would build as well.
-	v, err := t.View(ctx, g)
+	v, err := View(ctx, t.svc, g)
 	if err != nil {
 		return edge.Reply{}, err
 	}

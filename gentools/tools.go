@@ -271,10 +271,6 @@ func (t *Tools) aspectRatios() []string {
 	return ratios
 }
 
-func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string {
-	return t.cfg.Owner(ctx, req)
-}
-
 // fail turns a service error into a result: input errors and not-found are
 // tool errors; a create-rate refusal is the JSON-RPC error the admission's
 // bucket sends (-31429, data.retryAfterMs); anything else is an internal
@@ -310,7 +306,7 @@ func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if r := DecodeArgs(req, &struct{}{}); r != nil {
 		return r, nil
 	}
-	owner := t.owner(ctx, req)
+	owner := t.cfg.Owner(ctx, req)
 	spent, err := t.svc.Spent(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -456,7 +452,7 @@ func (t *Tools) Prepare(ctx context.Context, req *mcp.CallToolRequest) (c *Creat
 	if res != nil || err != nil {
 		return nil, res, err
 	}
-	c.Owner = t.owner(ctx, req)
+	c.Owner = t.cfg.Owner(ctx, req)
 	if a.DryRun {
 		res, err = t.dryRun(ctx, c.Owner, &c.Request)
 		return nil, res, err
@@ -472,13 +468,13 @@ func (t *Tools) Create(ctx context.Context, c *Creation) (*mcp.CallToolResult, e
 		return fail(err, "")
 	}
 	if !c.Args.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
-		return t.Result(ctx, g, nil)
+		return Result(ctx, t.svc, g, nil)
 	}
 	g, timedOut, err := t.wait(ctx, c.Req, c.Owner, g.ID, c.wait)
 	if err != nil {
 		return nil, err
 	}
-	return t.Result(ctx, g, &timedOut)
+	return Result(ctx, t.svc, g, &timedOut)
 }
 
 // Refused answers a creation's error as generate does: an input error
@@ -530,7 +526,7 @@ func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *
 		cr.InputImage = img
 	}
 	if len(a.Inputs) > 0 {
-		if cr.Inputs, res, err = t.roleInputs(ctx, t.owner(ctx, req), a.Inputs); res != nil || err != nil {
+		if cr.Inputs, res, err = t.roleInputs(ctx, t.cfg.Owner(ctx, req), a.Inputs); res != nil || err != nil {
 			return cr, res, err
 		}
 	}
@@ -565,7 +561,7 @@ func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest, a in
 	if res := decodeWithID(req, a); res != nil {
 		return nil, res, nil
 	}
-	g, err = t.svc.Get(ctx, t.owner(ctx, req), a.generationID())
+	g, err = t.svc.Get(ctx, t.cfg.Owner(ctx, req), a.generationID())
 	if err != nil {
 		res, err = fail(err, a.generationID())
 		return nil, res, err
@@ -578,7 +574,7 @@ func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if g == nil {
 		return res, err
 	}
-	return t.Result(ctx, g, nil)
+	return Result(ctx, t.svc, g, nil)
 }
 
 func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -593,11 +589,11 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 	if bad != nil {
 		return bad, nil
 	}
-	g, timedOut, err := t.wait(ctx, req, t.owner(ctx, req), a.GenerationID, d)
+	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, d)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	return t.Result(ctx, g, &timedOut)
+	return Result(ctx, t.svc, g, &timedOut)
 }
 
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -622,7 +618,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	if i < 0 || i >= len(g.Outputs) {
 		return toolError("index %d is out of range: generation %s has %s, numbered from 0", i, g.ID, words.Count(len(g.Outputs), "output")), nil
 	}
-	v, err := t.View(ctx, g)
+	v, err := View(ctx, t.svc, g)
 	if err != nil {
 		return nil, err
 	}
@@ -651,11 +647,11 @@ func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if bad != nil {
 		return bad, nil
 	}
-	g, err := t.svc.UploadInput(ctx, t.owner(ctx, req), a.GenerationID, a.Role, *img)
+	g, err := t.svc.UploadInput(ctx, t.cfg.Owner(ctx, req), a.GenerationID, a.Role, *img)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	return t.Result(ctx, g, nil)
+	return Result(ctx, t.svc, g, nil)
 }
 
 func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -663,11 +659,11 @@ func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) 
 	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
-	g, _, err := t.svc.Cancel(ctx, t.owner(ctx, req), a.GenerationID)
+	g, _, err := t.svc.Cancel(ctx, t.cfg.Owner(ctx, req), a.GenerationID)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	res, err := t.Result(ctx, g, nil)
+	res, err := Result(ctx, t.svc, g, nil)
 	if err == nil && g.Status == generation.StatusFailed {
 		res.IsError = true
 	}
@@ -690,13 +686,13 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 		}
 		limit = *a.Limit
 	}
-	gens, next, err := t.svc.List(ctx, t.owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
+	gens, next, err := t.svc.List(ctx, t.cfg.Owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
 	if err != nil {
 		return fail(err, "")
 	}
 	views := make([]*GenerationView, 0, len(gens))
 	for _, g := range gens {
-		v, err := t.View(ctx, g)
+		v, err := View(ctx, t.svc, g)
 		if err != nil {
 			return nil, err
 		}

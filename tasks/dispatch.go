@@ -327,17 +327,13 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	return nil, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", HTTPStatus: http.StatusNotFound}
 }
 
-func (d *Dispatcher) internal(ctx context.Context, method string, err error) *RPCError {
-	return Internal(ctx, d.opts.Logger, method, "", err)
-}
-
 func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
 	t, err := d.store.Lookup(ctx, owner, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(ctx, method, err)
+		return nil, Internal(ctx, d.opts.Logger, method, "", err)
 	}
 	return t, nil
 }
@@ -396,7 +392,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	}
 	b, err := d.render(ctx, t, nil)
 	if err != nil {
-		return nil, d.internal(ctx, methodGet, err)
+		return nil, Internal(ctx, d.opts.Logger, methodGet, "", err)
 	}
 	if !perRead {
 		d.replies.Put(slot, key, b)
@@ -419,13 +415,13 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(ctx, methodUpdate, err)
+		return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 	}
 	if len(taken) > 0 {
 		d.store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
-			return nil, d.internal(ctx, methodUpdate, err)
+			return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 		}
 		if err := k.Answered(ctx, t, taken); err != nil {
 			d.opts.Logger.Error("tasks: apply answers", "task", id, "err", err)
@@ -444,10 +440,10 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 	}
 	k, err := d.kind(t)
 	if err != nil {
-		return nil, d.internal(ctx, methodCancel, err)
+		return nil, Internal(ctx, d.opts.Logger, methodCancel, "", err)
 	}
 	if err := k.Cancel(ctx, t); err != nil {
-		return nil, d.internal(ctx, methodCancel, err)
+		return nil, Internal(ctx, d.opts.Logger, methodCancel, "", err)
 	}
 	return d.ack, nil
 }
