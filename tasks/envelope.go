@@ -23,7 +23,7 @@ import (
 )
 
 // Envelope is the routing view of one JSON-RPC POST body, parsed once by
-// Peek from the whole body and shared by every layer after it: what a
+// Admit from the whole body and shared by every layer after it: what a
 // layer decides (rate class, header checks, which path serves it) is
 // decided on what will be executed, never on what the headers claim.
 type Envelope struct {
@@ -77,7 +77,7 @@ func (m *Message) JSONRPC() string { return m.jsonrpc }
 
 type envelopeKey struct{}
 
-// EnvelopeFrom returns the envelope Peek stored in ctx.
+// EnvelopeFrom returns the envelope Admit stored in ctx.
 func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
 	e, ok := ctx.Value(envelopeKey{}).(*Envelope)
 	return e, ok
@@ -497,29 +497,6 @@ func (e *Envelope) Messages() []Message {
 	return unsafe.Slice(&e.Message, 1) // no copy: the one message is e.Message
 }
 
-// Peek reads and parses the whole body of a POST to the MCP endpoint
-// (at most maxBody bytes), stores the envelope in the returned request's
-// context and restores the body for the next handler. Its error is an
-// *http.MaxBytesError (the body is over the cap: nothing of it may run),
-// a read error, or a *BodyError. A body that fails is never handed on.
-func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, error) {
-	if e, ok := EnvelopeFrom(r.Context()); ok {
-		return e, r, nil
-	}
-	body, err := readBody(w, r, maxBody)
-	_ = r.Body.Close()
-	r.Body = http.NoBody
-	if err != nil {
-		return nil, r, err
-	}
-	e, err := ParseBody(body)
-	if err != nil {
-		return nil, r, err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
-}
-
 // readBody reads the whole body, at most maxBody bytes. A small declared
 // length (a poll's) is read into a buffer of that size: net/http ends the
 // body there, and reports a shorter one as an error. Any other body is
@@ -543,7 +520,9 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, er
 }
 
 // Admit is the door of the MCP endpoint below any caller-specific work:
-// for a POST it reads and parses the whole body (Peek) and answers, with
+// for a POST it reads and parses the whole body (at most maxBody bytes),
+// leaves the envelope in the returned request's context, restores the
+// body for the next handler, and answers, with
 // nothing executed, a body over the cap (413), one that is not a JSON-RPC
 // message (-32700 or -32600), and a 2026-07-28 request whose required
 // headers are missing or disagree with its body (-32020). It reports
@@ -553,11 +532,19 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, er
 // before it (HostAllowed, server's checkOrigin).
 func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, bool) {
 	edgecount.Admissions.Add(1)
-	e, r, err := Peek(w, r, maxBody)
-	if err != nil {
+	body, err := readBody(w, r, maxBody)
+	_ = r.Body.Close()
+	r.Body = http.NoBody
+	var e *Envelope
+	if err == nil {
+		e, err = ParseBody(body)
+	}
+	if err != nil { // a body that fails is never handed on
 		writeBodyError(w, err)
 		return nil, r, false
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r = r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e))
 	for _, m := range e.Messages() {
 		if re := checkEnvelopeHeaders(r.Header, &m, e.IsBatch); re != nil {
 			WriteError(w, m.ID, re)
