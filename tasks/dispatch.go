@@ -138,6 +138,9 @@ func NewDispatcher(o Options) *Dispatcher {
 // Store returns the dispatcher's store.
 func (d *Dispatcher) Store() *Store { return d.store }
 
+// ServerInfo is Options.ServerInfo: the MCP server's Implementation.
+func (d *Dispatcher) ServerInfo() any { return d.opts.ServerInfo }
+
 // Serves reports whether version is one of the protocol versions served
 // on this wire (Options.Versions).
 func (d *Dispatcher) Serves(version string) bool { return slices.Contains(d.opts.Versions, version) }

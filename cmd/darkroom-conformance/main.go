@@ -100,7 +100,7 @@ func newHandler(store *tasks.Store) http.Handler {
 	caps.AddExtension(tasks.ExtensionID, nil)
 	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps, CompletionHandler: completeFixture})
 	s.AddReceivingMiddleware(tasks.SDKMiddleware())
-	lean := edge.New(disp, edge.Options{ServerInfo: info})
+	lean := edge.New(disp, edge.Options{})
 	registerTaskFixtures(s, disp, lean)
 	registerCore(s)
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})

@@ -119,7 +119,7 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: server.Implementation(buildVersion()), PollInterval: server.PollInterval(a.limits),
 		OpenListen: server.ListenSlots(a.limits), Logger: a.log, KeepAlive: a.cfg.StreamKeepAlive})
-	a.edge = edge.New(a.tasks, edge.Options{ServerInfo: server.Implementation(buildVersion()), Logger: a.log, Bytes: a.bytes})
+	a.edge = edge.New(a.tasks, edge.Options{Logger: a.log, Bytes: a.bytes})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)

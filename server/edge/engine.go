@@ -18,10 +18,7 @@ import (
 
 // Options configure an Engine.
 type Options struct {
-	// ServerInfo is the MCP server's Implementation, which go-sdk adds to
-	// a 2026-07-28 result's _meta.
-	ServerInfo any
-	Logger     *slog.Logger
+	Logger *slog.Logger
 	// Bytes is the process-wide budget of output bytes in flight, which
 	// streamed reads draw from (ServeBytes, ServeResource); nil: unbounded.
 	Bytes *outbytes.Budget
@@ -55,9 +52,10 @@ func New(d *tasks.Dispatcher, o Options) *Engine {
 	}
 	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, metas: newMetaCache(), replies: d.Replies(),
 		tools: map[string]leanTool{}, reads: map[string]leanRead{}, bytesTools: map[string]bool{}}
-	if o.ServerInfo != nil {
-		info, _ := json.Marshal(o.ServerInfo)
-		e.readInfo = o.ServerInfo
+	// The serverInfo go-sdk adds to a 2026-07-28 result's _meta is the
+	// dispatcher's (one Implementation for every answer).
+	if e.readInfo = d.ServerInfo(); e.readInfo != nil {
+		info, _ := json.Marshal(e.readInfo)
 		e.readMeta = append(append([]byte(`{"_meta":{"`+tasks.MetaServerInfo+`":`), info...), "},"...)
 	}
 	return e

@@ -36,7 +36,7 @@ func newEngine(t testing.TB) (*Engine, *tasks.Store, *sqlite.DB) {
 	s, db := newTestStore(t)
 	d := tasks.NewDispatcher(tasks.Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
 	d.Register("test", kind{})
-	return New(d, Options{ServerInfo: map[string]string{"name": "test"}}), s, db
+	return New(d, Options{}), s, db
 }
 
 // serve serves en's middleware for the caller "alice" in front of a

@@ -14,7 +14,7 @@ import (
 // per-era fields to the bytes only; the handler's result, which may be
 // shared between requests, is not modified.
 func TestReadResultLeavesTheResult(t *testing.T) {
-	en := New(tasks.NewDispatcher(tasks.Options{}), Options{ServerInfo: &mcp.Implementation{Name: "darkroom", Version: "1"}})
+	en := New(tasks.NewDispatcher(tasks.Options{ServerInfo: &mcp.Implementation{Name: "darkroom", Version: "1"}}), Options{})
 	for _, c := range []struct {
 		name string
 		res  *mcp.CallToolResult
