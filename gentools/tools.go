@@ -85,13 +85,13 @@ type Tool struct {
 	Handler mcp.ToolHandler
 	// Task, set by Decorate in place of Handler, is a handler whose
 	// answer may be a task (gentask's generate): go-sdk runs it through
-	// tasks.Dispatcher.SDKTool, the lean engine through ServeTool.
+	// tasks.Dispatcher.SDKTool, the lean engine through edge.Engine.ServeTool.
 	Task tasks.ToolHandler
 	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
 	Class string
-	// Read, when set, lets the tasks dispatcher serve a call below go-sdk
-	// (tasks.Dispatcher.ServeRead) with this handler, answering every
-	// outcome as go-sdk would; with Bytes its result streams output bytes
+	// Read, when set, lets the lean engine serve a call below go-sdk
+	// (edge.Engine.ServeRead) with this handler, answering every outcome
+	// as go-sdk would; with Bytes its result streams output bytes
 	// (ServeBytes).
 	Read  edge.ReadHandler
 	Bytes bool

@@ -27,17 +27,17 @@ func (en *Engine) ServeBytes(name string, h ReadHandler, lean func(*mcp.CallTool
 	en.bytesTools[name] = true
 }
 
-// ServeResource lets the dispatcher answer resources/read of a URI lean
+// ServeResource lets the engine answer resources/read of a URI lean
 // takes (nil: every URI) below go-sdk with h, on the 2026-07-28 wire and
 // the legacy stateless eras, byte for byte as go-sdk would (framed as
 // JSON), its blobs streamed as ServeBytes streams them, its errors as
 // go-sdk's path answers them: h returns them as that path's middleware
-// leaves them. ServeRead or Options.ServerInfo must have set serverInfo.
+// leaves them. The dispatcher's Options.ServerInfo must be set.
 func (en *Engine) ServeResource(h ResourceHandler, lean func(uri string) bool) {
 	en.resource, en.resourceLean = en.guardResource(h), lean
 }
 
-// serveResource answers a resources/read (route chose it), whatever its
+// serveResource answers a resources/read (Route chose it), whatever its
 // handler returns.
 func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
 	ctx, df := outbytes.WithDeferral(r.Context())
@@ -59,20 +59,20 @@ func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tas
 // last.
 func (en *Engine) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
 	if res == nil {
-		return nil, errors.New("tasks: a resource handler returned no result and no error")
+		return nil, errors.New("edge: a resource handler returned no result and no error")
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
 	}
 	if len(b) < 2 || b[0] != '{' {
-		return nil, errors.New("tasks: a resource result encoded as no object")
+		return nil, errors.New("edge: a resource result encoded as no object")
 	}
 	if !modern {
 		return b, nil
 	}
 	if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
-		return nil, errors.New("tasks: a resource result with its own _meta") // ReadResource sets none
+		return nil, errors.New("edge: a resource result with its own _meta") // ReadResource sets none
 	}
 	out := make([]byte, 0, len(b)+len(en.readMeta)+32)
 	out = append(append(out, en.readMeta...), b[1:len(b)-1]...)

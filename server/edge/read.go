@@ -17,7 +17,7 @@ type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (Reply, err
 
 // Reply is a read's answer: its Result, or, for an answer that depends
 // only on what Key names, Key and the Render that builds its result. The
-// dispatcher keeps the encoded reply of a keyed answer (replyCache) and
+// engine keeps the encoded reply of a keyed answer (tasks.Replies) and
 // calls Render only when it holds none for an equal Key: a poll of
 // unchanged state is neither rendered nor encoded again. Key must be
 // comparable, and include everything the result shows.
@@ -36,7 +36,7 @@ func (r Reply) Answer() *mcp.CallToolResult {
 	return r.Result
 }
 
-// ServeRead lets the dispatcher answer a tools/call of a read-only tool
+// ServeRead lets the engine answer a tools/call of a read-only tool
 // itself, below go-sdk, for every client (with or without the Tasks
 // extension), on the 2026-07-28 wire and on the legacy stateless eras:
 // the legacy poll path (get_generation and its kin) costs, through go-sdk's
@@ -52,7 +52,7 @@ func (r Reply) Answer() *mcp.CallToolResult {
 // Session, and its Params.Meta is shared between requests and must not
 // be modified.
 //
-// lean, when set, is the call's predicate (decided by route from the
+// lean, when set, is the call's predicate (decided by Route from the
 // parsed request, before anything runs): a call it refuses goes to
 // go-sdk.
 func (en *Engine) ServeRead(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool) {
@@ -70,7 +70,7 @@ type leanRead struct {
 // (2025-03-26).
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// serveRead answers a tools/call of a read-only tool (route chose it),
+// serveRead answers a tools/call of a read-only tool (Route chose it),
 // whatever its handler returns.
 func (en *Engine) serveRead(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
 	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
@@ -134,10 +134,10 @@ func (en *Engine) writeToolResult(w http.ResponseWriter, r *http.Request, env *t
 // never gives the lean path a call that could return one).
 func (en *Engine) readResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
 	if res == nil {
-		return nil, errors.New("tasks: a lean handler returned no result and no error")
+		return nil, errors.New("edge: a lean handler returned no result and no error")
 	}
 	if res.InputRequests != nil || res.RequestState != "" {
-		return nil, errors.New("tasks: a lean handler asked for input")
+		return nil, errors.New("edge: a lean handler asked for input")
 	}
 	if res.Content == nil {
 		res2 := *res
@@ -161,7 +161,7 @@ func (en *Engine) readResult(res *mcp.CallToolResult, modern bool) ([]byte, erro
 		return nil, err
 	}
 	if len(b) < 2 || b[0] != '{' {
-		return nil, errors.New("tasks: a tool result encoded as no object")
+		return nil, errors.New("edge: a tool result encoded as no object")
 	}
 	if !modern {
 		return b, nil

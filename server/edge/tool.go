@@ -15,17 +15,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ServeTool lets the dispatcher run the named tool's handler itself, below
+// ServeTool lets the engine run the named tool's handler itself, below
 // go-sdk, for a tools/call that declared the Tasks extension and for
 // which lean (nil: every call) says so from the request's parsed
 // arguments: durable creation is a hot path, and go-sdk's generic
 // tools/call costs about a millisecond of CPU per call, several times the
 // creation itself.
 //
-// Once route chose it the dispatcher answers every outcome itself,
+// Once Route chose it the engine answers every outcome itself,
 // exactly as go-sdk's path would: the task the handler created
 // (tasks.ToolOutcome.Task), its result, its error (sdkError), its panic. A request
-// the dispatcher is not sure go-sdk would accept as it stands (other
+// the engine is not sure go-sdk would accept as it stands (other
 // versions, odd headers, MRTR retries) goes to go-sdk untouched, before
 // anything runs. The tool must not declare x-mcp-header parameters, and h
 // must not modify req.Params.Meta (requests with the same _meta share
@@ -44,7 +44,7 @@ type leanTool struct {
 
 const methodToolsCall = "tools/call"
 
-// serveTool runs a Tasks client's call of a ServeTool tool (route chose
+// serveTool runs a Tasks client's call of a ServeTool tool (Route chose
 // it) and answers whatever it returns.
 func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call) {
 	ctx := r.Context()
@@ -61,7 +61,7 @@ func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.E
 }
 
 // sdkError is the answer go-sdk's path gives a handler's error (server's
-// guard and SDKMiddleware): a guarded panic's -32603 as the dispatcher
+// guard and SDKMiddleware): a guarded panic's -32603 as the engine
 // gives it, an *tasks.RPCError as it is, a *jsonrpc.Error with its code, message
 // and data and go-sdk's HTTP status for that code, and any other error
 // Internal's -32603, which names nothing of it.
