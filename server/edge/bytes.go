@@ -74,9 +74,7 @@ func (en *Engine) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
 	if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
 		return nil, errors.New("edge: a resource result with its own _meta") // ReadResource sets none
 	}
-	out := make([]byte, 0, len(b)+len(en.readMeta)+32)
-	out = append(append(out, en.readMeta...), b[1:len(b)-1]...)
-	return append(out, `,"resultType":"complete"}`...), nil
+	return en.complete(b, true), nil
 }
 
 // plainString reports a JSON string rawString takes as it is (no escapes):

@@ -166,16 +166,22 @@ func (en *Engine) readResult(res *mcp.CallToolResult, modern bool) ([]byte, erro
 	if !modern {
 		return b, nil
 	}
-	// resultType is the last field go-sdk's wire form adds (after
-	// requestState; inputRequests is empty here), and _meta the first.
+	return en.complete(b, spliceMeta), nil
+}
+
+// complete is the encoded result object b as go-sdk sends it on
+// 2026-07-28: resultType the last field its wire form adds (after
+// requestState; inputRequests is empty here) and, with meta, _meta
+// carrying serverInfo the first.
+func (en *Engine) complete(b []byte, meta bool) []byte {
 	out := make([]byte, 0, len(b)+len(en.readMeta)+32)
-	if spliceMeta {
+	if meta {
 		out = append(out, en.readMeta...)
 	} else {
 		out = append(out, '{')
 	}
 	out = append(out, b[1:len(b)-1]...)
-	return append(out, `,"resultType":"complete"}`...), nil
+	return append(out, `,"resultType":"complete"}`...)
 }
 
 // sameID reports an id go-sdk re-encodes to the same bytes: an integer of
