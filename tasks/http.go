@@ -102,9 +102,6 @@ var JSONContentType = []string{"application/json"}
 // The frame is written in pieces (the server buffers them): no copy of
 // the body.
 func WriteFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
 	var open [64]byte
 	head := FrameHead(open[:0], id, field)
 	h := w.Header()
@@ -124,25 +121,19 @@ var closeBrace = []byte{'}'}
 const framePrefix = `{"jsonrpc":"2.0","id":`
 
 // FrameHead appends a JSON-RPC response's opening to buf, up to its
-// field's value: the body and a closing brace complete it.
+// field's value: the body and a closing brace complete it. An absent id
+// is null.
 func FrameHead(buf []byte, id json.RawMessage, field string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
 	return append(append(append(append(append(buf, framePrefix...), id...), `,"`...), field...), `":`...)
 }
 
 // frame wraps a result or error object in a JSON-RPC response without
 // re-encoding it.
 func frame(id json.RawMessage, field string, body []byte) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	out := make([]byte, 0, len(body)+len(id)+32)
-	out = append(out, framePrefix...)
-	out = append(out, id...)
-	out = append(out, `,"`...)
-	out = append(out, field...)
-	out = append(out, `":`...)
-	out = append(out, body...)
-	return append(out, '}')
+	return append(append(FrameHead(make([]byte, 0, len(body)+len(id)+32), id, field), body...), '}')
 }
 
 func notification(method string, params []byte) []byte {
