@@ -10,12 +10,12 @@ import (
 
 // guardTool is h recovering its panics as tasks.Recovered's error; each
 // run is a handler run (edgecount.Handlers).
-func (e *Engine) guardTool(name string, h tasks.ToolHandler) tasks.ToolHandler {
+func (en *Engine) guardTool(name string, h tasks.ToolHandler) tasks.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (out tasks.ToolOutcome, err error) {
 		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
-				out, err = tasks.ToolOutcome{}, panicError{tasks.Recovered(e.log, methodToolsCall, name, v)}
+				out, err = tasks.ToolOutcome{}, panicError{tasks.Recovered(en.log, methodToolsCall, name, v)}
 			}
 		}()
 		return h(ctx, req)
@@ -24,12 +24,12 @@ func (e *Engine) guardTool(name string, h tasks.ToolHandler) tasks.ToolHandler {
 
 // guardRead is guardTool for a ReadHandler (its Render is guarded where
 // it is called: answerOf).
-func (e *Engine) guardRead(name string, h ReadHandler) ReadHandler {
+func (en *Engine) guardRead(name string, h ReadHandler) ReadHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
 		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
-				r, err = Reply{}, panicError{tasks.Recovered(e.log, methodToolsCall, name, v)}
+				r, err = Reply{}, panicError{tasks.Recovered(en.log, methodToolsCall, name, v)}
 			}
 		}()
 		return h(ctx, req)
@@ -37,12 +37,12 @@ func (e *Engine) guardRead(name string, h ReadHandler) ReadHandler {
 }
 
 // guardResource is guardTool for a ResourceHandler.
-func (e *Engine) guardResource(h ResourceHandler) ResourceHandler {
+func (en *Engine) guardResource(h ResourceHandler) ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
 		edgecount.Handler()
 		defer func() {
 			if v := recover(); v != nil {
-				res, err = nil, panicError{tasks.Recovered(e.log, methodResourcesRead, req.Params.URI, v)}
+				res, err = nil, panicError{tasks.Recovered(en.log, methodResourcesRead, req.Params.URI, v)}
 			}
 		}()
 		return h(ctx, req)
