@@ -3,7 +3,8 @@ package gentools
 import (
 	"context"
 
-	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/server/edge"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -11,23 +12,23 @@ import (
 // generation without outputs depends on its view alone, so it is keyed
 // by the view (the dispatcher keeps its encoding, and renders it only on a
 // change).
-func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+func (t *Tools) readGeneration(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 	g, res, err := t.generationOf(ctx, req, &idArgs{})
 	if g == nil {
-		return tasks.Reply{Result: res}, err
+		return edge.Reply{Result: res}, err
 	}
 	if (len(g.Outputs) > 0 && !g.OutputsExpired) || len(g.InputFiles()) > 0 {
 		// Fresh links (and their validity in the text) per read.
-		res, err := t.Result(ctx, g, nil)
-		return tasks.Reply{Result: res}, err
+		res, err := Result(ctx, t.svc, g, nil)
+		return edge.Reply{Result: res}, err
 	}
 	// Without outputs there is nothing to sign and no preview: the result
 	// is viewResult of the view, which Result would build as well.
-	v, err := t.View(ctx, g)
+	v, err := View(ctx, t.svc, g)
 	if err != nil {
-		return tasks.Reply{}, err
+		return edge.Reply{}, err
 	}
-	return tasks.Reply{ID: g.ID, Key: keyOf(v), Render: func() *mcp.CallToolResult { return viewResult(v) }}, nil
+	return edge.Reply{ID: g.ID, Key: keyOf(v), Render: func() *mcp.CallToolResult { return viewResult(v) }}, nil
 }
 
 // viewKey is everything of a view without outputs that its result shows

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
-	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -26,13 +26,13 @@ func TestKeyedReadFollowsTheGeneration(t *testing.T) {
 		Owner:   func(ctx context.Context, _ *mcp.CallToolRequest) string { return ctx.Value(ownerKey{}).(string) },
 		Budget:  r.limit,
 	})
-	var read tasks.ReadHandler
+	var read edge.ReadHandler
 	for _, row := range tools.Table() {
 		if row.Def.Name == "get_generation" {
 			read = row.Read
 		}
 	}
-	as := func(owner, id string) tasks.Reply {
+	as := func(owner, id string) edge.Reply {
 		t.Helper()
 		args, _ := json.Marshal(map[string]any{"generationId": id})
 		ctx := context.WithValue(context.Background(), ownerKey{}, owner)

@@ -16,14 +16,14 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
-	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 )
 
 // modelTools are describe_model's and search_models' rows: read-only,
 // charged as a poll, served on the lean path with a keyed reply, so a
 // repeated question is answered from the reply cache.
 func (t *Tools) modelTools() []Tool {
-	handler := func(read tasks.ReadHandler) mcp.ToolHandler {
+	handler := func(read edge.ReadHandler) mcp.ToolHandler {
 		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			r, err := read(ctx, req)
 			if err != nil {
@@ -50,22 +50,22 @@ type describeArgs struct {
 	ModelID string `json:"modelId"`
 }
 
-func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 	var a describeArgs
 	if r := DecodeArgs(req, &a); r != nil {
-		return tasks.Reply{Result: r}, nil
+		return edge.Reply{Result: r}, nil
 	}
 	if a.ModelID == "" {
-		return tasks.Reply{Result: toolError("modelId is required: a modelId from list_models or search_models")}, nil
+		return edge.Reply{Result: toolError("modelId is required: a modelId from list_models or search_models")}, nil
 	}
 	if n := utf8.RuneCountInString(a.ModelID); n > maxModelIDChars {
-		return tasks.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
+		return edge.Reply{Result: toolError("modelId is %d characters; the limit is %d", n, maxModelIDChars)}, nil
 	}
 	// A model its vendor withdrew is described, available:false with why;
 	// one whose provider is not configured here is refused.
 	av := t.svc.Availability(a.ModelID)
 	if err := t.svc.Unavailable(a.ModelID); err != nil && av.Withdrawn == "" {
-		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+		return edge.Reply{Result: toolError("%s", err.Error())}, nil
 	}
 	var d *modelschema.Description
 	var key any = a.ModelID
@@ -77,9 +77,9 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (tas
 	} else if m, ok := t.svc.Model(a.ModelID); ok {
 		d = modelschema.DescribeModel(m)
 	} else {
-		return tasks.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
+		return edge.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
 	}
-	return tasks.Reply{ID: "describe_model\x00" + a.ModelID, Key: describedKey{key, av}, Render: func() *mcp.CallToolResult {
+	return edge.Reply{ID: "describe_model\x00" + a.ModelID, Key: describedKey{key, av}, Render: func() *mcp.CallToolResult {
 		out := t.described(d, av)
 		return structured(describeLine(out), out)
 	}}, nil
@@ -126,20 +126,20 @@ func (t *Tools) described(d *modelschema.Description, av generation.Availability
 // modelRefusal answers a model that cannot be described as an isError
 // result (not enabled, unknown, a bad input): a foreign or unknown id
 // says so, and nothing was charged but the poll.
-func modelRefusal(err error) (tasks.Reply, error) {
+func modelRefusal(err error) (edge.Reply, error) {
 	var ne *modelschema.NotEnabledError
 	var ue *modelschema.UnknownError
 	var ie *modelschema.InputError
 	var re *provider.RetryableError
 	switch {
 	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &ie):
-		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+		return edge.Reply{Result: toolError("%s", err.Error())}, nil
 	case errors.As(err, &re):
-		return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+		return edge.Reply{Result: toolError("%s", err.Error())}, nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return tasks.Reply{}, err
+		return edge.Reply{}, err
 	}
-	return tasks.Reply{Result: toolError("%s", err.Error())}, nil
+	return edge.Reply{Result: toolError("%s", err.Error())}, nil
 }
 
 func describeLine(d described) string {
@@ -180,21 +180,21 @@ type searchKey struct {
 	limit               int
 }
 
-func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 	var a searchArgs
 	if r := DecodeArgs(req, &a); r != nil {
-		return tasks.Reply{Result: r}, nil
+		return edge.Reply{Result: r}, nil
 	}
 	if n := utf8.RuneCountInString(a.Query); n > maxQueryChars {
-		return tasks.Reply{Result: toolError("query is %d characters; the limit is %d", n, maxQueryChars)}, nil
+		return edge.Reply{Result: toolError("query is %d characters; the limit is %d", n, maxQueryChars)}, nil
 	}
 	if a.Kind != "" && a.Kind != string(provider.KindImage) && a.Kind != string(provider.KindVideo) {
-		return tasks.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
+		return edge.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
 	}
 	limit := defSearchLimit
 	if a.Limit != nil {
 		if *a.Limit < 1 || *a.Limit > modelschema.MaxSearchLimit {
-			return tasks.Reply{Result: toolError("limit must be between 1 and %d; got %d", modelschema.MaxSearchLimit, *a.Limit)}, nil
+			return edge.Reply{Result: toolError("limit must be between 1 and %d; got %d", modelschema.MaxSearchLimit, *a.Limit)}, nil
 		}
 		limit = *a.Limit
 	}
@@ -219,7 +219,7 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (tasks
 	// The slot is the question: the same one within the search's life
 	// answers from the reply cache.
 	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
-	return tasks.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
+	return edge.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
 		line := fmt.Sprintf("%s found for %q", words.Count(len(res.Models), "model"), a.Query)
 		if res.NextCursor != "" {
 			line += "; more with cursor"

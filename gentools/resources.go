@@ -14,6 +14,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/words"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/preview"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,9 +37,6 @@ const (
 	// resourceTTLMs is how long a client may cache a read: an output's
 	// bytes never change while it exists.
 	resourceTTLMs = 3600_000
-	// tasksWire is the first revision where "resource not found" is
-	// -32602; earlier ones say -32002.
-	tasksWire = "2026-07-28"
 )
 
 // OutputURI names output index of generation id.
@@ -131,21 +129,9 @@ func notFound(uri string) *resourceError {
 		data: map[string]any{"uri": uri}}
 }
 
-// legacyRequest reports whether req is on a revision before 2026-07-28,
-// as tasks.Version decides it: a session's negotiated version, else the
-// request's own _meta protocolVersion.
-func legacyRequest(req mcp.Request) bool {
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		if ip := ss.InitializeParams(); ip != nil {
-			return ip.ProtocolVersion < tasksWire
-		}
-	}
-	if p := req.GetParams(); p != nil {
-		v, _ := p.GetMeta()["io.modelcontextprotocol/protocolVersion"].(string)
-		return v < tasksWire
-	}
-	return true
-}
+// legacy reports a request on a revision before 2026-07-28 (tasks.Version),
+// where "resource not found" is -32002 rather than -32602.
+func legacy(req mcp.Request) bool { return tasks.Version(req) < tasks.TasksVersion }
 
 // RegisterResources adds the output resource template to s, and the
 // middleware that gives resources/read its per-revision error codes.
@@ -203,7 +189,7 @@ func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
 		default:
 			return res, err
 		}
-		return nil, re.rpc(legacyRequest(req))
+		return nil, re.rpc(legacy(req))
 	}
 }
 
@@ -318,7 +304,7 @@ func (t *Tools) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 	var re *resourceError
 	switch {
 	case errors.As(err, &re):
-		return nil, re.rpc(legacyRequest(req)) // as resourceErrors answers it
+		return nil, re.rpc(legacy(req)) // as resourceErrors answers it
 	case err != nil:
 		return nil, err
 	}
@@ -334,7 +320,7 @@ func LeanResource(uri string) bool { return strings.HasPrefix(uri, "darkroom://"
 // shapeRead hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
 // read sent to a pre-2026 client: they are no part of the older schemas.
 func shapeRead(req mcp.Request, res *mcp.ReadResourceResult) mcp.Result {
-	if !legacyRequest(req) {
+	if !legacy(req) {
 		return res
 	}
 	return legacyRead{res}

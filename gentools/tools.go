@@ -22,6 +22,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -85,15 +86,15 @@ type Tool struct {
 	Handler mcp.ToolHandler
 	// Task, set by Decorate in place of Handler, is a handler whose
 	// answer may be a task (gentask's generate): go-sdk runs it through
-	// tasks.Dispatcher.SDKTool, the lean engine through ServeTool.
+	// tasks.Dispatcher.SDKTool, the lean engine through edge.Engine.ServeTool.
 	Task tasks.ToolHandler
 	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
 	Class string
-	// Read, when set, lets the tasks dispatcher serve a call below go-sdk
-	// (tasks.Dispatcher.ServeRead) with this handler, answering every
-	// outcome as go-sdk would; with Bytes its result streams output bytes
+	// Read, when set, lets the lean engine serve a call below go-sdk
+	// (edge.Engine.ServeRead) with this handler, answering every outcome
+	// as go-sdk would; with Bytes its result streams output bytes
 	// (ServeBytes).
-	Read  tasks.ReadHandler
+	Read  edge.ReadHandler
 	Bytes bool
 	// Lean, when set, decides from a call's parsed request, before
 	// anything runs, whether the lean path serves it (Read); a call it
@@ -204,10 +205,10 @@ func (t *Tools) generationTools() []Tool {
 		return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
 	}
 	// fresh is a read whose result is rendered per call (none keyed).
-	fresh := func(h mcp.ToolHandler) tasks.ReadHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+	fresh := func(h mcp.ToolHandler) edge.ReadHandler {
+		return func(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 			res, err := h(ctx, req)
-			return tasks.Reply{Result: res}, err
+			return edge.Reply{Result: res}, err
 		}
 	}
 	return []Tool{
@@ -271,10 +272,6 @@ func (t *Tools) aspectRatios() []string {
 	return ratios
 }
 
-func (t *Tools) owner(ctx context.Context, req *mcp.CallToolRequest) string {
-	return t.cfg.Owner(ctx, req)
-}
-
 // fail turns a service error into a result: input errors and not-found are
 // tool errors; a create-rate refusal is the JSON-RPC error the admission's
 // bucket sends (-31429, data.retryAfterMs); anything else is an internal
@@ -310,7 +307,7 @@ func (t *Tools) getCredits(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if r := DecodeArgs(req, &struct{}{}); r != nil {
 		return r, nil
 	}
-	owner := t.owner(ctx, req)
+	owner := t.cfg.Owner(ctx, req)
 	spent, err := t.svc.Spent(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -459,7 +456,7 @@ func (t *Tools) Prepare(ctx context.Context, req *mcp.CallToolRequest) (c *Creat
 	if res != nil || err != nil {
 		return nil, res, err
 	}
-	c.Owner = t.owner(ctx, req)
+	c.Owner = t.cfg.Owner(ctx, req)
 	if a.DryRun {
 		res, err = t.dryRun(ctx, c.Owner, &c.Request, c.Model)
 		return nil, res, err
@@ -475,13 +472,13 @@ func (t *Tools) Create(ctx context.Context, c *Creation) (*mcp.CallToolResult, e
 		return fail(err, "")
 	}
 	if !c.Args.Wait || g.Status.Terminal() || g.Status == generation.StatusReserved {
-		return t.Result(ctx, g, nil)
+		return Result(ctx, t.svc, g, nil)
 	}
 	g, timedOut, err := t.wait(ctx, c.Req, c.Owner, g.ID, c.wait)
 	if err != nil {
 		return nil, err
 	}
-	return t.Result(ctx, g, &timedOut)
+	return Result(ctx, t.svc, g, &timedOut)
 }
 
 // Refused answers a creation's error as generate does: an input error
@@ -533,7 +530,7 @@ func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *
 		cr.InputImage = img
 	}
 	if len(a.Inputs) > 0 {
-		if cr.Inputs, res, err = t.roleInputs(ctx, t.owner(ctx, req), a.Inputs); res != nil || err != nil {
+		if cr.Inputs, res, err = t.roleInputs(ctx, t.cfg.Owner(ctx, req), a.Inputs); res != nil || err != nil {
 			return cr, m, res, err
 		}
 	}
@@ -568,7 +565,7 @@ func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest, a in
 	if res := decodeWithID(req, a); res != nil {
 		return nil, res, nil
 	}
-	g, err = t.svc.Get(ctx, t.owner(ctx, req), a.generationID())
+	g, err = t.svc.Get(ctx, t.cfg.Owner(ctx, req), a.generationID())
 	if err != nil {
 		res, err = fail(err, a.generationID())
 		return nil, res, err
@@ -581,7 +578,7 @@ func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if g == nil {
 		return res, err
 	}
-	return t.Result(ctx, g, nil)
+	return Result(ctx, t.svc, g, nil)
 }
 
 func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -596,11 +593,11 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 	if bad != nil {
 		return bad, nil
 	}
-	g, timedOut, err := t.wait(ctx, req, t.owner(ctx, req), a.GenerationID, d)
+	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, d)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	return t.Result(ctx, g, &timedOut)
+	return Result(ctx, t.svc, g, &timedOut)
 }
 
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -625,7 +622,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	if i < 0 || i >= len(g.Outputs) {
 		return toolError("index %d is out of range: generation %s has %s, numbered from 0", i, g.ID, words.Count(len(g.Outputs), "output")), nil
 	}
-	v, err := t.View(ctx, g)
+	v, err := View(ctx, t.svc, g)
 	if err != nil {
 		return nil, err
 	}
@@ -654,11 +651,11 @@ func (t *Tools) uploadInput(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if bad != nil {
 		return bad, nil
 	}
-	g, err := t.svc.UploadInput(ctx, t.owner(ctx, req), a.GenerationID, a.Role, *img)
+	g, err := t.svc.UploadInput(ctx, t.cfg.Owner(ctx, req), a.GenerationID, a.Role, *img)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	return t.Result(ctx, g, nil)
+	return Result(ctx, t.svc, g, nil)
 }
 
 func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -666,11 +663,11 @@ func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) 
 	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
-	g, _, err := t.svc.Cancel(ctx, t.owner(ctx, req), a.GenerationID)
+	g, _, err := t.svc.Cancel(ctx, t.cfg.Owner(ctx, req), a.GenerationID)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	res, err := t.Result(ctx, g, nil)
+	res, err := Result(ctx, t.svc, g, nil)
 	if err == nil && g.Status == generation.StatusFailed {
 		res.IsError = true
 	}
@@ -693,13 +690,13 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 		}
 		limit = *a.Limit
 	}
-	gens, next, err := t.svc.List(ctx, t.owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
+	gens, next, err := t.svc.List(ctx, t.cfg.Owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
 	if err != nil {
 		return fail(err, "")
 	}
 	views := make([]*GenerationView, 0, len(gens))
 	for _, g := range gens {
-		v, err := t.View(ctx, g)
+		v, err := View(ctx, t.svc, g)
 		if err != nil {
 			return nil, err
 		}

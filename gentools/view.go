@@ -93,11 +93,6 @@ type ErrorView struct {
 func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // View renders g, minting a signed link per output.
-func (t *Tools) View(ctx context.Context, g *generation.Generation) (*GenerationView, error) {
-	return View(ctx, t.svc, g)
-}
-
-// View renders g, minting a signed link per output.
 func View(ctx context.Context, svc *generation.Service, g *generation.Generation) (*GenerationView, error) {
 	v := &GenerationView{
 		GenerationID:    g.ID,
@@ -152,15 +147,10 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 // Result builds the tool result for a generation: structured content, a
 // one-line text for a person, the JSON as a second text block (the spec:
 // a tool with an outputSchema SHOULD also serialize it as text), and a
-// resource link per output. A
-// generation that failed because of the provider is a tool error
-// (isError), so the model can change its request.
-func (t *Tools) Result(ctx context.Context, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
-	return Result(ctx, t.svc, g, timedOut)
-}
-
-// Result is Tools.Result for a caller without the tools (a task's result
-// is exactly what generate with wait:true returns).
+// resource link per output. A generation that failed because of the
+// provider is a tool error (isError), so the model can change its
+// request. A task's result is exactly what generate with wait:true
+// returns.
 func Result(ctx context.Context, svc *generation.Service, g *generation.Generation, timedOut *bool) (*mcp.CallToolResult, error) {
 	v, err := View(ctx, svc, g)
 	if err != nil {

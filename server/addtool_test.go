@@ -19,6 +19,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/server"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,9 +71,9 @@ func TestAddToolFromTestPackage(t *testing.T) {
 		Def:     &mcp.Tool{Name: "echo", Description: "Says it back.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"lean":{"type":"boolean"}}}`)},
 		Handler: echo,
 		Class:   gentools.ClassPoll,
-		Read: func(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+		Read: func(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 			res, err := echo(ctx, req)
-			return tasks.Reply{Result: res}, err
+			return edge.Reply{Result: res}, err
 		},
 		Lean: func(req *mcp.CallToolRequest) bool {
 			var a struct{ Lean bool }
@@ -86,7 +87,7 @@ func TestAddToolFromTestPackage(t *testing.T) {
 	impl := server.Implementation("test")
 	d := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(rig.DB.Tasks(), time.Now), ServerInfo: impl})
 	log := &debugLines{}
-	cfg := server.Config{Version: "test", Tools: tools, Tasks: d, Limits: classes, Configure: func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) }}
+	cfg := server.Config{Version: "test", Tools: tools, Tasks: d, Edge: edge.New(d, edge.Options{}), Limits: classes, Configure: func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) }}
 	obs := &server.Observer{Log: slog.New(log), Tools: tools.Names(), ToolClass: tools.RateClass}
 	srv := httptest.NewServer(obs.HTTP(server.Handler(cfg, server.New(cfg))))
 	t.Cleanup(srv.Close)

@@ -16,14 +16,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
-// Methods is every JSON-RPC method that darkroom (the tasks dispatcher)
-// or go-sdk v1.8.0 (its serverMethodInfos) answers, with its rate class
-// (internal/methods' registry): the only place a method's charge is
-// decided, on HTTP (admit) and stdio (LimitTransport) alike. A method not
-// listed costs a poll, never nothing; tools/call's classes are the
-// tools' (gentools.Tools.Register names each).
-var Methods = methods.All
-
 // ListenIDsPerToken is how many task ids of one subscriptions/listen one
 // poll token pays for: a listen on up to 50 tasks costs one poll (it
 // replaces polling each of them), and the largest one
@@ -32,7 +24,10 @@ var Methods = methods.All
 const ListenIDsPerToken = 50
 
 // ClassOf is the rate class of a message with method (and, for
-// tools/call, tool name) name: its row in Methods, a tool's own class.
+// tools/call, tool name) name: its row in internal/methods (a method not
+// listed costs a poll, never nothing), a tool's own class. It is the
+// only place a method's charge is decided, on HTTP (admit) and stdio
+// (LimitTransport) alike.
 func ClassOf(method, name string, toolClass func(string) string) string {
 	m, _ := methods.Lookup(method)
 	if m.Class != methods.ClassTool {

@@ -141,7 +141,7 @@ func observed(w http.ResponseWriter, r *http.Request, env *tasks.Envelope) (*htt
 
 // rateClass names the limit behind a 429: the guess guard answers with
 // no request id, the per-caller limits with the request's, whose class
-// is the method's row in Methods (ClassOf, as charged).
+// is the method's row in internal/methods (ClassOf, as charged).
 func (o *Observer) rateClass(method, tool string, noID bool) string {
 	switch {
 	case noID:

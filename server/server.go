@@ -23,6 +23,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/sse"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -62,6 +63,9 @@ type Config struct {
 	Limits *limit.Classes
 	// Tasks serves tasks/* and listen with taskIds ahead of go-sdk.
 	Tasks *tasks.Dispatcher
+	// Edge routes /mcp's POSTs (to Tasks, its own lean engine or go-sdk)
+	// and serves the tool table's lean forms.
+	Edge *edge.Engine
 	// Configure runs on the new mcp.Server before it is used (the tasks
 	// layer adds its methods, capabilities and middleware here).
 	Configure func(*mcp.Server)
@@ -94,20 +98,20 @@ func New(cfg Config) *mcp.Server {
 	})
 	s.AddReceivingMiddleware(countRuns) // added first: innermost
 	cfg.Tools.Register(s, cfg.Tasks)
-	if cfg.Tasks != nil {
+	if cfg.Edge != nil {
 		// The lean forms of the tool table, below go-sdk where its answer
 		// can be matched (serverInfo is this server's, as go-sdk adds it).
 		for _, row := range cfg.Tools.Table() {
 			switch {
 			case row.Task != nil:
-				cfg.Tasks.ServeTool(row.Def.Name, row.Task, row.Lean)
+				cfg.Edge.ServeTool(row.Def.Name, row.Task, row.Lean)
 			case row.Read != nil && row.Bytes:
-				cfg.Tasks.ServeBytes(row.Def.Name, row.Read, row.Lean, impl)
+				cfg.Edge.ServeBytes(row.Def.Name, row.Read, row.Lean)
 			case row.Read != nil:
-				cfg.Tasks.ServeRead(row.Def.Name, row.Read, row.Lean, impl)
+				cfg.Edge.ServeRead(row.Def.Name, row.Read, row.Lean)
 			}
 		}
-		cfg.Tasks.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
+		cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	}
 	if cfg.Configure != nil {
 		cfg.Configure(s)
@@ -252,8 +256,8 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		DisableLocalhostProtection: true,
 	})
 	h = sse.KeepAlive(cfg.StreamKeepAlive, h)
-	if cfg.Tasks != nil {
-		h = cfg.Tasks.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
+	if cfg.Edge != nil {
+		h = cfg.Edge.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
 	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)
 	mux := http.NewServeMux()

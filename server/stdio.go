@@ -13,7 +13,7 @@ import (
 
 // LimitTransport charges every message read from t (stdio: every line,
 // and every element of a batch line) to owner's buckets, as HTTP does
-// (charge, by the Methods table): the class comes from the message's
+// (charge, by internal/methods): the class comes from the message's
 // method and params as go-sdk decoded them, the bytes are its params'. A
 // call over the limit is answered -31429 (data.retryAfterMs) and never
 // reaches the server; a notification over it is dropped. Wrap it inside

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
-
-	"github.com/darkroom-mcp/darkroom/outbytes"
 )
 
 // Kind gives meaning to the tasks whose ref starts with its prefix.
@@ -37,10 +35,10 @@ const (
 	CodeHeaderMismatch        = -32020
 	CodeMissingCapability     = -32021
 	CodeUnsupportedProtocol   = -32022
-	metaProtocolVersion       = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities    = "io.modelcontextprotocol/clientCapabilities"
+	MetaProtocolVersion       = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities    = "io.modelcontextprotocol/clientCapabilities"
 	metaSubscriptionID        = "io.modelcontextprotocol/subscriptionId"
-	metaServerInfo            = "io.modelcontextprotocol/serverInfo"
+	MetaServerInfo            = "io.modelcontextprotocol/serverInfo"
 	notificationTasks         = "notifications/tasks"
 	notificationSubscribed    = "notifications/subscriptions/acknowledged"
 	methodGet                 = "tasks/get"
@@ -99,9 +97,6 @@ type Options struct {
 	// DARKROOM_STREAM_KEEPALIVE).
 	KeepAlive time.Duration
 	Logger    *slog.Logger
-	// Bytes is the process-wide budget of output bytes in flight, which
-	// streamed reads draw from (ServeBytes, ServeResource); nil: unbounded.
-	Bytes *outbytes.Budget
 }
 
 // Dispatcher serves tasks/get, tasks/update, tasks/cancel and
@@ -111,22 +106,9 @@ type Dispatcher struct {
 	opts  Options
 	store *Store
 	kinds map[string]Kind
-	tools map[string]leanTool // see ServeTool
-	reads map[string]leanRead // see ServeRead
-	// bytesTools are the reads whose blobs are streamed (ServeBytes),
-	// resource answers resources/read (ServeResource), and ownerOf names
-	// a request's caller (Middleware's owner).
-	bytesTools   map[string]bool
-	resource     ResourceHandler
-	resourceLean func(uri string) bool
-	ownerOf      func(*http.Request) string
-	// readInfo and readMeta are the MCP server's serverInfo, and the
-	// opening of a read result carrying it (ServeRead).
-	readInfo any
-	readMeta []byte
-	metas    metaCache
-	// replies are the encoded replies of tasks/get and the lean reads.
-	replies replyCache
+	// replies are the encoded replies of tasks/get and the lean reads
+	// (Replies).
+	replies Replies
 	ack     json.RawMessage
 	// resultMeta is every result's _meta, encoded once.
 	resultMeta json.RawMessage
@@ -146,11 +128,8 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}, replies: newReplyCache(), metas: newMetaCache()}
+	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}, replies: newReplies()}
 	d.drained, d.drain = context.WithCancel(context.Background())
-	if o.ServerInfo != nil {
-		d.setServerInfo(o.ServerInfo)
-	}
 	d.resultMeta = d.meta(nil)
 	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.resultMeta})
 	return d
@@ -158,6 +137,17 @@ func NewDispatcher(o Options) *Dispatcher {
 
 // Store returns the dispatcher's store.
 func (d *Dispatcher) Store() *Store { return d.store }
+
+// ServerInfo is Options.ServerInfo: the MCP server's Implementation.
+func (d *Dispatcher) ServerInfo() any { return d.opts.ServerInfo }
+
+// Serves reports whether version is one of the protocol versions served
+// on this wire (Options.Versions).
+func (d *Dispatcher) Serves(version string) bool { return slices.Contains(d.opts.Versions, version) }
+
+// Replies is the dispatcher's cache of encoded replies, which the lean
+// engine's keyed reads share.
+func (d *Dispatcher) Replies() Replies { return d.replies }
 
 // Register makes k responsible for tasks whose ref starts with prefix+":".
 func (d *Dispatcher) Register(prefix string, k Kind) { d.kinds[prefix] = k }
@@ -175,7 +165,7 @@ func (d *Dispatcher) kind(t *Task) (Kind, error) {
 func (d *Dispatcher) meta(extra map[string]any) json.RawMessage {
 	m := map[string]any{}
 	if d.opts.ServerInfo != nil {
-		m[metaServerInfo] = d.opts.ServerInfo
+		m[MetaServerInfo] = d.opts.ServerInfo
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -256,7 +246,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 		return nil, invalidParams("params must be an object with _meta")
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
-		return nil, invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
+		return nil, invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 	}
 	if headers != nil {
 		if e := checkHeaders(headers, req.Method, *p.Meta.ProtocolVersion, p.TaskID); e != nil {
@@ -295,7 +285,7 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 	if method == methodListen {
 		return nil
 	}
-	id, _ := rawString(rawTaskID)
+	id, _ := RawString(rawTaskID)
 	if n := decodeHeader(h.Get("Mcp-Name")); n != id {
 		return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match params.taskId", n))
 	}
@@ -303,7 +293,7 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 }
 
 func taskID(p *params) (string, *RPCError) {
-	id, ok := rawString(p.TaskID)
+	id, ok := RawString(p.TaskID)
 	if !ok || id == "" {
 		return "", invalidParams("params.taskId must be a non-empty string")
 	}
@@ -340,17 +330,13 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	return nil, &RPCError{Code: CodeMethodNotFound, Message: "Method not found", HTTPStatus: http.StatusNotFound}
 }
 
-func (d *Dispatcher) internal(ctx context.Context, method string, err error) *RPCError {
-	return Internal(ctx, d.opts.Logger, method, "", err)
-}
-
 func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
 	t, err := d.store.Lookup(ctx, owner, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(ctx, method, err)
+		return nil, Internal(ctx, d.opts.Logger, method, "", err)
 	}
 	return t, nil
 }
@@ -401,18 +387,18 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	// until it changes, so a poll reuses them.
 	perRead := t.Status == StatusCompleted && len(t.Result) == 0
 	key := detailKey{state: keyOf(t), poll: t.PollInterval}
-	slot := replySlot{id: id, kind: 't', modern: true}
+	slot := ReplySlot{ID: id, Kind: 't', Modern: true}
 	if !perRead {
-		if b, ok := d.replies.get(slot, key); ok {
+		if b, ok := d.replies.Get(slot, key); ok {
 			return b, nil
 		}
 	}
 	b, err := d.render(ctx, t, nil)
 	if err != nil {
-		return nil, d.internal(ctx, methodGet, err)
+		return nil, Internal(ctx, d.opts.Logger, methodGet, "", err)
 	}
 	if !perRead {
-		d.replies.put(slot, key, b)
+		d.replies.Put(slot, key, b)
 	}
 	return b, nil
 }
@@ -432,13 +418,13 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, notFound()
 	}
 	if err != nil {
-		return nil, d.internal(ctx, methodUpdate, err)
+		return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 	}
 	if len(taken) > 0 {
 		d.store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
-			return nil, d.internal(ctx, methodUpdate, err)
+			return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 		}
 		if err := k.Answered(ctx, t, taken); err != nil {
 			d.opts.Logger.Error("tasks: apply answers", "task", id, "err", err)
@@ -457,10 +443,10 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 	}
 	k, err := d.kind(t)
 	if err != nil {
-		return nil, d.internal(ctx, methodCancel, err)
+		return nil, Internal(ctx, d.opts.Logger, methodCancel, "", err)
 	}
 	if err := k.Cancel(ctx, t); err != nil {
-		return nil, d.internal(ctx, methodCancel, err)
+		return nil, Internal(ctx, d.opts.Logger, methodCancel, "", err)
 	}
 	return d.ack, nil
 }

@@ -67,7 +67,7 @@ func tasksCaps() map[string]any {
 
 // rpc builds a request with _meta declaring the extension.
 func rpc(method string, params map[string]any) *Request {
-	p := map[string]any{"_meta": map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()}}
+	p := map[string]any{"_meta": map[string]any{MetaProtocolVersion: testVersion, MetaClientCapabilities: tasksCaps()}}
 	maps.Copy(p, params)
 	b, _ := json.Marshal(p)
 	return &Request{ID: json.RawMessage("1"), Method: method, Params: b}
@@ -269,7 +269,7 @@ func TestGetRendersStatusSpecificFields(t *testing.T) {
 			t.Fatal(e)
 		}
 		m := decode(t, res)
-		if m["resultType"] != "complete" || m["_meta"].(map[string]any)[metaServerInfo] == nil || !c.check(m) {
+		if m["resultType"] != "complete" || m["_meta"].(map[string]any)[MetaServerInfo] == nil || !c.check(m) {
 			t.Errorf("tasks/get %s", res)
 		}
 	}
@@ -303,7 +303,7 @@ func TestParamChecks(t *testing.T) {
 		return &Request{ID: json.RawMessage("7"), Method: methodGet, Params: json.RawMessage(params)}
 	}
 	meta := func(version string, caps string) string {
-		return `{"` + metaProtocolVersion + `":"` + version + `","` + metaClientCapabilities + `":` + caps + `}`
+		return `{"` + MetaProtocolVersion + `":"` + version + `","` + MetaClientCapabilities + `":` + caps + `}`
 	}
 	ext := `{"extensions":{"` + ExtensionID + `":{}}}`
 	cases := []struct {
@@ -314,8 +314,8 @@ func TestParamChecks(t *testing.T) {
 		{"no params", raw(``), CodeInvalidParams},
 		{"params not an object", raw(`[1]`), CodeInvalidParams},
 		{"no _meta", raw(`{"taskId":"` + task.ID + `"}`), CodeInvalidParams},
-		{"_meta without version", raw(`{"taskId":"x","_meta":{"` + metaClientCapabilities + `":{}}}`), CodeInvalidParams},
-		{"_meta without caps", raw(`{"taskId":"x","_meta":{"` + metaProtocolVersion + `":"` + testVersion + `"}}`), CodeInvalidParams},
+		{"_meta without version", raw(`{"taskId":"x","_meta":{"` + MetaClientCapabilities + `":{}}}`), CodeInvalidParams},
+		{"_meta without caps", raw(`{"taskId":"x","_meta":{"` + MetaProtocolVersion + `":"` + testVersion + `"}}`), CodeInvalidParams},
 		{"unsupported version", raw(`{"taskId":"x","_meta":` + meta("2099-01-01", ext) + `}`), CodeUnsupportedProtocol},
 		{"no extension", raw(`{"taskId":"x","_meta":` + meta(testVersion, `{}`) + `}`), CodeMissingCapability},
 		{"extension not an object", raw(`{"taskId":"x","_meta":` + meta(testVersion, `{"extensions":{"`+ExtensionID+`":true}}`) + `}`), CodeMissingCapability},

@@ -23,7 +23,7 @@ import (
 )
 
 // Envelope is the routing view of one JSON-RPC POST body, parsed once by
-// Peek from the whole body and shared by every layer after it: what a
+// Admit from the whole body and shared by every layer after it: what a
 // layer decides (rate class, header checks, which path serves it) is
 // decided on what will be executed, never on what the headers claim.
 type Envelope struct {
@@ -64,12 +64,20 @@ type Message struct {
 	Req *Request
 	// jsonrpc and params are the raw fields the lean tool paths read.
 	jsonrpc string
-	params  *wireParams
+	params  *RawParams
 }
+
+// Params is the message's params as the one parse left them, raw (nil
+// when they were not an object), and JSONRPC its jsonrpc member: what the
+// lean engine checks before it takes a call.
+func (m *Message) Params() *RawParams { return m.params }
+
+// JSONRPC is the message's jsonrpc member as sent.
+func (m *Message) JSONRPC() string { return m.jsonrpc }
 
 type envelopeKey struct{}
 
-// EnvelopeFrom returns the envelope Peek stored in ctx.
+// EnvelopeFrom returns the envelope Admit stored in ctx.
 func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
 	e, ok := ctx.Value(envelopeKey{}).(*Envelope)
 	return e, ok
@@ -136,9 +144,9 @@ type wireMessage struct {
 	Params  json.RawMessage `json:"params"`
 }
 
-// wireParams are the params fields any layer reads, raw so that a value
+// RawParams are the params fields any layer reads, raw so that a value
 // of an unexpected type never hides the others.
-type wireParams struct {
+type RawParams struct {
 	Name           json.RawMessage `json:"name"`
 	URI            json.RawMessage `json:"uri"`
 	TaskID         json.RawMessage `json:"taskId"`
@@ -154,9 +162,9 @@ type wireMeta struct {
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
-// rawString decodes a JSON string as go-sdk would; plain printable ASCII,
+// RawString decodes a JSON string as go-sdk would; plain printable ASCII,
 // the usual case, is sliced out without a decoder.
-func rawString(raw json.RawMessage) (string, bool) {
+func RawString(raw json.RawMessage) (string, bool) {
 	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
 		plain := true
 		for _, c := range raw[1 : len(raw)-1] {
@@ -216,12 +224,12 @@ func tooDeep(b []byte) bool {
 	return false
 }
 
-// numbersFit reports that every number in b (a valid JSON body) is one a
+// NumbersFit reports that every number in b (a valid JSON body) is one a
 // float64 holds: on 2026-07-28 go-sdk decodes a call's params into Go
 // values to check its headers, and refuses the whole request when a
 // number overflows (-32020), so a lean path leaves such a body to it.
 // Only a number with an exponent or over 300 digits can overflow.
-func numbersFit(b []byte) bool {
+func NumbersFit(b []byte) bool {
 	start, exp := -1, false
 	fits := func(end int) bool {
 		if start < 0 || (!exp && end-start <= 300) {
@@ -310,14 +318,14 @@ func parseError(b []byte, err error) *BodyError {
 	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
 }
 
-func routeName(row *methods.Method, p *wireParams) string {
-	s, _ := rawString(routeRaw(row, p))
+func routeName(row *methods.Method, p *RawParams) string {
+	s, _ := RawString(routeRaw(row, p))
 	return s
 }
 
 // routeRaw is the params field the method's row names (nil for a method
-// without one: rawString(nil) is "").
-func routeRaw(row *methods.Method, p *wireParams) json.RawMessage {
+// without one: RawString(nil) is "").
+func routeRaw(row *methods.Method, p *RawParams) json.RawMessage {
 	switch row.Named {
 	case "name":
 		return p.Name
@@ -349,7 +357,7 @@ func parseMessage(b []byte) (*Message, error) {
 // the route name, _meta's version and capabilities, and the dispatcher's
 // typed params.
 func (m *Message) readParams(raw json.RawMessage) {
-	p := new(wireParams)
+	p := new(RawParams)
 	if len(raw) == 0 || unmarshalBody(raw, p) != nil {
 		return
 	}
@@ -359,7 +367,7 @@ func (m *Message) readParams(raw json.RawMessage) {
 	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalBody(p.Meta, &meta) == nil)
 	if metaOK {
 		if len(meta.ProtocolVersion) > 0 {
-			m.Version, _ = rawString(meta.ProtocolVersion)
+			m.Version, _ = RawString(meta.ProtocolVersion)
 		}
 		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
 	}
@@ -433,7 +441,7 @@ func (m *Message) ListenIDs() int {
 // into structs or maps: where one repeats, the strict decode merges the
 // objects, while the raw fields keep only the last.
 var objectKeys = [][]byte{[]byte(`"_meta"`), []byte(`"notifications"`), []byte(`"inputResponses"`),
-	[]byte(`"` + metaClientCapabilities + `"`), []byte(`"extensions"`)}
+	[]byte(`"` + MetaClientCapabilities + `"`), []byte(`"extensions"`)}
 
 // repeatsObjectKey reports raw params in which one of objectKeys occurs
 // twice (or a string holds it: the typed params are then left to the
@@ -449,7 +457,7 @@ func repeatsObjectKey(raw []byte) bool {
 
 // typedParams is unmarshalStrict(params, &params{}) from the fields one
 // pass read, or nil when that decode could fail or read more.
-func typedParams(p *wireParams, meta *wireMeta) *params {
+func typedParams(p *RawParams, meta *wireMeta) *params {
 	tp := &params{TaskID: p.TaskID}
 	if !tp.decodeNotifications(p.Notifications) {
 		return nil
@@ -460,7 +468,7 @@ func typedParams(p *wireParams, meta *wireMeta) *params {
 			ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
 		}{}
 		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {
-			s, ok := rawString(v)
+			s, ok := RawString(v)
 			if !ok {
 				return nil
 			}
@@ -489,29 +497,6 @@ func (e *Envelope) Messages() []Message {
 	return unsafe.Slice(&e.Message, 1) // no copy: the one message is e.Message
 }
 
-// Peek reads and parses the whole body of a POST to the MCP endpoint
-// (at most maxBody bytes), stores the envelope in the returned request's
-// context and restores the body for the next handler. Its error is an
-// *http.MaxBytesError (the body is over the cap: nothing of it may run),
-// a read error, or a *BodyError. A body that fails is never handed on.
-func Peek(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, error) {
-	if e, ok := EnvelopeFrom(r.Context()); ok {
-		return e, r, nil
-	}
-	body, err := readBody(w, r, maxBody)
-	_ = r.Body.Close()
-	r.Body = http.NoBody
-	if err != nil {
-		return nil, r, err
-	}
-	e, err := ParseBody(body)
-	if err != nil {
-		return nil, r, err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return e, r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e)), nil
-}
-
 // readBody reads the whole body, at most maxBody bytes. A small declared
 // length (a poll's) is read into a buffer of that size: net/http ends the
 // body there, and reports a shorter one as an error. Any other body is
@@ -535,7 +520,9 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, er
 }
 
 // Admit is the door of the MCP endpoint below any caller-specific work:
-// for a POST it reads and parses the whole body (Peek) and answers, with
+// for a POST it reads and parses the whole body (at most maxBody bytes),
+// leaves the envelope in the returned request's context, restores the
+// body for the next handler, and answers, with
 // nothing executed, a body over the cap (413), one that is not a JSON-RPC
 // message (-32700 or -32600), and a 2026-07-28 request whose required
 // headers are missing or disagree with its body (-32020). It reports
@@ -545,11 +532,19 @@ func readBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, er
 // before it (HostAllowed, server's checkOrigin).
 func Admit(w http.ResponseWriter, r *http.Request, maxBody int64) (*Envelope, *http.Request, bool) {
 	edgecount.Admissions.Add(1)
-	e, r, err := Peek(w, r, maxBody)
-	if err != nil {
+	body, err := readBody(w, r, maxBody)
+	_ = r.Body.Close()
+	r.Body = http.NoBody
+	var e *Envelope
+	if err == nil {
+		e, err = ParseBody(body)
+	}
+	if err != nil { // a body that fails is never handed on
 		writeBodyError(w, err)
 		return nil, r, false
 	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r = r.WithContext(context.WithValue(r.Context(), envelopeKey{}, e))
 	for _, m := range e.Messages() {
 		if re := checkEnvelopeHeaders(r.Header, &m, e.IsBatch); re != nil {
 			WriteError(w, m.ID, re)
@@ -598,7 +593,7 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 	hv := h.Get("Mcp-Protocol-Version")
 	modern := hv >= modernVersion
 	if m.Call && modern && (m.Version == "" || !m.HasCaps) {
-		return invalidParams(missingMetaMessagePreface + ": " + metaProtocolVersion + " and " + metaClientCapabilities)
+		return invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 	}
 	if m.Version != "" && hv != m.Version {
 		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", hv, m.Version))

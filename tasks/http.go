@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,13 +39,30 @@ func DeclaredMethod(h http.Header) string {
 func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
 	b, _ := json.Marshal(e)
 	if len(id) > 0 && string(id) != "null" {
-		tell(w, e.Code, false)
+		Tell(w, e.Code, false)
 	}
 	if e.RetryAfter != "" {
 		w.Header().Set("Retry-After", e.RetryAfter)
 	}
-	writeFramed(w, e.HTTPStatus, id, "error", b)
+	WriteFramed(w, e.HTTPStatus, id, "error", b)
 }
+
+// Path names the engine that answers a request on the MCP endpoint: the
+// debug line's "path" and the label of darkroom_requests_by_path_total.
+type Path string
+
+const (
+	// PathLean is a tools/call or resources/read the lean engine
+	// (server/edge) runs itself, below go-sdk, answered byte for byte as
+	// go-sdk would.
+	PathLean Path = "lean"
+	// PathTasks is tasks/get, tasks/update, tasks/cancel and
+	// subscriptions/listen with taskIds, which go-sdk does not serve.
+	PathTasks Path = "tasks"
+	// PathSDK is everything else, and every request the lean engine
+	// cannot prove go-sdk would take and treat the same way.
+	PathSDK Path = "go-sdk"
+)
 
 // Outcome is implemented by a ResponseWriter that records what each
 // response was (server's metrics recorder): the dispatcher tells it,
@@ -71,33 +87,25 @@ func OutcomeFrom(ctx context.Context) (Outcome, bool) {
 	return nil, false
 }
 
-func tell(w http.ResponseWriter, code int64, isError bool) {
+// Tell tells w's recorder, if it has one, what the response is.
+func Tell(w http.ResponseWriter, code int64, isError bool) {
 	if o, ok := w.(Outcome); ok {
 		o.RPCOutcome(code, isError)
 	}
 }
 
-// servedBy tells w's recorder which engine answers the request.
-func servedBy(w http.ResponseWriter, p Path) {
-	if o, ok := w.(Outcome); ok {
-		o.ServedBy(p)
-	}
-}
+// JSONContentType is the Content-Type header's value, set without
+// canonicalising or allocating.
+var JSONContentType = []string{"application/json"}
 
-// Shared header values: set without canonicalising or allocating.
-var jsonContentType = []string{"application/json"}
-
-// writeFramed answers a JSON-RPC response over HTTP.
+// WriteFramed answers a JSON-RPC response over HTTP.
 // The frame is written in pieces (the server buffers them): no copy of
 // the body.
-func writeFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
+func WriteFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
 	var open [64]byte
-	head := append(append(append(append(append(open[:0], framePrefix...), id...), `,"`...), field...), `":`...)
+	head := FrameHead(open[:0], id, field)
 	h := w.Header()
-	h["Content-Type"] = jsonContentType
+	h["Content-Type"] = JSONContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(head) + len(body) + 1)}
 	if status == 0 {
 		status = http.StatusOK
@@ -112,20 +120,20 @@ var closeBrace = []byte{'}'}
 
 const framePrefix = `{"jsonrpc":"2.0","id":`
 
-// frame wraps a result or error object in a JSON-RPC response without
-// re-encoding it.
-func frame(id json.RawMessage, field string, body []byte) []byte {
+// FrameHead appends a JSON-RPC response's opening to buf, up to its
+// field's value: the body and a closing brace complete it. An absent id
+// is null.
+func FrameHead(buf []byte, id json.RawMessage, field string) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	out := make([]byte, 0, len(body)+len(id)+32)
-	out = append(out, framePrefix...)
-	out = append(out, id...)
-	out = append(out, `,"`...)
-	out = append(out, field...)
-	out = append(out, `":`...)
-	out = append(out, body...)
-	return append(out, '}')
+	return append(append(append(append(append(buf, framePrefix...), id...), `,"`...), field...), `":`...)
+}
+
+// frame wraps a result or error object in a JSON-RPC response without
+// re-encoding it.
+func frame(id json.RawMessage, field string, body []byte) []byte {
+	return append(append(FrameHead(make([]byte, 0, len(body)+len(id)+32), id, field), body...), '}')
 }
 
 func notification(method string, params []byte) []byte {
@@ -137,56 +145,20 @@ func notification(method string, params []byte) []byte {
 	return append(out, '}')
 }
 
-// Middleware serves the dispatcher's methods on the MCP endpoint and
-// passes every other request to next. owner names the authenticated
-// caller of a request.
-func (d *Dispatcher) Middleware(owner func(*http.Request) string, maxBody int64) func(http.Handler) http.Handler {
-	d.ownerOf = owner
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				next.ServeHTTP(w, r)
-				return
-			}
-			env, ok := Admitted(r.Context())
-			if !ok { // served alone, with no door before it
-				if !HostAllowed(r) {
-					http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
-					return
-				}
-				if env, r, ok = Admit(w, r, maxBody); !ok {
-					return
-				}
-			}
-			path, l := d.route(r, env)
-			servedBy(w, path)
-			switch path {
-			case PathLean: // every outcome answered here: nothing handed back, nothing run twice
-				switch {
-				case l.tool != nil:
-					d.serveTool(w, r, env, l)
-				case l.read != nil:
-					d.serveRead(w, r, env, l, owner(r))
-				default:
-					d.serveResource(w, r, env, l, owner(r))
-				}
-				return
-			case PathSDK:
-				next.ServeHTTP(w, r)
-				return
-			}
-			edgecount.Handler()
-			if env.Req.Method == methodListen {
-				d.serveListen(w, r, owner(r), env.Req)
-				return
-			}
-			res, e := d.Call(r.Context(), owner(r), env.Req, r.Header)
-			if e != nil {
-				WriteError(w, env.Req.ID, e)
-				return
-			}
-			tell(w, 0, false)
-			writeFramed(w, http.StatusOK, env.Req.ID, "result", res)
-		})
+// Serve answers one of the dispatcher's own requests (tasks/*, and
+// subscriptions/listen with taskIds: the envelope's Dispatched) on the MCP
+// endpoint for owner, the authenticated caller.
+func (d *Dispatcher) Serve(w http.ResponseWriter, r *http.Request, req *Request, owner string) {
+	edgecount.Handler()
+	if req.Method == methodListen {
+		d.serveListen(w, r, owner, req)
+		return
 	}
+	res, e := d.Call(r.Context(), owner, req, r.Header)
+	if e != nil {
+		WriteError(w, req.ID, e)
+		return
+	}
+	Tell(w, 0, false)
+	WriteFramed(w, http.StatusOK, req.ID, "result", res)
 }

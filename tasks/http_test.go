@@ -40,9 +40,33 @@ func newHTTPFixture(t *testing.T, d *Dispatcher) *httpFixture {
 		w.WriteHeader(http.StatusTeapot)
 	})
 	owner := func(r *http.Request) string { return r.Header.Get("X-Owner") }
-	f.srv = httptest.NewServer(d.Middleware(owner, 1<<20)(next))
+	f.srv = httptest.NewServer(door(d, owner, 1<<20, next))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// door stands in for server/edge's: the Host check and Admit, then the
+// dispatcher's own requests served (Serve) and every other passed to next.
+func door(d *Dispatcher, owner func(*http.Request) string, maxBody int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !HostAllowed(r) {
+			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+			return
+		}
+		env, r, ok := Admit(w, r, maxBody)
+		if !ok {
+			return
+		}
+		if !env.Dispatched() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d.Serve(w, r, env.Req, owner(r))
+	})
 }
 
 type post struct {
@@ -60,7 +84,7 @@ func (f *httpFixture) do(t *testing.T, p post) *http.Response {
 		params[k] = v
 	}
 	if !p.noMeta {
-		params["_meta"] = map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()}
+		params["_meta"] = map[string]any{MetaProtocolVersion: testVersion, MetaClientCapabilities: tasksCaps()}
 	}
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 42, "method": p.method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", bytes.NewReader(body))
@@ -128,10 +152,10 @@ func TestHeaderChecks(t *testing.T) {
 		{"protocol header mismatch", post{method: methodGet, params: get, headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}}, 400, CodeHeaderMismatch},
 		{"missing _meta", post{method: methodGet, params: get, noMeta: true}, 400, CodeInvalidParams},
 		{"missing _meta beats header mismatch", post{method: methodGet, params: get, noMeta: true, headers: map[string]string{"Mcp-Name": "other"}}, 400, CodeInvalidParams},
-		{"no extension", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: map[string]any{}}}, noMeta: true}, 400, CodeMissingCapability},
-		{"unsupported version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{metaProtocolVersion: "2099-01-01", metaClientCapabilities: tasksCaps()}}, noMeta: true,
+		{"no extension", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: testVersion, MetaClientCapabilities: map[string]any{}}}, noMeta: true}, 400, CodeMissingCapability},
+		{"unsupported version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: "2099-01-01", MetaClientCapabilities: tasksCaps()}}, noMeta: true,
 			headers: map[string]string{"Mcp-Protocol-Version": "2099-01-01"}}, 400, CodeUnsupportedProtocol},
-		{"header mismatch beats version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{metaProtocolVersion: "2099-01-01", metaClientCapabilities: tasksCaps()}}, noMeta: true}, 400, CodeHeaderMismatch},
+		{"header mismatch beats version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: "2099-01-01", MetaClientCapabilities: tasksCaps()}}, noMeta: true}, 400, CodeHeaderMismatch},
 		{"cancel Mcp-Name mismatch", post{method: methodCancel, params: get, headers: map[string]string{"Mcp-Name": "x"}}, 400, CodeHeaderMismatch},
 		{"update Mcp-Name mismatch", post{method: methodUpdate, params: map[string]any{"taskId": task.ID, "inputResponses": map[string]any{}}, headers: map[string]string{"Mcp-Name": "x"}}, 400, CodeHeaderMismatch},
 		{"listen Mcp-Method mismatch", post{method: methodListen, params: map[string]any{"notifications": map[string]any{"taskIds": []string{task.ID}}}, headers: map[string]string{"Mcp-Method": methodGet}}, 400, CodeHeaderMismatch},
@@ -385,7 +409,7 @@ func TestListenClientGoneUnsubscribes(t *testing.T) {
 	d, s, _, _ := newTestDispatcher(t)
 	a := mkTask(t, s, &Task{Owner: "alice"})
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 42, "method": methodListen, "params": map[string]any{
-		"_meta":         map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()},
+		"_meta":         map[string]any{MetaProtocolVersion: testVersion, MetaClientCapabilities: tasksCaps()},
 		"notifications": map[string]any{"taskIds": []string{a.ID}},
 	}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -463,7 +487,7 @@ func TestListenTaskIDsCap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			params := map[string]any{"notifications": map[string]any{"taskIds": c.ids}}
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": methodListen, "params": map[string]any{
-				"_meta":         map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()},
+				"_meta":         map[string]any{MetaProtocolVersion: testVersion, MetaClientCapabilities: tasksCaps()},
 				"notifications": params["notifications"],
 			}})
 			var req Request

@@ -8,22 +8,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// requestVersion is the protocol revision a request is served under, as
-// Version for tools/call: the one an initialize negotiated when the
-// connection had one, else the request's own _meta protocolVersion.
-func requestVersion(req mcp.Request) string {
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		if ip := ss.InitializeParams(); ip != nil {
-			return ip.ProtocolVersion
-		}
-	}
-	if p := req.GetParams(); p != nil {
-		v, _ := p.GetMeta()[metaProtocolVersion].(string)
-		return v
-	}
-	return ""
-}
-
 // legacyResult hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
 // result sent to a pre-2026 client: go-sdk fills them on every era, and
 // they are no part of the older schemas.
@@ -48,7 +32,7 @@ func (r legacyResult) MarshalJSON() ([]byte, error) {
 // shape: go-sdk looks inside it (multi round-trip for old clients), which
 // the wrapper would hide.
 func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {
-	if requestVersion(req) >= TasksVersion {
+	if Version(req) >= TasksVersion {
 		return res
 	}
 	if _, read := res.(*mcp.ReadResourceResult); read {

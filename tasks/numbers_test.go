@@ -19,8 +19,8 @@ func TestNumbersFit(t *testing.T) {
 		{`{"a":true,"b":false,"c":1e999}`, false},
 		{`{"a":true,"e":1E5}`, true},
 	} {
-		if got := numbersFit([]byte(c.body)); got != c.want {
-			t.Errorf("numbersFit(%s) = %v, want %v", c.body, got, c.want)
+		if got := NumbersFit([]byte(c.body)); got != c.want {
+			t.Errorf("NumbersFit(%s) = %v, want %v", c.body, got, c.want)
 		}
 	}
 }

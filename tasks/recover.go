@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-
-	"github.com/darkroom-mcp/darkroom/internal/edgecount"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // PanicMessage is what a caller is told when its request's handler
@@ -43,50 +40,3 @@ func Internal(ctx context.Context, log *slog.Logger, method, name string, err er
 	log.Log(ctx, level, "request failed", "method", method, "name", name, "err", err)
 	return &RPCError{Code: CodeInternal, Message: InternalMessage, HTTPStatus: http.StatusInternalServerError}
 }
-
-// guardTool is h recovering its panics as Recovered's error; each run is
-// a handler run (edgecount.Handlers).
-func (d *Dispatcher) guardTool(name string, h ToolHandler) ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (out ToolOutcome, err error) {
-		edgecount.Handler()
-		defer func() {
-			if v := recover(); v != nil {
-				out, err = ToolOutcome{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
-			}
-		}()
-		return h(ctx, req)
-	}
-}
-
-// guardRead is guardTool for a ReadHandler (its Render is guarded where
-// it is called: answerOf).
-func (d *Dispatcher) guardRead(name string, h ReadHandler) ReadHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (r Reply, err error) {
-		edgecount.Handler()
-		defer func() {
-			if v := recover(); v != nil {
-				r, err = Reply{}, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
-			}
-		}()
-		return h(ctx, req)
-	}
-}
-
-// guardResource is guardTool for a ResourceHandler.
-func (d *Dispatcher) guardResource(h ResourceHandler) ResourceHandler {
-	return func(ctx context.Context, req *mcp.ReadResourceRequest) (res mcp.Result, err error) {
-		edgecount.Handler()
-		defer func() {
-			if v := recover(); v != nil {
-				res, err = nil, panicError{Recovered(d.opts.Logger, "resources/read", req.Params.URI, v)}
-			}
-		}()
-		return h(ctx, req)
-	}
-}
-
-// panicError marks Recovered's answer from a guarded handler: the lean
-// engine answers it as it is (sdkError).
-type panicError struct{ *RPCError }
-
-func (p panicError) Unwrap() error { return p.RPCError }

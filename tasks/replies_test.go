@@ -12,35 +12,35 @@ import (
 // one and the newest is kept; with the cache off nothing is answered.
 func TestReplyCache(t *testing.T) {
 	type key struct{ status string }
-	c := newReplyCache()
-	slot := replySlot{id: "g1", kind: 'r', modern: true}
-	c.put(slot, key{"queued"}, []byte("a"))
+	c := newReplies()
+	slot := ReplySlot{ID: "g1", Kind: 'r', Modern: true}
+	c.Put(slot, key{"queued"}, []byte("a"))
 	for _, tc := range []struct {
 		name string
-		slot replySlot
+		slot ReplySlot
 		key  any
 		hit  bool
 	}{
 		{"same slot and key", slot, key{"queued"}, true},
 		{"a changed key", slot, key{"running"}, false},
-		{"another era", replySlot{id: "g1", kind: 'r'}, key{"queued"}, false},
-		{"a task of the same id", replySlot{id: "g1", kind: 't', modern: true}, key{"queued"}, false},
+		{"another era", ReplySlot{ID: "g1", Kind: 'r'}, key{"queued"}, false},
+		{"a task of the same id", ReplySlot{ID: "g1", Kind: 't', Modern: true}, key{"queued"}, false},
 		{"another key type", slot, struct{ status string }{"queued"}, false},
 	} {
-		if _, ok := c.get(tc.slot, tc.key); ok != tc.hit {
+		if _, ok := c.Get(tc.slot, tc.key); ok != tc.hit {
 			t.Errorf("%s: hit %v, want %v", tc.name, ok, tc.hit)
 		}
 	}
 	restore := caches.Disable(caches.Replies)
-	if _, ok := c.get(slot, key{"queued"}); ok {
+	if _, ok := c.Get(slot, key{"queued"}); ok {
 		t.Error("answered with the cache off")
 	}
 	restore()
 	max := caches.Replies.Spec().Entries
 	for i := range max + 100 {
-		s := replySlot{id: fmt.Sprint("gen-", i), kind: 'r'}
-		c.put(s, i, []byte("x"))
-		if _, ok := c.get(s, i); !ok {
+		s := ReplySlot{ID: fmt.Sprint("gen-", i), Kind: 'r'}
+		c.Put(s, i, []byte("x"))
+		if _, ok := c.Get(s, i); !ok {
 			t.Fatalf("entry %d missing right after put", i)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -21,17 +22,17 @@ const TasksVersion = "2026-07-28"
 // the version it negotiated, whatever a request's _meta says; otherwise it
 // is the request's own _meta protocolVersion, which on HTTP equals the
 // header (checked before any handler runs).
-func Version(req *mcp.CallToolRequest) string {
-	if req.Session != nil {
-		if ip := req.Session.InitializeParams(); ip != nil {
+func Version(req mcp.Request) string {
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if ip := ss.InitializeParams(); ip != nil {
 			return ip.ProtocolVersion
 		}
 	}
-	if req.Params == nil {
-		return ""
+	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() { // absent params are typed nils
+		v, _ := p.GetMeta()[MetaProtocolVersion].(string)
+		return v
 	}
-	v, _ := req.Params.Meta[metaProtocolVersion].(string)
-	return v
+	return ""
 }
 
 // modern reports whether req is on the 2026-07-28 wire (or later), where
@@ -96,7 +97,7 @@ func wireCaps(req *mcp.CallToolRequest) (map[string]any, bool) {
 	if req.Params == nil {
 		return nil, false
 	}
-	m, ok := req.Params.Meta[metaClientCapabilities].(map[string]any)
+	m, ok := req.Params.Meta[MetaClientCapabilities].(map[string]any)
 	return m, ok
 }
 

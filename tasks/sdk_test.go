@@ -11,7 +11,7 @@ import (
 func wireRequest(t *testing.T, caps string) *mcp.CallToolRequest {
 	t.Helper()
 	var meta map[string]any
-	if err := json.Unmarshal([]byte(`{"`+metaProtocolVersion+`":"2026-07-28","`+metaClientCapabilities+`":`+caps+`}`), &meta); err != nil {
+	if err := json.Unmarshal([]byte(`{"`+MetaProtocolVersion+`":"2026-07-28","`+MetaClientCapabilities+`":`+caps+`}`), &meta); err != nil {
 		t.Fatal(err)
 	}
 	return &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: "x"}}
@@ -77,9 +77,9 @@ func TestDeclaredOnlyOnTheTasksWire(t *testing.T) {
 		version any
 		want    bool
 	}{{"2026-07-28", true}, {"2025-11-25", false}, {"2025-06-18", false}, {nil, false}, {7, false}} {
-		meta := map[string]any{metaClientCapabilities: caps}
+		meta := map[string]any{MetaClientCapabilities: caps}
 		if c.version != nil {
-			meta[metaProtocolVersion] = c.version
+			meta[MetaProtocolVersion] = c.version
 		}
 		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: "x"}}
 		if got := Declared(req); got != c.want {

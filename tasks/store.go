@@ -163,9 +163,14 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 		s.stats.hits.Add(1)
 		return &t, nil
 	}
+	return s.load(id, func() (Row, error) { return s.db.Task(ctx, id) })
+}
+
+// load reads a task the cache did not hold, and keeps it.
+func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
 	s.stats.misses.Add(1)
 	seq := s.cache.Epoch(id)
-	r, err := s.db.Task(ctx, id)
+	r, err := read()
 	if err != nil {
 		return nil, err
 	}
@@ -194,24 +199,17 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 		}
 		return &t, nil
 	}
-	s.stats.misses.Add(1)
-	seq := s.cache.Epoch(id)
-	r, err := s.db.OwnedTask(ctx, owner, id)
-	if err != nil {
-		return nil, err
-	}
-	if r.Owner != owner { // an engine that ignored the owner
+	t, err := s.load(id, func() (Row, error) {
+		r, err := s.db.OwnedTask(ctx, owner, id)
+		if err == nil && r.Owner != owner { // an engine that ignored the owner
+			err = ErrNotFound
+		}
+		return r, err
+	})
+	if err == nil && t.Expired(s.now()) {
 		return nil, ErrNotFound
 	}
-	t, err := fromRow(r)
-	if err != nil {
-		return nil, err
-	}
-	s.cache.Put(id, *t, seq)
-	if t.Expired(s.now()) {
-		return nil, ErrNotFound
-	}
-	return t, nil
+	return t, err
 }
 
 // GetTx reads a task inside a write transaction.

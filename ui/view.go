@@ -15,7 +15,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/preview"
-	"github.com/darkroom-mcp/darkroom/tasks"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -173,7 +173,7 @@ func Tool(cfg Config) gentools.Tool {
 		Lean: func(req *mcp.CallToolRequest) bool { return Declared(req) }}
 }
 
-func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (tasks.Reply, error) {
+func (v *viewer) read(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
 	res, err := v.handle(ctx, req)
-	return tasks.Reply{Result: res}, err
+	return edge.Reply{Result: res}, err
 }

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -99,12 +100,13 @@ func newHandler(store *tasks.Store) http.Handler {
 	caps.AddExtension(tasks.ExtensionID, nil)
 	s := mcp.NewServer(info, &mcp.ServerOptions{Capabilities: caps, CompletionHandler: completeFixture})
 	s.AddReceivingMiddleware(tasks.SDKMiddleware())
-	registerTaskFixtures(s, disp)
+	lean := edge.New(disp, edge.Options{})
+	registerTaskFixtures(s, disp, lean)
 	registerCore(s)
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
 	owner := func(*http.Request) string { return "conformance" }
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", disp.Middleware(owner, 4<<20)(sdk))
+	mux.Handle("/mcp", lean.Middleware(owner, 4<<20)(sdk))
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,7 +24,7 @@ type fixtures struct {
 
 const fixtureOwner = "conformance"
 
-func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher) {
+func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher, lean *edge.Engine) {
 	f := &fixtures{d: d, store: d.Store(), cancels: map[string]context.CancelFunc{}}
 	d.Register("fixture", f)
 	obj := func(props string, required ...string) json.RawMessage {
@@ -39,7 +40,7 @@ func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher) {
 	add := func(name, desc string, schema json.RawMessage, h tasks.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, d.SDKTool(h))
 		if name != "test_tool_with_task" { // it asks by MRTR first, an answer only go-sdk encodes
-			d.ServeTool(name, h, nil)
+			lean.ServeTool(name, h, nil)
 		}
 	}
 	s.AddTool(&mcp.Tool{Name: "greet", Description: "Greets by name (synchronous).", InputSchema: obj(`"name":{"type":"string"}`, "name")}, f.greet)

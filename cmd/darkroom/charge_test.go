@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -27,7 +28,7 @@ type wireMethod struct {
 }
 
 // walkedMethods is every method darkroom or go-sdk answers (each row of
-// server.Methods, each tool the server lists) and the ones it answers
+// methods.All, each tool the server lists) and the ones it answers
 // -32601 (tasks/list, tasks/result, an unknown method, an unknown tool).
 func walkedMethods(t *testing.T, tools []string) []wireMethod {
 	t.Helper()
@@ -47,7 +48,7 @@ func walkedMethods(t *testing.T, tools []string) []wireMethod {
 	}
 	var out []wireMethod
 	listed := map[string]bool{}
-	for _, m := range server.Methods {
+	for _, m := range methods.All {
 		listed[m.Name] = true
 		if m.Name == "tools/call" {
 			continue
@@ -73,7 +74,7 @@ func walkedMethods(t *testing.T, tools []string) []wireMethod {
 		"notifications/initialized", "notifications/roots/list_changed", "notifications/progress",
 		"tasks/get", "tasks/update", "tasks/cancel"} {
 		if !listed[m] {
-			t.Errorf("server.Methods does not list %s", m)
+			t.Errorf("internal/methods does not list %s", m)
 		}
 	}
 	for _, tool := range append(tools, "no_such_tool") {

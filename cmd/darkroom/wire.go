@@ -27,6 +27,7 @@ import (
 	"github.com/darkroom-mcp/darkroom/provider/modelschema"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/storage/postgres"
 	"github.com/darkroom-mcp/darkroom/storage/sqlite"
@@ -55,6 +56,7 @@ type app struct {
 	// SQLite: one process).
 	replicaSplit *limit.Split
 	tasks        *tasks.Dispatcher
+	edge         *edge.Engine // /mcp's dispatch and lean engine, in front of tasks
 	gen          *gentask.GenTasks
 	auth         *auth.Authenticator
 	limits       *limit.Classes
@@ -116,7 +118,8 @@ func build(ctx context.Context, cfg *config, log *slog.Logger) (_ *app, err erro
 	a.bytes = outbytes.New(a.cfg.OutputBytes)
 	store := tasks.NewStore(a.db.Tasks(), a.cfg.tasksNow, a.storeOptions()...)
 	a.tasks = tasks.NewDispatcher(tasks.Options{Store: store, ServerInfo: server.Implementation(buildVersion()), PollInterval: server.PollInterval(a.limits),
-		OpenListen: server.ListenSlots(a.limits), Logger: a.log, Bytes: a.bytes, KeepAlive: a.cfg.StreamKeepAlive})
+		OpenListen: server.ListenSlots(a.limits), Logger: a.log, KeepAlive: a.cfg.StreamKeepAlive})
+	a.edge = edge.New(a.tasks, edge.Options{Logger: a.log, Bytes: a.bytes})
 	mirror := gentask.NewMirror(a.tasks)
 	hub := generation.NewHub()
 	hub.Subscribe(mirror.Notify)
@@ -452,6 +455,7 @@ func (a *app) serverConfig() server.Config {
 		AuthServers:     a.cfg.AuthServers,
 		Limits:          a.limits,
 		Tasks:           a.tasks,
+		Edge:            a.edge,
 		Capabilities:    capabilities(),
 		StreamKeepAlive: a.cfg.StreamKeepAlive,
 		Configure: func(s *mcp.Server) {

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -16,7 +17,7 @@ type ReadHandler func(ctx context.Context, req *mcp.CallToolRequest) (Reply, err
 
 // Reply is a read's answer: its Result, or, for an answer that depends
 // only on what Key names, Key and the Render that builds its result. The
-// dispatcher keeps the encoded reply of a keyed answer (replyCache) and
+// engine keeps the encoded reply of a keyed answer (tasks.Replies) and
 // calls Render only when it holds none for an equal Key: a poll of
 // unchanged state is neither rendered nor encoded again. Key must be
 // comparable, and include everything the result shows.
@@ -35,7 +36,7 @@ func (r Reply) Answer() *mcp.CallToolResult {
 	return r.Result
 }
 
-// ServeRead lets the dispatcher answer a tools/call of a read-only tool
+// ServeRead lets the engine answer a tools/call of a read-only tool
 // itself, below go-sdk, for every client (with or without the Tasks
 // extension), on the 2026-07-28 wire and on the legacy stateless eras:
 // the legacy poll path (get_generation and its kin) costs, through go-sdk's
@@ -51,15 +52,11 @@ func (r Reply) Answer() *mcp.CallToolResult {
 // Session, and its Params.Meta is shared between requests and must not
 // be modified.
 //
-// lean, when set, is the call's predicate (decided by route from the
+// lean, when set, is the call's predicate (decided by Route from the
 // parsed request, before anything runs): a call it refuses goes to
 // go-sdk.
-func (d *Dispatcher) ServeRead(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool, serverInfo *mcp.Implementation) {
-	if d.reads == nil {
-		d.reads = map[string]leanRead{}
-	}
-	d.reads[name] = leanRead{d.guardRead(name, h), lean}
-	d.setServerInfo(serverInfo)
+func (en *Engine) ServeRead(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool) {
+	en.reads[name] = leanRead{en.guardRead(name, h), lean}
 }
 
 // leanRead is a read ServeRead serves and its predicate.
@@ -68,56 +65,48 @@ type leanRead struct {
 	lean func(*mcp.CallToolRequest) bool
 }
 
-// setServerInfo is the serverInfo go-sdk adds to a 2026-07-28 result's
-// _meta, and the opening of a result carrying it.
-func (d *Dispatcher) setServerInfo(serverInfo any) {
-	info, _ := json.Marshal(serverInfo)
-	d.readInfo = serverInfo
-	d.readMeta = append(append([]byte(`{"_meta":{"`+metaServerInfo+`":`), info...), "},"...)
-}
-
 // legacyVersions are the protocol versions before 2026-07-28 that go-sdk's
 // stateless handler serves with a stand-in session; "" is its default
 // (2025-03-26).
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// serveRead answers a tools/call of a read-only tool (route chose it),
+// serveRead answers a tools/call of a read-only tool (Route chose it),
 // whatever its handler returns.
-func (d *Dispatcher) serveRead(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
+func (en *Engine) serveRead(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
 	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
-	if d.bytesTools[env.Name] { // its blobs are streamed (bytes.go)
+	if en.bytesTools[env.Name] { // its blobs are streamed (bytes.go)
 		ctx, df = outbytes.WithDeferral(ctx)
 	}
 	reply, err := l.read(ctx, l.call)
 	if err != nil {
-		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
 		return
 	}
-	slot := replySlot{id: reply.ID, kind: 'r', modern: l.modern}
+	slot := tasks.ReplySlot{ID: reply.ID, Kind: 'r', Modern: l.modern}
 	keyed := reply.Key != nil && df == nil
 	if keyed {
-		if b, ok := d.replies.get(slot, reply.Key); ok {
-			tell(w, 0, false) // a keyed reply is never an isError
-			writeFramed(w, http.StatusOK, env.ID, "result", b)
+		if b, ok := en.replies.Get(slot, reply.Key); ok {
+			tasks.Tell(w, 0, false) // a keyed reply is never an isError
+			tasks.WriteFramed(w, http.StatusOK, env.ID, "result", b)
 			return
 		}
 	}
-	res, err := d.answerOf(env.Name, reply)
+	res, err := en.answerOf(env.Name, reply)
 	if err != nil {
-		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
 		return
 	}
-	if b := d.writeToolResult(w, r, env, l, res, df, owner); keyed && b != nil && !res.IsError {
-		d.replies.put(slot, reply.Key, b)
+	if b := en.writeToolResult(w, r, env, l, res, df, owner); keyed && b != nil && !res.IsError {
+		en.replies.Put(slot, reply.Key, b)
 	}
 }
 
 // answerOf is the reply's result, rendered if need be: a panic in its
 // Render is Recovered's answer, as the handler's own would be.
-func (d *Dispatcher) answerOf(name string, reply Reply) (res *mcp.CallToolResult, err error) {
+func (en *Engine) answerOf(name string, reply Reply) (res *mcp.CallToolResult, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			res, err = nil, panicError{Recovered(d.opts.Logger, methodToolsCall, name, v)}
+			res, err = nil, panicError{tasks.Recovered(en.log, methodToolsCall, name, v)}
 		}
 	}()
 	return reply.Answer(), nil
@@ -127,13 +116,13 @@ func (d *Dispatcher) answerOf(name string, reply Reply) (res *mcp.CallToolResult
 // encode it for the era (readResult), its blobs streamed when df defers
 // them (writeResult); it returns the encoded result it sent (nil when it
 // answered otherwise).
-func (d *Dispatcher) writeToolResult(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, res *mcp.CallToolResult, df *outbytes.Deferral, owner string) []byte {
-	b, err := d.readResult(res, l.modern)
+func (en *Engine) writeToolResult(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, res *mcp.CallToolResult, df *outbytes.Deferral, owner string) []byte {
+	b, err := en.readResult(res, l.modern)
 	if err == nil {
-		err = d.writeResult(w, r, env.ID, owner, b, res.IsError, df)
+		err = en.writeResult(w, r, env.ID, owner, b, res.IsError, df)
 	}
 	if err != nil {
-		WriteError(w, env.ID, d.sdkError(r.Context(), methodToolsCall, env.Name, err, l.modern))
+		tasks.WriteError(w, env.ID, en.sdkError(r.Context(), methodToolsCall, env.Name, err, l.modern))
 		return nil
 	}
 	return b
@@ -143,12 +132,12 @@ func (d *Dispatcher) writeToolResult(w http.ResponseWriter, r *http.Request, env
 // per-request annotations leave it; an error for a result the lean path
 // cannot encode as go-sdk does (none, or one asking for input: route
 // never gives the lean path a call that could return one).
-func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
+func (en *Engine) readResult(res *mcp.CallToolResult, modern bool) ([]byte, error) {
 	if res == nil {
-		return nil, errors.New("tasks: a lean handler returned no result and no error")
+		return nil, errors.New("edge: a lean handler returned no result and no error")
 	}
 	if res.InputRequests != nil || res.RequestState != "" {
-		return nil, errors.New("tasks: a lean handler asked for input")
+		return nil, errors.New("edge: a lean handler asked for input")
 	}
 	if res.Content == nil {
 		res2 := *res
@@ -157,10 +146,10 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, e
 	}
 	spliceMeta := modern && res.Meta == nil
 	if modern && !spliceMeta {
-		if _, ok := res.Meta[metaServerInfo]; !ok {
+		if _, ok := res.Meta[tasks.MetaServerInfo]; !ok {
 			res2 := *res // the handler's result is not modified
 			res2.Meta = maps.Clone(res.Meta)
-			res2.Meta[metaServerInfo] = d.readInfo
+			res2.Meta[tasks.MetaServerInfo] = en.readInfo
 			res = &res2
 		}
 	}
@@ -172,21 +161,27 @@ func (d *Dispatcher) readResult(res *mcp.CallToolResult, modern bool) ([]byte, e
 		return nil, err
 	}
 	if len(b) < 2 || b[0] != '{' {
-		return nil, errors.New("tasks: a tool result encoded as no object")
+		return nil, errors.New("edge: a tool result encoded as no object")
 	}
 	if !modern {
 		return b, nil
 	}
-	// resultType is the last field go-sdk's wire form adds (after
-	// requestState; inputRequests is empty here), and _meta the first.
-	out := make([]byte, 0, len(b)+len(d.readMeta)+32)
-	if spliceMeta {
-		out = append(out, d.readMeta...)
+	return en.complete(b, spliceMeta), nil
+}
+
+// complete is the encoded result object b as go-sdk sends it on
+// 2026-07-28: resultType the last field its wire form adds (after
+// requestState; inputRequests is empty here) and, with meta, _meta
+// carrying serverInfo the first.
+func (en *Engine) complete(b []byte, meta bool) []byte {
+	out := make([]byte, 0, len(b)+len(en.readMeta)+32)
+	if meta {
+		out = append(out, en.readMeta...)
 	} else {
 		out = append(out, '{')
 	}
 	out = append(out, b[1:len(b)-1]...)
-	return append(out, `,"resultType":"complete"}`...), nil
+	return append(out, `,"resultType":"complete"}`...)
 }
 
 // sameID reports an id go-sdk re-encodes to the same bytes: an integer of

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"context"
@@ -10,81 +10,79 @@ import (
 	"unsafe"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ServeTool lets the dispatcher run the named tool's handler itself, below
+// ServeTool lets the engine run the named tool's handler itself, below
 // go-sdk, for a tools/call that declared the Tasks extension and for
 // which lean (nil: every call) says so from the request's parsed
 // arguments: durable creation is a hot path, and go-sdk's generic
 // tools/call costs about a millisecond of CPU per call, several times the
 // creation itself.
 //
-// Once route chose it the dispatcher answers every outcome itself,
+// Once Route chose it the engine answers every outcome itself,
 // exactly as go-sdk's path would: the task the handler created
-// (ToolOutcome.Task), its result, its error (sdkError), its panic. A request
-// the dispatcher is not sure go-sdk would accept as it stands (other
+// (tasks.ToolOutcome.Task), its result, its error (sdkError), its panic. A request
+// the engine is not sure go-sdk would accept as it stands (other
 // versions, odd headers, MRTR retries) goes to go-sdk untouched, before
 // anything runs. The tool must not declare x-mcp-header parameters, and h
 // must not modify req.Params.Meta (requests with the same _meta share
 // it).
-func (d *Dispatcher) ServeTool(name string, h ToolHandler, lean func(*mcp.CallToolRequest) bool) {
-	if d.tools == nil {
-		d.tools = map[string]leanTool{}
-	}
-	d.tools[name] = leanTool{d.guardTool(name, h), lean}
+func (en *Engine) ServeTool(name string, h tasks.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
+	en.tools[name] = leanTool{en.guardTool(name, h), lean}
 }
 
 // leanTool is a tool ServeTool serves: its guarded handler, and the
 // predicate on a call's parsed arguments that decides whether the lean
 // path takes it (nil: always).
 type leanTool struct {
-	h    ToolHandler
+	h    tasks.ToolHandler
 	lean func(*mcp.CallToolRequest) bool
 }
 
 const methodToolsCall = "tools/call"
 
-// serveTool runs a Tasks client's call of a ServeTool tool (route chose
+// serveTool runs a Tasks client's call of a ServeTool tool (Route chose
 // it) and answers whatever it returns.
-func (d *Dispatcher) serveTool(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall) {
+func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call) {
 	ctx := r.Context()
 	out, err := l.tool(ctx, l.call)
 	switch {
 	case err != nil:
-		WriteError(w, env.ID, d.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
 	case out.Task != nil:
-		tell(w, 0, false)
-		writeFramed(w, http.StatusOK, env.ID, "result", d.CreateResult(ctx, out.Task))
+		tasks.Tell(w, 0, false)
+		tasks.WriteFramed(w, http.StatusOK, env.ID, "result", en.tasks.CreateResult(ctx, out.Task))
 	default:
-		d.writeToolResult(w, r, env, l, out.Result, nil, "")
+		en.writeToolResult(w, r, env, l, out.Result, nil, "")
 	}
 }
 
 // sdkError is the answer go-sdk's path gives a handler's error (server's
-// guard and SDKMiddleware): a guarded panic's -32603 as the dispatcher
-// gives it, an *RPCError as it is, a *jsonrpc.Error with its code, message
+// guard and SDKMiddleware): a guarded panic's -32603 as the engine
+// gives it, an *tasks.RPCError as it is, a *jsonrpc.Error with its code, message
 // and data and go-sdk's HTTP status for that code, and any other error
 // Internal's -32603, which names nothing of it.
-func (d *Dispatcher) sdkError(ctx context.Context, method, name string, err error, modern bool) *RPCError {
+func (en *Engine) sdkError(ctx context.Context, method, name string, err error, modern bool) *tasks.RPCError {
 	var p panicError
 	if errors.As(err, &p) {
 		return p.RPCError
 	}
-	var re *RPCError
+	var re *tasks.RPCError
 	if errors.As(err, &re) {
 		return re
 	}
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
-		e := &RPCError{Code: je.Code, Message: je.Message, HTTPStatus: sdkStatus(je.Code, modern)}
+		e := &tasks.RPCError{Code: je.Code, Message: je.Message, HTTPStatus: sdkStatus(je.Code, modern)}
 		if len(je.Data) > 0 {
 			e.Data = je.Data
 		}
 		return e
 	}
-	e := *Internal(ctx, d.opts.Logger, method, name, err)
+	e := *tasks.Internal(ctx, en.log, method, name, err)
 	e.HTTPStatus = http.StatusOK // go-sdk sends -32603 in a 200 response
 	return &e
 }
@@ -97,9 +95,9 @@ func sdkStatus(code int64, modern bool) int {
 	switch {
 	case !modern:
 		return http.StatusOK
-	case code == CodeMethodNotFound:
+	case code == tasks.CodeMethodNotFound:
 		return http.StatusNotFound
-	case code == CodeInvalidParams || code == CodeUnsupportedProtocol || code == CodeMissingCapability:
+	case code == tasks.CodeInvalidParams || code == tasks.CodeUnsupportedProtocol || code == tasks.CodeMissingCapability:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
@@ -148,7 +146,7 @@ func sdkWouldDecode(meta map[string]any) bool {
 		//lint:ignore SA1019 go-sdk still decodes roots (deprecated, served for twelve months): so must this check
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
-	if !redecode(meta[metaClientCapabilities], &caps) {
+	if !redecode(meta[tasks.MetaClientCapabilities], &caps) {
 		return false
 	}
 	info, ok := meta[metaClientInfo]

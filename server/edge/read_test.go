@@ -1,9 +1,11 @@
-package tasks
+package edge
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/darkroom-mcp/darkroom/tasks"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -12,8 +14,7 @@ import (
 // per-era fields to the bytes only; the handler's result, which may be
 // shared between requests, is not modified.
 func TestReadResultLeavesTheResult(t *testing.T) {
-	d := NewDispatcher(Options{})
-	d.ServeRead("r", nil, nil, &mcp.Implementation{Name: "darkroom", Version: "1"})
+	en := New(tasks.NewDispatcher(tasks.Options{ServerInfo: &mcp.Implementation{Name: "darkroom", Version: "1"}}), Options{})
 	for _, c := range []struct {
 		name string
 		res  *mcp.CallToolResult
@@ -26,14 +27,14 @@ func TestReadResultLeavesTheResult(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before, _ := json.Marshal(c.res)
-			b, err := d.readResult(c.res, true)
+			b, err := en.readResult(c.res, true)
 			if err != nil || string(b) != c.want {
 				t.Fatalf("encoded %v %s\nwant %s", err, b, c.want)
 			}
 			if after, _ := json.Marshal(c.res); string(after) != string(before) {
 				t.Fatalf("the result was modified: %s, was %s", after, before)
 			}
-			if legacy, _ := d.readResult(c.res, false); strings.Contains(string(legacy), "resultType") {
+			if legacy, _ := en.readResult(c.res, false); strings.Contains(string(legacy), "resultType") {
 				t.Fatalf("legacy encoding %s carries resultType", legacy)
 			}
 		})

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,70 +22,65 @@ type ResourceHandler func(ctx context.Context, req *mcp.ReadResourceRequest) (mc
 // its handler runs with an outbytes.Deferral, and each blob it defers is
 // streamed into the response (writeDeferred) instead of being encoded in
 // memory. Its results are never shared.
-func (d *Dispatcher) ServeBytes(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool, serverInfo *mcp.Implementation) {
-	d.ServeRead(name, h, lean, serverInfo)
-	if d.bytesTools == nil {
-		d.bytesTools = map[string]bool{}
-	}
-	d.bytesTools[name] = true
+func (en *Engine) ServeBytes(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool) {
+	en.ServeRead(name, h, lean)
+	en.bytesTools[name] = true
 }
 
-// ServeResource lets the dispatcher answer resources/read of a URI lean
+// ServeResource lets the engine answer resources/read of a URI lean
 // takes (nil: every URI) below go-sdk with h, on the 2026-07-28 wire and
 // the legacy stateless eras, byte for byte as go-sdk would (framed as
 // JSON), its blobs streamed as ServeBytes streams them, its errors as
 // go-sdk's path answers them: h returns them as that path's middleware
-// leaves them. ServeRead or Options.ServerInfo must have set serverInfo.
-func (d *Dispatcher) ServeResource(h ResourceHandler, lean func(uri string) bool) {
-	d.resource, d.resourceLean = d.guardResource(h), lean
+// leaves them. The dispatcher's Options.ServerInfo must be set.
+func (en *Engine) ServeResource(h ResourceHandler, lean func(uri string) bool) {
+	en.resource, en.resourceLean = en.guardResource(h), lean
 }
 
-// serveResource answers a resources/read (route chose it), whatever its
+// serveResource answers a resources/read (Route chose it), whatever its
 // handler returns.
-func (d *Dispatcher) serveResource(w http.ResponseWriter, r *http.Request, env *Envelope, l *leanCall, owner string) {
+func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
 	ctx, df := outbytes.WithDeferral(r.Context())
-	res, err := d.resource(ctx, l.readResource)
+	res, err := en.resource(ctx, l.readResource)
 	var b []byte
 	if err == nil {
-		b, err = d.resourceResult(res, l.modern)
+		b, err = en.resourceResult(res, l.modern)
 	}
 	if err == nil {
-		err = d.writeResult(w, r, env.ID, owner, b, false, df)
+		err = en.writeResult(w, r, env.ID, owner, b, false, df)
 	}
 	if err != nil {
-		WriteError(w, env.ID, d.sdkError(ctx, methodResourcesRead, env.Name, err, l.modern))
+		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodResourcesRead, env.Name, err, l.modern))
 	}
 }
 
 // resourceResult encodes a resources/read result as go-sdk does for the
 // era: on 2026-07-28 with serverInfo in _meta, first, and resultType,
 // last.
-func (d *Dispatcher) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
+func (en *Engine) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
 	if res == nil {
-		return nil, errors.New("tasks: a resource handler returned no result and no error")
+		return nil, errors.New("edge: a resource handler returned no result and no error")
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
 	}
 	if len(b) < 2 || b[0] != '{' {
-		return nil, errors.New("tasks: a resource result encoded as no object")
+		return nil, errors.New("edge: a resource result encoded as no object")
 	}
 	if !modern {
 		return b, nil
 	}
 	if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
-		return nil, errors.New("tasks: a resource result with its own _meta") // ReadResource sets none
+		return nil, errors.New("edge: a resource result with its own _meta") // ReadResource sets none
 	}
-	out := make([]byte, 0, len(b)+len(d.readMeta)+32)
-	out = append(append(out, d.readMeta...), b[1:len(b)-1]...)
-	return append(out, `,"resultType":"complete"}`...), nil
+	return en.complete(b, true), nil
 }
 
 // plainString reports a JSON string rawString takes as it is (no escapes):
 // env.Name is then exactly what go-sdk decodes.
 func plainString(raw json.RawMessage) bool {
-	s, ok := rawString(raw)
+	s, ok := tasks.RawString(raw)
 	return ok && len(s) == len(raw)-2
 }
 
@@ -102,16 +98,16 @@ func plainString(raw json.RawMessage) bool {
 // immediate 429 with Retry-After. A blob whose bytes do not match its
 // record aborts the response before its last chunk: the client sees a
 // broken response, never wrong bytes.
-func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) error {
+func (en *Engine) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) error {
 	if df == nil || !df.Deferred() {
-		tell(w, 0, isError)
-		writeFramed(w, http.StatusOK, id, "result", body)
+		tasks.Tell(w, 0, isError)
+		tasks.WriteFramed(w, http.StatusOK, id, "result", body)
 		return nil
 	}
-	release, err := d.opts.Bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
+	release, err := en.bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
 	var refused *outbytes.Refused
 	if errors.As(err, &refused) {
-		tell(w, ratelimited.Code, false)
+		tasks.Tell(w, ratelimited.Code, false)
 		ratelimited.WriteHTTP(w, id, refused.RetryAfter)
 		return nil
 	}
@@ -122,22 +118,22 @@ func (d *Dispatcher) writeResult(w http.ResponseWriter, r *http.Request, id json
 	}
 	defer plan.Close()
 	var open [64]byte
-	head := append(append(append(open[:0], framePrefix...), id...), `,"result":`...)
+	head := tasks.FrameHead(open[:0], id, "result")
 	h := w.Header()
-	h["Content-Type"] = jsonContentType
+	h["Content-Type"] = tasks.JSONContentType
 	h["Content-Length"] = []string{strconv.FormatInt(int64(len(head))+plan.Len+1, 10)}
-	tell(w, 0, isError)
+	tasks.Tell(w, 0, isError)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(head); err != nil {
 		return nil
 	}
 	if _, err := plan.WriteTo(w); err != nil {
 		if errors.Is(err, outbytes.ErrMismatch) {
-			d.opts.Logger.Error("output bytes do not match their record: response aborted", "err", err)
+			en.log.Error("output bytes do not match their record: response aborted", "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		return nil // the connection is gone (or its write deadline passed)
 	}
-	_, _ = w.Write(closeBrace)
+	_, _ = w.Write([]byte{'}'})
 	return nil
 }

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/storage/sqlite"
+	"github.com/darkroom-mcp/darkroom/tasks"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -23,49 +26,41 @@ type toolFixture struct {
 	srv    *httptest.Server
 	calls  atomic.Int32 // handler runs
 	passed chan []byte  // bodies handed to go-sdk
-	store  *Store
-	engine TestEngine
+	store  *tasks.Store
+	db     *sqlite.DB
 }
 
 func newToolFixture(t *testing.T) *toolFixture {
 	t.Helper()
-	s, engine, _ := newTestStore(t)
-	d := NewDispatcher(Options{Store: s, ServerInfo: map[string]string{"name": "test"}})
-	d.Register("test", &testKind{})
-	f := &toolFixture{passed: make(chan []byte, 1), store: s, engine: engine}
-	// "make" creates a task, fails with an RPCError or another error, or
+	en, s, db := newEngine(t)
+	f := &toolFixture{store: s, db: db}
+	// "make" creates a task, fails with an tasks.RPCError or another error, or
 	// answers a result, as its "do" argument says; "full" is left to
 	// go-sdk by its predicate.
-	d.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (ToolOutcome, error) {
+	en.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 		f.calls.Add(1)
 		var a struct{ Do string }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
 		switch a.Do {
 		case "create":
-			task := &Task{Owner: "alice", Ref: "test:x", ClientCaps: CapsJSON(req)}
-			if err := s.db.Update(ctx, func(ctx context.Context, tx Tx) error { return s.Create(ctx, tx, task) }); err != nil {
-				return ToolOutcome{}, err
+			task := &tasks.Task{Owner: "alice", Ref: "test:x", ClientCaps: tasks.CapsJSON(req)}
+			if err := s.Write(ctx, "", func(ctx context.Context, tx tasks.Tx) error { return s.Create(ctx, tx, task) }); err != nil {
+				return tasks.ToolOutcome{}, err
 			}
-			return ToolOutcome{Task: task}, nil
+			return tasks.ToolOutcome{Task: task}, nil
 		case "rpcerr":
-			return ToolOutcome{}, &RPCError{Code: CodeMissingCapability, Message: "needs elicitation"}
+			return tasks.ToolOutcome{}, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "needs elicitation"}
 		case "fail":
-			return ToolOutcome{}, errors.New("test: the store is down")
+			return tasks.ToolOutcome{}, errors.New("test: the store is down")
 		case "toolerr":
-			return ToolOutcome{Result: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}}, nil
+			return tasks.ToolOutcome{Result: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}}, nil
 		}
-		return ToolOutcome{Result: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}}, nil
+		return tasks.ToolOutcome{Result: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}}, nil
 	}, func(req *mcp.CallToolRequest) bool {
 		var a struct{ Do string }
 		return json.Unmarshal(req.Params.Arguments, &a) == nil && a.Do != "full"
 	})
-	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		f.passed <- b
-		w.WriteHeader(http.StatusTeapot)
-	})
-	f.srv = httptest.NewServer(d.Middleware(func(*http.Request) string { return "alice" }, 1<<20)(next))
-	t.Cleanup(f.srv.Close)
+	f.srv, f.passed = serve(t, en)
 	return f
 }
 
@@ -84,6 +79,11 @@ type toolCallCase struct {
 	trailing string // appended to the body
 }
 
+func queryInt(db *sqlite.DB, q string) (n int, err error) {
+	err = db.Read.QueryRow(q).Scan(&n)
+	return n, err
+}
+
 func merge(dst, src map[string]any) {
 	for k, v := range src {
 		if v == nil {
@@ -96,7 +96,7 @@ func merge(dst, src map[string]any) {
 
 func (f *toolFixture) call(t *testing.T, c toolCallCase) (*http.Response, []byte) {
 	t.Helper()
-	meta := map[string]any{metaProtocolVersion: testVersion, metaClientCapabilities: tasksCaps()}
+	meta := map[string]any{tasks.MetaProtocolVersion: testVersion, tasks.MetaClientCapabilities: tasksCaps()}
 	merge(meta, c.meta)
 	params := map[string]any{"name": "make", "arguments": map[string]any{"do": c.do}, "_meta": meta}
 	merge(params, c.params)
@@ -127,7 +127,7 @@ func (f *toolFixture) call(t *testing.T, c toolCallCase) (*http.Response, []byte
 
 // TestServeTool: the dispatcher answers a tools/call itself when go-sdk
 // would take the request as it stands and the tool's predicate takes its
-// arguments, whatever the handler returns (a task, an RPCError, a
+// arguments, whatever the handler returns (a task, an tasks.RPCError, a
 // result, a tool error, an internal error), running it once; everything
 // else reaches go-sdk with its body intact and nothing run.
 func TestServeTool(t *testing.T) {
@@ -138,12 +138,12 @@ func TestServeTool(t *testing.T) {
 		{name: "tool error", do: "toolerr", served: true},
 		{name: "internal error", do: "fail", served: true},
 		{name: "the predicate refuses the arguments", do: "full"},
-		{name: "extension not declared", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{}}},
+		{name: "extension not declared", do: "create", meta: map[string]any{tasks.MetaClientCapabilities: map[string]any{}}},
 		{name: "other tool", do: "create", params: map[string]any{"name": "other"}, headers: map[string]string{"Mcp-Name": "other"}},
 		{name: "Mcp-Name differs from the body", do: "create", params: map[string]any{"name": "other"}, refused: http.StatusBadRequest},
 		{name: "Mcp-Method missing", do: "create", headers: map[string]string{"Mcp-Method": ""}, refused: http.StatusBadRequest},
-		{name: "version header differs from _meta", do: "create", meta: map[string]any{metaProtocolVersion: "2025-11-25"}, refused: http.StatusBadRequest},
-		{name: "older version", do: "create", headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, meta: map[string]any{metaProtocolVersion: "2025-11-25"}},
+		{name: "version header differs from _meta", do: "create", meta: map[string]any{tasks.MetaProtocolVersion: "2025-11-25"}, refused: http.StatusBadRequest},
+		{name: "older version", do: "create", headers: map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, meta: map[string]any{tasks.MetaProtocolVersion: "2025-11-25"}},
 		{name: "Accept without event-stream", do: "create", headers: map[string]string{"Accept": "application/json"}},
 		{name: "Accept */*", do: "create", headers: map[string]string{"Accept": "*/*"}, served: true},
 		{name: "Content-Type not JSON", do: "create", headers: map[string]string{"Content-Type": "text/plain"}},
@@ -152,7 +152,7 @@ func TestServeTool(t *testing.T) {
 		{name: "MRTR retry", do: "create", params: map[string]any{"requestState": "s", "inputResponses": map[string]any{}}},
 		{name: "clientInfo malformed", do: "create", meta: map[string]any{metaClientInfo: "me"}},
 		{name: "clientInfo well formed", do: "create", meta: map[string]any{metaClientInfo: map[string]any{"name": "me", "version": "1"}}, served: true},
-		{name: "capabilities malformed", do: "create", meta: map[string]any{metaClientCapabilities: map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}, "elicitation": 5}}},
+		{name: "capabilities malformed", do: "create", meta: map[string]any{tasks.MetaClientCapabilities: map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}, "elicitation": 5}}},
 		{name: "null id", do: "create", body: map[string]any{"id": nil}},
 		{name: "not JSON-RPC 2.0", do: "create", body: map[string]any{"jsonrpc": "1.0"}},
 		{name: "foreign Host on a loopback listener", do: "create", host: "evil.example", refused: http.StatusForbidden},
@@ -184,7 +184,7 @@ func TestServeTool(t *testing.T) {
 				if err := json.Unmarshal(<-f.passed, &m); err != nil || m["method"] != "tools/call" {
 					t.Fatalf("go-sdk got a damaged body: %v %v", m, err)
 				}
-				if n, err := f.engine.QueryInt("SELECT COUNT(*) FROM tasks"); err != nil || n != 0 {
+				if n, err := queryInt(f.db, "SELECT COUNT(*) FROM tasks"); err != nil || n != 0 {
 					t.Fatal("a passed request left a task behind")
 				}
 				return
@@ -212,11 +212,11 @@ func TestServeTool(t *testing.T) {
 					t.Fatalf("task %s not stored: %v", r.Result.TaskID, err)
 				}
 			case "rpcerr":
-				if r.Error == nil || r.Error.Code != CodeMissingCapability {
+				if r.Error == nil || r.Error.Code != tasks.CodeMissingCapability {
 					t.Fatalf("want error -32021, got %s", body)
 				}
 			case "fail":
-				if r.Error == nil || r.Error.Code != CodeInternal || strings.Contains(string(body), "store") {
+				if r.Error == nil || r.Error.Code != tasks.CodeInternal || strings.Contains(string(body), "store") {
 					t.Fatalf("want -32603 naming nothing, got %s", body)
 				}
 			case "plain", "toolerr":

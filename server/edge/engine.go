@@ -1,0 +1,105 @@
+// Package edge is the MCP endpoint's dispatch step and its lean engine:
+// after the door admitted a POST (tasks.Admit), Route decides once and
+// finally who answers it: the Tasks extension (tasks.Dispatcher.Serve),
+// the lean engine, which runs a tool or resources/read handler itself,
+// below go-sdk, and answers every outcome byte for byte as go-sdk would,
+// or go-sdk.
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/darkroom-mcp/darkroom/outbytes"
+	"github.com/darkroom-mcp/darkroom/tasks"
+)
+
+// Options configure an Engine.
+type Options struct {
+	Logger *slog.Logger
+	// Bytes is the process-wide budget of output bytes in flight, which
+	// streamed reads draw from (ServeBytes, ServeResource); nil: unbounded.
+	Bytes *outbytes.Budget
+}
+
+// Engine routes the MCP endpoint's POSTs and runs the lean calls.
+type Engine struct {
+	tasks *tasks.Dispatcher
+	log   *slog.Logger
+	bytes *outbytes.Budget
+	tools map[string]leanTool // see ServeTool
+	reads map[string]leanRead // see ServeRead
+	// bytesTools are the reads whose blobs are streamed (ServeBytes), and
+	// resource answers resources/read (ServeResource).
+	bytesTools   map[string]bool
+	resource     ResourceHandler
+	resourceLean func(uri string) bool
+	// readInfo and readMeta are the MCP server's serverInfo, and the
+	// opening of a result carrying it.
+	readInfo any
+	readMeta []byte
+	metas    metaCache
+	// replies are the dispatcher's encoded replies, shared with tasks/get.
+	replies tasks.Replies
+}
+
+// New builds an engine in front of d, the Tasks extension's dispatcher.
+func New(d *tasks.Dispatcher, o Options) *Engine {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, metas: newMetaCache(), replies: d.Replies(),
+		tools: map[string]leanTool{}, reads: map[string]leanRead{}, bytesTools: map[string]bool{}}
+	// The serverInfo go-sdk adds to a 2026-07-28 result's _meta is the
+	// dispatcher's (one Implementation for every answer).
+	if e.readInfo = d.ServerInfo(); e.readInfo != nil {
+		info, _ := json.Marshal(e.readInfo)
+		e.readMeta = append(append([]byte(`{"_meta":{"`+tasks.MetaServerInfo+`":`), info...), "},"...)
+	}
+	return e
+}
+
+// Middleware serves the MCP endpoint's POSTs it routes to the Tasks
+// extension or the lean engine and passes every other request to next
+// (go-sdk). owner names the authenticated caller of a request.
+func (en *Engine) Middleware(owner func(*http.Request) string, maxBody int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				next.ServeHTTP(w, r)
+				return
+			}
+			env, ok := tasks.Admitted(r.Context())
+			if !ok { // served alone, with no door before it
+				if !tasks.HostAllowed(r) {
+					http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+					return
+				}
+				if env, r, ok = tasks.Admit(w, r, maxBody); !ok {
+					return
+				}
+			}
+			path, l := en.Route(r, env)
+			if o, ok := w.(tasks.Outcome); ok {
+				o.ServedBy(path)
+			}
+			switch path {
+			case tasks.PathLean: // every outcome answered here: nothing handed back, nothing run twice
+				switch {
+				case l.tool != nil:
+					en.serveTool(w, r, env, l)
+				case l.read != nil:
+					en.serveRead(w, r, env, l, owner(r))
+				default:
+					en.serveResource(w, r, env, l, owner(r))
+				}
+			case tasks.PathSDK:
+				next.ServeHTTP(w, r)
+			default:
+				en.tasks.Serve(w, r, env.Req, owner(r))
+			}
+		})
+	}
+}
