@@ -231,6 +231,27 @@ func sdkVideo(t *testing.T, r *rig, sdk *genai.Client, e catalog.Entry, ratio st
 	if done.Status != ia.InteractionStatusCompleted || done.OutputVideo == nil || done.OutputVideo.URI == nil {
 		t.Fatalf("the SDK read no video: %+v", done)
 	}
+	// The interaction's event stream (provider/google's Watch), read by
+	// the SDK's own EventStream: created, then completed.
+	streamed, err := sdk.Interactions.Get(ctx, operations.GetInteractionByIDRequest{ID: *it.ID, Stream: new(true)})
+	if err != nil || streamed.InteractionSSEStreamEvent == nil {
+		t.Fatalf("stream: %+v %v", streamed, err)
+	}
+	events := streamed.InteractionSSEStreamEvent
+	var created, completed bool
+	for events.Next() {
+		ev := events.Value()
+		if c := ev.GetDataInteractionCreated(); c != nil && c.Interaction.ID == *it.ID {
+			created = true
+		}
+		if c := ev.GetDataInteractionCompleted(); c != nil && c.Interaction.ID == *it.ID && c.Interaction.Status == ia.InteractionSseEventInteractionStatusCompleted {
+			completed = true
+		}
+	}
+	if err := events.Err(); err != nil || !created || !completed {
+		t.Fatalf("the SDK read the stream: created %v, completed %v, %v", created, completed, err)
+	}
+	events.Close()
 	// A cancel answers with the cancelled interaction.
 	it = create("a long take")
 	res, err := sdk.Interactions.Cancel(ctx, operations.CancelInteractionByIDRequest{ID: *it.ID})

@@ -29,6 +29,8 @@ import (
 //     and error; interaction.completed's interaction "may omit fields that
 //     are only available on full non-streaming Interaction responses"
 //     (interactionsseeventinteraction.go);
+//   - the stream ends with "data: [DONE]" (the sentinel Interactions.Get
+//     passes to stream.NewEventStream), which is no event: ignored here;
 //   - nothing in the SDK restricts the stream to interactions created
 //     with stream=true: a background one (darkroom's) is read the same way
 //     (the SDK's own continuation leaves background=true out only because

@@ -508,6 +508,13 @@ func (e *Emulator) interactionStream(w http.ResponseWriter, r *http.Request, id 
 		if it.Status != ia.InteractionStatusQueued && it.Status != ia.InteractionStatusInProgress {
 			send(ia.NewInteractionSSEEvent(ia.InteractionCompletedEvent{EventID: eventID(),
 				Interaction: ia.InteractionSseEventInteraction{ID: *it.ID, Status: ia.InteractionSseEventInteractionStatus(it.Status)}}))
+			// The stream ends with the sentinel go-genai v1.79.1 waits for
+			// (interactions.go, Interactions.Get: stream.NewEventStream(...,
+			// "[DONE]", ...)); without it the SDK reports an unexpected EOF.
+			fmt.Fprint(w, "data: [DONE]\n\n")
+			if fl != nil {
+				fl.Flush()
+			}
 			return
 		}
 	}
