@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,21 +190,15 @@ func BenchmarkCompletionLag(b *testing.B) {
 // lagCatalog writes the measured models' catalog entries, their expected
 // durations scaled.
 func lagCatalog(b *testing.B, scale float64) string {
-	var es []catalog.Entry
-	for _, e := range catalog.Default() {
+	return writeCatalog(b, func(e *catalog.Entry) bool {
+		e.ExpectedSeconds *= scale
 		for _, m := range lagModels {
-			if e.ID == m.id {
-				e.ExpectedSeconds *= scale
-				es = append(es, e)
+			if m.id == e.ID {
+				return true
 			}
 		}
-	}
-	body, _ := json.Marshal(map[string]any{"models": es})
-	p := filepath.Join(b.TempDir(), "models.json")
-	if err := os.WriteFile(p, body, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	return p
+		return false
+	})
 }
 
 // lagRequests counts each provider's API requests so far.

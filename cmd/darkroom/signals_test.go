@@ -8,9 +8,7 @@ package main
 // polled, the in-flight cap and the bound on held calls hold.
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,21 +23,10 @@ import (
 // with its create held and polls come soon).
 func signalCatalog(t testing.TB, expected float64, ids ...string) string {
 	t.Helper()
-	var es []catalog.Entry
-	for _, e := range catalog.Default() {
-		for _, id := range ids {
-			if e.ID == id {
-				e.ExpectedSeconds = expected
-				es = append(es, e)
-			}
-		}
-	}
-	b, _ := json.Marshal(map[string]any{"models": es})
-	p := filepath.Join(t.TempDir(), "models.json")
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeCatalog(t, func(e *catalog.Entry) bool {
+		e.ExpectedSeconds = expected
+		return slices.Contains(ids, e.ID)
+	})
 }
 
 // signalServer is darkroom in-process against rig's Replicate and fal,

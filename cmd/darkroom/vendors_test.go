@@ -29,10 +29,19 @@ import (
 // times (the embedded ones expect real Gemini and OpenAI latencies).
 func vendorCatalog(t *testing.T) string {
 	t.Helper()
+	return writeCatalog(t, func(e *catalog.Entry) bool {
+		e.ExpectedSeconds = 0.5
+		return e.Provider == "google" || e.Provider == "openai"
+	})
+}
+
+// writeCatalog writes a models file of the embedded catalog's entries
+// keep keeps, as keep edited them, in the catalog's order.
+func writeCatalog(t testing.TB, keep func(e *catalog.Entry) bool) string {
+	t.Helper()
 	var es []catalog.Entry
 	for _, e := range catalog.Default() {
-		if e.Provider == "google" || e.Provider == "openai" {
-			e.ExpectedSeconds = 0.5
+		if keep(&e) {
 			es = append(es, e)
 		}
 	}
