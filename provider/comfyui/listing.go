@@ -88,12 +88,22 @@ func (w *Workflow) classes() []string {
 }
 
 // nodeClasses reads a backend's /object_info, streamed (with many custom
-// nodes it runs to megabytes): its keys, each value skipped.
+// nodes it runs to megabytes): its keys, each value skipped. Only the
+// classes some workflow uses are kept, so what is held is bounded by the
+// workflows, not by what a backend answers.
 func (p *Provider) nodeClasses(ctx context.Context, b *backend) (map[string]bool, error) {
+	used := map[string]bool{}
+	for _, w := range p.models {
+		for _, c := range w.classes() {
+			used[c] = true
+		}
+	}
 	out := map[string]bool{}
 	err := p.eachEntry(ctx, b, "/object_info", func(class string, dec *json.Decoder) (bool, error) {
 		var skip json.RawMessage
-		out[class] = true
+		if used[class] {
+			out[class] = true
+		}
 		return false, dec.Decode(&skip)
 	})
 	if err != nil {

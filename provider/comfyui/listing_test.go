@@ -62,6 +62,22 @@ func TestComfyListed(t *testing.T) {
 			if !l["comfyui:text-to-image"].Listed {
 				t.Fatalf("text-to-image: %+v", l["comfyui:text-to-image"])
 			}
+			// What a backend answers is kept only where a workflow uses it.
+			used := map[string]bool{}
+			for _, w := range ws {
+				for _, c := range w.classes() {
+					used[c] = true
+				}
+			}
+			for _, b := range p.backends {
+				b.mu.Lock()
+				for c := range b.classes {
+					if !used[c] {
+						t.Errorf("%s: class %s kept, which no workflow uses", b.host, c)
+					}
+				}
+				b.mu.Unlock()
+			}
 		})
 	}
 	r := newRig(t, 2, emulator.ComfyOptions{}, Config{NoWebsocket: true})
