@@ -31,6 +31,10 @@ const (
 	// profiles (go tool pprof), when set.
 	benchProfileEnv = "DARKROOM_BENCH_PROFILE_DIR"
 	benchToken      = "secret-bench-0123456789"
+	// benchBeforeEnv names the test binary of an earlier revision
+	// (scripts/bench.sh builds it): BenchmarkPollPaths then runs that
+	// revision's darkroom beside this one, in the same run.
+	benchBeforeEnv = "DARKROOM_BENCH_BEFORE"
 )
 
 // serverSpec tells a server child what to serve: "plain" answers Body to
@@ -48,6 +52,9 @@ type serverSpec struct {
 	// LongLived lifts the open-listen bound and serves /metrics beside
 	// /mcp (BenchmarkLongLived reads go_goroutines there).
 	LongLived bool
+	// bin, when set, is the test binary to run instead of this one (an
+	// earlier revision's: benchBeforeEnv).
+	bin string
 }
 
 // TestBenchServerChild is a server for BenchmarkPollPaths, run only as its
@@ -148,7 +155,11 @@ func startServerChild(tb testing.TB, s serverSpec) *serverChild {
 		_ = f.Close()
 		args = append(args, "-test.cpuprofile="+f.Name())
 	}
-	cmd := pinned(s.CPUs, os.Args[0], args...)
+	bin := os.Args[0]
+	if s.bin != "" {
+		bin = s.bin
+	}
+	cmd := pinned(s.CPUs, bin, args...)
 	cmd.Env = append(os.Environ(), benchServerEnv+"="+string(spec))
 	stdin, out := startChild(tb, cmd)
 	c := &serverChild{cmd: cmd}
@@ -224,35 +235,56 @@ type pollTarget struct {
 // the plain net/http handler answering a constant body of tasks/get's
 // size, darkroom tasks/get, and darkroom get_generation for a 2026-07-28
 // client without the Tasks extension (API key, limits and header checks
-// on both). Runs interleave the three, 3 repetitions at 8 and at 32
-// clients. Reports per target req/s, p50/p99 (ms) and server CPU per
-// request (µs, from /proc/PID/stat), medians of the runs, and the ratios
-// the goals are stated in; the log lists each figure's range over the
-// runs.
+// on both). With benchBeforeEnv set (make bench sets it), an earlier
+// revision's tasks/get and get_generation run too, as their own
+// processes: before and after in one run. Runs interleave the targets,
+// 3 repetitions at 8 and at 32 clients. Reports per target req/s, p50/p99
+// (ms) and server CPU per request (µs, from /proc/PID/stat), medians of
+// the runs, and the ratios the goals are stated in; the log lists each
+// figure's range over the runs.
 func BenchmarkPollPaths(b *testing.B) {
 	const reps = 3
 	concs := []int{8, 32}
-	dark := func() *serverChild { return startServerChild(b, serverSpec{Kind: "darkroom", Dir: b.TempDir()}) }
-	tg, gg := dark(), dark()
 	hc := benchClient(1)
 	caps := map[string]any{"extensions": map[string]any{tasks.ExtensionID: map[string]any{}}}
-	tid := createPolled(b, hc, tg.url, caps, benchToken)
-	gid := createPolled(b, hc, gg.url, map[string]any{}, benchToken)
-	taskGet := &pollTarget{name: "tasks_get", srv: tg, body: rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps),
-		headers: rpcHeaders("tasks/get", tid, benchToken), expect: `"status":"working"`}
-	getGen := &pollTarget{name: "get_generation", srv: gg,
-		body:    rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gid}}, map[string]any{}),
-		headers: rpcHeaders("tools/call", "get_generation", benchToken), expect: `"status":"queued"`}
+	// pair is one revision's tasks/get and get_generation, each polling a
+	// working generation of its own server.
+	pair := func(suffix, bin string) (taskGet, getGen *pollTarget) {
+		dark := func() *serverChild {
+			return startServerChild(b, serverSpec{Kind: "darkroom", Dir: b.TempDir(), bin: bin})
+		}
+		tg, gg := dark(), dark()
+		tid := createPolled(b, hc, tg.url, caps, benchToken)
+		gid := createPolled(b, hc, gg.url, map[string]any{}, benchToken)
+		taskGet = &pollTarget{name: "tasks_get" + suffix, srv: tg, body: rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps),
+			headers: rpcHeaders("tasks/get", tid, benchToken), expect: `"status":"working"`}
+		getGen = &pollTarget{name: "get_generation" + suffix, srv: gg,
+			body:    rpcBody(2, "tools/call", map[string]any{"name": "get_generation", "arguments": map[string]any{"generationId": gid}}, map[string]any{}),
+			headers: rpcHeaders("tools/call", "get_generation", benchToken), expect: `"status":"queued"`}
+		if code, r, err := postRaw(hc, getGen.srv.url, getGen.body, getGen.headers); err != nil || code != 200 || !bytes.Contains(r, []byte(getGen.expect)) {
+			b.Fatalf("get_generation%s: %d %v %s", suffix, code, err, r)
+		}
+		return taskGet, getGen
+	}
+	taskGet, getGen := pair("", "")
 	code, sample, err := postRaw(hc, taskGet.srv.url, taskGet.body, taskGet.headers)
 	if err != nil || code != 200 || !bytes.Contains(sample, []byte(taskGet.expect)) {
 		b.Fatalf("tasks/get: %d %v %s", code, err, sample)
 	}
-	if code, r, err := postRaw(hc, getGen.srv.url, getGen.body, getGen.headers); err != nil || code != 200 || !bytes.Contains(r, []byte(getGen.expect)) {
-		b.Fatalf("get_generation: %d %v %s", code, err, r)
-	}
 	plain := &pollTarget{name: "plain", srv: startServerChild(b, serverSpec{Kind: "plain", Body: sample}),
 		body: taskGet.body, headers: taskGet.headers, expect: `"status":"working"`}
 	targets := []*pollTarget{plain, taskGet, getGen}
+	type side struct {
+		label           string
+		taskGet, getGen *pollTarget
+	}
+	sides := []side{{"", taskGet, getGen}}
+	if bin := os.Getenv(benchBeforeEnv); bin != "" {
+		tb, gb := pair("_before", bin)
+		targets = append(targets, tb, gb)
+		sides = append([]side{{" before", tb, gb}}, sides[0])
+		sides[1].label = " after"
+	}
 	for _, t := range targets {
 		t.rate, t.p50, t.p99, t.cpu = map[int][]float64{}, map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
 	}
@@ -286,21 +318,28 @@ func BenchmarkPollPaths(b *testing.B) {
 	fmt.Fprintf(&log, "poll paths, %d runs each (median [min–max]):\n", reps)
 	for _, conc := range concs {
 		for _, t := range targets {
-			fmt.Fprintf(&log, "  c%-2d %-15s %s req/s  p50 %s ms  p99 %s ms  server %s µs/req\n", conc, t.name,
+			fmt.Fprintf(&log, "  c%-2d %-22s %s req/s  p50 %s ms  p99 %s ms  server %s µs/req\n", conc, t.name,
 				spread(t.rate[conc], "%.0f"), spread(t.p50[conc], "%.2f"), spread(t.p99[conc], "%.2f"), spread(t.cpu[conc], "%.0f"))
 			b.ReportMetric(median(t.rate[conc]), fmt.Sprintf("%s_c%d_req/s", t.name, conc))
 			b.ReportMetric(median(t.p99[conc]), fmt.Sprintf("%s_c%d_p99_ms", t.name, conc))
 			b.ReportMetric(median(t.cpu[conc]), fmt.Sprintf("%s_c%d_cpu_us/req", t.name, conc))
 		}
-		// Ratios of runs next to each other (same repetition).
-		thr := ratios(taskGet.rate[conc], plain.rate[conc])
-		cpuTG := ratios(taskGet.cpu[conc], plain.cpu[conc])
-		cpuGG := ratios(getGen.cpu[conc], taskGet.cpu[conc])
-		fmt.Fprintf(&log, "  c%-2d ratio tasks/get÷plain req/s %s (goal ≥ 0.8); cpu/req tasks/get÷plain %s (goal ≤ 1.3); get_generation÷tasks/get %s (goal ≤ 1.5)\n",
-			conc, spread(thr, "%.2f"), spread(cpuTG, "%.2f"), spread(cpuGG, "%.2f"))
-		b.ReportMetric(median(thr), fmt.Sprintf("ratio_c%d_tasks_get_vs_plain_req/s", conc))
-		b.ReportMetric(median(cpuTG), fmt.Sprintf("ratio_c%d_tasks_get_vs_plain_cpu", conc))
-		b.ReportMetric(median(cpuGG), fmt.Sprintf("ratio_c%d_get_generation_vs_tasks_get_cpu", conc))
+		// Ratios of runs next to each other (same repetition), each side
+		// against the one plain handler.
+		for _, sd := range sides {
+			thr := ratios(sd.taskGet.rate[conc], plain.rate[conc])
+			cpuTG := ratios(sd.taskGet.cpu[conc], plain.cpu[conc])
+			cpuGG := ratios(sd.getGen.cpu[conc], sd.taskGet.cpu[conc])
+			fmt.Fprintf(&log, "  c%-2d%s ratio tasks/get÷plain req/s %s (goal ≥ 0.8); cpu/req tasks/get÷plain %s (goal ≤ 1.3); get_generation÷tasks/get %s (goal ≤ 1.5)\n",
+				conc, sd.label, spread(thr, "%.2f"), spread(cpuTG, "%.2f"), spread(cpuGG, "%.2f"))
+			tag := strings.ReplaceAll(strings.TrimSpace(sd.label), " ", "_")
+			if tag != "" {
+				tag = "_" + tag
+			}
+			b.ReportMetric(median(thr), fmt.Sprintf("ratio_c%d_tasks_get_vs_plain_req/s%s", conc, tag))
+			b.ReportMetric(median(cpuTG), fmt.Sprintf("ratio_c%d_tasks_get_vs_plain_cpu%s", conc, tag))
+			b.ReportMetric(median(cpuGG), fmt.Sprintf("ratio_c%d_get_generation_vs_tasks_get_cpu%s", conc, tag))
+		}
 	}
 	b.Log(log.String())
 }
