@@ -25,11 +25,11 @@ scripts/viewer.sh chromium >/dev/null && export DARKROOM_TEST_REQUIRE_BROWSER=1
 export DARKROOM_TEST_REQUIRE_CLIENTS=1 # so must the real-client matrix (TestRealClients)
 scripts/clients.sh >/dev/null # installs Node 22 and the pinned clients, cached
 
-go test -race -count=1 -timeout 25m ./... ./testdata/emulator/...
+go test -race -count=1 -timeout 40m ./... ./testdata/emulator/...
 # The end-to-end suite and the client acceptance tests again on the
 # PostgreSQL engine (the client matrix
 # tests the wire, not the engine: it ran above).
-DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 15m -skip TestRealClients ./cmd/darkroom/ ./client/
+DARKROOM_TEST_ENGINE=postgres go test -race -count=1 -timeout 30m -skip TestRealClients ./cmd/darkroom/ ./client/
 scripts/release-check.sh # make release (every platform, the bundle, sums, server.json), mcpb validate, the bundle started as a host would
 scripts/fuzz.sh
 scripts/dockerlint.sh
