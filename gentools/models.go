@@ -23,35 +23,24 @@ import (
 // charged as a poll, served on the lean path with a keyed reply, so a
 // repeated question is answered from the reply cache.
 func (t *Tools) modelTools() []Tool {
-	handler := func(read edge.ReadHandler) mcp.ToolHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			r, err := read(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return r.Answer(), nil
-		}
-	}
 	return []Tool{
 		{Def: &mcp.Tool{Name: "describe_model",
 			Description: "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, " +
 				"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
 			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: readOnly("Describe model", true)},
-			Handler: handler(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
+			Handler: answer(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
 		{Def: &mcp.Tool{Name: "search_models",
 			Description: "Find models by words (and kind): the curated ones, then the providers allowed here. " +
 				"Pass nextCursor back as cursor for more; describe_model one before generate.",
 			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: readOnly("Search models", true)},
-			Handler: handler(t.readSearch), Class: ClassPoll, Read: t.readSearch},
+			Handler: answer(t.readSearch), Class: ClassPoll, Read: t.readSearch},
 	}
 }
 
-type describeArgs struct {
-	ModelID string `json:"modelId"`
-}
-
 func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
-	var a describeArgs
+	var a struct {
+		ModelID string `json:"modelId"`
+	}
 	if r := DecodeArgs(req, &a); r != nil {
 		return edge.Reply{Result: r}, nil
 	}
@@ -123,20 +112,13 @@ func (t *Tools) described(d *modelschema.Description, av generation.Availability
 	return out
 }
 
-// modelRefusal answers a model that cannot be described as an isError
-// result (not enabled, unknown, a bad input): a foreign or unknown id
-// says so, and nothing was charged but the poll.
+// modelRefusal answers a model that cannot be described (not enabled,
+// unknown, a bad input, a provider to retry) as an isError result that
+// says why: nothing was charged but the poll. A call cut short, unless a
+// provider's retryable error carries it, is an error.
 func modelRefusal(err error) (edge.Reply, error) {
-	var ne *modelschema.NotEnabledError
-	var ue *modelschema.UnknownError
-	var ie *modelschema.InputError
 	var re *provider.RetryableError
-	switch {
-	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &ie):
-		return edge.Reply{Result: toolError("%s", err.Error())}, nil
-	case errors.As(err, &re):
-		return edge.Reply{Result: toolError("%s", err.Error())}, nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if !errors.As(err, &re) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return edge.Reply{}, err
 	}
 	return edge.Reply{Result: toolError("%s", err.Error())}, nil
@@ -168,20 +150,13 @@ func describeLine(d described) string {
 	return line
 }
 
-type searchArgs struct {
-	Query  string `json:"query"`
-	Kind   string `json:"kind"`
-	Cursor string `json:"cursor"`
-	Limit  *int   `json:"limit"`
-}
-
-type searchKey struct {
-	query, kind, cursor string
-	limit               int
-}
-
 func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
-	var a searchArgs
+	var a struct {
+		Query  string `json:"query"`
+		Kind   string `json:"kind"`
+		Cursor string `json:"cursor"`
+		Limit  *int   `json:"limit"`
+	}
 	if r := DecodeArgs(req, &a); r != nil {
 		return edge.Reply{Result: r}, nil
 	}
@@ -218,8 +193,8 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.
 	}
 	// The slot is the question: the same one within the search's life
 	// answers from the reply cache.
-	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
-	return edge.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
+	slot := fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit)
+	return edge.Reply{ID: slot, Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
 		line := fmt.Sprintf("%s found for %q", words.Count(len(res.Models), "model"), a.Query)
 		if res.NextCursor != "" {
 			line += "; more with cursor"
