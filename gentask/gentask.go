@@ -113,10 +113,6 @@ func (g *GenTasks) Result(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return completeResult(res)
-}
-
-func completeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -159,19 +155,18 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 	if c == nil { // a refusal, a dry run
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	m := c.Model
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := gentools.NeedsApproval(c.Request.Credits(), threshold) && !c.Args.ConfirmSpend
 	if !tasks.Declared(req) {
 		if needsApproval {
-			if res, approved := g.gateWithoutTasks(req, c.Owner, m, c.Request.Credits(), *threshold); !approved {
+			if res, approved := g.gateWithoutTasks(c, *threshold); !approved {
 				return tasks.ToolOutcome{Result: res}, nil
 			}
 		}
 		res, err := g.tools.Create(ctx, c)
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	out, err := g.createTask(ctx, c, m, needsApproval)
+	out, err := g.createTask(ctx, c, needsApproval)
 	if err != nil { // an input error is a tool error, as generate's
 		res, err := gentools.Refused(err)
 		return tasks.ToolOutcome{Result: res}, err
@@ -182,8 +177,8 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 // createTask creates c's generation and, in its transaction, its task,
 // working or, when the spend needs approval, input_required with the
 // question. A key first used without the extension is answered as then.
-func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provider.Model, needsApproval bool) (tasks.ToolOutcome, error) {
-	req, cr := c.Req, c.Request
+func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, needsApproval bool) (tasks.ToolOutcome, error) {
+	req, cr, m := c.Req, c.Request, c.Model
 	if needsApproval && !tasks.ElicitationDeclared(req) {
 		return tasks.ToolOutcome{}, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
 			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
@@ -221,7 +216,8 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 // gateWithoutTasks asks for spend approval by MRTR when the client can
 // elicit, else by the confirmSpend argument: approved, or res answers the
 // call.
-func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, credits, threshold int64) (res *mcp.CallToolResult, approved bool) {
+func (g *GenTasks) gateWithoutTasks(c *gentools.Creation, threshold int64) (res *mcp.CallToolResult, approved bool) {
+	req, owner, m, credits := c.Req, c.Owner, c.Model, c.Request.Credits()
 	if !tasks.ElicitationDeclared(req) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, credits, threshold)}}}, false

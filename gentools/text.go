@@ -1,6 +1,7 @@
 package gentools
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -107,19 +108,12 @@ func providerName(p string) string {
 // shared size and format (mixed ones are left out), the duration of a
 // single video, and the total bytes.
 func describeOutputs(kind string, outs []OutputView) string {
-	noun := kind
-	if noun == "" {
-		noun = "output"
-	}
-	if len(outs) != 1 {
-		noun += "s"
-	}
 	var parts []string
-	dims, format := outs[0].Width, shortType(outs[0].MimeType)
+	dims, format := fmt.Sprintf("%d×%d", outs[0].Width, outs[0].Height), shortType(outs[0].MimeType)
 	var total int64
 	for _, o := range outs {
-		if o.Width != outs[0].Width || o.Height != outs[0].Height {
-			dims = 0
+		if o.Width != outs[0].Width || o.Height != outs[0].Height || o.Width <= 0 {
+			dims = ""
 		}
 		if shortType(o.MimeType) != format {
 			format = ""
@@ -127,12 +121,10 @@ func describeOutputs(kind string, outs []OutputView) string {
 		total += o.Bytes
 	}
 	switch {
-	case dims > 0 && format != "":
-		parts = append(parts, fmt.Sprintf("%d×%d %s", outs[0].Width, outs[0].Height, format))
-	case dims > 0:
-		parts = append(parts, fmt.Sprintf("%d×%d", outs[0].Width, outs[0].Height))
-	case format != "":
-		parts = append(parts, format)
+	case dims != "" && format != "":
+		parts = append(parts, dims+" "+format)
+	case dims+format != "":
+		parts = append(parts, dims+format)
 	}
 	if len(outs) == 1 && outs[0].DurationSeconds > 0 {
 		parts = append(parts, fmt.Sprintf("%.3g s", outs[0].DurationSeconds))
@@ -142,7 +134,7 @@ func describeOutputs(kind string, outs []OutputView) string {
 		size += " in all"
 	}
 	parts = append(parts, size)
-	return fmt.Sprintf("%d %s (%s)", len(outs), noun, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s (%s)", words.Count(len(outs), cmp.Or(kind, "output")), strings.Join(parts, ", "))
 }
 
 // shortType is "PNG" for image/png.
@@ -231,11 +223,7 @@ func modelsLine(models []provider.Model) string {
 	if lo != hi {
 		price = fmt.Sprintf("%d–%d credits", lo, hi)
 	}
-	noun := "models"
-	if len(models) == 1 {
-		noun = "model"
-	}
-	return fmt.Sprintf("%d %s (%s) at %s; pass a modelId to generate", len(models), noun, strings.Join(parts, ", "), price)
+	return fmt.Sprintf("%s (%s) at %s; pass a modelId to generate", words.Count(len(models), "model"), strings.Join(parts, ", "), price)
 }
 
 // outputLine is download_output's line.
@@ -269,9 +257,5 @@ func generationsLine(views []*GenerationView) string {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
 	}
-	noun := "generations"
-	if len(views) == 1 {
-		noun = "generation"
-	}
-	return fmt.Sprintf("%d %s: %s", len(views), noun, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s: %s", words.Count(len(views), "generation"), strings.Join(parts, ", "))
 }
