@@ -136,13 +136,6 @@ func approvalPrompt(m provider.Model, credits int64) (message string, schema map
 			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}}
 }
 
-func approvalRequest(m provider.Model, credits int64) map[string]any {
-	msg, schema := approvalPrompt(m, credits)
-	return map[string]any{"method": "elicitation/create", "params": map[string]any{
-		"mode": "form", "message": msg, "requestedSchema": schema,
-	}}
-}
-
 // Generate is generate as the tool table serves it (Register):
 // gentools' plain generate (Tools.Prepare, then Tools.Create) decorated
 // with the spend-approval gate and, for a call that declared the Tasks
@@ -166,12 +159,7 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 		res, err := g.tools.Create(ctx, c)
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	out, err := g.createTask(ctx, c, needsApproval)
-	if err != nil { // an input error is a tool error, as generate's
-		res, err := gentools.Refused(err)
-		return tasks.ToolOutcome{Result: res}, err
-	}
-	return out, nil
+	return g.createTask(ctx, c, needsApproval)
 }
 
 // createTask creates c's generation and, in its transaction, its task,
@@ -187,7 +175,9 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, needsAp
 	task := &tasks.Task{Owner: c.Owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
 	if needsApproval {
 		task.Status = tasks.StatusInputRequired
-		task.AddInputRequest(approveKeyPrefix, approvalRequest(m, cr.Credits()))
+		msg, schema := approvalPrompt(m, cr.Credits())
+		task.AddInputRequest(approveKeyPrefix, map[string]any{"method": "elicitation/create",
+			"params": map[string]any{"mode": "form", "message": msg, "requestedSchema": schema}})
 	}
 	cr.HoldForApproval = needsApproval
 	cr.InTx = func(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
@@ -200,8 +190,9 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, needsAp
 	}
 	task.ID = tasks.NewID()
 	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), c.Owner, cr)
-	if err != nil {
-		return tasks.ToolOutcome{}, rateRefusal(err)
+	if err != nil { // an input error is a tool error, as generate's
+		res, err := gentools.Refused(rateRefusal(err))
+		return tasks.ToolOutcome{Result: res}, err
 	}
 	if !existing {
 		g.ids.Put(gen.ID, task.ID)

@@ -30,10 +30,9 @@ func (t *Tools) dryRun(ctx context.Context, c *Creation) (*mcp.CallToolResult, e
 		bal := max(*limit-spent, 0)
 		ok := credits <= *limit-spent
 		budget["limit"], budget["balance"], budget["allowed"] = *limit, bal, ok
+		verdict = fmt.Sprintf("within today's balance of %s", words.Count(bal, "credit"))
 		if !ok {
 			verdict = fmt.Sprintf("over today's balance of %s: it would be refused", words.Count(bal, "credit"))
-		} else {
-			verdict = fmt.Sprintf("within today's balance of %s", words.Count(bal, "credit"))
 		}
 	}
 	var threshold *int64

@@ -166,12 +166,9 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.
 	if a.Kind != "" && a.Kind != string(provider.KindImage) && a.Kind != string(provider.KindVideo) {
 		return edge.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
 	}
-	limit := defSearchLimit
-	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > modelschema.MaxSearchLimit {
-			return edge.Reply{Result: toolError("limit must be between 1 and %d; got %d", modelschema.MaxSearchLimit, *a.Limit)}, nil
-		}
-		limit = *a.Limit
+	limit, bad := bounded("limit", a.Limit, 1, modelschema.MaxSearchLimit, defSearchLimit, "")
+	if bad != nil {
+		return edge.Reply{Result: bad}, nil
 	}
 	var res *modelschema.SearchResult
 	if t.cfg.Models != nil {

@@ -22,7 +22,6 @@ const MaxWaitSeconds = 300
 const (
 	maxIDChars     = 128 // generationId, in characters
 	minWaitSeconds = 5
-	maxWaitSeconds = MaxWaitSeconds
 	defWaitSeconds = 50
 	maxListLimit   = 100
 	defListLimit   = 20
@@ -36,7 +35,7 @@ const (
 var bounds = strings.NewReplacer(
 	"MAX_ID", strconv.Itoa(maxIDChars),
 	"MIN_WAIT", strconv.Itoa(minWaitSeconds),
-	"MAX_WAIT", strconv.Itoa(maxWaitSeconds),
+	"MAX_WAIT", strconv.Itoa(MaxWaitSeconds),
 	"DEF_WAIT", strconv.Itoa(defWaitSeconds),
 	"MAX_LIMIT", strconv.Itoa(maxListLimit),
 	"DEF_LIMIT", strconv.Itoa(defListLimit),

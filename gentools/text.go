@@ -32,15 +32,12 @@ func (v *GenerationView) summary(now time.Time) string {
 			s = "Done: " + describeOutputs(v.Kind, v.Outputs) + ", " + linkValidity(v.Outputs, now)
 		}
 	case "failed":
-		msg := "no reason given"
-		if v.Error != nil && v.Error.Message != "" {
-			msg = v.Error.Message
+		e := cmp.Or(v.Error, &ErrorView{})
+		s = "Failed: "
+		if e.Kind == "internal" {
+			s = "Failed inside darkroom: "
 		}
-		if v.Error != nil && v.Error.Kind == "internal" {
-			s = "Failed inside darkroom: " + msg
-		} else {
-			s = "Failed: " + msg
-		}
+		s += cmp.Or(e.Message, "no reason given")
 	case "cancelled":
 		s = "Cancelled; its credits were refunded"
 	case "reserved":

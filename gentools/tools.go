@@ -5,6 +5,7 @@
 package gentools
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -160,9 +161,7 @@ func (t *Tools) Names() []string {
 
 // New returns the tools.
 func New(cfg Config) *Tools {
-	if cfg.MaxInputBytes == 0 {
-		cfg.MaxInputBytes = 10 << 20
-	}
+	cfg.MaxInputBytes = cmp.Or(cfg.MaxInputBytes, 10<<20)
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
 	}
@@ -269,14 +268,10 @@ func readOnly(title string, openWorld bool) *mcp.ToolAnnotations {
 func (t *Tools) aspectRatios() []string {
 	var ratios []string
 	for _, m := range t.svc.Models() {
-		for _, r := range m.AspectRatios {
-			if !slices.Contains(ratios, r) {
-				ratios = append(ratios, r)
-			}
-		}
+		ratios = append(ratios, m.AspectRatios...)
 	}
 	slices.Sort(ratios)
-	return ratios
+	return slices.Compact(ratios)
 }
 
 // fail turns a service error into a result: input errors and not-found are
@@ -362,14 +357,16 @@ type GenerateArgs struct {
 	Input json.RawMessage `json:"input"`
 }
 
-func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
+// bounded is an optional integer argument: def when absent, else one
+// from lo to hi (in unit) or refused.
+func bounded(name string, v *int, lo, hi, def int, unit string) (int, *mcp.CallToolResult) {
 	if v == nil {
-		return defWaitSeconds * time.Second, nil
+		return def, nil
 	}
-	if *v < minWaitSeconds || *v > maxWaitSeconds {
-		return 0, toolError("%s must be between %d and %d seconds; got %d", name, minWaitSeconds, maxWaitSeconds, *v)
+	if *v < lo || *v > hi {
+		return 0, toolError("%s must be between %d and %d%s; got %d", name, lo, hi, unit, *v)
 	}
-	return time.Duration(*v) * time.Second, nil
+	return *v, nil
 }
 
 func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generation.InputImage, *mcp.CallToolResult) {
@@ -436,7 +433,7 @@ type Creation struct {
 	// Model is the request's model as validation found it: held here, a
 	// qualified model's entry cannot leave the schema cache before use.
 	Model provider.Model
-	wait  time.Duration
+	wait  int // seconds
 }
 
 // Prepare is generate up to its creation: it decodes and validates the
@@ -467,7 +464,7 @@ func (t *Tools) validate(ctx context.Context, c *Creation) (res *mcp.CallToolRes
 	if strings.TrimSpace(a.Prompt) == "" {
 		return toolError("prompt is required and must not be blank"), nil
 	}
-	if c.wait, res = waitBound("waitSeconds", a.WaitSeconds); res != nil {
+	if c.wait, res = bounded("waitSeconds", a.WaitSeconds, minWaitSeconds, MaxWaitSeconds, defWaitSeconds, " seconds"); res != nil {
 		return res, nil
 	}
 	cr := &c.Request
@@ -582,11 +579,11 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
-	d, bad := waitBound("timeoutSeconds", a.TimeoutSeconds)
+	secs, bad := bounded("timeoutSeconds", a.TimeoutSeconds, minWaitSeconds, MaxWaitSeconds, defWaitSeconds, " seconds")
 	if bad != nil {
 		return bad, nil
 	}
-	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, d)
+	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, secs)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
@@ -596,7 +593,7 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a struct {
 		idArgs
-		Index *int `json:"index"`
+		Index int `json:"index"` // absent: 0
 	}
 	g, res, err := t.generationOf(ctx, req, &a)
 	if g == nil {
@@ -608,10 +605,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	if g.OutputsExpired {
 		return toolError("the outputs of generation %s were deleted after the %s retention period; generate again if you need them", g.ID, t.svc.Retention()), nil
 	}
-	i := 0
-	if a.Index != nil {
-		i = *a.Index
-	}
+	i := a.Index
 	if i < 0 || i >= len(g.Outputs) {
 		return toolError("index %d is out of range: generation %s has %s, numbered from 0", i, g.ID, words.Count(len(g.Outputs), "output")), nil
 	}
@@ -672,12 +666,9 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 	if r := DecodeArgs(req, &a); r != nil {
 		return r, nil
 	}
-	limit := defListLimit
-	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > maxListLimit {
-			return toolError("limit must be between 1 and %d; got %d", maxListLimit, *a.Limit), nil
-		}
-		limit = *a.Limit
+	limit, bad := bounded("limit", a.Limit, 1, maxListLimit, defListLimit, "")
+	if bad != nil {
+		return bad, nil
 	}
 	gens, next, err := t.svc.List(ctx, t.cfg.Owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
 	if err != nil {
