@@ -24,16 +24,12 @@ import (
 // repeated question is answered from the reply cache.
 func (t *Tools) modelTools() []Tool {
 	return []Tool{
-		{Def: &mcp.Tool{Name: "describe_model",
-			Description: "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, " +
-				"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
-			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: readOnly("Describe model", true)},
-			Handler: answer(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
-		{Def: &mcp.Tool{Name: "search_models",
-			Description: "Find models by words (and kind): the curated ones, then the providers allowed here. " +
-				"Pass nextCursor back as cursor for more; describe_model one before generate.",
-			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: readOnly("Search models", true)},
-			Handler: answer(t.readSearch), Class: ClassPoll, Read: t.readSearch},
+		{Def: def("describe_model", "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, "+
+			"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
+			describeModelIn, describeModelOut, readOnly("Describe model", true)), Handler: answer(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
+		{Def: def("search_models", "Find models by words (and kind): the curated ones, then the providers allowed here. "+
+			"Pass nextCursor back as cursor for more; describe_model one before generate.",
+			searchModelsIn, searchModelsOut, readOnly("Search models", true)), Handler: answer(t.readSearch), Class: ClassPoll, Read: t.readSearch},
 	}
 }
 
@@ -68,7 +64,8 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (edg
 	} else {
 		return edge.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
 	}
-	return edge.Reply{ID: "describe_model\x00" + a.ModelID, Key: describedKey{key, av}, Render: func() *mcp.CallToolResult {
+	// The answer depends on the description's key and the availability.
+	return edge.Reply{ID: "describe_model\x00" + a.ModelID, Key: [2]any{key, av}, Render: func() *mcp.CallToolResult {
 		out := t.described(d, av)
 		return structured(describeLine(out), out)
 	}}, nil
@@ -92,13 +89,6 @@ type described struct {
 	// Successor is the model to use instead, when one is known and this
 	// one is unavailable or shutting down.
 	Successor string `json:"successor,omitempty"`
-}
-
-// describedKey is what a describe_model answer depends on: the
-// description's key and the model's availability.
-type describedKey struct {
-	key any
-	av  generation.Availability
 }
 
 func (t *Tools) described(d *modelschema.Description, av generation.Availability) described {

@@ -175,10 +175,7 @@ func New(cfg Config) *Tools {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
 	t := &Tools{cfg: cfg, svc: cfg.Service}
-	for _, row := range t.generationTools() {
-		t.Add(row)
-	}
-	for _, row := range t.modelTools() {
+	for _, row := range append(t.generationTools(), t.modelTools()...) {
 		t.Add(row)
 	}
 	return t
@@ -219,24 +216,17 @@ func (t *Tools) Register(s *mcp.Server, d *tasks.Dispatcher) {
 
 // generationTools are the nine generation tools' rows.
 func (t *Tools) generationTools() []Tool {
-	def := func(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
-		return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
-	}
 	return []Tool{
 		{Def: def("list_models", "The models here, to choose a modelId: kind (image or video), credits, aspectRatios, durations, maxCount, "+
 			"needsInputImage and roles (the input files each takes).",
 			emptyInput, listModelsOut, readOnly("List models", false)), Handler: t.listModels, Class: ClassPoll},
 		{Def: def("get_credits", "Your credit balance, what you spent today and your daily limit (null: unlimited).",
 			emptyInput, creditsOut, readOnly("Get credits", false)), Handler: t.getCredits, Class: ClassPoll, Read: fresh(t.getCredits)},
-		{Def: &mcp.Tool{
-			Name: "generate",
-			Description: "Start an image or video generation; answers at once with its generationId and status (wait:true waits up to " + t.cfg.MaxWait.String() + "). " +
-				"Follow it with wait_generation or get_generation, never generate again (an idempotencyKey makes retries safe). " +
-				"uploadRequired: send the files with upload_input. dryRun:true prices it, creating nothing.",
-			InputSchema:  generateInputSchema(t.aspectRatios()),
-			OutputSchema: raw(generateOut),
-			Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
-		}, Handler: t.Generate, Class: ClassCreate},
+		{Def: def("generate", "Start an image or video generation; answers at once with its generationId and status (wait:true waits up to "+t.cfg.MaxWait.String()+"). "+
+			"Follow it with wait_generation or get_generation, never generate again (an idempotencyKey makes retries safe). "+
+			"uploadRequired: send the files with upload_input. dryRun:true prices it, creating nothing.",
+			generateInputSchema(t.aspectRatios()), generateOut, &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}),
+			Handler: t.Generate, Class: ClassCreate},
 		{Def: def("upload_input", "Upload a file a reserved generation waits for (uploadRequired), in its role from generate's inputs: "+
 			"image (first_frame for video), mask (white where it may change; the image's size), reference, last_frame. Queued once none is awaited.",
 			uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}),
@@ -256,6 +246,11 @@ func (t *Tools) generationTools() []Tool {
 		{Def: def("list_generations", "Your generations (as get_generation gives them), newest first, optionally by status. Pass nextCursor back as cursor for the next page.",
 			listGenerationsIn, listGenerationsOut, readOnly("List generations", false)), Handler: t.listGenerations, Class: ClassPoll, Read: fresh(t.listGenerations)},
 	}
+}
+
+// def is a tool's definition, its schemas' bounds filled in.
+func def(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
+	return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
 }
 
 // readOnly annotates a read (a destructive hint means nothing for one,
