@@ -73,10 +73,14 @@ func (g *GenTasks) Cancel(ctx context.Context, t *tasks.Task) error {
 // queues the generation; anything else cancels it.
 func (g *GenTasks) Answered(ctx context.Context, t *tasks.Task, answers map[string]json.RawMessage) error {
 	for k, v := range answers {
+		var r struct {
+			Action  string         `json:"action"`
+			Content map[string]any `json:"content"`
+		}
 		if !strings.HasPrefix(k, approveKeyPrefix) {
 			continue
 		}
-		if approved(v) {
+		if json.Unmarshal(v, &r) == nil && confirmed(r.Action, r.Content) {
 			_, err := g.Svc.Approve(ctx, genID(t))
 			return err
 		}
@@ -84,14 +88,6 @@ func (g *GenTasks) Answered(ctx context.Context, t *tasks.Task, answers map[stri
 		return err
 	}
 	return nil
-}
-
-func approved(raw json.RawMessage) bool {
-	var r struct {
-		Action  string         `json:"action"`
-		Content map[string]any `json:"content"`
-	}
-	return json.Unmarshal(raw, &r) == nil && confirmed(r.Action, r.Content)
 }
 
 // confirmed reports an elicitation answer that approves the spend, by

@@ -190,10 +190,18 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, err
 	}
 	// From here the caller owns the generation: the messages may say more.
-	if kind == "preview" {
-		return t.readPreview(ctx, uri, g)
-	}
-	if kind == "inputs" {
+	switch kind {
+	case "preview": // the live frame: never cached, it is replaced as frames come
+		b, _, ok := t.svc.LivePreview(ctx, g)
+		if !ok {
+			return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
+				msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", id, g.Status)}
+		}
+		return &mcp.ReadResourceResult{
+			Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once
+			Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: preview.MimeType, Blob: b}},
+		}, nil
+	case "inputs":
 		files := g.InputFiles()
 		if i >= len(files) {
 			return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "inputs": len(files)},
@@ -214,21 +222,6 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 			msg: fmt.Sprintf("Resource not found: generation %s has %s, numbered from 0", id, words.Count(len(g.Outputs), "output"))}
 	}
 	return t.readBlob(ctx, uri, fmt.Sprintf("output %d of generation %s", i, id), "outputs", i, g.Outputs[i].StoredBlob, gone)
-}
-
-// readPreview answers resources/read of a running generation's live
-// preview frame: read by its owner only (another's id is not found, as an
-// unknown one), never cached (it is replaced as frames come).
-func (t *Tools) readPreview(ctx context.Context, uri string, g *generation.Generation) (*mcp.ReadResourceResult, error) {
-	b, _, ok := t.svc.LivePreview(ctx, g)
-	if !ok {
-		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
-			msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", g.ID, g.Status)}
-	}
-	return &mcp.ReadResourceResult{
-		Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once
-		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: preview.MimeType, Blob: b}},
-	}, nil
 }
 
 // readBlob answers resources/read with one stored file (what names it

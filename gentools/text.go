@@ -68,7 +68,13 @@ func UploadRoles(roles []string) string {
 // working is the line of a generation in flight: progress, where it runs,
 // and, after a wait that ended first, what to do next.
 func (v *GenerationView) working() string {
-	where := providerName(v.provider)
+	where := v.provider // as a sentence names it
+	switch where {
+	case "":
+		where = "the provider"
+	case "local":
+		where = "the local provider"
+	}
 	phase := "queued at " + where
 	if v.Status == "running" {
 		phase = "running on " + where
@@ -88,17 +94,6 @@ func (v *GenerationView) working() string {
 		s += "; not finished yet, call wait_generation again (never generate twice)"
 	}
 	return s
-}
-
-// providerName names a provider in a sentence.
-func providerName(p string) string {
-	switch p {
-	case "":
-		return "the provider"
-	case "local":
-		return "the local provider"
-	}
-	return p
 }
 
 // describeOutputs is "1 image (1024×576 PNG, 44 KB)": the count, then the
