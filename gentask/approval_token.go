@@ -62,20 +62,17 @@ func (a *ApprovalToken) now() time.Time {
 	return a.Now()
 }
 
-func (a *ApprovalToken) ttl() time.Duration {
-	if a.TTL <= 0 {
-		return DefaultApprovalTTL
-	}
-	return a.TTL
-}
-
 // Sign returns a token approving digest (of the request's arguments) for
 // owner, valid for TTL from now. The token is URL-safe text.
 func (a *ApprovalToken) Sign(owner, digest string) string {
 	if len(a.Secret) == 0 {
 		return ""
 	}
-	expiry := a.now().Add(a.ttl()).UnixMilli()
+	ttl := a.TTL
+	if ttl <= 0 {
+		ttl = DefaultApprovalTTL
+	}
+	expiry := a.now().Add(ttl).UnixMilli()
 	raw := make([]byte, 0, tokenRawLen)
 	raw = append(raw, tokenVersion)
 	raw = binary.BigEndian.AppendUint64(raw, uint64(expiry))

@@ -73,10 +73,14 @@ func (g *GenTasks) Cancel(ctx context.Context, t *tasks.Task) error {
 // queues the generation; anything else cancels it.
 func (g *GenTasks) Answered(ctx context.Context, t *tasks.Task, answers map[string]json.RawMessage) error {
 	for k, v := range answers {
+		var r struct {
+			Action  string         `json:"action"`
+			Content map[string]any `json:"content"`
+		}
 		if !strings.HasPrefix(k, approveKeyPrefix) {
 			continue
 		}
-		if approved(v) {
+		if json.Unmarshal(v, &r) == nil && confirmed(r.Action, r.Content) {
 			_, err := g.Svc.Approve(ctx, genID(t))
 			return err
 		}
@@ -84,14 +88,6 @@ func (g *GenTasks) Answered(ctx context.Context, t *tasks.Task, answers map[stri
 		return err
 	}
 	return nil
-}
-
-func approved(raw json.RawMessage) bool {
-	var r struct {
-		Action  string         `json:"action"`
-		Content map[string]any `json:"content"`
-	}
-	return json.Unmarshal(raw, &r) == nil && confirmed(r.Action, r.Content)
 }
 
 // confirmed reports an elicitation answer that approves the spend, by
@@ -113,10 +109,6 @@ func (g *GenTasks) Result(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return completeResult(res)
-}
-
-func completeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, err
@@ -140,13 +132,6 @@ func approvalPrompt(m provider.Model, credits int64) (message string, schema map
 			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Spend the credits"}}}
 }
 
-func approvalRequest(m provider.Model, credits int64) map[string]any {
-	msg, schema := approvalPrompt(m, credits)
-	return map[string]any{"method": "elicitation/create", "params": map[string]any{
-		"mode": "form", "message": msg, "requestedSchema": schema,
-	}}
-}
-
 // Generate is generate as the tool table serves it (Register):
 // gentools' plain generate (Tools.Prepare, then Tools.Create) decorated
 // with the spend-approval gate and, for a call that declared the Tasks
@@ -159,31 +144,25 @@ func (g *GenTasks) Generate(ctx context.Context, req *mcp.CallToolRequest) (task
 	if c == nil { // a refusal, a dry run
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	m := c.Model
 	threshold := g.ApprovalAbove(ctx)
 	needsApproval := gentools.NeedsApproval(c.Request.Credits(), threshold) && !c.Args.ConfirmSpend
 	if !tasks.Declared(req) {
 		if needsApproval {
-			if res, approved := g.gateWithoutTasks(req, c.Owner, m, c.Request.Credits(), *threshold); !approved {
+			if res, approved := g.gateWithoutTasks(c, *threshold); !approved {
 				return tasks.ToolOutcome{Result: res}, nil
 			}
 		}
 		res, err := g.tools.Create(ctx, c)
 		return tasks.ToolOutcome{Result: res}, err
 	}
-	out, err := g.createTask(ctx, c, m, needsApproval)
-	if err != nil { // an input error is a tool error, as generate's
-		res, err := gentools.Refused(err)
-		return tasks.ToolOutcome{Result: res}, err
-	}
-	return out, nil
+	return g.createTask(ctx, c, needsApproval)
 }
 
 // createTask creates c's generation and, in its transaction, its task,
 // working or, when the spend needs approval, input_required with the
 // question. A key first used without the extension is answered as then.
-func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provider.Model, needsApproval bool) (tasks.ToolOutcome, error) {
-	req, cr := c.Req, c.Request
+func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, needsApproval bool) (tasks.ToolOutcome, error) {
+	req, cr, m := c.Req, c.Request, c.Model
 	if needsApproval && !tasks.ElicitationDeclared(req) {
 		return tasks.ToolOutcome{}, &tasks.RPCError{Code: tasks.CodeMissingCapability, Message: "Missing required client capability: approving this spend needs elicitation",
 			Data: map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{}}}}
@@ -192,7 +171,9 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 	task := &tasks.Task{Owner: c.Owner, TTL: g.TTL, PollInterval: BasePoll(m), Status: tasks.StatusWorking, ClientCaps: tasks.CapsJSON(req)}
 	if needsApproval {
 		task.Status = tasks.StatusInputRequired
-		task.AddInputRequest(approveKeyPrefix, approvalRequest(m, cr.Credits()))
+		msg, schema := approvalPrompt(m, cr.Credits())
+		task.AddInputRequest(approveKeyPrefix, map[string]any{"method": "elicitation/create",
+			"params": map[string]any{"mode": "form", "message": msg, "requestedSchema": schema}})
 	}
 	cr.HoldForApproval = needsApproval
 	cr.InTx = func(ctx context.Context, gtx generation.Tx, gen *generation.Generation) error {
@@ -205,8 +186,9 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 	}
 	task.ID = tasks.NewID()
 	gen, existing, err := g.Svc.Create(generation.LogWith(ctx, "task", task.ID), c.Owner, cr)
-	if err != nil {
-		return tasks.ToolOutcome{}, rateRefusal(err)
+	if err != nil { // an input error is a tool error, as generate's
+		res, err := gentools.Refused(rateRefusal(err))
+		return tasks.ToolOutcome{Result: res}, err
 	}
 	if !existing {
 		g.ids.Put(gen.ID, task.ID)
@@ -221,7 +203,8 @@ func (g *GenTasks) createTask(ctx context.Context, c *gentools.Creation, m provi
 // gateWithoutTasks asks for spend approval by MRTR when the client can
 // elicit, else by the confirmSpend argument: approved, or res answers the
 // call.
-func (g *GenTasks) gateWithoutTasks(req *mcp.CallToolRequest, owner string, m provider.Model, credits, threshold int64) (res *mcp.CallToolResult, approved bool) {
+func (g *GenTasks) gateWithoutTasks(c *gentools.Creation, threshold int64) (res *mcp.CallToolResult, approved bool) {
+	req, owner, m, credits := c.Req, c.Owner, c.Model, c.Request.Credits()
 	if !tasks.ElicitationDeclared(req) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
 			"%s costs %d credits, above your approval threshold of %d: call generate again with confirmSpend:true to spend them", m.ID, credits, threshold)}}}, false

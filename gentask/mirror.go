@@ -21,20 +21,16 @@ func genRef(id string) string { return refPrefix + ":" + id }
 // Mirror keeps each generation's task row in step with it: generation's
 // Observer, inside the generation's own transaction.
 type Mirror struct {
-	D   *tasks.Dispatcher
-	ids *taskIndex
+	D *tasks.Dispatcher
+	// ids remembers which task follows a generation, which never changes
+	// (caches.TaskIndex): a status change then finds its task by id,
+	// without a search by ref. A miss searches.
+	ids *caches.Bounded[string, string]
 }
 
 // NewMirror returns the mirror of generations onto d's tasks.
-func NewMirror(d *tasks.Dispatcher) *Mirror { return &Mirror{D: d, ids: newTaskIndex()} }
-
-// taskIndex remembers which task follows a generation, which never
-// changes (caches.TaskIndex): a status change then finds its task by id,
-// without a search by ref. A miss searches.
-type taskIndex = caches.Bounded[string, string]
-
-func newTaskIndex() *taskIndex {
-	return caches.New(caches.TaskIndex, caches.Options[string, string]{Size: func(g, t string) int { return len(g) + len(t) }})
+func NewMirror(d *tasks.Dispatcher) *Mirror {
+	return &Mirror{D: d, ids: caches.New(caches.TaskIndex, caches.Options[string, string]{Size: func(g, t string) int { return len(g) + len(t) }})}
 }
 
 // task finds the task following a generation, inside tx when non-nil.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/internal/words"
-	"github.com/darkroom-mcp/darkroom/provider"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,7 +17,8 @@ func NeedsApproval(credits int64, threshold *int64) bool {
 // dryRun answers generate with dryRun: the validated request's price and
 // what the budget and the approval rule would say of it now. It creates,
 // stores and charges nothing.
-func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateRequest, m provider.Model) (*mcp.CallToolResult, error) {
+func (t *Tools) dryRun(ctx context.Context, c *Creation) (*mcp.CallToolResult, error) {
+	owner, cr, m := c.Owner, c.Request, c.Model
 	spent, err := t.svc.Spent(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -31,26 +30,23 @@ func (t *Tools) dryRun(ctx context.Context, owner string, cr *generation.CreateR
 		bal := max(*limit-spent, 0)
 		ok := credits <= *limit-spent
 		budget["limit"], budget["balance"], budget["allowed"] = *limit, bal, ok
+		verdict = fmt.Sprintf("within today's balance of %s", words.Count(bal, "credit"))
 		if !ok {
 			verdict = fmt.Sprintf("over today's balance of %s: it would be refused", words.Count(bal, "credit"))
-		} else {
-			verdict = fmt.Sprintf("within today's balance of %s", words.Count(bal, "credit"))
 		}
 	}
 	var threshold *int64
 	if t.cfg.ApprovalAbove != nil {
 		threshold = t.cfg.ApprovalAbove(ctx)
 	}
-	approval := map[string]any{"threshold": nil, "required": NeedsApproval(credits, threshold)}
-	if threshold != nil {
-		approval["threshold"] = *threshold
-	}
+	required := NeedsApproval(credits, threshold)
+	approval := map[string]any{"threshold": threshold, "required": required} // nil: null
 	out := map[string]any{
 		"dryRun": true, "modelId": m.ID, "kind": m.Kind, "count": cr.Count,
 		"creditsPerOutput": m.Credits, "credits": credits, "budget": budget, "approval": approval,
 	}
 	text := fmt.Sprintf("Dry run: %s would make %s for %s (%d each), %s", m.ID, words.Count(cr.Count, string(m.Kind)+" output"), words.Count(credits, "credit"), m.Credits, verdict)
-	if approval["required"] == true {
+	if required {
 		text += fmt.Sprintf("; above your approval threshold of %d, so it would ask for approval (or confirmSpend:true)", *threshold)
 	}
 	return structured(text+". Nothing was created or charged.", out), nil

@@ -23,35 +23,20 @@ import (
 // charged as a poll, served on the lean path with a keyed reply, so a
 // repeated question is answered from the reply cache.
 func (t *Tools) modelTools() []Tool {
-	handler := func(read edge.ReadHandler) mcp.ToolHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			r, err := read(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return r.Answer(), nil
-		}
-	}
 	return []Tool{
-		{Def: &mcp.Tool{Name: "describe_model",
-			Description: "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, " +
-				"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
-			InputSchema: raw(describeModelIn), OutputSchema: raw(describeModelOut), Annotations: readOnly("Describe model", true)},
-			Handler: handler(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
-		{Def: &mcp.Tool{Name: "search_models",
-			Description: "Find models by words (and kind): the curated ones, then the providers allowed here. " +
-				"Pass nextCursor back as cursor for more; describe_model one before generate.",
-			InputSchema: raw(searchModelsIn), OutputSchema: raw(searchModelsOut), Annotations: readOnly("Search models", true)},
-			Handler: handler(t.readSearch), Class: ClassPoll, Read: t.readSearch},
+		{Def: def("describe_model", "One model in full, before generate: price (credits per priceUnit), needsInputImage, roles, maxCount, "+
+			"the fields generate's input may set (types, enums, ranges, defaults), the provider field each argument sets.",
+			describeModelIn, describeModelOut, readOnly("Describe model", true)), Handler: answer(t.readDescribe), Class: ClassPoll, Read: t.readDescribe},
+		{Def: def("search_models", "Find models by words (and kind): the curated ones, then the providers allowed here. "+
+			"Pass nextCursor back as cursor for more; describe_model one before generate.",
+			searchModelsIn, searchModelsOut, readOnly("Search models", true)), Handler: answer(t.readSearch), Class: ClassPoll, Read: t.readSearch},
 	}
-}
-
-type describeArgs struct {
-	ModelID string `json:"modelId"`
 }
 
 func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
-	var a describeArgs
+	var a struct {
+		ModelID string `json:"modelId"`
+	}
 	if r := DecodeArgs(req, &a); r != nil {
 		return edge.Reply{Result: r}, nil
 	}
@@ -79,7 +64,8 @@ func (t *Tools) readDescribe(ctx context.Context, req *mcp.CallToolRequest) (edg
 	} else {
 		return edge.Reply{Result: toolError("unknown modelId %q: it does not exist (list_models lists the available ids)", a.ModelID)}, nil
 	}
-	return edge.Reply{ID: "describe_model\x00" + a.ModelID, Key: describedKey{key, av}, Render: func() *mcp.CallToolResult {
+	// The answer depends on the description's key and the availability.
+	return edge.Reply{ID: "describe_model\x00" + a.ModelID, Key: [2]any{key, av}, Render: func() *mcp.CallToolResult {
 		out := t.described(d, av)
 		return structured(describeLine(out), out)
 	}}, nil
@@ -105,13 +91,6 @@ type described struct {
 	Successor string `json:"successor,omitempty"`
 }
 
-// describedKey is what a describe_model answer depends on: the
-// description's key and the model's availability.
-type describedKey struct {
-	key any
-	av  generation.Availability
-}
-
 func (t *Tools) described(d *modelschema.Description, av generation.Availability) described {
 	out := described{Description: d, Available: av.Withdrawn == "", UnavailableReason: av.Withdrawn, Successor: av.Successor}
 	if !av.ShutdownDate.IsZero() {
@@ -123,20 +102,13 @@ func (t *Tools) described(d *modelschema.Description, av generation.Availability
 	return out
 }
 
-// modelRefusal answers a model that cannot be described as an isError
-// result (not enabled, unknown, a bad input): a foreign or unknown id
-// says so, and nothing was charged but the poll.
+// modelRefusal answers a model that cannot be described (not enabled,
+// unknown, a bad input, a provider to retry) as an isError result that
+// says why: nothing was charged but the poll. A call cut short, unless a
+// provider's retryable error carries it, is an error.
 func modelRefusal(err error) (edge.Reply, error) {
-	var ne *modelschema.NotEnabledError
-	var ue *modelschema.UnknownError
-	var ie *modelschema.InputError
 	var re *provider.RetryableError
-	switch {
-	case errors.As(err, &ne), errors.As(err, &ue), errors.As(err, &ie):
-		return edge.Reply{Result: toolError("%s", err.Error())}, nil
-	case errors.As(err, &re):
-		return edge.Reply{Result: toolError("%s", err.Error())}, nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if !errors.As(err, &re) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return edge.Reply{}, err
 	}
 	return edge.Reply{Result: toolError("%s", err.Error())}, nil
@@ -168,20 +140,13 @@ func describeLine(d described) string {
 	return line
 }
 
-type searchArgs struct {
-	Query  string `json:"query"`
-	Kind   string `json:"kind"`
-	Cursor string `json:"cursor"`
-	Limit  *int   `json:"limit"`
-}
-
-type searchKey struct {
-	query, kind, cursor string
-	limit               int
-}
-
 func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
-	var a searchArgs
+	var a struct {
+		Query  string `json:"query"`
+		Kind   string `json:"kind"`
+		Cursor string `json:"cursor"`
+		Limit  *int   `json:"limit"`
+	}
 	if r := DecodeArgs(req, &a); r != nil {
 		return edge.Reply{Result: r}, nil
 	}
@@ -191,12 +156,9 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.
 	if a.Kind != "" && a.Kind != string(provider.KindImage) && a.Kind != string(provider.KindVideo) {
 		return edge.Reply{Result: toolError("kind must be image or video; got %q", a.Kind)}, nil
 	}
-	limit := defSearchLimit
-	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > modelschema.MaxSearchLimit {
-			return edge.Reply{Result: toolError("limit must be between 1 and %d; got %d", modelschema.MaxSearchLimit, *a.Limit)}, nil
-		}
-		limit = *a.Limit
+	limit, bad := bounded("limit", a.Limit, 1, modelschema.MaxSearchLimit, defSearchLimit, "")
+	if bad != nil {
+		return edge.Reply{Result: bad}, nil
 	}
 	var res *modelschema.SearchResult
 	if t.cfg.Models != nil {
@@ -218,8 +180,8 @@ func (t *Tools) readSearch(ctx context.Context, req *mcp.CallToolRequest) (edge.
 	}
 	// The slot is the question: the same one within the search's life
 	// answers from the reply cache.
-	k := searchKey{strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit}
-	return edge.Reply{ID: fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", k.query, k.kind, k.cursor, k.limit), Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
+	slot := fmt.Sprintf("search_models\x00%s\x00%s\x00%s\x00%d", strings.ToLower(strings.TrimSpace(a.Query)), a.Kind, a.Cursor, limit)
+	return edge.Reply{ID: slot, Key: res.At.UnixNano(), Render: func() *mcp.CallToolResult {
 		line := fmt.Sprintf("%s found for %q", words.Count(len(res.Models), "model"), a.Query)
 		if res.NextCursor != "" {
 			line += "; more with cursor"

@@ -52,16 +52,6 @@ func InputURI(id string, index int) string {
 // PreviewURI names the live preview frame of generation id.
 func PreviewURI(id string) string { return outputURIPrefix + id + "/preview" }
 
-// parsePreviewURI is PreviewURI's inverse.
-func parsePreviewURI(uri string) (id string, ok bool) {
-	rest, found := strings.CutPrefix(uri, outputURIPrefix)
-	if !found {
-		return "", false
-	}
-	id, found = strings.CutSuffix(rest, "/preview")
-	return id, found && validID(id)
-}
-
 // parseOutputURI is OutputURI's inverse; ok is false for anything else
 // (extra parts, a query, a non-canonical index).
 func parseOutputURI(uri string) (id string, index int, ok bool) {
@@ -69,15 +59,18 @@ func parseOutputURI(uri string) (id string, index int, ok bool) {
 	return id, index, ok && kind == "outputs"
 }
 
-// parseFileURI is OutputURI's and InputURI's inverse: kind is "outputs"
-// or "inputs".
+// parseFileURI is OutputURI's, InputURI's and PreviewURI's inverse: kind
+// is "outputs", "inputs" or "preview" (index 0).
 func parseFileURI(uri string) (id, kind string, index int, ok bool) {
 	rest, found := strings.CutPrefix(uri, outputURIPrefix)
-	if !found {
+	parts := strings.Split(rest, "/")
+	if !found || !validID(parts[0]) {
 		return "", "", 0, false
 	}
-	parts := strings.Split(rest, "/")
-	if len(parts) != 3 || (parts[1] != "outputs" && parts[1] != "inputs") || !validID(parts[0]) {
+	if len(parts) == 2 && parts[1] == "preview" {
+		return parts[0], "preview", 0, true
+	}
+	if len(parts) != 3 || (parts[1] != "outputs" && parts[1] != "inputs") {
 		return "", "", 0, false
 	}
 	n := parts[2]
@@ -167,37 +160,24 @@ func (t *Tools) RegisterResources(s *mcp.Server) {
 func resourceErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if method != "resources/read" {
+		rr, ok := res.(*mcp.ReadResourceResult)
+		if method != "resources/read" || (!ok && err == nil) {
 			return res, err
 		}
-		if rr, ok := res.(*mcp.ReadResourceResult); ok && err == nil {
-			return shapeRead(req, rr), nil
-		}
-		if err == nil {
-			return res, err
-		}
-		var re *resourceError
 		var je *jsonrpc.Error
-		switch {
-		case errors.As(err, &re):
-		case errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams && je.Message == "Resource not found":
+		if errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams && je.Message == "Resource not found" {
 			uri := ""
 			if p, ok := req.GetParams().(*mcp.ReadResourceParams); ok && p != nil {
 				uri = p.URI
 			}
-			re = notFound(uri)
-		default:
-			return res, err
+			err = notFound(uri)
 		}
-		return nil, re.rpc(legacy(req))
+		return readAnswer(req, rr, err)
 	}
 }
 
 func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
-	if id, ok := parsePreviewURI(uri); ok {
-		return t.readPreview(ctx, uri, id)
-	}
 	id, kind, i, ok := parseFileURI(uri)
 	if !ok {
 		return nil, notFound(uri)
@@ -210,7 +190,18 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, err
 	}
 	// From here the caller owns the generation: the messages may say more.
-	if kind == "inputs" {
+	switch kind {
+	case "preview": // the live frame: never cached, it is replaced as frames come
+		b, _, ok := t.svc.LivePreview(ctx, g)
+		if !ok {
+			return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
+				msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", id, g.Status)}
+		}
+		return &mcp.ReadResourceResult{
+			Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once
+			Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: preview.MimeType, Blob: b}},
+		}, nil
+	case "inputs":
 		files := g.InputFiles()
 		if i >= len(files) {
 			return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "inputs": len(files)},
@@ -231,28 +222,6 @@ func (t *Tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 			msg: fmt.Sprintf("Resource not found: generation %s has %s, numbered from 0", id, words.Count(len(g.Outputs), "output"))}
 	}
 	return t.readBlob(ctx, uri, fmt.Sprintf("output %d of generation %s", i, id), "outputs", i, g.Outputs[i].StoredBlob, gone)
-}
-
-// readPreview answers resources/read of a running generation's live
-// preview frame: read by its owner only (another's id is not found, as an
-// unknown one), never cached (it is replaced as frames come).
-func (t *Tools) readPreview(ctx context.Context, uri, id string) (*mcp.ReadResourceResult, error) {
-	g, err := t.svc.Get(ctx, t.cfg.Owner(ctx, nil), id)
-	if errors.Is(err, generation.ErrNotFound) {
-		return nil, notFound(uri)
-	}
-	if err != nil {
-		return nil, err
-	}
-	b, _, ok := t.svc.LivePreview(ctx, g)
-	if !ok {
-		return nil, &resourceError{notFound: true, data: map[string]any{"uri": uri, "status": g.Status},
-			msg: fmt.Sprintf("Resource not found: generation %s is %s and has no live preview (its provider sends frames while it makes it; once it ends, read its outputs)", id, g.Status)}
-	}
-	return &mcp.ReadResourceResult{
-		Cacheable: mcp.Cacheable{CacheScope: "private"}, // ttlMs 0: stale at once
-		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: preview.MimeType, Blob: b}},
-	}, nil
 }
 
 // readBlob answers resources/read with one stored file (what names it
@@ -301,14 +270,7 @@ func (t *Tools) readBlob(ctx context.Context, uri, what, list string, i int, o g
 // nothing when ctx defers its blob (outbytes.WithDeferral).
 func (t *Tools) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) (mcp.Result, error) {
 	res, err := t.readResource(ctx, req)
-	var re *resourceError
-	switch {
-	case errors.As(err, &re):
-		return nil, re.rpc(legacy(req)) // as resourceErrors answers it
-	case err != nil:
-		return nil, err
-	}
-	return shapeRead(req, res), nil
+	return readAnswer(req, res, err)
 }
 
 // LeanResource reports the URIs ReadResource answers as go-sdk's path
@@ -317,13 +279,21 @@ func (t *Tools) ReadResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 // ui://) is go-sdk's.
 func LeanResource(uri string) bool { return strings.HasPrefix(uri, "darkroom://") }
 
-// shapeRead hides the 2026-07-28 cache hints (ttlMs, cacheScope) of a
-// read sent to a pre-2026 client: they are no part of the older schemas.
-func shapeRead(req mcp.Request, res *mcp.ReadResourceResult) mcp.Result {
-	if !legacy(req) {
-		return res
+// readAnswer is resources/read's answer on either path: a refusal with
+// the request's revision's code; a read without the 2026-07-28 cache hints
+// (ttlMs, cacheScope) for a pre-2026 client: they are no part of the
+// older schemas.
+func readAnswer(req mcp.Request, res *mcp.ReadResourceResult, err error) (mcp.Result, error) {
+	var re *resourceError
+	switch {
+	case errors.As(err, &re):
+		return nil, re.rpc(legacy(req))
+	case err != nil:
+		return nil, err
+	case legacy(req):
+		return legacyRead{res}, nil
 	}
-	return legacyRead{res}
+	return res, nil
 }
 
 // legacyRead is a read result as the pre-2026 schemas have it. It keeps

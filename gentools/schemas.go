@@ -22,7 +22,6 @@ const MaxWaitSeconds = 300
 const (
 	maxIDChars     = 128 // generationId, in characters
 	minWaitSeconds = 5
-	maxWaitSeconds = MaxWaitSeconds
 	defWaitSeconds = 50
 	maxListLimit   = 100
 	defListLimit   = 20
@@ -36,7 +35,7 @@ const (
 var bounds = strings.NewReplacer(
 	"MAX_ID", strconv.Itoa(maxIDChars),
 	"MIN_WAIT", strconv.Itoa(minWaitSeconds),
-	"MAX_WAIT", strconv.Itoa(maxWaitSeconds),
+	"MAX_WAIT", strconv.Itoa(MaxWaitSeconds),
 	"DEF_WAIT", strconv.Itoa(defWaitSeconds),
 	"MAX_LIMIT", strconv.Itoa(maxListLimit),
 	"DEF_LIMIT", strconv.Itoa(defListLimit),
@@ -79,10 +78,11 @@ const generateOut = `{"type":"object","properties":{` + generationProps + `,
 // raw is a schema with its bounds filled in.
 func raw(s string) json.RawMessage { return json.RawMessage(bounds.Replace(s)) }
 
-// generateInputSchema offers every aspect ratio some model supports.
-func generateInputSchema(ratios []string) json.RawMessage {
+// generateInputSchema offers every aspect ratio some model supports (def
+// fills its bounds).
+func generateInputSchema(ratios []string) string {
 	enum, _ := json.Marshal(ratios)
-	return raw(strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
+	return strings.NewReplacer("RATIOS", string(enum), "INPUT", inputImageSchema).Replace(`{"type":"object","properties":{
  "modelId":{"type":"string","description":"From list_models or search_models."},
  "prompt":{"type":"string","minLength":1,"maxLength":MAX_PROMPT},
  "aspectRatio":{"type":"string","enum":RATIOS,"default":"16:9","description":"One the model offers."},
@@ -99,7 +99,7 @@ func generateInputSchema(ratios []string) json.RawMessage {
  "waitSeconds":{"type":"integer","minimum":MIN_WAIT,"maximum":MAX_WAIT,"default":DEF_WAIT},
  "confirmSpend":{"type":"boolean","description":"Approve a spend above your approval threshold."},
  "input":{"type":"object","description":"The model's own fields (describe_model), checked before any charge; not those generate's arguments set."}},
- "required":["modelId","prompt"],"additionalProperties":false}`))
+ "required":["modelId","prompt"],"additionalProperties":false}`)
 }
 
 const (

@@ -1,6 +1,7 @@
 package gentools
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -31,15 +32,12 @@ func (v *GenerationView) summary(now time.Time) string {
 			s = "Done: " + describeOutputs(v.Kind, v.Outputs) + ", " + linkValidity(v.Outputs, now)
 		}
 	case "failed":
-		msg := "no reason given"
-		if v.Error != nil && v.Error.Message != "" {
-			msg = v.Error.Message
+		e := cmp.Or(v.Error, &ErrorView{})
+		s = "Failed: "
+		if e.Kind == "internal" {
+			s = "Failed inside darkroom: "
 		}
-		if v.Error != nil && v.Error.Kind == "internal" {
-			s = "Failed inside darkroom: " + msg
-		} else {
-			s = "Failed: " + msg
-		}
+		s += cmp.Or(e.Message, "no reason given")
 	case "cancelled":
 		s = "Cancelled; its credits were refunded"
 	case "reserved":
@@ -70,7 +68,13 @@ func UploadRoles(roles []string) string {
 // working is the line of a generation in flight: progress, where it runs,
 // and, after a wait that ended first, what to do next.
 func (v *GenerationView) working() string {
-	where := providerName(v.provider)
+	where := v.provider // as a sentence names it
+	switch where {
+	case "":
+		where = "the provider"
+	case "local":
+		where = "the local provider"
+	}
 	phase := "queued at " + where
 	if v.Status == "running" {
 		phase = "running on " + where
@@ -92,34 +96,16 @@ func (v *GenerationView) working() string {
 	return s
 }
 
-// providerName names a provider in a sentence.
-func providerName(p string) string {
-	switch p {
-	case "":
-		return "the provider"
-	case "local":
-		return "the local provider"
-	}
-	return p
-}
-
 // describeOutputs is "1 image (1024×576 PNG, 44 KB)": the count, then the
 // shared size and format (mixed ones are left out), the duration of a
 // single video, and the total bytes.
 func describeOutputs(kind string, outs []OutputView) string {
-	noun := kind
-	if noun == "" {
-		noun = "output"
-	}
-	if len(outs) != 1 {
-		noun += "s"
-	}
 	var parts []string
-	dims, format := outs[0].Width, shortType(outs[0].MimeType)
+	dims, format := fmt.Sprintf("%d×%d", outs[0].Width, outs[0].Height), shortType(outs[0].MimeType)
 	var total int64
 	for _, o := range outs {
-		if o.Width != outs[0].Width || o.Height != outs[0].Height {
-			dims = 0
+		if o.Width != outs[0].Width || o.Height != outs[0].Height || o.Width <= 0 {
+			dims = ""
 		}
 		if shortType(o.MimeType) != format {
 			format = ""
@@ -127,12 +113,10 @@ func describeOutputs(kind string, outs []OutputView) string {
 		total += o.Bytes
 	}
 	switch {
-	case dims > 0 && format != "":
-		parts = append(parts, fmt.Sprintf("%d×%d %s", outs[0].Width, outs[0].Height, format))
-	case dims > 0:
-		parts = append(parts, fmt.Sprintf("%d×%d", outs[0].Width, outs[0].Height))
-	case format != "":
-		parts = append(parts, format)
+	case dims != "" && format != "":
+		parts = append(parts, dims+" "+format)
+	case dims+format != "":
+		parts = append(parts, dims+format)
 	}
 	if len(outs) == 1 && outs[0].DurationSeconds > 0 {
 		parts = append(parts, fmt.Sprintf("%.3g s", outs[0].DurationSeconds))
@@ -142,7 +126,7 @@ func describeOutputs(kind string, outs []OutputView) string {
 		size += " in all"
 	}
 	parts = append(parts, size)
-	return fmt.Sprintf("%d %s (%s)", len(outs), noun, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s (%s)", words.Count(len(outs), cmp.Or(kind, "output")), strings.Join(parts, ", "))
 }
 
 // shortType is "PNG" for image/png.
@@ -231,11 +215,7 @@ func modelsLine(models []provider.Model) string {
 	if lo != hi {
 		price = fmt.Sprintf("%d–%d credits", lo, hi)
 	}
-	noun := "models"
-	if len(models) == 1 {
-		noun = "model"
-	}
-	return fmt.Sprintf("%d %s (%s) at %s; pass a modelId to generate", len(models), noun, strings.Join(parts, ", "), price)
+	return fmt.Sprintf("%s (%s) at %s; pass a modelId to generate", words.Count(len(models), "model"), strings.Join(parts, ", "), price)
 }
 
 // outputLine is download_output's line.
@@ -269,9 +249,5 @@ func generationsLine(views []*GenerationView) string {
 			parts = append(parts, fmt.Sprintf("%d %s", n, k))
 		}
 	}
-	noun := "generations"
-	if len(views) == 1 {
-		noun = "generation"
-	}
-	return fmt.Sprintf("%d %s: %s", len(views), noun, strings.Join(parts, ", "))
+	return fmt.Sprintf("%s: %s", words.Count(len(views), "generation"), strings.Join(parts, ", "))
 }

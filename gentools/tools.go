@@ -5,6 +5,7 @@
 package gentools
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -125,28 +126,28 @@ func (t *Tools) Add(row Tool) {
 // generate, which wraps Prepare and Create, reaches down: this package
 // never calls up).
 func (t *Tools) Decorate(name string, h tasks.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
-	i, ok := slices.BinarySearchFunc(t.table, name, func(r Tool, n string) int { return strings.Compare(r.Def.Name, n) })
-	if !ok {
+	row := t.row(name)
+	if row == nil {
 		panic("gentools: Decorate of an unknown tool " + name)
 	}
-	t.table[i].Handler, t.table[i].Task, t.table[i].Lean = nil, h, lean
+	row.Handler, row.Task, row.Lean = nil, h, lean
 }
 
 // RateClass names the bucket a call of the named tool draws from, as its
 // row says ("" for a tool it does not know).
 func (t *Tools) RateClass(tool string) string {
-	if row, ok := t.row(tool); ok {
+	if row := t.row(tool); row != nil {
 		return row.Class
 	}
 	return ""
 }
 
-func (t *Tools) row(name string) (Tool, bool) {
-	i, ok := slices.BinarySearchFunc(t.table, name, func(r Tool, n string) int { return strings.Compare(r.Def.Name, n) })
-	if !ok {
-		return Tool{}, false
+// row is the named tool's row in the table (nil: none).
+func (t *Tools) row(name string) *Tool {
+	if i, ok := slices.BinarySearchFunc(t.table, name, func(r Tool, n string) int { return strings.Compare(r.Def.Name, n) }); ok {
+		return &t.table[i]
 	}
-	return t.table[i], true
+	return nil
 }
 
 // Names lists the tools, sorted (a bounded label set for metrics).
@@ -160,9 +161,7 @@ func (t *Tools) Names() []string {
 
 // New returns the tools.
 func New(cfg Config) *Tools {
-	if cfg.MaxInputBytes == 0 {
-		cfg.MaxInputBytes = 10 << 20
-	}
+	cfg.MaxInputBytes = cmp.Or(cfg.MaxInputBytes, 10<<20)
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = DefaultProgressEvery
 	}
@@ -176,16 +175,32 @@ func New(cfg Config) *Tools {
 		cfg.Budget = func(context.Context, string) *int64 { return nil }
 	}
 	t := &Tools{cfg: cfg, svc: cfg.Service}
-	for _, row := range t.generationTools() {
-		t.Add(row)
-	}
-	for _, row := range t.modelTools() {
+	for _, row := range append(t.generationTools(), t.modelTools()...) {
 		t.Add(row)
 	}
 	return t
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// fresh is a read whose result is rendered per call (none keyed).
+func fresh(h mcp.ToolHandler) edge.ReadHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
+		res, err := h(ctx, req)
+		return edge.Reply{Result: res}, err
+	}
+}
+
+// answer is a read as go-sdk's handler.
+func answer(read edge.ReadHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		r, err := read(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return r.Answer(), nil
+	}
+}
 
 // Register adds every tool of the table to s; a decorated row's handler
 // through d (tasks.Dispatcher.SDKTool), which it needs.
@@ -201,38 +216,26 @@ func (t *Tools) Register(s *mcp.Server, d *tasks.Dispatcher) {
 
 // generationTools are the nine generation tools' rows.
 func (t *Tools) generationTools() []Tool {
-	def := func(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
-		return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
-	}
-	// fresh is a read whose result is rendered per call (none keyed).
-	fresh := func(h mcp.ToolHandler) edge.ReadHandler {
-		return func(ctx context.Context, req *mcp.CallToolRequest) (edge.Reply, error) {
-			res, err := h(ctx, req)
-			return edge.Reply{Result: res}, err
-		}
-	}
 	return []Tool{
 		{Def: def("list_models", "The models here, to choose a modelId: kind (image or video), credits, aspectRatios, durations, maxCount, "+
 			"needsInputImage and roles (the input files each takes).",
 			emptyInput, listModelsOut, readOnly("List models", false)), Handler: t.listModels, Class: ClassPoll},
 		{Def: def("get_credits", "Your credit balance, what you spent today and your daily limit (null: unlimited).",
 			emptyInput, creditsOut, readOnly("Get credits", false)), Handler: t.getCredits, Class: ClassPoll, Read: fresh(t.getCredits)},
-		{Def: &mcp.Tool{
-			Name: "generate",
-			Description: "Start an image or video generation; answers at once with its generationId and status (wait:true waits up to " + t.cfg.MaxWait.String() + "). " +
-				"Follow it with wait_generation or get_generation, never generate again (an idempotencyKey makes retries safe). " +
-				"uploadRequired: send the files with upload_input. dryRun:true prices it, creating nothing.",
-			InputSchema:  generateInputSchema(t.aspectRatios()),
-			OutputSchema: raw(generateOut),
-			Annotations:  &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)},
-		}, Handler: t.Generate, Class: ClassCreate},
+		{Def: def("generate", "Start an image or video generation; answers at once with its generationId and status (wait:true waits up to "+t.cfg.MaxWait.String()+"). "+
+			"Follow it with wait_generation or get_generation, never generate again (an idempotencyKey makes retries safe). "+
+			"uploadRequired: send the files with upload_input. dryRun:true prices it, creating nothing.",
+			generateInputSchema(t.aspectRatios()), generateOut, &mcp.ToolAnnotations{Title: "Generate", DestructiveHint: ptr(false), OpenWorldHint: ptr(true)}),
+			Handler: t.Generate, Class: ClassCreate},
 		{Def: def("upload_input", "Upload a file a reserved generation waits for (uploadRequired), in its role from generate's inputs: "+
 			"image (first_frame for video), mask (white where it may change; the image's size), reference, last_frame. Queued once none is awaited.",
 			uploadInput, generationSchema, &mcp.ToolAnnotations{Title: "Upload input", DestructiveHint: ptr(false), OpenWorldHint: ptr(false)}),
 			Handler: t.uploadInput, Class: ClassPoll},
 		{Def: def("get_generation", "A generation's status and progress now and, once completed, its outputs with short-lived signed links. To wait for the end, use wait_generation.",
-			getInput, generationSchema, readOnly("Get generation", false)), Handler: t.getGeneration, Class: ClassPoll, Read: t.readGeneration},
-		{Def: def("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+t.waitNote("timeoutSeconds"),
+			getInput, generationSchema, readOnly("Get generation", false)), Handler: answer(t.readGeneration), Class: ClassPoll, Read: t.readGeneration},
+		{Def: def("wait_generation", "Wait until a generation completes, fails or is cancelled, up to timeoutSeconds. "+fmt.Sprintf(
+			"Answers within %s whatever timeoutSeconds says; timedOut:true means still running: call again with the same generationId, never resubmit. "+
+				"A progressToken gets notifications/progress every %s.", t.cfg.MaxWait, t.cfg.ProgressEvery),
 			waitInput, generationSchema, readOnly("Wait for generation", false)), Handler: t.waitGeneration, Class: ClassPoll},
 		{Def: def("download_output", "A fresh signed link to one output (index from 0) of a completed generation, once its link expired. "+
 			"For the bytes, resources/read its darkroom:// URI.",
@@ -245,31 +248,25 @@ func (t *Tools) generationTools() []Tool {
 	}
 }
 
+// def is a tool's definition, its schemas' bounds filled in.
+func def(name, desc, in, out string, ann *mcp.ToolAnnotations) *mcp.Tool {
+	return &mcp.Tool{Name: name, Description: desc, InputSchema: raw(in), OutputSchema: raw(out), Annotations: ann}
+}
+
 // readOnly annotates a read (a destructive hint means nothing for one,
 // the spec says); openWorld says whether it may reach a provider.
 func readOnly(title string, openWorld bool) *mcp.ToolAnnotations {
 	return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(openWorld)}
 }
 
-// waitNote is what wait_generation's description says about long waits.
-func (t *Tools) waitNote(arg string) string {
-	return fmt.Sprintf("Answers within %s whatever %s says; timedOut:true means still running: call again with the same generationId, never resubmit. "+
-		"A progressToken gets notifications/progress every %s.",
-		t.cfg.MaxWait, arg, t.cfg.ProgressEvery)
-}
-
 // aspectRatios lists every ratio some model offers, sorted.
 func (t *Tools) aspectRatios() []string {
 	var ratios []string
 	for _, m := range t.svc.Models() {
-		for _, r := range m.AspectRatios {
-			if !slices.Contains(ratios, r) {
-				ratios = append(ratios, r)
-			}
-		}
+		ratios = append(ratios, m.AspectRatios...)
 	}
 	slices.Sort(ratios)
-	return ratios
+	return slices.Compact(ratios)
 }
 
 // fail turns a service error into a result: input errors and not-found are
@@ -355,14 +352,16 @@ type GenerateArgs struct {
 	Input json.RawMessage `json:"input"`
 }
 
-func waitBound(name string, v *int) (time.Duration, *mcp.CallToolResult) {
+// bounded is an optional integer argument: def when absent, else one
+// from lo to hi (in unit) or refused.
+func bounded(name string, v *int, lo, hi, def int, unit string) (int, *mcp.CallToolResult) {
 	if v == nil {
-		return defWaitSeconds * time.Second, nil
+		return def, nil
 	}
-	if *v < minWaitSeconds || *v > maxWaitSeconds {
-		return 0, toolError("%s must be between %d and %d seconds; got %d", name, minWaitSeconds, maxWaitSeconds, *v)
+	if *v < lo || *v > hi {
+		return 0, toolError("%s must be between %d and %d%s; got %d", name, lo, hi, unit, *v)
 	}
-	return time.Duration(*v) * time.Second, nil
+	return *v, nil
 }
 
 func (t *Tools) image(ctx context.Context, a *ImageArg, field string) (*generation.InputImage, *mcp.CallToolResult) {
@@ -429,39 +428,76 @@ type Creation struct {
 	// Model is the request's model as validation found it: held here, a
 	// qualified model's entry cannot leave the schema cache before use.
 	Model provider.Model
-	wait  time.Duration
+	wait  int // seconds
 }
 
 // Prepare is generate up to its creation: it decodes and validates the
 // arguments and answers a refusal or a dry run with res; otherwise c is
 // the creation to make. Exactly one of c, res and err is set.
 func (t *Tools) Prepare(ctx context.Context, req *mcp.CallToolRequest) (c *Creation, res *mcp.CallToolResult, err error) {
-	c = &Creation{Req: req}
-	a := &c.Args
-	if r := DecodeArgs(req, a); r != nil {
-		return nil, r, nil
+	c = &Creation{Req: req, Owner: t.cfg.Owner(ctx, req)}
+	res, err = t.validate(ctx, c)
+	if res == nil && err == nil && c.Args.DryRun {
+		res, err = t.dryRun(ctx, c)
 	}
-	if a.ModelID == "" {
-		return nil, toolError("modelId is required: call list_models for the available ids"), nil
-	}
-	if strings.TrimSpace(a.Prompt) == "" {
-		return nil, toolError("prompt is required and must not be blank"), nil
-	}
-	wait, bad := waitBound("waitSeconds", a.WaitSeconds)
-	if bad != nil {
-		return nil, bad, nil
-	}
-	c.wait = wait
-	c.Request, c.Model, res, err = t.createRequest(ctx, req, a)
 	if res != nil || err != nil {
 		return nil, res, err
 	}
-	c.Owner = t.cfg.Owner(ctx, req)
-	if a.DryRun {
-		res, err = t.dryRun(ctx, c.Owner, &c.Request, c.Model)
-		return nil, res, err
-	}
 	return c, nil, nil
+}
+
+// validate decodes and checks c's arguments, builds its request and finds
+// its model; res answers a refused one.
+func (t *Tools) validate(ctx context.Context, c *Creation) (res *mcp.CallToolResult, err error) {
+	a := &c.Args
+	if r := DecodeArgs(c.Req, a); r != nil {
+		return r, nil
+	}
+	if a.ModelID == "" {
+		return toolError("modelId is required: call list_models for the available ids"), nil
+	}
+	if strings.TrimSpace(a.Prompt) == "" {
+		return toolError("prompt is required and must not be blank"), nil
+	}
+	if c.wait, res = bounded("waitSeconds", a.WaitSeconds, minWaitSeconds, MaxWaitSeconds, defWaitSeconds, " seconds"); res != nil {
+		return res, nil
+	}
+	cr := &c.Request
+	*cr = generation.CreateRequest{
+		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
+		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
+	}
+	if r := t.resolveModel(ctx, cr, a.Input); r != nil { // before any input image is fetched
+		return r, nil
+	}
+	if d := a.DurationSeconds; d != nil {
+		// 0 is generation's "model default": only an absent argument means that.
+		if *d < 1 || *d > generation.MaxDurationSeconds {
+			return toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
+		}
+		cr.DurationSeconds = *d
+	}
+	if n := a.Count; n != nil {
+		// 0 is generation's "one": only an absent argument means that.
+		if *n < 1 {
+			return toolError("count must be at least 1; got %d", *n), nil
+		}
+		cr.Count = *n
+	}
+	if a.InputImage != nil {
+		if cr.InputImage, res = t.image(ctx, a.InputImage, "inputImage"); res != nil {
+			return res, nil
+		}
+	}
+	if len(a.Inputs) > 0 {
+		if cr.Inputs, res, err = t.roleInputs(ctx, c.Owner, a.Inputs); res != nil || err != nil {
+			return res, err
+		}
+	}
+	if c.Model, err = t.svc.Validate(cr); err != nil {
+		return fail(err, "")
+	}
+	return nil, nil
 }
 
 // Create makes c as a plain generate does: the generation, then its
@@ -498,49 +534,6 @@ type idArgs struct {
 	GenerationID string `json:"generationId"`
 }
 
-// createRequest builds and validates the request generate's arguments
-// make, and finds its model; res answers a refused one.
-func (t *Tools) createRequest(ctx context.Context, req *mcp.CallToolRequest, a *GenerateArgs) (cr generation.CreateRequest, m provider.Model, res *mcp.CallToolResult, err error) {
-	cr = generation.CreateRequest{
-		ModelID: a.ModelID, Prompt: a.Prompt, NegativePrompt: a.NegativePrompt, AspectRatio: a.AspectRatio,
-		Seed: a.Seed, IdempotencyKey: a.IdempotencyKey,
-	}
-	if r := t.resolveModel(ctx, &cr, a.Input); r != nil { // before any input image is fetched
-		return cr, m, r, nil
-	}
-	if d := a.DurationSeconds; d != nil {
-		// 0 is generation's "model default": only an absent argument means that.
-		if *d < 1 || *d > generation.MaxDurationSeconds {
-			return cr, m, toolError("durationSeconds must be between 1 and %d; got %d (see durations in list_models)", generation.MaxDurationSeconds, *d), nil
-		}
-		cr.DurationSeconds = *d
-	}
-	if c := a.Count; c != nil {
-		// 0 is generation's "one": only an absent argument means that.
-		if *c < 1 {
-			return cr, m, toolError("count must be at least 1; got %d", *c), nil
-		}
-		cr.Count = *c
-	}
-	if a.InputImage != nil {
-		img, bad := t.image(ctx, a.InputImage, "inputImage")
-		if bad != nil {
-			return cr, m, bad, nil
-		}
-		cr.InputImage = img
-	}
-	if len(a.Inputs) > 0 {
-		if cr.Inputs, res, err = t.roleInputs(ctx, t.cfg.Owner(ctx, req), a.Inputs); res != nil || err != nil {
-			return cr, m, res, err
-		}
-	}
-	if m, err = t.svc.Validate(&cr); err != nil {
-		res, err = fail(err, "")
-		return cr, m, res, err
-	}
-	return cr, m, nil, nil
-}
-
 func (a idArgs) generationID() string { return a.GenerationID }
 
 // decodeWithID decodes a tool's arguments into a and checks their
@@ -573,14 +566,6 @@ func (t *Tools) generationOf(ctx context.Context, req *mcp.CallToolRequest, a in
 	return g, nil, nil
 }
 
-func (t *Tools) getGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	g, res, err := t.generationOf(ctx, req, &idArgs{})
-	if g == nil {
-		return res, err
-	}
-	return Result(ctx, t.svc, g, nil)
-}
-
 func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a struct {
 		idArgs
@@ -589,11 +574,11 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 	if bad := decodeWithID(req, &a); bad != nil {
 		return bad, nil
 	}
-	d, bad := waitBound("timeoutSeconds", a.TimeoutSeconds)
+	secs, bad := bounded("timeoutSeconds", a.TimeoutSeconds, minWaitSeconds, MaxWaitSeconds, defWaitSeconds, " seconds")
 	if bad != nil {
 		return bad, nil
 	}
-	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, d)
+	g, timedOut, err := t.wait(ctx, req, t.cfg.Owner(ctx, req), a.GenerationID, secs)
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
@@ -603,7 +588,7 @@ func (t *Tools) waitGeneration(ctx context.Context, req *mcp.CallToolRequest) (*
 func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a struct {
 		idArgs
-		Index *int `json:"index"`
+		Index int `json:"index"` // absent: 0
 	}
 	g, res, err := t.generationOf(ctx, req, &a)
 	if g == nil {
@@ -615,10 +600,7 @@ func (t *Tools) downloadOutput(ctx context.Context, req *mcp.CallToolRequest) (*
 	if g.OutputsExpired {
 		return toolError("the outputs of generation %s were deleted after the %s retention period; generate again if you need them", g.ID, t.svc.Retention()), nil
 	}
-	i := 0
-	if a.Index != nil {
-		i = *a.Index
-	}
+	i := a.Index
 	if i < 0 || i >= len(g.Outputs) {
 		return toolError("index %d is out of range: generation %s has %s, numbered from 0", i, g.ID, words.Count(len(g.Outputs), "output")), nil
 	}
@@ -667,11 +649,7 @@ func (t *Tools) cancelGeneration(ctx context.Context, req *mcp.CallToolRequest) 
 	if err != nil {
 		return fail(err, a.GenerationID)
 	}
-	res, err := Result(ctx, t.svc, g, nil)
-	if err == nil && g.Status == generation.StatusFailed {
-		res.IsError = true
-	}
-	return res, err
+	return Result(ctx, t.svc, g, nil) // a failed one is an isError result
 }
 
 func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -683,12 +661,9 @@ func (t *Tools) listGenerations(ctx context.Context, req *mcp.CallToolRequest) (
 	if r := DecodeArgs(req, &a); r != nil {
 		return r, nil
 	}
-	limit := defListLimit
-	if a.Limit != nil {
-		if *a.Limit < 1 || *a.Limit > maxListLimit {
-			return toolError("limit must be between 1 and %d; got %d", maxListLimit, *a.Limit), nil
-		}
-		limit = *a.Limit
+	limit, bad := bounded("limit", a.Limit, 1, maxListLimit, defListLimit, "")
+	if bad != nil {
+		return bad, nil
 	}
 	gens, next, err := t.svc.List(ctx, t.cfg.Owner(ctx, req), generation.Status(a.Status), a.Cursor, limit)
 	if err != nil {

@@ -106,9 +106,11 @@ func View(ctx context.Context, svc *generation.Service, g *generation.Generation
 		Outputs:         []OutputView{},
 		Credits:         g.Credits,
 		UploadRequired:  g.UploadRequired(),
-		awaits:          awaitedRoles(g),
 		CancelRequested: g.CancelRequested && !g.Status.Terminal(),
 		provider:        g.Provider,
+	}
+	if roles := g.AwaitedRoles(); len(roles) > 0 {
+		v.awaits = UploadRoles(roles)
 	}
 	if g.Status == generation.StatusFailed {
 		v.Error = &ErrorView{Kind: string(g.ErrorKind), Message: g.ErrorMessage}
@@ -213,13 +215,4 @@ func toolError(format string, a ...any) *mcp.CallToolResult {
 		IsError: true,
 		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, a...)}},
 	}
-}
-
-// awaitedRoles says which roles the upload_input calls a reserved
-// generation waits for must name ("" when it waits for none).
-func awaitedRoles(g *generation.Generation) string {
-	if roles := g.AwaitedRoles(); len(roles) > 0 {
-		return UploadRoles(roles)
-	}
-	return ""
 }

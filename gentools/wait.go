@@ -11,13 +11,13 @@ import (
 )
 
 // wait is the wait behind wait_generation and generate with wait:true. It
-// waits at most MaxWait, whatever d asks, and then answers the latest
+// waits at most MaxWait, whatever secs asks, and then answers the latest
 // state with timedOut:true: several clients cut a request at 60 s even
 // while progress arrives. A request with a progressToken also hears
 // notifications/progress on every change and at least every
 // ProgressEvery.
-func (t *Tools) wait(ctx context.Context, req *mcp.CallToolRequest, owner, id string, d time.Duration) (*generation.Generation, bool, error) {
-	d = min(d, t.cfg.MaxWait)
+func (t *Tools) wait(ctx context.Context, req *mcp.CallToolRequest, owner, id string, secs int) (*generation.Generation, bool, error) {
+	d := min(time.Duration(secs)*time.Second, t.cfg.MaxWait)
 	// Over HTTP, an SSE comment every DARKROOM_STREAM_KEEPALIVE while the
 	// wait holds, so a proxy's idle timeout does not cut it.
 	defer sse.Hold(ctx)()
