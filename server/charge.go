@@ -74,8 +74,7 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				return
 			}
 		}
-		r, served := observed(w, r, env)
-		defer served()
+		defer observe(w, env)()
 		if c != nil {
 			p, _ := auth.FromContext(r.Context())
 			if ok, wait := charge(c, Owner(r.Context()), p.Limits, env.Messages(), len(env.Body), toolClass); !ok {

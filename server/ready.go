@@ -135,7 +135,7 @@ func MetricsOnly(token string, limits *limit.Classes, proxies limit.TrustedProxi
 	}
 	var throttle func(http.ResponseWriter, *http.Request) bool
 	if limits != nil {
-		throttle = newGuessGuard(limits.PreAuth, proxies).throttle
+		throttle = guessThrottle(limits.PreAuth, proxies)
 	}
 	return checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
