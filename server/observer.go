@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,17 +29,12 @@ type Observer struct {
 	Tools     []string
 	ToolClass func(string) string
 
-	tools    map[string]bool
 	once     sync.Once
 	inFlight atomic.Int64
 }
 
 func (o *Observer) init() {
 	o.once.Do(func() {
-		o.tools = map[string]bool{}
-		for _, t := range o.Tools {
-			o.tools[t] = true
-		}
 		if o.Log == nil {
 			o.Log = slog.New(slog.DiscardHandler)
 		}
@@ -64,7 +60,7 @@ func (o *Observer) labels(method, tool string) (string, string) {
 	if method != "tools/call" {
 		return method, ""
 	}
-	if !o.tools[tool] {
+	if !slices.Contains(o.Tools, tool) {
 		tool = "other"
 	}
 	return method, tool
@@ -90,22 +86,26 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 			return // GET/DELETE on the stateless endpoint: not a JSON-RPC request
 		}
 		method, tool := o.labels(rec.method, rec.tool)
-		outcome := rec.outcome()
 		if rec.code() == http.StatusTooManyRequests {
 			o.Metrics.RateLimited(o.rateClass(rec))
 		}
-		d := time.Since(start)
-		path := string(rec.path)
+		path := rec.path
 		if path == "" {
 			path = "edge" // answered before the dispatcher routed it (Host, auth, admission)
 		}
-		o.Metrics.Request("http", method, tool, outcome, d)
-		o.Metrics.ServedBy("http", path)
-		if o.Log.Enabled(r.Context(), slog.LevelDebug) {
-			o.Log.Debug("request", "transport", "http", "method", method, "tool", tool, "path", path, "outcome", outcome,
-				"status", rec.code(), "ms", float64(d.Microseconds())/1000, "remote", r.RemoteAddr)
-		}
+		o.record(r.Context(), "http", method, tool, path, rec.outcome(), start, "status", rec.code(), "remote", r.RemoteAddr)
 	})
+}
+
+// record counts and (at debug) logs one answered request.
+func (o *Observer) record(ctx context.Context, transport, method, tool string, path tasks.Path, outcome string, start time.Time, attrs ...any) {
+	d := time.Since(start)
+	o.Metrics.Request(transport, method, tool, outcome, d)
+	o.Metrics.ServedBy(transport, string(path))
+	if o.Log.Enabled(ctx, slog.LevelDebug) {
+		o.Log.Debug("request", append([]any{"transport", transport, "method", method, "tool", tool, "path", string(path),
+			"outcome", outcome, "ms", float64(d.Microseconds()) / 1000}, attrs...)...)
+	}
 }
 
 // observe tells w's metrics recorder, if any, the body admit parsed, and
@@ -255,40 +255,33 @@ func (r *respRecorder) outcome() string {
 
 // ErrorClass names a JSON-RPC error code's class.
 func ErrorClass(code int64) string {
-	switch {
-	case code == -32700:
-		return "rpc_parse_error"
-	case code == -32600:
-		return "rpc_invalid_request"
-	case code == -32601:
-		return "rpc_method_not_found"
-	case code == -32602:
-		return "rpc_invalid_params"
-	case code == -32603:
-		return "rpc_internal_error"
-	case code == -31429:
-		return "rpc_rate_limited"
-	case code <= -32000 && code >= -32099:
+	if c, ok := rpcClasses[code]; ok {
+		return c
+	}
+	if code <= -32000 && code >= -32099 {
 		return "rpc_server_error"
 	}
 	return "rpc_error_other"
 }
+
+var rpcClasses = map[int64]string{-32700: "rpc_parse_error", -32600: "rpc_invalid_request", -32601: "rpc_method_not_found",
+	-32602: "rpc_invalid_params", -32603: "rpc_internal_error", -31429: "rpc_rate_limited"}
 
 // Transport wraps a persistent transport (stdio) so that every request on
 // it is counted as the HTTP ones are. Wrap the raw transport, inside the
 // tasks dispatcher's, so both its answers and go-sdk's pass through.
 func (o *Observer) Transport(t mcp.Transport) mcp.Transport {
 	o.init()
-	return &obsTransport{inner: t, o: o}
+	return &obsTransport{t, o}
 }
 
 type obsTransport struct {
-	inner mcp.Transport
-	o     *Observer
+	mcp.Transport
+	o *Observer
 }
 
 func (t *obsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
+	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -313,11 +306,7 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
 		m := tasks.ParseRequest(req) // the one parse, which the layers below read too
-		name := ""
-		if req.Method == "tools/call" {
-			name = m.Name
-		}
-		method, tool := c.o.labels(req.Method, name)
+		method, tool := c.o.labels(req.Method, m.Name)
 		p := pending{method: method, tool: tool, path: tasks.PathSDK, start: time.Now()}
 		if m.Dispatched() {
 			p.path = tasks.PathTasks // the dispatcher's transport serves it
@@ -368,13 +357,7 @@ func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	case p.method == "tools/call" && bytes.Contains(resp.Result, isErrorTrue):
 		outcome = "tool_error"
 	}
-	d := time.Since(p.start)
-	c.o.Metrics.Request("stdio", p.method, p.tool, outcome, d)
-	c.o.Metrics.ServedBy("stdio", string(p.path))
-	if c.o.Log.Enabled(ctx, slog.LevelDebug) {
-		c.o.Log.Debug("request", "transport", "stdio", "method", p.method, "tool", p.tool, "path", string(p.path), "outcome", outcome,
-			"ms", float64(d.Microseconds())/1000)
-	}
+	c.o.record(ctx, "stdio", p.method, p.tool, p.path, outcome, p.start)
 	return err
 }
 

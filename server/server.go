@@ -364,16 +364,6 @@ func checkOrigin(allowed []string, next http.Handler) http.Handler {
 	})
 }
 
-// checkHost answers 403 when the Host is not loopback on a loopback
-// listener (refusedHost).
-func checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !refusedHost(w, r) {
-			next.ServeHTTP(w, r)
-		}
-	})
-}
-
 // refusedHost answers 403 when the Host is not loopback on a loopback
 // listener (tasks.HostAllowed: DNS rebinding), and says so.
 func refusedHost(w http.ResponseWriter, r *http.Request) bool {
