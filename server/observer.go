@@ -29,19 +29,7 @@ type Observer struct {
 	Tools     []string
 	ToolClass func(string) string
 
-	once     sync.Once
 	inFlight atomic.Int64
-}
-
-func (o *Observer) init() {
-	o.once.Do(func() {
-		if o.Log == nil {
-			o.Log = slog.New(slog.DiscardHandler)
-		}
-		if o.ToolClass == nil {
-			o.ToolClass = func(string) string { return "" }
-		}
-	})
 }
 
 // InFlight is the number of requests being answered.
@@ -75,7 +63,6 @@ const listenMethod = "subscriptions/listen"
 // outcome is what whoever answered told the recorder, or what the door
 // knows (the HTTP status): no reply is read.
 func (o *Observer) HTTP(next http.Handler) http.Handler {
-	o.init()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		o.inFlight.Add(1)
@@ -102,7 +89,7 @@ func (o *Observer) record(ctx context.Context, transport, method, tool string, p
 	d := time.Since(start)
 	o.Metrics.Request(transport, method, tool, outcome, d)
 	o.Metrics.ServedBy(transport, string(path))
-	if o.Log.Enabled(ctx, slog.LevelDebug) {
+	if o.Log != nil && o.Log.Enabled(ctx, slog.LevelDebug) {
 		o.Log.Debug("request", append([]any{"transport", transport, "method", method, "tool", tool, "path", string(path),
 			"outcome", outcome, "ms", float64(d.Microseconds()) / 1000}, attrs...)...)
 	}
@@ -112,16 +99,16 @@ func (o *Observer) record(ctx context.Context, transport, method, tool string, p
 // returns what to call once it has been served (a listen stream's count).
 func observe(w http.ResponseWriter, env *tasks.Envelope) func() {
 	rec, ok := w.(*respRecorder)
-	if !ok {
+	switch {
+	case !ok:
 		return func() {}
+	case env.IsBatch:
+		rec.method = "batch"
+	default:
+		rec.method, rec.tool = env.Method, env.Name
 	}
 	env.Recorder = rec // go-sdk's path tells it there (recordOutcome)
-	if env.IsBatch {
-		rec.method = "batch"
-		return func() {}
-	}
-	rec.method, rec.tool = env.Method, env.Name
-	if env.Method != listenMethod {
+	if rec.method != listenMethod {
 		return func() {}
 	}
 	return rec.obs.Metrics.ListenOpened("http")
@@ -271,7 +258,6 @@ var rpcClasses = map[int64]string{-32700: "rpc_parse_error", -32600: "rpc_invali
 // it is counted as the HTTP ones are. Wrap the raw transport, inside the
 // tasks dispatcher's, so both its answers and go-sdk's pass through.
 func (o *Observer) Transport(t mcp.Transport) mcp.Transport {
-	o.init()
 	return &obsTransport{t, o}
 }
 
@@ -322,12 +308,37 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return msg, err
 }
 
-// isErrorTrue marks a tools/call result that is an error on stdio, where
-// no handler can tell the pending entry (go-sdk v1.8.0 keeps a request's
-// id in an unexported context key and hands a handler only an
-// *mcp.RequestExtra from jsonrpc.Request.Extra): the result is scanned,
-// not decoded. Unescaped, those bytes are only ever a key, and no
-// darkroom tool's structured output has an isError field.
+// isError reports a tools/call result whose own isError is true. On
+// stdio no handler can tell the pending entry (go-sdk v1.8.0 keeps a
+// request's id in an unexported context key and hands a handler only an
+// *mcp.RequestExtra from jsonrpc.Request.Extra), so the result is
+// scanned, not decoded: for the key at depth 1 outside strings (nested in
+// structured output it is the tool's own), and only when its bytes occur.
+func isError(b []byte) bool {
+	if !bytes.Contains(b, isErrorTrue) {
+		return false
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			if depth == 1 && bytes.HasPrefix(b[i:], isErrorTrue) {
+				return true
+			}
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
 var isErrorTrue = []byte(`"isError":true`)
 
 func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -354,7 +365,7 @@ func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		outcome = ErrorClass(we.Code)
 	case resp.Error != nil:
 		outcome = "rpc_internal_error"
-	case p.method == "tools/call" && bytes.Contains(resp.Result, isErrorTrue):
+	case p.method == "tools/call" && isError(resp.Result):
 		outcome = "tool_error"
 	}
 	c.o.record(ctx, "stdio", p.method, p.tool, p.path, outcome, p.start)

@@ -257,3 +257,39 @@ func TestObserverRealChain(t *testing.T) {
 		t.Errorf("rate_limited_total = %v, want one preauth", got)
 	}
 }
+
+// TestObserverStdio: on stdio each call is labelled from its parse and
+// its outcome from the response: a tools/call result's isError, one
+// nested in its structured output aside.
+func TestObserverStdio(t *testing.T) {
+	m := metrics.New()
+	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	for name, isError := range map[string]bool{"generate": true, "get_generation": false} {
+		s.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{}, IsError: isError, StructuredContent: map[string]any{"isError": true}}, nil
+		})
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(context.Background(), (&Observer{Metrics: m, Tools: []string{"generate"}}).Transport(st), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"generate", "get_generation"} {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = cs.Close()
+	_ = ss.Wait()
+	stdio := func(method, tool, outcome string) string {
+		return labels("method", method, "outcome", outcome, "tool", tool, "transport", "stdio")
+	}
+	want := map[string]float64{stdio("server/discover", "", "ok"): 1, stdio("tools/call", "generate", "tool_error"): 1, stdio("tools/call", "other", "ok"): 1}
+	if got := sum(t, m, "darkroom_requests_total"); !maps.Equal(got, want) {
+		t.Errorf("requests_total = %v, want %v", got, want)
+	}
+}
