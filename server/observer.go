@@ -217,8 +217,11 @@ func (r *respRecorder) code() int {
 // (tasks.Admit's body errors and header mismatches, authentication,
 // the 429s, go-sdk's own refusals on 2026-07-28: 400 or 404), else what
 // the answerer told. What go-sdk answers in a 200 before any handler
-// runs is told by no one (go-sdk v1.8.0 handleReceive: params that do
-// not decode, a method it does not serve): the method's row names it.
+// runs is told by no one: in go-sdk v1.8.0 that is its session's
+// refusals (ServerSession.handle, handleReceive), nearly all params that
+// do not decode; a method it does not know is refused 400 or 404 before
+// (streamable.go, checkRequest). (A method refused only on this era,
+// server/discover before 2026-07-28, is labelled invalid params too.)
 func (r *respRecorder) outcome() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -233,9 +236,6 @@ func (r *respRecorder) outcome() string {
 		return r.verdict
 	case c == http.StatusAccepted || r.ran || r.path == tasks.PathLean || r.path == tasks.PathTasks:
 		return "ok" // a notification, or a stream that ended without its response (drain, client gone)
-	}
-	if row, _ := methods.Lookup(r.method); row.Unserved {
-		return "rpc_method_not_found"
 	}
 	return "rpc_invalid_params"
 }

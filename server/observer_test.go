@@ -106,7 +106,6 @@ func TestObserverHTTP(t *testing.T) {
 		{"unknown method", rpc("nope/nope", `{}`), [2]string{"tools/call", "generate"}, "other", "", tell(-32601, false, write(200, false)), "rpc_method_not_found", ""},
 		{"batch: its first answer", `[` + gen + `,` + gen + `]`, [2]string{}, "batch", "", tell(-32601, false, tell(0, false, write(200, false))), "rpc_method_not_found", ""},
 		{"go-sdk refused before any handler", rpc("tools/list", `7`), [2]string{}, "tools/list", "", write(200, false), "rpc_invalid_params", ""},
-		{"go-sdk refused an unserved method", rpc("tasks/list", `{}`), [2]string{}, "tasks/list", "", write(200, true), "rpc_method_not_found", ""},
 		{"400", gen, [2]string{}, "tools/call", "generate", tell(-32020, false, write(400, false)), "http_4xx", ""},
 		{"413", gen, [2]string{}, "tools/call", "generate", write(413, false), "http_413", ""},
 		{"429 create", gen, [2]string{"tasks/get", ""}, "tools/call", "generate", limited, "http_429", "create"},
