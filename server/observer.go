@@ -308,13 +308,13 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return msg, err
 }
 
-// isError reports a tools/call result whose own isError is true. On
+// resultIsError reports a tools/call result whose own isError is true. On
 // stdio no handler can tell the pending entry (go-sdk v1.8.0 keeps a
 // request's id in an unexported context key and hands a handler only an
 // *mcp.RequestExtra from jsonrpc.Request.Extra), so the result is
 // scanned, not decoded: for the key at depth 1 outside strings (nested in
 // structured output it is the tool's own), and only when its bytes occur.
-func isError(b []byte) bool {
+func resultIsError(b []byte) bool {
 	if !bytes.Contains(b, isErrorTrue) {
 		return false
 	}
@@ -365,7 +365,7 @@ func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		outcome = ErrorClass(we.Code)
 	case resp.Error != nil:
 		outcome = "rpc_internal_error"
-	case p.method == "tools/call" && isError(resp.Result):
+	case p.method == "tools/call" && resultIsError(resp.Result):
 		outcome = "tool_error"
 	}
 	c.o.record(ctx, "stdio", p.method, p.tool, p.path, outcome, p.start)
