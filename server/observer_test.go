@@ -70,6 +70,19 @@ func TestObserverHTTP(t *testing.T) {
 			write(200, true)(w, r)
 		}
 	}
+	// gone ends the stream while go-sdk's handler still runs (the client
+	// went away): a handler ran, nothing is told yet.
+	gone := func(w http.ResponseWriter, r *http.Request) {
+		entered, release := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		go recordOutcome(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+			close(entered)
+			<-release
+			return nil, context.Canceled
+		})(r.Context(), "tools/call", &mcp.CallToolRequest{})
+		<-entered
+		write(200, true)(w, r)
+	}
 	// limited is a 429 as the per-caller limits write it: nothing told.
 	limited := func(w http.ResponseWriter, r *http.Request) {
 		ratelimited.WriteHTTP(w, json.RawMessage("7"), time.Second)
@@ -105,6 +118,7 @@ func TestObserverHTTP(t *testing.T) {
 		{"unknown tool", rpc("tools/call", `{"name":"nope"}`), [2]string{}, "tools/call", "other", tell(0, false, write(200, false)), "ok", ""},
 		{"unknown method", rpc("nope/nope", `{}`), [2]string{"tools/call", "generate"}, "other", "", tell(-32601, false, write(200, false)), "rpc_method_not_found", ""},
 		{"batch: its first answer", `[` + gen + `,` + gen + `]`, [2]string{}, "batch", "", tell(-32601, false, tell(0, false, write(200, false))), "rpc_method_not_found", ""},
+		{"stream ended while go-sdk's handler runs", gen, [2]string{}, "tools/call", "generate", gone, "ok", ""},
 		{"go-sdk refused before any handler", rpc("tools/list", `7`), [2]string{}, "tools/list", "", write(200, false), "rpc_invalid_params", ""},
 		{"400", gen, [2]string{}, "tools/call", "generate", tell(-32020, false, write(400, false)), "http_4xx", ""},
 		{"413", gen, [2]string{}, "tools/call", "generate", write(413, false), "http_413", ""},
