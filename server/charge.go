@@ -33,15 +33,13 @@ func ClassOf(method, name string, toolClass func(string) string) string {
 	if m.Class != methods.ClassTool {
 		return m.Class
 	}
-	if c := toolClass(name); c != "" {
-		return c
+	if toolClass != nil {
+		if c := toolClass(name); c != "" {
+			return c
+		}
 	}
 	return methods.ClassCreate // a tool that names no class: the strictest bucket
 }
-
-// listenTokens is the poll tokens of a listen on n task ids (past the
-// caller's poll burst, the whole bucket: Class.AllowForAtMostN).
-func listenTokens(n int) int { return max(1, (n+ListenIDsPerToken-1)/ListenIDsPerToken) }
 
 // admit is the door of /mcp below authentication: tasks.Admit reads the
 // whole body once and refuses, with nothing executed, a body over the cap
@@ -74,8 +72,7 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				return
 			}
 		}
-		r, served := observed(w, r, env)
-		defer served()
+		defer observe(w, env)()
 		if c != nil {
 			p, _ := auth.FromContext(r.Context())
 			if ok, wait := charge(c, Owner(r.Context()), p.Limits, env.Messages(), len(env.Body), toolClass); !ok {
@@ -142,7 +139,7 @@ func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 // server's own requests and cost nothing but their bytes.
 func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, bytes int, toolClass func(string) string) (bool, time.Duration) {
 	var polls, creates int
-	var listens []int // each listen's tokens: one may take the whole bucket, never two
+	var listens []int // each listen's poll tokens: one may take the whole bucket (AllowForAtMostN), never two
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Method == "" {
@@ -152,7 +149,7 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 		case gentools.ClassCreate:
 			creates++
 		case methods.ClassListen:
-			listens = append(listens, listenTokens(m.ListenIDs()))
+			listens = append(listens, max(1, (m.ListenIDs()+ListenIDsPerToken-1)/ListenIDsPerToken))
 		default:
 			polls++
 		}

@@ -70,7 +70,7 @@ func deadlines(next http.Handler, t Timeouts) http.Handler {
 			// otherwise read up to 256 KiB of it after the handler, to reuse
 			// the connection, for as long as the read timeout allows.
 			defer func() {
-				if !cw.body.done() {
+				if !cw.body.eof.Load() {
 					_ = rc.SetReadDeadline(time.Now())
 				}
 			}()
@@ -102,8 +102,6 @@ func (b *bodyWatch) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *bodyWatch) done() bool { return b.eof.Load() }
-
 // connWriter moves the write deadline to d from now (d > 0) before a
 // write whenever less than 7/8 of d is left, and makes a response begun
 // before its request body was read to the end close the connection.
@@ -131,7 +129,7 @@ func (w *connWriter) header() {
 		return
 	}
 	w.wroteHeader = true
-	if w.body != nil && !w.body.done() {
+	if w.body != nil && !w.body.eof.Load() {
 		w.Header().Set("Connection", "close")
 	}
 }

@@ -3,12 +3,11 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,6 @@ import (
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	sjson "github.com/segmentio/encoding/json"
 )
 
 // Observer counts, times and (at debug) logs every MCP request, on both
@@ -32,24 +29,7 @@ type Observer struct {
 	Tools     []string
 	ToolClass func(string) string
 
-	tools    map[string]bool
-	once     sync.Once
 	inFlight atomic.Int64
-}
-
-func (o *Observer) init() {
-	o.once.Do(func() {
-		o.tools = map[string]bool{}
-		for _, t := range o.Tools {
-			o.tools[t] = true
-		}
-		if o.Log == nil {
-			o.Log = slog.New(slog.DiscardHandler)
-		}
-		if o.ToolClass == nil {
-			o.ToolClass = func(string) string { return "" }
-		}
-	})
 }
 
 // InFlight is the number of requests being answered.
@@ -68,7 +48,7 @@ func (o *Observer) labels(method, tool string) (string, string) {
 	if method != "tools/call" {
 		return method, ""
 	}
-	if !o.tools[tool] {
+	if !slices.Contains(o.Tools, tool) {
 		tool = "other"
 	}
 	return method, tool
@@ -77,12 +57,12 @@ func (o *Observer) labels(method, tool string) (string, string) {
 const listenMethod = "subscriptions/listen"
 
 // HTTP wraps the MCP endpoint. A request is labelled from its parsed
-// body (admit tells the recorder, rpcEnvelope), never from its
-// Mcp-Method or Mcp-Name headers, which a client may set to anything; a
-// request refused before its body is read (Host, authentication) is
-// "unknown".
+// body (admit tells the recorder, observe), never from its Mcp-Method or
+// Mcp-Name headers, which a client may set to anything; a request refused
+// before its body is read (Host, authentication) is "unknown". Its
+// outcome is what whoever answered told the recorder, or what the door
+// knows (the HTTP status): no reply is read.
 func (o *Observer) HTTP(next http.Handler) http.Handler {
-	o.init()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		o.inFlight.Add(1)
@@ -93,124 +73,111 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 			return // GET/DELETE on the stateless endpoint: not a JSON-RPC request
 		}
 		method, tool := o.labels(rec.method, rec.tool)
-		outcome, noID := rec.outcome()
-		if rec.status == http.StatusTooManyRequests {
-			o.Metrics.RateLimited(o.rateClass(rec.method, rec.tool, noID))
+		if rec.code() == http.StatusTooManyRequests {
+			o.Metrics.RateLimited(o.rateClass(rec))
 		}
-		d := time.Since(start)
-		path := string(rec.path)
+		path := rec.path
 		if path == "" {
 			path = "edge" // answered before the dispatcher routed it (Host, auth, admission)
 		}
-		o.Metrics.Request("http", method, tool, outcome, d)
-		o.Metrics.ServedBy("http", path)
-		if o.Log.Enabled(r.Context(), slog.LevelDebug) {
-			o.Log.Debug("request", "transport", "http", "method", method, "tool", tool, "path", path, "outcome", outcome,
-				"status", rec.code(), "ms", float64(d.Microseconds())/1000, "remote", r.RemoteAddr)
-		}
+		o.record(r.Context(), "http", method, tool, path, rec.outcome(), start, "status", rec.code(), "remote", r.RemoteAddr)
 	})
 }
 
-// envelopeSeen is the metrics recorder as admit sees it: told the body
-// tasks.Admit parsed, it returns the request to serve and what to call
-// when it has been served (a listen stream's count).
-type envelopeSeen interface {
-	rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func())
+// record counts and (at debug) logs one answered request.
+func (o *Observer) record(ctx context.Context, transport, method, tool string, path tasks.Path, outcome string, start time.Time, attrs ...any) {
+	d := time.Since(start)
+	o.Metrics.Request(transport, method, tool, outcome, d)
+	o.Metrics.ServedBy(transport, string(path))
+	if o.Log != nil && o.Log.Enabled(ctx, slog.LevelDebug) {
+		o.Log.Debug("request", append([]any{"transport", transport, "method", method, "tool", tool, "path", string(path),
+			"outcome", outcome, "ms", float64(d.Microseconds()) / 1000}, attrs...)...)
+	}
 }
 
-func (rec *respRecorder) rpcEnvelope(r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
-	env.Recorder = rec // go-sdk's path tells it there (recordOutcome)
-	if env.IsBatch {
-		rec.method = "batch"
-		return r, func() {}
-	}
-	rec.method, rec.tool = env.Method, env.Name
-	if env.Method != listenMethod || rec.obs == nil {
-		return r, func() {}
-	}
-	return r, rec.obs.Metrics.ListenOpened("http")
-}
-
-// observed tells w's metrics recorder, if any, the body admit parsed.
-func observed(w http.ResponseWriter, r *http.Request, env *tasks.Envelope) (*http.Request, func()) {
-	if s, ok := w.(envelopeSeen); ok {
-		return s.rpcEnvelope(r, env)
-	}
-	return r, func() {}
-}
-
-// rateClass names the limit behind a 429: the guess guard answers with
-// no request id, the per-caller limits with the request's, whose class
-// is the method's row in internal/methods (ClassOf, as charged).
-func (o *Observer) rateClass(method, tool string, noID bool) string {
+// observe tells w's metrics recorder, if any, the body admit parsed, and
+// returns what to call once it has been served (a listen stream's count).
+func observe(w http.ResponseWriter, env *tasks.Envelope) func() {
+	rec, ok := w.(*respRecorder)
 	switch {
-	case noID:
-		return "preauth"
-	case method == "":
+	case !ok:
+		return func() {}
+	case env.IsBatch:
+		rec.method = "batch"
+	default:
+		rec.method, rec.tool = env.Method, env.Name
+	}
+	env.Recorder = rec // go-sdk's path tells it there (recordOutcome)
+	if rec.method != listenMethod {
+		return func() {}
+	}
+	return rec.obs.Metrics.ListenOpened("http")
+}
+
+// rateClass names the limit behind a 429: the one its writer named (the
+// guess guard's preauth: limitedAs), else the method's row in
+// internal/methods (ClassOf, as charged).
+func (o *Observer) rateClass(rec *respRecorder) string {
+	switch {
+	case rec.class != "":
+		return rec.class
+	case rec.method == "":
 		return "other" // refused before its body was read
 	}
-	return ClassOf(method, tool, o.ToolClass)
+	return ClassOf(rec.method, rec.tool, o.ToolClass)
+}
+
+// limitedAs tells w's metrics recorder, if any, the rate class of a 429
+// answered before the body names one.
+func limitedAs(w http.ResponseWriter, class string) {
+	if rec, ok := w.(*respRecorder); ok {
+		rec.class = class
+	}
 }
 
 // respRecorder keeps the status and the outcome whoever answered told it
-// (tasks.Outcome: the dispatcher, and on go-sdk's path recordOutcome).
-// Only what go-sdk answers before any handler runs (an unknown method,
-// params that do not decode) and the door's refusals are read from the
-// body, at most sniffMax bytes of it.
+// (tasks.Outcome: the dispatcher, the lean engine, and on go-sdk's path
+// recordOutcome). It never reads the reply.
 type respRecorder struct {
 	http.ResponseWriter
 	obs *Observer
-	// method and tool are the parsed body's (rpcEnvelope); path is the
-	// engine that answered (tasks.Outcome's ServedBy).
-	method, tool string
-	path         tasks.Path
-	status       int
-	sse          bool
-	// mu guards the outcome: go-sdk's handler tells it while an SSE
+	// method and tool are the parsed body's (observe); path is the
+	// engine that answered (tasks.Outcome's ServedBy); class is a 429's
+	// rate class as its writer named it (limitedAs).
+	method, tool, class string
+	path                tasks.Path
+	status              int
+	// mu guards what go-sdk's handlers tell (ran, verdict) while an SSE
 	// keep-alive may be writing.
 	mu      sync.Mutex
-	decided bool
+	ran     bool
 	verdict string
-	noID    bool
-	buf     []byte
 }
-
-// sniffMax bounds what is kept of a reply no one told the outcome of:
-// go-sdk's own refusals, a few hundred bytes.
-const sniffMax = 64 << 10
 
 func (r *respRecorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
-		r.sse = strings.HasPrefix(r.Header().Get("Content-Type"), "text/event-stream")
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *respRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.WriteHeader(http.StatusOK)
+		r.status = http.StatusOK
 	}
-	r.mu.Lock()
-	if !r.decided {
-		r.sniff(b)
-	}
-	r.mu.Unlock()
 	return r.ResponseWriter.Write(b)
 }
 
 // The dispatcher tells the recorder what it answers (tasks.Outcome).
 var _ tasks.Outcome = (*respRecorder)(nil)
 
-// RPCOutcome is tasks.Outcome: the dispatcher says what it answers, so
-// the body is not parsed again.
+// RPCOutcome is tasks.Outcome: whoever answers says what.
 func (r *respRecorder) RPCOutcome(code int64, isError bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.decided && r.method == "batch" {
+	if r.verdict != "" && r.method == "batch" {
 		return // a batch is labelled by its first answer
 	}
-	r.decided, r.noID, r.buf = true, false, nil
 	switch {
 	case code != 0:
 		r.verdict = ErrorClass(code)
@@ -223,6 +190,13 @@ func (r *respRecorder) RPCOutcome(code int64, isError bool) {
 
 // ServedBy is tasks.Outcome: the dispatcher names the engine that answers.
 func (r *respRecorder) ServedBy(p tasks.Path) { r.path = p }
+
+// handlerRan notes that go-sdk called a handler (recordOutcome).
+func (r *respRecorder) handlerRan() {
+	r.mu.Lock()
+	r.ran = true
+	r.mu.Unlock()
+}
 
 func (r *respRecorder) Flush() {
 	if f, ok := r.ResponseWriter.(http.Flusher); ok {
@@ -239,130 +213,61 @@ func (r *respRecorder) code() int {
 	return r.status
 }
 
-func (r *respRecorder) sniff(b []byte) {
-	if len(r.buf)+len(b) > sniffMax {
-		r.decided, r.verdict = true, "ok" // too large to read: a result
-		r.buf = nil
-		return
-	}
-	r.buf = append(r.buf, b...)
-	if !r.sse {
-		return // decided at the end
-	}
-	for {
-		i := bytes.IndexByte(r.buf, '\n')
-		if i < 0 {
-			return
-		}
-		line := bytes.TrimRight(r.buf[:i], "\r")
-		r.buf = r.buf[i+1:]
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		data = bytes.TrimSpace(data)
-		if bytes.HasPrefix(data, []byte(`{"jsonrpc":"2.0","method"`)) {
-			continue // a notification
-		}
-		if v, noID, ok := rpcVerdict(data); ok {
-			r.decided, r.verdict, r.noID, r.buf = true, v, noID, nil
-			return
-		}
-	}
-}
-
-// outcome is the request's outcome label and whether its reply named no
-// request id.
-func (r *respRecorder) outcome() (string, bool) {
+// outcome is the request's outcome label: a refusal by its HTTP status
+// (tasks.Admit's body errors and header mismatches, authentication,
+// the 429s, go-sdk's own refusals on 2026-07-28: 400 or 404), else what
+// the answerer told. What go-sdk answers in a 200 before any handler
+// runs is told by no one: in go-sdk v1.8.0 that is its session's
+// refusals (ServerSession.handle, handleReceive), nearly all params that
+// do not decode; a method it does not know is refused 400 or 404 before
+// (streamable.go, checkRequest). (A method refused only on this era,
+// server/discover before 2026-07-28, is labelled invalid params too.)
+func (r *respRecorder) outcome() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch c := r.code(); {
 	case c == 401 || c == 403 || c == 413 || c == 429:
-		_, noID, _ := rpcVerdict(r.buf)
-		return "http_" + strconv.Itoa(c), noID
+		return "http_" + strconv.Itoa(c)
 	case c >= 500:
-		return "http_5xx", false
+		return "http_5xx"
 	case c >= 400:
-		return "http_4xx", false
-	case c == http.StatusAccepted:
-		return "ok", false
+		return "http_4xx"
+	case r.verdict != "":
+		return r.verdict
+	case c == http.StatusAccepted || r.ran || r.path == tasks.PathLean || r.path == tasks.PathTasks:
+		return "ok" // a notification, or a stream that ended without its response (drain, client gone)
 	}
-	if r.decided {
-		return r.verdict, r.noID
-	}
-	if !r.sse {
-		if v, noID, ok := rpcVerdict(bytes.TrimSpace(r.buf)); ok {
-			return v, noID
-		}
-	}
-	return "ok", false // a stream that ended without its response (drain, client gone)
-}
-
-// rpcVerdict classifies one JSON-RPC response: ok, tool_error or
-// rpc_<class>; ok is false when b is not a response.
-func rpcVerdict(b []byte) (verdict string, noID bool, ok bool) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Result *struct {
-			IsError bool `json:"isError"`
-		} `json:"result"`
-		Error *struct {
-			Code int64 `json:"code"`
-		} `json:"error"`
-	}
-	// segmentio's decoder (go-sdk's own) skips the result's content
-	// several times faster than encoding/json: this runs on every reply.
-	if len(b) == 0 || sjson.Unmarshal(b, &m) != nil {
-		return "", false, false
-	}
-	noID = len(m.ID) == 0 || string(m.ID) == "null"
-	switch {
-	case m.Error != nil:
-		return ErrorClass(m.Error.Code), noID, true
-	case m.Result != nil && m.Result.IsError:
-		return "tool_error", noID, true
-	case m.Result != nil:
-		return "ok", noID, true
-	}
-	return "", noID, false
+	return "rpc_invalid_params"
 }
 
 // ErrorClass names a JSON-RPC error code's class.
 func ErrorClass(code int64) string {
-	switch {
-	case code == -32700:
-		return "rpc_parse_error"
-	case code == -32600:
-		return "rpc_invalid_request"
-	case code == -32601:
-		return "rpc_method_not_found"
-	case code == -32602:
-		return "rpc_invalid_params"
-	case code == -32603:
-		return "rpc_internal_error"
-	case code == -31429:
-		return "rpc_rate_limited"
-	case code <= -32000 && code >= -32099:
+	if c, ok := rpcClasses[code]; ok {
+		return c
+	}
+	if code <= -32000 && code >= -32099 {
 		return "rpc_server_error"
 	}
 	return "rpc_error_other"
 }
 
+var rpcClasses = map[int64]string{-32700: "rpc_parse_error", -32600: "rpc_invalid_request", -32601: "rpc_method_not_found",
+	-32602: "rpc_invalid_params", -32603: "rpc_internal_error", -31429: "rpc_rate_limited"}
+
 // Transport wraps a persistent transport (stdio) so that every request on
 // it is counted as the HTTP ones are. Wrap the raw transport, inside the
 // tasks dispatcher's, so both its answers and go-sdk's pass through.
 func (o *Observer) Transport(t mcp.Transport) mcp.Transport {
-	o.init()
-	return &obsTransport{inner: t, o: o}
+	return &obsTransport{t, o}
 }
 
 type obsTransport struct {
-	inner mcp.Transport
-	o     *Observer
+	mcp.Transport
+	o *Observer
 }
 
 func (t *obsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
+	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -387,11 +292,7 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
 		m := tasks.ParseRequest(req) // the one parse, which the layers below read too
-		name := ""
-		if req.Method == "tools/call" {
-			name = m.Name
-		}
-		method, tool := c.o.labels(req.Method, name)
+		method, tool := c.o.labels(req.Method, m.Name)
 		p := pending{method: method, tool: tool, path: tasks.PathSDK, start: time.Now()}
 		if m.Dispatched() {
 			p.path = tasks.PathTasks // the dispatcher's transport serves it
@@ -406,6 +307,39 @@ func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	return msg, err
 }
+
+// resultIsError reports a tools/call result whose own isError is true. On
+// stdio no handler can tell the pending entry (go-sdk v1.8.0 keeps a
+// request's id in an unexported context key and hands a handler only an
+// *mcp.RequestExtra from jsonrpc.Request.Extra), so the result is
+// scanned, not decoded: for the key at depth 1 outside strings (nested in
+// structured output it is the tool's own), and only when its bytes occur.
+func resultIsError(b []byte) bool {
+	if !bytes.Contains(b, isErrorTrue) {
+		return false
+	}
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			if depth == 1 && bytes.HasPrefix(b[i:], isErrorTrue) {
+				return true
+			}
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
+
+var isErrorTrue = []byte(`"isError":true`)
 
 func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
@@ -431,18 +365,10 @@ func (c *obsConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		outcome = ErrorClass(we.Code)
 	case resp.Error != nil:
 		outcome = "rpc_internal_error"
-	case p.method == "tools/call":
-		if v, _, ok := rpcVerdict(append(append([]byte(`{"id":1,"result":`), resp.Result...), '}')); ok {
-			outcome = v
-		}
+	case p.method == "tools/call" && resultIsError(resp.Result):
+		outcome = "tool_error"
 	}
-	d := time.Since(p.start)
-	c.o.Metrics.Request("stdio", p.method, p.tool, outcome, d)
-	c.o.Metrics.ServedBy("stdio", string(p.path))
-	if c.o.Log.Enabled(ctx, slog.LevelDebug) {
-		c.o.Log.Debug("request", "transport", "stdio", "method", p.method, "tool", p.tool, "path", string(p.path), "outcome", outcome,
-			"ms", float64(d.Microseconds())/1000)
-	}
+	c.o.record(ctx, "stdio", p.method, p.tool, p.path, outcome, p.start)
 	return err
 }
 

@@ -21,32 +21,23 @@ func PollInterval(c *limit.Classes) func(ctx context.Context, owner string, base
 	}
 }
 
-// guessGuard throttles token guessing per client address (IPKey of the
-// address proxies give, so a forged X-Forwarded-For from anyone but a
-// trusted proxy changes nothing). auth.Middleware asks it only after a
-// presented token was checked and failed: the credential is checked
-// first and only failures draw from the address's bucket, so a caller
-// with a valid key is never refused or delayed by a guesser on its
-// address, while the guesser's failures beyond the bucket are answered
-// 429 with Retry-After. (A valid guess is served like any valid key:
-// the guard rations failures, the secret's length is what makes guessing
-// hopeless.)
-type guessGuard struct {
-	c       limit.Class
-	proxies limit.TrustedProxies
-}
-
-func newGuessGuard(c limit.Class, proxies limit.TrustedProxies) guessGuard {
-	return guessGuard{c: c, proxies: proxies}
-}
-
-// throttle is auth.MiddlewareOptions.Throttle: one failure drawn from the
-// client's bucket; when empty, the 429 is written and true returned.
-func (g guessGuard) throttle(w http.ResponseWriter, r *http.Request) bool {
-	ok, d := g.c.Allow(limit.IPKey(g.proxies.ClientIP(r)), g.c.Rate, g.c.Burst)
-	if ok {
-		return false
+// guessThrottle is auth.MiddlewareOptions.Throttle: it throttles token
+// guessing per client address (IPKey of the address proxies give, so a
+// forged X-Forwarded-For from anyone but a trusted proxy changes
+// nothing). auth.Middleware asks it only after a presented token was
+// checked and failed: only failures draw from the address's bucket c, so
+// a caller with a valid key is never refused or delayed by a guesser on
+// its address, while the guesser's failures beyond the bucket are
+// answered 429 with Retry-After (and true returned). (A valid guess is
+// served like any valid key: the guard rations failures, the secret's
+// length is what makes guessing hopeless.)
+func guessThrottle(c limit.Class, proxies limit.TrustedProxies) func(http.ResponseWriter, *http.Request) bool {
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		ok, d := c.Allow(limit.IPKey(proxies.ClientIP(r)), c.Rate, c.Burst)
+		if !ok {
+			limitedAs(w, "preauth")
+			ratelimited.WriteHTTP(w, nil, d)
+		}
+		return !ok
 	}
-	ratelimited.WriteHTTP(w, nil, d)
-	return true
 }

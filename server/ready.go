@@ -86,10 +86,6 @@ func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Ha
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		res := make(map[string]string, len(checks))
-		advisory := map[string]bool{}
-		for _, c := range checks {
-			advisory[c.Name] = c.Advisory
-		}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, c := range checks {
@@ -111,8 +107,8 @@ func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Ha
 			Checks map[string]string `json:"checks"`
 		}{"ready", res}
 		code := http.StatusOK
-		for k, v := range res {
-			if v != "ok" && !advisory[k] {
+		for _, c := range checks {
+			if res[c.Name] != "ok" && !c.Advisory {
 				body.Status, code = "unavailable", http.StatusServiceUnavailable
 			}
 		}
@@ -130,23 +126,22 @@ func Readiness(log *slog.Logger, timeout time.Duration, checks ...Check) http.Ha
 // token on /mcp (limits.PreAuth; nil: none), 429 once it is spent. An
 // empty token serves everyone the Host check lets through.
 func MetricsOnly(token string, limits *limit.Classes, proxies limit.TrustedProxies, next http.Handler) http.Handler {
-	if token == "" {
-		return checkHost(next)
-	}
-	var throttle func(http.ResponseWriter, *http.Request) bool
+	throttle := func(http.ResponseWriter, *http.Request) bool { return false }
 	if limits != nil {
-		throttle = newGuessGuard(limits.PreAuth, proxies).throttle
+		throttle = guessThrottle(limits.PreAuth, proxies)
 	}
-	return checkHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refusedHost(w, r) {
+			return
+		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			if throttle != nil && throttle(w, r) {
-				return
+		if token != "" && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1) {
+			if !throttle(w, r) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="darkroom metrics"`)
+				http.Error(w, "metrics need their bearer token (DARKROOM_METRICS_TOKEN)", http.StatusUnauthorized)
 			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="darkroom metrics"`)
-			http.Error(w, "metrics need their bearer token (DARKROOM_METRICS_TOKEN)", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
-	}))
+	})
 }

@@ -134,26 +134,29 @@ func countRuns(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // recordOutcome tells the request's recorder (tasks.OutcomeFrom: the
-// Observer's, on HTTP) what go-sdk will answer, from the handler chain's
-// own result and error: the code go-sdk puts on the wire (an error's
-// *jsonrpc.Error code, else none), a tool result's isError. So the
-// Observer never parses go-sdk's reply for it; only what go-sdk refuses
-// before any handler (an unknown method, params that do not decode) is
-// left to it.
+// Observer's, on HTTP) that a handler ran and what go-sdk will answer,
+// from the handler chain's own result and error: the code go-sdk puts
+// on the wire (an error's *jsonrpc.Error code, else none), a tool
+// result's isError. So the Observer never reads go-sdk's reply.
 func recordOutcome(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		o, ok := tasks.OutcomeFrom(ctx)
+		if !ok || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		if rec, ok := o.(*respRecorder); ok {
+			rec.handlerRan()
+		}
 		res, err := next(ctx, method, req)
-		if o, ok := tasks.OutcomeFrom(ctx); ok && !strings.HasPrefix(method, "notifications/") {
-			var wire *jsonrpc.Error
-			switch {
-			case errors.As(err, &wire):
-				o.RPCOutcome(wire.Code, false)
-			case err != nil:
-				o.RPCOutcome(0, false) // go-sdk sends it without a code
-			default:
-				tr, _ := res.(*mcp.CallToolResult)
-				o.RPCOutcome(0, tr != nil && tr.IsError)
-			}
+		var wire *jsonrpc.Error
+		switch {
+		case errors.As(err, &wire):
+			o.RPCOutcome(wire.Code, false)
+		case err != nil:
+			o.RPCOutcome(0, false) // go-sdk sends it without a code
+		default:
+			tr, _ := res.(*mcp.CallToolResult)
+			o.RPCOutcome(0, tr != nil && tr.IsError)
 		}
 		return res, err
 	}
@@ -278,7 +281,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		}
 		opts := auth.MiddlewareOptions{ResourceMetadataURL: prm, Scopes: cfg.Auth.RequiredScopes(), Logger: cfg.Logger}
 		if cfg.Limits != nil {
-			opts.Throttle = newGuessGuard(cfg.Limits.PreAuth, cfg.TrustedProxies).throttle
+			opts.Throttle = guessThrottle(cfg.Limits.PreAuth, cfg.TrustedProxies)
 		}
 		open := h
 		h = auth.Middleware(cfg.Auth, opts)(h)
@@ -358,16 +361,6 @@ func checkOrigin(allowed []string, next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
-}
-
-// checkHost answers 403 when the Host is not loopback on a loopback
-// listener (refusedHost).
-func checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !refusedHost(w, r) {
-			next.ServeHTTP(w, r)
-		}
 	})
 }
 

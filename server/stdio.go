@@ -46,12 +46,9 @@ func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return tasks.ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *tasks.Message) (bool, error) {
 		// stdio is the single local principal: no per-key overrides.
 		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{*m}, len(req.Params), c.t.toolClass)
-		if allowed {
-			return false, nil
+		if allowed || !req.IsCall() { // a notification over the limit is dropped
+			return !allowed, nil
 		}
-		if req.IsCall() { // a notification over the limit is dropped
-			return true, c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: ratelimited.RPCError(wait)})
-		}
-		return true, nil
+		return true, c.Connection.Write(ctx, &jsonrpc.Response{ID: req.ID, Error: ratelimited.RPCError(wait)})
 	})
 }
