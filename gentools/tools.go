@@ -92,9 +92,9 @@ type Tool struct {
 	// Class is the rate class a call draws from (ClassPoll, ClassCreate).
 	Class string
 	// Read, when set, lets the lean engine serve a call below go-sdk
-	// (edge.Engine.ServeRead) with this handler, answering every outcome
+	// (edge.Engine.ServeTool) with this handler, answering every outcome
 	// as go-sdk would; with Bytes its result streams output bytes
-	// (ServeBytes).
+	// (edge.Tool.Bytes).
 	Read  edge.ReadHandler
 	Bytes bool
 	// Lean, when set, decides from a call's parsed request, before

@@ -102,13 +102,8 @@ func New(cfg Config) *mcp.Server {
 		// The lean forms of the tool table, below go-sdk where its answer
 		// can be matched (serverInfo is this server's, as go-sdk adds it).
 		for _, row := range cfg.Tools.Table() {
-			switch {
-			case row.Task != nil:
-				cfg.Edge.ServeTool(row.Def.Name, row.Task, row.Lean)
-			case row.Read != nil && row.Bytes:
-				cfg.Edge.ServeBytes(row.Def.Name, row.Read, row.Lean)
-			case row.Read != nil:
-				cfg.Edge.ServeRead(row.Def.Name, row.Read, row.Lean)
+			if row.Task != nil || row.Read != nil {
+				cfg.Edge.ServeTool(row.Def.Name, edge.Tool{Task: row.Task, Read: row.Read, Bytes: row.Bytes, Lean: row.Lean})
 			}
 		}
 		cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)

@@ -40,7 +40,7 @@ func registerTaskFixtures(s *mcp.Server, d *tasks.Dispatcher, lean *edge.Engine)
 	add := func(name, desc string, schema json.RawMessage, h tasks.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, d.SDKTool(h))
 		if name != "test_tool_with_task" { // it asks by MRTR first, an answer only go-sdk encodes
-			lean.ServeTool(name, h, nil)
+			lean.ServeTool(name, edge.Tool{Task: h})
 		}
 	}
 	s.AddTool(&mcp.Tool{Name: "greet", Description: "Greets by name (synchronous).", InputSchema: obj(`"name":{"type":"string"}`, "name")}, f.greet)

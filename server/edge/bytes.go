@@ -18,30 +18,25 @@ import (
 // the wire's), or an error for go-sdk to answer instead.
 type ResourceHandler func(ctx context.Context, req *mcp.ReadResourceRequest) (mcp.Result, error)
 
-// ServeBytes is ServeRead for a tool whose result may carry output bytes:
-// its handler runs with an outbytes.Deferral, and each blob it defers is
-// streamed into the response (writeDeferred) instead of being encoded in
-// memory. Its results are never shared.
-func (en *Engine) ServeBytes(name string, h ReadHandler, lean func(*mcp.CallToolRequest) bool) {
-	en.ServeRead(name, h, lean)
-	en.bytesTools[name] = true
-}
-
 // ServeResource lets the engine answer resources/read of a URI lean
 // takes (nil: every URI) below go-sdk with h, on the 2026-07-28 wire and
 // the legacy stateless eras, byte for byte as go-sdk would (framed as
-// JSON), its blobs streamed as ServeBytes streams them, its errors as
+// JSON), its blobs streamed as a Tool's with Bytes, its errors as
 // go-sdk's path answers them: h returns them as that path's middleware
 // leaves them. The dispatcher's Options.ServerInfo must be set.
 func (en *Engine) ServeResource(h ResourceHandler, lean func(uri string) bool) {
-	en.resource, en.resourceLean = en.guardResource(h), lean
+	en.resource, en.resourceLean = h, lean
 }
 
 // serveResource answers a resources/read (Route chose it), whatever its
 // handler returns.
 func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
 	ctx, df := outbytes.WithDeferral(r.Context())
-	res, err := en.resource(ctx, l.readResource)
+	var res mcp.Result
+	err := en.guard(env, func() (err error) {
+		res, err = en.resource(ctx, l.readResource)
+		return err
+	})
 	var b []byte
 	if err == nil {
 		b, err = en.resourceResult(res, l.modern)
@@ -50,31 +45,21 @@ func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tas
 		err = en.writeResult(w, r, env.ID, owner, b, false, df)
 	}
 	if err != nil {
-		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodResourcesRead, env.Name, err, l.modern))
+		en.fail(w, r, env, l, err)
 	}
 }
 
 // resourceResult encodes a resources/read result as go-sdk does for the
-// era: on 2026-07-28 with serverInfo in _meta, first, and resultType,
-// last.
+// era (finish).
 func (en *Engine) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
 	if res == nil {
 		return nil, errors.New("edge: a resource handler returned no result and no error")
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < 2 || b[0] != '{' {
-		return nil, errors.New("edge: a resource result encoded as no object")
-	}
-	if !modern {
-		return b, nil
-	}
-	if rr, ok := res.(*mcp.ReadResourceResult); !ok || rr.Meta != nil {
+	if rr, ok := res.(*mcp.ReadResourceResult); modern && (!ok || rr.Meta != nil) {
 		return nil, errors.New("edge: a resource result with its own _meta") // ReadResource sets none
 	}
-	return en.complete(b, true), nil
+	b, err := json.Marshal(res)
+	return en.finish(b, err, modern, true)
 }
 
 // plainString reports a JSON string rawString takes as it is (no escapes):

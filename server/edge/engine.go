@@ -20,7 +20,7 @@ import (
 type Options struct {
 	Logger *slog.Logger
 	// Bytes is the process-wide budget of output bytes in flight, which
-	// streamed reads draw from (ServeBytes, ServeResource); nil: unbounded.
+	// streamed reads draw from (Tool.Bytes, ServeResource); nil: unbounded.
 	Bytes *outbytes.Budget
 }
 
@@ -29,11 +29,8 @@ type Engine struct {
 	tasks *tasks.Dispatcher
 	log   *slog.Logger
 	bytes *outbytes.Budget
-	tools map[string]leanTool // see ServeTool
-	reads map[string]leanRead // see ServeRead
-	// bytesTools are the reads whose blobs are streamed (ServeBytes), and
+	tools map[string]Tool // see ServeTool
 	// resource answers resources/read (ServeResource).
-	bytesTools   map[string]bool
 	resource     ResourceHandler
 	resourceLean func(uri string) bool
 	// readInfo and readMeta are the MCP server's serverInfo, and the
@@ -50,8 +47,7 @@ func New(d *tasks.Dispatcher, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, metas: newMetaCache(), replies: d.Replies(),
-		tools: map[string]leanTool{}, reads: map[string]leanRead{}, bytesTools: map[string]bool{}}
+	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, metas: newMetaCache(), replies: d.Replies(), tools: map[string]Tool{}}
 	// The serverInfo go-sdk adds to a 2026-07-28 result's _meta is the
 	// dispatcher's (one Implementation for every answer).
 	if e.readInfo = d.ServerInfo(); e.readInfo != nil {
@@ -87,13 +83,10 @@ func (en *Engine) Middleware(owner func(*http.Request) string, maxBody int64) fu
 			}
 			switch path {
 			case tasks.PathLean: // every outcome answered here: nothing handed back, nothing run twice
-				switch {
-				case l.tool != nil:
-					en.serveTool(w, r, env, l)
-				case l.read != nil:
-					en.serveRead(w, r, env, l, owner(r))
-				default:
+				if l.readResource != nil {
 					en.serveResource(w, r, env, l, owner(r))
+				} else {
+					en.serveTool(w, r, env, l, owner(r))
 				}
 			case tasks.PathSDK:
 				next.ServeHTTP(w, r)

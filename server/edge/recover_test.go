@@ -15,7 +15,7 @@ import (
 )
 
 // TestLeanPanicsAnswered: a panic in a handler the dispatcher runs below
-// go-sdk (ServeTool, ServeRead, a keyed read's Render, ServeResource) is
+// go-sdk (a Tool's Task or Read, a keyed read's Render, ServeResource) is
 // answered -32603 there, once, and not handed to go-sdk to run (and
 // panic) again; the server serves on. Without the guards net/http drops
 // the connection.
@@ -23,18 +23,18 @@ func TestLeanPanicsAnswered(t *testing.T) {
 	en, _, _ := newEngine(t)
 	runs := map[string]int{}
 	boom := func(name string) { runs[name]++; panic("test: " + name) }
-	en.ServeTool("make", func(context.Context, *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
+	en.ServeTool("make", Tool{Task: func(context.Context, *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 		boom("make")
 		return tasks.ToolOutcome{}, nil
-	}, nil)
-	en.ServeRead("peek", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
+	}})
+	en.ServeTool("peek", Tool{Read: func(context.Context, *mcp.CallToolRequest) (Reply, error) {
 		boom("peek")
 		return Reply{}, nil
-	}, nil)
-	en.ServeRead("render", func(context.Context, *mcp.CallToolRequest) (Reply, error) {
+	}})
+	en.ServeTool("render", Tool{Read: func(context.Context, *mcp.CallToolRequest) (Reply, error) {
 		runs["render"]++
 		return Reply{ID: "g", Key: 1, Render: func() *mcp.CallToolResult { panic("test: render") }}, nil
-	}, nil)
+	}})
 	en.ServeResource(func(context.Context, *mcp.ReadResourceRequest) (mcp.Result, error) {
 		boom("darkroom://x")
 		return nil, nil

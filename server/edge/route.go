@@ -11,18 +11,20 @@ import (
 
 const methodResourcesRead = "resources/read"
 
-// Call is a request Route gave the lean path: the handler that
-// serves it, exactly one of tool, read and resource, and the request as
-// go-sdk would hand it to that handler.
+// Call is a request Route gave the lean path: the tool's row (zero for
+// resources/read), and the request as go-sdk would hand it to the
+// handler.
 type Call struct {
-	tool         tasks.ToolHandler               // ServeTool's: a Tasks client's create
-	lean         func(*mcp.CallToolRequest) bool // the tool's predicate (nil: every call)
-	read         ReadHandler                     // ServeRead's and ServeBytes's
-	resource     bool                            // ServeResource's
-	modern       bool                            // on the 2026-07-28 wire (else a legacy era)
+	tool         Tool
+	modern       bool // on the 2026-07-28 wire (else a legacy era)
 	call         *mcp.CallToolRequest
-	readResource *mcp.ReadResourceRequest
+	readResource *mcp.ReadResourceRequest // resources/read's (else nil)
 }
+
+// legacyVersions are the protocol versions before 2026-07-28 that go-sdk's
+// stateless handler serves with a stand-in session; "" is its default
+// (2025-03-26).
+var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Route is the one, final decision of who serves a POST Admit parsed: the
 // dispatcher's own methods (tasks.PathTasks), a registered tool or
@@ -38,29 +40,21 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 	if env.Dispatched() {
 		return tasks.PathTasks, nil
 	}
-	l := &Call{}
+	l, ok := &Call{}, false
 	switch env.Method {
 	case methodToolsCall:
-		tool, read := en.tools[env.Name], en.reads[env.Name]
-		l.tool, l.lean, l.read = tool.h, tool.lean, read.h
-		if read.h != nil {
-			l.lean = read.lean
-		}
-		if l.tool == nil && l.read == nil {
-			return tasks.PathSDK, nil
-		}
+		l.tool, ok = en.tools[env.Name]
 	case methodResourcesRead:
-		if en.resource == nil || en.readMeta == nil {
-			return tasks.PathSDK, nil
-		}
-		l.resource = true
-	default:
+		ok = en.resource != nil && en.readMeta != nil
+	}
+	if !ok {
 		return tasks.PathSDK, nil
 	}
+	resource := env.Method == methodResourcesRead
 	version := r.Header.Get("Mcp-Protocol-Version")
 	l.modern = en.tasks.Serves(version)
 	// A create answers with a task: only on the Tasks wire.
-	legacy := l.tool == nil && slices.Contains(legacyVersions, version)
+	legacy := l.tool.Task == nil && slices.Contains(legacyVersions, version)
 	if env.IsBatch || !(l.modern || legacy) || !sdkWouldAcceptHTTP(r) {
 		return tasks.PathSDK, nil
 	}
@@ -73,7 +67,7 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 	if env.JSONRPC() != "2.0" || !sameID(env.ID) || p == nil || p.InputResponses != nil || p.RequestState != nil {
 		return tasks.PathSDK, nil
 	}
-	if l.resource {
+	if resource {
 		if env.Name == "" || !plainString(p.URI) || p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.Notifications != nil ||
 			(en.resourceLean != nil && !en.resourceLean(env.Name)) {
 			return tasks.PathSDK, nil
@@ -92,12 +86,12 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 	} else if p.Meta != nil {
 		return tasks.PathSDK, nil
 	}
-	if l.resource {
+	if resource {
 		l.readResource = &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{Meta: meta, URI: env.Name}}
 		return tasks.PathLean, l
 	}
 	l.call = &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: env.Name, Arguments: p.Arguments}}
-	if (l.tool != nil && !tasks.Declared(l.call)) || (l.lean != nil && !l.lean(l.call)) {
+	if (l.tool.Task != nil && !tasks.Declared(l.call)) || (l.tool.Lean != nil && !l.tool.Lean(l.call)) {
 		return tasks.PathSDK, nil
 	}
 	return tasks.PathLean, l

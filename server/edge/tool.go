@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"mime"
@@ -10,81 +9,128 @@ import (
 	"unsafe"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
+	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ServeTool lets the engine run the named tool's handler itself, below
-// go-sdk, for a tools/call that declared the Tasks extension and for
-// which lean (nil: every call) says so from the request's parsed
-// arguments: durable creation is a hot path, and go-sdk's generic
-// tools/call costs about a millisecond of CPU per call, several times the
-// creation itself.
-//
-// Once Route chose it the engine answers every outcome itself,
-// exactly as go-sdk's path would: the task the handler created
-// (tasks.ToolOutcome.Task), its result, its error (sdkError), its panic. A request
-// the engine is not sure go-sdk would accept as it stands (other
-// versions, odd headers, MRTR retries) goes to go-sdk untouched, before
-// anything runs. The tool must not declare x-mcp-header parameters, and h
-// must not modify req.Params.Meta (requests with the same _meta share
-// it).
-func (en *Engine) ServeTool(name string, h tasks.ToolHandler, lean func(*mcp.CallToolRequest) bool) {
-	en.tools[name] = leanTool{en.guardTool(name, h), lean}
+// Tool is a tool's lean form (ServeTool): exactly one of Task and Read.
+type Tool struct {
+	// Task is a Tasks client's create, run for a call that declared the
+	// Tasks extension: durable creation is a hot path, and go-sdk's
+	// generic tools/call costs about a millisecond of CPU per call,
+	// several times the creation itself.
+	Task tasks.ToolHandler
+	// Read is a read-only tool's handler, run for every client, on the
+	// 2026-07-28 wire and on the legacy stateless eras: the legacy poll
+	// path (get_generation and its kin) costs, through go-sdk's generic
+	// tools/call, about twelve times a tasks/get.
+	Read ReadHandler
+	// Bytes: Read's result may carry output bytes. It runs with an
+	// outbytes.Deferral, and each blob it defers is streamed into the
+	// response (writeResult) instead of being encoded in memory; its
+	// results are never shared.
+	Bytes bool
+	// Lean, when set, is the call's predicate on its parsed request,
+	// decided by Route before anything runs: a call it refuses goes to
+	// go-sdk.
+	Lean func(*mcp.CallToolRequest) bool
 }
 
-// leanTool is a tool ServeTool serves: its guarded handler, and the
-// predicate on a call's parsed arguments that decides whether the lean
-// path takes it (nil: always).
-type leanTool struct {
-	h    tasks.ToolHandler
-	lean func(*mcp.CallToolRequest) bool
-}
+// ServeTool lets the engine run the named tool's handler itself, below
+// go-sdk. Once Route chose it the engine answers every outcome byte for
+// byte as the JSON-RPC message go-sdk's path would send (framed as JSON,
+// go-sdk as one SSE event): the task the handler created
+// (tasks.ToolOutcome.Task), its result with go-sdk's additions per era
+// (Content never null; on 2026-07-28 resultType "complete" and
+// serverInfo, the MCP server's Implementation, in _meta), its error
+// (fail), its panic (guard). A request the engine cannot prove go-sdk
+// would take and treat the same way (other versions, odd headers, MRTR
+// retries) goes to go-sdk untouched, before anything runs. The tool must
+// not declare x-mcp-header parameters; its request has no Session, and
+// its Params.Meta is shared between requests and must not be modified.
+func (en *Engine) ServeTool(name string, t Tool) { en.tools[name] = t }
 
 const methodToolsCall = "tools/call"
 
-// serveTool runs a Tasks client's call of a ServeTool tool (Route chose
-// it) and answers whatever it returns.
-func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call) {
-	ctx := r.Context()
-	out, err := l.tool(ctx, l.call)
+// serveTool runs a tools/call of a ServeTool tool (Route chose it) and
+// answers whatever it returns. A keyed read's encoded reply is kept
+// (tasks.Replies), and answered again for an equal Key without Render.
+func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
+	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
+	if l.tool.Bytes {
+		ctx, df = outbytes.WithDeferral(ctx)
+	}
+	var (
+		out   tasks.ToolOutcome // Task's answer, or Read's result
+		reply Reply
+		hit   []byte // the encoded reply kept for reply.Key
+		keyed bool
+	)
+	slot := tasks.ReplySlot{Kind: 'r', Modern: l.modern}
+	err := en.guard(env, func() (err error) {
+		if l.tool.Task != nil {
+			out, err = l.tool.Task(ctx, l.call)
+			return err
+		}
+		if reply, err = l.tool.Read(ctx, l.call); err != nil {
+			return err
+		}
+		slot.ID, keyed = reply.ID, reply.Key != nil && df == nil
+		if keyed {
+			if hit, _ = en.replies.Get(slot, reply.Key); hit != nil {
+				return nil
+			}
+		}
+		out.Result = reply.Answer() // its Render guarded as the handler is
+		return nil
+	})
+	var b []byte
 	switch {
 	case err != nil:
-		tasks.WriteError(w, env.ID, en.sdkError(ctx, methodToolsCall, env.Name, err, l.modern))
+		en.fail(w, r, env, l, err)
+		return
 	case out.Task != nil:
 		tasks.Tell(w, 0, false)
 		tasks.WriteFramed(w, http.StatusOK, env.ID, "result", en.tasks.CreateResult(ctx, out.Task))
-	default:
-		en.writeToolResult(w, r, env, l, out.Result, nil, "")
+		return
+	case hit != nil:
+		tasks.Tell(w, 0, false) // a keyed reply is never an isError
+		tasks.WriteFramed(w, http.StatusOK, env.ID, "result", hit)
+		return
+	}
+	if b, err = en.readResult(out.Result, l.modern); err == nil {
+		err = en.writeResult(w, r, env.ID, owner, b, out.Result.IsError, df)
+	}
+	if err != nil {
+		en.fail(w, r, env, l, err)
+	} else if keyed && !out.Result.IsError {
+		en.replies.Put(slot, reply.Key, b)
 	}
 }
 
-// sdkError is the answer go-sdk's path gives a handler's error (server's
-// guard and SDKMiddleware): a guarded panic's -32603 as the engine
-// gives it, an *tasks.RPCError as it is, a *jsonrpc.Error with its code, message
+// fail answers err as go-sdk's path answers a handler's error (server's
+// guard and SDKMiddleware): an *tasks.RPCError (a guarded panic's
+// -32603 among them) as it is, a *jsonrpc.Error with its code, message
 // and data and go-sdk's HTTP status for that code, and any other error
 // Internal's -32603, which names nothing of it.
-func (en *Engine) sdkError(ctx context.Context, method, name string, err error, modern bool) *tasks.RPCError {
-	var p panicError
-	if errors.As(err, &p) {
-		return p.RPCError
-	}
+func (en *Engine) fail(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, err error) {
 	var re *tasks.RPCError
-	if errors.As(err, &re) {
-		return re
-	}
 	var je *jsonrpc.Error
-	if errors.As(err, &je) {
-		e := &tasks.RPCError{Code: je.Code, Message: je.Message, HTTPStatus: sdkStatus(je.Code, modern)}
+	switch {
+	case errors.As(err, &re):
+	case errors.As(err, &je):
+		re = &tasks.RPCError{Code: je.Code, Message: je.Message, HTTPStatus: sdkStatus(je.Code, l.modern)}
 		if len(je.Data) > 0 {
-			e.Data = je.Data
+			re.Data = je.Data
 		}
-		return e
+	default:
+		e := *tasks.Internal(r.Context(), en.log, env.Method, env.Name, err)
+		e.HTTPStatus = http.StatusOK // go-sdk sends -32603 in a 200 response
+		re = &e
 	}
-	e := *tasks.Internal(ctx, en.log, method, name, err)
-	e.HTTPStatus = http.StatusOK // go-sdk sends -32603 in a 200 response
-	return &e
+	tasks.WriteError(w, env.ID, re)
 }
 
 // sdkStatus is the HTTP status go-sdk's handler gives a JSON-RPC error
@@ -159,8 +205,8 @@ func redecode(v any, into any) bool {
 }
 
 // sdkWouldAcceptHTTP reports whether go-sdk's stateless Streamable HTTP
-// handler lets a POST through: the headers and Host it checks before
-// reading the message.
+// handler lets a POST through: the headers it checks before reading the
+// message (its DNS-rebinding guard is HostAllowed, which ran before).
 func sdkWouldAcceptHTTP(r *http.Request) bool {
 	if r.Header.Get("Last-Event-ID") != "" {
 		return false
@@ -171,13 +217,11 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 		}
 	}
 	accept := r.Header.Values("Accept")
-	// The usual value is accepted without splitting it.
-	usual := len(accept) == 1 && accept[0] == "application/json, text/event-stream"
-	jsonOK, streamOK := usual, usual
-	for _, v := range accept {
-		if usual {
-			break
-		}
+	if len(accept) == 1 && accept[0] == "application/json, text/event-stream" {
+		return true // the usual value, without splitting it
+	}
+	jsonOK, streamOK := false, false
+	for _, v := range accept { // go-sdk's streamableAccepts
 		for tok := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(tok, ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
@@ -190,7 +234,5 @@ func sdkWouldAcceptHTTP(r *http.Request) bool {
 			}
 		}
 	}
-	// go-sdk's DNS-rebinding guard is Admit's (HostAllowed), which ran
-	// before: a request it refuses never reaches here.
 	return jsonOK && streamOK
 }

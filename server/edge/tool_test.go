@@ -37,7 +37,7 @@ func newToolFixture(t *testing.T) *toolFixture {
 	// "make" creates a task, fails with an tasks.RPCError or another error, or
 	// answers a result, as its "do" argument says; "full" is left to
 	// go-sdk by its predicate.
-	en.ServeTool("make", func(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
+	en.ServeTool("make", Tool{Task: func(ctx context.Context, req *mcp.CallToolRequest) (tasks.ToolOutcome, error) {
 		f.calls.Add(1)
 		var a struct{ Do string }
 		_ = json.Unmarshal(req.Params.Arguments, &a)
@@ -56,10 +56,10 @@ func newToolFixture(t *testing.T) *toolFixture {
 			return tasks.ToolOutcome{Result: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "refused"}}}}, nil
 		}
 		return tasks.ToolOutcome{Result: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}}, nil
-	}, func(req *mcp.CallToolRequest) bool {
+	}, Lean: func(req *mcp.CallToolRequest) bool {
 		var a struct{ Do string }
 		return json.Unmarshal(req.Params.Arguments, &a) == nil && a.Do != "full"
-	})
+	}})
 	f.srv, f.passed = serve(t, en)
 	return f
 }
