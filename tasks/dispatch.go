@@ -211,10 +211,7 @@ type clientCaps struct {
 }
 
 type params struct {
-	Meta *struct {
-		ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
-		ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
-	} `json:"_meta"`
+	Meta           *paramsMeta                `json:"_meta"`
 	TaskID         json.RawMessage            `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	Notifications  *struct {
@@ -222,15 +219,9 @@ type params struct {
 	} `json:"notifications"`
 }
 
-// decodeNotifications decodes the span of params.notifications into p as
-// the strict decode of the whole params would, and reports false where
-// that decode would fail.
-func (p *params) decodeNotifications(raw json.RawMessage) bool {
-	p.Notifications = nil
-	if len(raw) == 0 || string(raw) == "null" {
-		return true
-	}
-	return unmarshalBody(raw, &p.Notifications) == nil
+type paramsMeta struct {
+	ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
 func (c *clientCaps) hasExtension() bool {
@@ -292,14 +283,6 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 	return nil
 }
 
-func taskID(p *params) (string, *RPCError) {
-	id, ok := RawString(p.TaskID)
-	if !ok || id == "" {
-		return "", invalidParams("params.taskId must be a non-empty string")
-	}
-	return id, nil
-}
-
 // Call serves one unary method for owner and returns the result object.
 // headers is nil off HTTP (stdio), where no header checks apply.
 func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, headers http.Header) (_ json.RawMessage, e *RPCError) {
@@ -312,9 +295,9 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	if e != nil {
 		return nil, e
 	}
-	id, e := taskID(p)
-	if e != nil {
-		return nil, e
+	id, ok := RawString(p.TaskID)
+	if !ok || id == "" {
+		return nil, invalidParams("params.taskId must be a non-empty string")
 	}
 	switch req.Method {
 	case methodGet:
@@ -341,17 +324,17 @@ func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Tas
 	return t, nil
 }
 
-// Detailed renders the DetailedTask for t as tasks/get returns it (meta
-// nil), or, with a subscription's encoded meta, as notifications/tasks
-// params (which are not a result, so carry no resultType).
-func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta json.RawMessage) (json.RawMessage, error) {
+// poll sets t's poll interval to owner's (Options.PollInterval).
+func (d *Dispatcher) poll(ctx context.Context, owner string, t *Task) {
 	if d.opts.PollInterval != nil {
 		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
 	}
-	return d.render(ctx, t, meta)
 }
 
-// render is Detailed with t's poll interval already the caller's.
+// render renders the DetailedTask for t (its poll interval already the
+// caller's) as tasks/get returns it (meta nil), or, with a subscription's
+// encoded meta, as notifications/tasks params (which are not a result, so
+// carry no resultType).
 func (d *Dispatcher) render(ctx context.Context, t *Task, meta json.RawMessage) (json.RawMessage, error) {
 	var result json.RawMessage
 	if t.Status == StatusCompleted {
@@ -379,9 +362,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	if e != nil {
 		return nil, e
 	}
-	if d.opts.PollInterval != nil {
-		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
-	}
+	d.poll(ctx, owner, t)
 	// A completed task whose result is rendered per read (fresh links)
 	// is rendered each time; any other state encodes to the same bytes
 	// until it changes, so a poll reuses them.
@@ -454,9 +435,7 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 // CreateResult renders a CreateTaskResult: the flat task with
 // resultType "task", nothing status-specific.
 func (d *Dispatcher) CreateResult(ctx context.Context, t *Task) json.RawMessage {
-	if d.opts.PollInterval != nil {
-		t.PollInterval = d.opts.PollInterval(ctx, t.Owner, t.PollInterval)
-	}
+	d.poll(ctx, t.Owner, t)
 	w := t.wire("task")
 	w.Meta = d.resultMeta
 	b, _ := json.Marshal(w)

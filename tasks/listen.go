@@ -22,13 +22,19 @@ func (d *Dispatcher) Drain() { d.drain() }
 // looked up and subscribed to.
 const MaxListenTaskIDs = 1000
 
-// openListen takes one of the caller's open-stream slots (Options.OpenListen)
-// for a listen about to stream; release gives it back when it ends.
-func (d *Dispatcher) openListen(ctx context.Context, owner string) (release func(), e *RPCError) {
-	if d.opts.OpenListen == nil {
-		return func() {}, nil
+// openListen checks a listen's params (headers nil off HTTP) and takes
+// one of the caller's open-stream slots (Options.OpenListen) for it:
+// release gives the slot back when the stream ends.
+func (d *Dispatcher) openListen(ctx context.Context, owner string, req *Request, headers http.Header) (ids []string, release func(), e *RPCError) {
+	p, e := d.parse(req, headers)
+	if e != nil {
+		return nil, nil, e
 	}
-	return d.opts.OpenListen(ctx, owner)
+	release = func() {}
+	if d.opts.OpenListen != nil {
+		release, e = d.opts.OpenListen(ctx, owner)
+	}
+	return p.Notifications.TaskIDs, release, e
 }
 
 // checkListen refuses a listen for more tasks than MaxListenTaskIDs.
@@ -42,12 +48,7 @@ func checkListen(p *params) *RPCError {
 // serveListen streams notifications/tasks as SSE until the client goes
 // away or every listed task has ended.
 func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
-	p, e := d.parse(req, r.Header)
-	if e != nil {
-		WriteError(w, req.ID, e)
-		return
-	}
-	release, e := d.openListen(r.Context(), owner)
+	ids, release, e := d.openListen(r.Context(), owner, req, r.Header)
 	if e != nil {
 		WriteError(w, req.ID, e)
 		return
@@ -80,7 +81,7 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 		}
 		return err
 	}
-	d.listen(r.Context(), owner, req.ID, p.Notifications.TaskIDs, send, keepAlive)
+	d.listen(r.Context(), owner, req.ID, ids, send, keepAlive)
 }
 
 // listen runs one subscription: acknowledgement first (listing only the
@@ -130,7 +131,8 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 				continue
 			}
 			sent[tid] = k
-			b, err := d.Detailed(ctx, owner, t, subMeta)
+			d.poll(ctx, owner, t)
+			b, err := d.render(ctx, t, subMeta)
 			if err != nil || send(notification(notificationTasks, b)) != nil {
 				return false
 			}

@@ -72,9 +72,6 @@ func NewStore(d Backend, now func() time.Time, opts ...StoreOption) *Store {
 	return s
 }
 
-// Now is the store's clock.
-func (s *Store) Now() time.Time { return s.now() }
-
 // NewID returns a new task id (see package ids).
 func NewID() string { return ids.New() }
 
@@ -124,7 +121,11 @@ func requestsJSON(m map[string]json.RawMessage) string {
 	return marshal(m)
 }
 
-func fromRow(r Row) (*Task, error) {
+// fromRow decodes a row read with err (a read's error is returned as is).
+func fromRow(r Row, err error) (*Task, error) {
+	if err != nil {
+		return nil, err
+	}
 	t := &Task{
 		ID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: r.Status, StatusMessage: r.StatusMessage,
 		CreatedAt:     r.CreatedAt.UTC(),
@@ -170,11 +171,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
 	s.stats.misses.Add(1)
 	seq := s.cache.Epoch(id)
-	r, err := read()
-	if err != nil {
-		return nil, err
-	}
-	t, err := fromRow(r)
+	t, err := fromRow(read())
 	if err != nil {
 		return nil, err
 	}
@@ -214,26 +211,15 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 
 // GetTx reads a task inside a write transaction.
 func (s *Store) GetTx(ctx context.Context, tx Tx, id string) (*Task, error) {
-	r, err := tx.Task(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return fromRow(r)
+	return fromRow(tx.Task(ctx, id))
 }
 
 // ByRef finds the task following ref, inside tx when tx is non-nil.
 func (s *Store) ByRef(ctx context.Context, tx Tx, ref string) (*Task, error) {
-	var r Row
-	var err error
 	if tx != nil {
-		r, err = tx.TaskByRef(ctx, ref)
-	} else {
-		r, err = s.db.TaskByRef(ctx, ref)
+		return fromRow(tx.TaskByRef(ctx, ref))
 	}
-	if err != nil {
-		return nil, err
-	}
-	return fromRow(r)
+	return fromRow(s.db.TaskByRef(ctx, ref))
 }
 
 // SetActive moves a live task to working or input_required with the given
@@ -295,7 +281,7 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 		if r.Owner != owner { // refused undecoded, as an unknown id is
 			return ErrNotFound
 		}
-		if t, err = fromRow(r); err != nil {
+		if t, err = fromRow(r, nil); err != nil {
 			return err
 		}
 		if t.Expired(s.now()) {
