@@ -104,7 +104,6 @@ type Options struct {
 // so it parses only what it needs and answers with precomputed framing.
 type Dispatcher struct {
 	opts  Options
-	store *Store
 	kinds map[string]Kind
 	// replies are the encoded replies of tasks/get and the lean reads
 	// (Replies).
@@ -120,7 +119,7 @@ type Dispatcher struct {
 // NewDispatcher builds a dispatcher over a store.
 func NewDispatcher(o Options) *Dispatcher {
 	if len(o.Versions) == 0 {
-		o.Versions = []string{"2026-07-28"}
+		o.Versions = []string{TasksVersion}
 	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = defaultKeepAlive
@@ -128,7 +127,7 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}, replies: newReplies()}
+	d := &Dispatcher{opts: o, kinds: map[string]Kind{}, replies: newReplies()}
 	d.drained, d.drain = context.WithCancel(context.Background())
 	d.resultMeta = d.meta(nil)
 	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.resultMeta})
@@ -136,7 +135,7 @@ func NewDispatcher(o Options) *Dispatcher {
 }
 
 // Store returns the dispatcher's store.
-func (d *Dispatcher) Store() *Store { return d.store }
+func (d *Dispatcher) Store() *Store { return d.opts.Store }
 
 // ServerInfo is Options.ServerInfo: the MCP server's Implementation.
 func (d *Dispatcher) ServerInfo() any { return d.opts.ServerInfo }
@@ -314,7 +313,7 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 }
 
 func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
-	t, err := d.store.Lookup(ctx, owner, id)
+	t, err := d.opts.Store.Lookup(ctx, owner, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
@@ -394,7 +393,7 @@ type detailKey struct {
 }
 
 func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (json.RawMessage, *RPCError) {
-	t, taken, err := d.store.answer(ctx, owner, id, responses)
+	t, taken, err := d.opts.Store.answer(ctx, owner, id, responses)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
@@ -402,7 +401,7 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 	}
 	if len(taken) > 0 {
-		d.store.Notify(id)
+		d.opts.Store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
 			return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)

@@ -83,25 +83,16 @@ func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
 	return e, ok
 }
 
-// BodyError is a body that is not one JSON-RPC message (or batch).
-type BodyError struct {
-	// Code is -32700 (not JSON, or data after the value) or -32600 (JSON,
-	// but not a JSON-RPC message).
-	Code int64
-	Msg  string
-}
-
-func (e *BodyError) Error() string { return e.Msg }
-
-// RPC returns the error as a JSON-RPC error with HTTP 400.
-func (e *BodyError) RPC() *RPCError {
-	return &RPCError{Code: e.Code, Message: e.Msg, HTTPStatus: http.StatusBadRequest}
-}
-
+// The codes of a body that is not one JSON-RPC message (or batch):
+// not JSON, or data after the value; JSON, but not a JSON-RPC message.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 )
+
+func bodyError(code int64, msg string) *RPCError {
+	return &RPCError{Code: code, Message: msg, HTTPStatus: http.StatusBadRequest}
+}
 
 // strictFlags decode as go-sdk does (segmentio/encoding with
 // case-sensitive field names), so that this layer and go-sdk never read
@@ -176,11 +167,11 @@ func RawString(raw json.RawMessage) (string, bool) {
 // ParseBody parses a POST body: exactly one JSON value, a message or a
 // batch of them, decoded as go-sdk decodes it (segmentio/encoding), one
 // level at a time so that a value of an unexpected type never hides the
-// others. Its error is a *BodyError.
+// others. Its error is an *RPCError (-32700 or -32600, HTTP 400).
 func ParseBody(b []byte) (*Envelope, error) {
 	edgecount.Parses.Add(1)
 	if tooDeep(b) {
-		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
+		return nil, bodyError(CodeParseError, fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth))
 	}
 	e := &Envelope{Body: b}
 	if t := bytes.TrimLeft(b, " \t\n\r"); len(t) > 0 && t[0] == '[' {
@@ -288,11 +279,11 @@ func outsideStrings(b []byte) iter.Seq2[int, byte] {
 	}
 }
 
-func parseError(b []byte, err error) *BodyError {
+func parseError(b []byte, err error) *RPCError {
 	if !segjson.Valid(b) {
-		return &BodyError{Code: CodeParseError, Msg: "Parse error: the body must be exactly one JSON value: " + err.Error()}
+		return bodyError(CodeParseError, "Parse error: the body must be exactly one JSON value: "+err.Error())
 	}
-	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
+	return bodyError(CodeInvalidRequest, "Invalid Request: "+err.Error())
 }
 
 // routeRaw is the params field the method's row names (nil for a method
@@ -416,14 +407,7 @@ func typedParams(p *RawParams, meta *wireMeta) *params {
 	tp := &params{TaskID: p.TaskID}
 	if len(p.Meta) > 0 && string(p.Meta) != "null" {
 		tp.Meta = new(paramsMeta)
-		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {
-			s, ok := RawString(v)
-			if !ok {
-				return nil
-			}
-			tp.Meta.ProtocolVersion = &s
-		}
-		if !decodeRaw(meta.ClientCapabilities, &tp.Meta.ClientCapabilities) {
+		if !decodeRaw(meta.ProtocolVersion, &tp.Meta.ProtocolVersion) || !decodeRaw(meta.ClientCapabilities, &tp.Meta.ClientCapabilities) {
 			return nil
 		}
 	}
@@ -525,10 +509,6 @@ func HostAllowed(r *http.Request) bool {
 	return true
 }
 
-// modernVersion is the first protocol version whose HTTP requests must
-// carry the standard headers (SEP-2243).
-const modernVersion = "2026-07-28"
-
 // checkEnvelopeHeaders refuses, before any work, a request whose headers
 // are required and missing or differ from its body: a request carrying
 // _meta protocolVersion needs an equal MCP-Protocol-Version header, and on
@@ -541,7 +521,7 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 		return nil
 	}
 	hv := h.Get("Mcp-Protocol-Version")
-	modern := hv >= modernVersion
+	modern := hv >= TasksVersion
 	if m.Call && modern && (m.Version == "" || !m.HasCaps) {
 		return invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 	}
@@ -565,12 +545,12 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 // writeBodyError answers a request whose body could not be read or parsed.
 func writeBodyError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
-	var be *BodyError
+	var re *RPCError
 	switch {
 	case errors.As(err, &mbe):
 		http.Error(w, fmt.Sprintf("request body too large (over %d bytes)", mbe.Limit), http.StatusRequestEntityTooLarge)
-	case errors.As(err, &be):
-		WriteError(w, nil, be.RPC())
+	case errors.As(err, &re):
+		WriteError(w, nil, re)
 	default:
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body could not be read: "+err.Error(), http.StatusBadRequest)

@@ -59,27 +59,25 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(msg []byte) error {
-		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
-			return err
-		}
-		if _, err := w.Write(msg); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "\n\n"); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
-	keepAlive := func() error {
-		_, err := io.WriteString(w, sse.Comment)
+	flush := func(err error) error {
 		if flusher != nil {
 			flusher.Flush()
 		}
 		return err
+	}
+	send := func(msg []byte) error {
+		_, err := io.WriteString(w, "event: message\ndata: ")
+		if err == nil {
+			_, err = w.Write(msg)
+		}
+		if err == nil {
+			_, err = io.WriteString(w, "\n\n")
+		}
+		return flush(err)
+	}
+	keepAlive := func() error {
+		_, err := io.WriteString(w, sse.Comment)
+		return flush(err)
 	}
 	d.listen(r.Context(), owner, req.ID, ids, send, keepAlive)
 }
@@ -97,12 +95,12 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	defer context.AfterFunc(d.drained, cancel)() // Drain ends it
 	agreed := []string{}
 	for _, tid := range want {
-		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
+		if _, err := d.opts.Store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
 			agreed = append(agreed, tid)
 		}
 	}
-	sub := d.store.broker.subscribe(agreed)
-	defer d.store.broker.unsubscribe(sub, agreed)
+	sub := d.opts.Store.broker.subscribe(agreed)
+	defer d.opts.Store.broker.unsubscribe(sub, agreed)
 	subMeta := d.meta(map[string]any{metaSubscriptionID: json.RawMessage(id)})
 	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
 	if send(notification(notificationSubscribed, ack)) != nil {
@@ -121,7 +119,7 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 			if !live[tid] {
 				continue
 			}
-			t, err := d.store.Lookup(ctx, owner, tid)
+			t, err := d.opts.Store.Lookup(ctx, owner, tid)
 			if err != nil {
 				delete(live, tid) // expired or purged: nothing more will come
 				continue

@@ -13,7 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TasksVersion is the first protocol revision with the Tasks extension.
+// TasksVersion is the first protocol revision with the Tasks extension,
+// and the first whose HTTP requests carry the standard headers (SEP-2243).
 const TasksVersion = "2026-07-28"
 
 // Version is the protocol revision req is served under. A connection that
@@ -186,24 +187,17 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{Connection: c, d: t.d, owner: t.owner, ctx: ctx, cancel: cancel, listens: map[string]context.CancelFunc{}}, nil
+	return &conn{Connection: c, d: t.d, owner: t.owner, ctx: ctx, cancel: cancel}, nil
 }
 
 type conn struct {
 	mcp.Connection
-	d       *Dispatcher
-	owner   string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wmu     sync.Mutex
-	mu      sync.Mutex
-	listens map[string]context.CancelFunc
-}
-
-func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.Connection.Write(ctx, msg)
+	d      *Dispatcher
+	owner  string
+	ctx    context.Context
+	cancel context.CancelFunc
+	// listens cancels the open listens by request id.
+	listens sync.Map // string -> context.CancelFunc
 }
 
 func (c *conn) Close() error {
@@ -257,10 +251,8 @@ func (c *conn) cancelListen(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cancel, ok := c.listens[strings.TrimSpace(string(p.RequestID))]; ok {
-		cancel()
+	if cancel, ok := c.listens.Load(strings.TrimSpace(string(p.RequestID))); ok {
+		cancel.(context.CancelFunc)()
 	}
 }
 
@@ -289,13 +281,9 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 	defer release()
 	ctx, cancel := context.WithCancel(c.ctx)
 	key := string(r.ID)
-	c.mu.Lock()
-	c.listens[key] = cancel
-	c.mu.Unlock()
+	c.listens.Store(key, cancel)
 	defer func() {
-		c.mu.Lock()
-		delete(c.listens, key)
-		c.mu.Unlock()
+		c.listens.Delete(key)
 		cancel()
 	}()
 	send := func(b []byte) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
@@ -23,7 +24,9 @@ type Store struct {
 	now    func() time.Time
 	broker *Broker
 	cache  *rowcache.Cache[Task]
-	stats  cacheStats // stats.go
+	// hits and misses count the reads the cache answered and those it
+	// did not (CacheStats).
+	hits, misses atomic.Uint64
 	// exclusive runs a fleet-wide job on one replica at a time (nil: this
 	// process is the only one).
 	exclusive func(ctx context.Context, job string, fn func(context.Context) error) error
@@ -161,7 +164,7 @@ func fromRow(r Row, err error) (*Task, error) {
 // modify the returned copy.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if t, ok := s.cache.Get(id); ok {
-		s.stats.hits.Add(1)
+		s.hits.Add(1)
 		return &t, nil
 	}
 	return s.load(id, func() (Row, error) { return s.db.Task(ctx, id) })
@@ -169,7 +172,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 
 // load reads a task the cache did not hold, and keeps it.
 func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
-	s.stats.misses.Add(1)
+	s.misses.Add(1)
 	seq := s.cache.Epoch(id)
 	t, err := fromRow(read())
 	if err != nil {
@@ -178,6 +181,10 @@ func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
 	s.cache.Put(id, *t, seq)
 	return t, nil
 }
+
+// CacheStats reports the task reads answered from the read cache and
+// those that went to the backend, since start.
+func (s *Store) CacheStats() (hits, misses uint64) { return s.hits.Load(), s.misses.Load() }
 
 // Lookup returns the owner's live (unexpired) task, or ErrNotFound for
 // unknown, foreign and expired ids alike.
@@ -190,7 +197,7 @@ func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
 // The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 	if t, ok := s.cache.GetOwned(owner, id); ok {
-		s.stats.hits.Add(1)
+		s.hits.Add(1)
 		if t.Expired(s.now()) {
 			return nil, ErrNotFound
 		}
