@@ -264,7 +264,9 @@ func headerMismatch(msg string) *RPCError {
 
 // checkHeaders applies SEP-2243 to the tasks methods: MCP-Protocol-Version
 // and Mcp-Method must match the body; tasks/* also need Mcp-Name equal to
-// params.taskId.
+// params.taskId. The door (checkEnvelopeHeaders) passed the request: this
+// decides only what it passes as an earlier era and a base64
+// MCP-Protocol-Version, which get -32020 here, not the version's -32022.
 func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessage) *RPCError {
 	if v := decodeHeader(h.Get("Mcp-Protocol-Version")); v != version {
 		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", v, version))
