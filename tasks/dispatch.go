@@ -29,26 +29,24 @@ type Kind interface {
 
 // JSON-RPC error codes used here.
 const (
-	CodeInvalidParams         = -32602
-	CodeMethodNotFound        = -32601
-	CodeInternal              = -32603
-	CodeHeaderMismatch        = -32020
-	CodeMissingCapability     = -32021
-	CodeUnsupportedProtocol   = -32022
-	MetaProtocolVersion       = "io.modelcontextprotocol/protocolVersion"
-	MetaClientCapabilities    = "io.modelcontextprotocol/clientCapabilities"
-	metaSubscriptionID        = "io.modelcontextprotocol/subscriptionId"
-	MetaServerInfo            = "io.modelcontextprotocol/serverInfo"
-	notificationTasks         = "notifications/tasks"
-	notificationSubscribed    = "notifications/subscriptions/acknowledged"
-	methodGet                 = "tasks/get"
-	methodUpdate              = "tasks/update"
-	methodCancel              = "tasks/cancel"
-	methodListen              = "subscriptions/listen"
-	defaultKeepAlive          = 15 * time.Second
-	notFoundMessage           = "Task not found"
-	missingExtensionMessage   = "Missing required client capability"
-	missingMetaMessagePreface = "missing required _meta"
+	CodeInvalidParams       = -32602
+	CodeMethodNotFound      = -32601
+	CodeInternal            = -32603
+	CodeHeaderMismatch      = -32020
+	CodeMissingCapability   = -32021
+	CodeUnsupportedProtocol = -32022
+	MetaProtocolVersion     = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities  = "io.modelcontextprotocol/clientCapabilities"
+	metaSubscriptionID      = "io.modelcontextprotocol/subscriptionId"
+	MetaServerInfo          = "io.modelcontextprotocol/serverInfo"
+	notificationTasks       = "notifications/tasks"
+	notificationSubscribed  = "notifications/subscriptions/acknowledged"
+	methodGet               = "tasks/get"
+	methodUpdate            = "tasks/update"
+	methodCancel            = "tasks/cancel"
+	methodListen            = "subscriptions/listen"
+	defaultKeepAlive        = 15 * time.Second
+	notFoundMessage         = "Task not found"
 )
 
 // RPCError is a JSON-RPC error with the HTTP status it travels with.
@@ -65,12 +63,17 @@ func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Messa
 // MissingExtension is the -32021 error for a request that needed the
 // Tasks extension but did not declare it.
 func MissingExtension() *RPCError {
-	return &RPCError{Code: CodeMissingCapability, Message: missingExtensionMessage, HTTPStatus: http.StatusBadRequest,
+	return &RPCError{Code: CodeMissingCapability, Message: "Missing required client capability", HTTPStatus: http.StatusBadRequest,
 		Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}}}}
 }
 
 func notFound() *RPCError {
 	return &RPCError{Code: CodeInvalidParams, Message: notFoundMessage, HTTPStatus: http.StatusOK}
+}
+
+// missingMeta is the -32602 of a request without the required _meta.
+func missingMeta() *RPCError {
+	return invalidParams("missing required _meta: " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 }
 
 func invalidParams(msg string) *RPCError {
@@ -236,7 +239,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 		return nil, invalidParams("params must be an object with _meta")
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
-		return nil, invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
+		return nil, missingMeta()
 	}
 	if headers != nil {
 		if e := checkHeaders(headers, req.Method, *p.Meta.ProtocolVersion, p.TaskID); e != nil {

@@ -523,7 +523,7 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 	hv := h.Get("Mcp-Protocol-Version")
 	modern := hv >= TasksVersion
 	if m.Call && modern && (m.Version == "" || !m.HasCaps) {
-		return invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
+		return missingMeta()
 	}
 	if m.Version != "" && hv != m.Version {
 		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", hv, m.Version))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/sse"
@@ -93,10 +92,11 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(d.drained, cancel)() // Drain ends it
-	agreed := []string{}
+	// live holds the agreed tasks that have not ended yet.
+	agreed, live := []string{}, map[string]bool{}
 	for _, tid := range want {
-		if _, err := d.opts.Store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
-			agreed = append(agreed, tid)
+		if _, err := d.opts.Store.Lookup(ctx, owner, tid); err == nil && !live[tid] {
+			agreed, live[tid] = append(agreed, tid), true
 		}
 	}
 	sub := d.opts.Store.broker.subscribe(agreed)
@@ -105,10 +105,6 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
 	if send(notification(notificationSubscribed, ack)) != nil {
 		return
-	}
-	live := map[string]bool{}
-	for _, tid := range agreed {
-		live[tid] = true
 	}
 	// sent is the state last pushed per task: a wake-up that finds the
 	// same state (a resync across replicas, a duplicate signal) sends
