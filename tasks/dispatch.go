@@ -29,26 +29,24 @@ type Kind interface {
 
 // JSON-RPC error codes used here.
 const (
-	CodeInvalidParams         = -32602
-	CodeMethodNotFound        = -32601
-	CodeInternal              = -32603
-	CodeHeaderMismatch        = -32020
-	CodeMissingCapability     = -32021
-	CodeUnsupportedProtocol   = -32022
-	MetaProtocolVersion       = "io.modelcontextprotocol/protocolVersion"
-	MetaClientCapabilities    = "io.modelcontextprotocol/clientCapabilities"
-	metaSubscriptionID        = "io.modelcontextprotocol/subscriptionId"
-	MetaServerInfo            = "io.modelcontextprotocol/serverInfo"
-	notificationTasks         = "notifications/tasks"
-	notificationSubscribed    = "notifications/subscriptions/acknowledged"
-	methodGet                 = "tasks/get"
-	methodUpdate              = "tasks/update"
-	methodCancel              = "tasks/cancel"
-	methodListen              = "subscriptions/listen"
-	defaultKeepAlive          = 15 * time.Second
-	notFoundMessage           = "Task not found"
-	missingExtensionMessage   = "Missing required client capability"
-	missingMetaMessagePreface = "missing required _meta"
+	CodeInvalidParams       = -32602
+	CodeMethodNotFound      = -32601
+	CodeInternal            = -32603
+	CodeHeaderMismatch      = -32020
+	CodeMissingCapability   = -32021
+	CodeUnsupportedProtocol = -32022
+	MetaProtocolVersion     = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities  = "io.modelcontextprotocol/clientCapabilities"
+	metaSubscriptionID      = "io.modelcontextprotocol/subscriptionId"
+	MetaServerInfo          = "io.modelcontextprotocol/serverInfo"
+	notificationTasks       = "notifications/tasks"
+	notificationSubscribed  = "notifications/subscriptions/acknowledged"
+	methodGet               = "tasks/get"
+	methodUpdate            = "tasks/update"
+	methodCancel            = "tasks/cancel"
+	methodListen            = "subscriptions/listen"
+	defaultKeepAlive        = 15 * time.Second
+	notFoundMessage         = "Task not found"
 )
 
 // RPCError is a JSON-RPC error with the HTTP status it travels with.
@@ -65,12 +63,17 @@ func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Messa
 // MissingExtension is the -32021 error for a request that needed the
 // Tasks extension but did not declare it.
 func MissingExtension() *RPCError {
-	return &RPCError{Code: CodeMissingCapability, Message: missingExtensionMessage, HTTPStatus: http.StatusBadRequest,
+	return &RPCError{Code: CodeMissingCapability, Message: "Missing required client capability", HTTPStatus: http.StatusBadRequest,
 		Data: map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{ExtensionID: map[string]any{}}}}}
 }
 
 func notFound() *RPCError {
 	return &RPCError{Code: CodeInvalidParams, Message: notFoundMessage, HTTPStatus: http.StatusOK}
+}
+
+// missingMeta is the -32602 of a request without the required _meta.
+func missingMeta() *RPCError {
+	return invalidParams("missing required _meta: " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 }
 
 func invalidParams(msg string) *RPCError {
@@ -104,7 +107,6 @@ type Options struct {
 // so it parses only what it needs and answers with precomputed framing.
 type Dispatcher struct {
 	opts  Options
-	store *Store
 	kinds map[string]Kind
 	// replies are the encoded replies of tasks/get and the lean reads
 	// (Replies).
@@ -120,7 +122,7 @@ type Dispatcher struct {
 // NewDispatcher builds a dispatcher over a store.
 func NewDispatcher(o Options) *Dispatcher {
 	if len(o.Versions) == 0 {
-		o.Versions = []string{"2026-07-28"}
+		o.Versions = []string{TasksVersion}
 	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = defaultKeepAlive
@@ -128,7 +130,7 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Dispatcher{opts: o, store: o.Store, kinds: map[string]Kind{}, replies: newReplies()}
+	d := &Dispatcher{opts: o, kinds: map[string]Kind{}, replies: newReplies()}
 	d.drained, d.drain = context.WithCancel(context.Background())
 	d.resultMeta = d.meta(nil)
 	d.ack, _ = json.Marshal(map[string]any{"resultType": "complete", "_meta": d.resultMeta})
@@ -136,7 +138,7 @@ func NewDispatcher(o Options) *Dispatcher {
 }
 
 // Store returns the dispatcher's store.
-func (d *Dispatcher) Store() *Store { return d.store }
+func (d *Dispatcher) Store() *Store { return d.opts.Store }
 
 // ServerInfo is Options.ServerInfo: the MCP server's Implementation.
 func (d *Dispatcher) ServerInfo() any { return d.opts.ServerInfo }
@@ -211,10 +213,7 @@ type clientCaps struct {
 }
 
 type params struct {
-	Meta *struct {
-		ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
-		ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
-	} `json:"_meta"`
+	Meta           *paramsMeta                `json:"_meta"`
 	TaskID         json.RawMessage            `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
 	Notifications  *struct {
@@ -222,15 +221,9 @@ type params struct {
 	} `json:"notifications"`
 }
 
-// decodeNotifications decodes the span of params.notifications into p as
-// the strict decode of the whole params would, and reports false where
-// that decode would fail.
-func (p *params) decodeNotifications(raw json.RawMessage) bool {
-	p.Notifications = nil
-	if len(raw) == 0 || string(raw) == "null" {
-		return true
-	}
-	return unmarshalBody(raw, &p.Notifications) == nil
+type paramsMeta struct {
+	ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
 func (c *clientCaps) hasExtension() bool {
@@ -246,7 +239,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 		return nil, invalidParams("params must be an object with _meta")
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
-		return nil, invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
+		return nil, missingMeta()
 	}
 	if headers != nil {
 		if e := checkHeaders(headers, req.Method, *p.Meta.ProtocolVersion, p.TaskID); e != nil {
@@ -274,7 +267,9 @@ func headerMismatch(msg string) *RPCError {
 
 // checkHeaders applies SEP-2243 to the tasks methods: MCP-Protocol-Version
 // and Mcp-Method must match the body; tasks/* also need Mcp-Name equal to
-// params.taskId.
+// params.taskId. The door (checkEnvelopeHeaders) passed the request: this
+// decides only what it passes as an earlier era and a base64
+// MCP-Protocol-Version, which get -32020 here, not the version's -32022.
 func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessage) *RPCError {
 	if v := decodeHeader(h.Get("Mcp-Protocol-Version")); v != version {
 		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", v, version))
@@ -292,14 +287,6 @@ func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessa
 	return nil
 }
 
-func taskID(p *params) (string, *RPCError) {
-	id, ok := RawString(p.TaskID)
-	if !ok || id == "" {
-		return "", invalidParams("params.taskId must be a non-empty string")
-	}
-	return id, nil
-}
-
 // Call serves one unary method for owner and returns the result object.
 // headers is nil off HTTP (stdio), where no header checks apply.
 func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, headers http.Header) (_ json.RawMessage, e *RPCError) {
@@ -312,9 +299,9 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	if e != nil {
 		return nil, e
 	}
-	id, e := taskID(p)
-	if e != nil {
-		return nil, e
+	id, ok := RawString(p.TaskID)
+	if !ok || id == "" {
+		return nil, invalidParams("params.taskId must be a non-empty string")
 	}
 	switch req.Method {
 	case methodGet:
@@ -331,7 +318,7 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 }
 
 func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Task, *RPCError) {
-	t, err := d.store.Lookup(ctx, owner, id)
+	t, err := d.opts.Store.Lookup(ctx, owner, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
@@ -341,17 +328,17 @@ func (d *Dispatcher) lookup(ctx context.Context, method, owner, id string) (*Tas
 	return t, nil
 }
 
-// Detailed renders the DetailedTask for t as tasks/get returns it (meta
-// nil), or, with a subscription's encoded meta, as notifications/tasks
-// params (which are not a result, so carry no resultType).
-func (d *Dispatcher) Detailed(ctx context.Context, owner string, t *Task, meta json.RawMessage) (json.RawMessage, error) {
+// poll sets t's poll interval to owner's (Options.PollInterval).
+func (d *Dispatcher) poll(ctx context.Context, owner string, t *Task) {
 	if d.opts.PollInterval != nil {
 		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
 	}
-	return d.render(ctx, t, meta)
 }
 
-// render is Detailed with t's poll interval already the caller's.
+// render renders the DetailedTask for t (its poll interval already the
+// caller's) as tasks/get returns it (meta nil), or, with a subscription's
+// encoded meta, as notifications/tasks params (which are not a result, so
+// carry no resultType).
 func (d *Dispatcher) render(ctx context.Context, t *Task, meta json.RawMessage) (json.RawMessage, error) {
 	var result json.RawMessage
 	if t.Status == StatusCompleted {
@@ -379,9 +366,7 @@ func (d *Dispatcher) get(ctx context.Context, owner, id string) (json.RawMessage
 	if e != nil {
 		return nil, e
 	}
-	if d.opts.PollInterval != nil {
-		t.PollInterval = d.opts.PollInterval(ctx, owner, t.PollInterval)
-	}
+	d.poll(ctx, owner, t)
 	// A completed task whose result is rendered per read (fresh links)
 	// is rendered each time; any other state encodes to the same bytes
 	// until it changes, so a poll reuses them.
@@ -413,7 +398,7 @@ type detailKey struct {
 }
 
 func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map[string]json.RawMessage) (json.RawMessage, *RPCError) {
-	t, taken, err := d.store.answer(ctx, owner, id, responses)
+	t, taken, err := d.opts.Store.answer(ctx, owner, id, responses)
 	if errors.Is(err, ErrNotFound) {
 		return nil, notFound()
 	}
@@ -421,7 +406,7 @@ func (d *Dispatcher) update(ctx context.Context, owner, id string, responses map
 		return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
 	}
 	if len(taken) > 0 {
-		d.store.Notify(id)
+		d.opts.Store.Notify(id)
 		k, err := d.kind(t)
 		if err != nil {
 			return nil, Internal(ctx, d.opts.Logger, methodUpdate, "", err)
@@ -454,9 +439,7 @@ func (d *Dispatcher) cancel(ctx context.Context, owner, id string) (json.RawMess
 // CreateResult renders a CreateTaskResult: the flat task with
 // resultType "task", nothing status-specific.
 func (d *Dispatcher) CreateResult(ctx context.Context, t *Task) json.RawMessage {
-	if d.opts.PollInterval != nil {
-		t.PollInterval = d.opts.PollInterval(ctx, t.Owner, t.PollInterval)
-	}
+	d.poll(ctx, t.Owner, t)
 	w := t.wire("task")
 	w.Meta = d.resultMeta
 	b, _ := json.Marshal(w)

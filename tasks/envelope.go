@@ -83,25 +83,16 @@ func EnvelopeFrom(ctx context.Context) (*Envelope, bool) {
 	return e, ok
 }
 
-// BodyError is a body that is not one JSON-RPC message (or batch).
-type BodyError struct {
-	// Code is -32700 (not JSON, or data after the value) or -32600 (JSON,
-	// but not a JSON-RPC message).
-	Code int64
-	Msg  string
-}
-
-func (e *BodyError) Error() string { return e.Msg }
-
-// RPC returns the error as a JSON-RPC error with HTTP 400.
-func (e *BodyError) RPC() *RPCError {
-	return &RPCError{Code: e.Code, Message: e.Msg, HTTPStatus: http.StatusBadRequest}
-}
-
+// The codes of a body that is not one JSON-RPC message (or batch):
+// not JSON, or data after the value; JSON, but not a JSON-RPC message.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 )
+
+func bodyError(code int64, msg string) *RPCError {
+	return &RPCError{Code: code, Message: msg, HTTPStatus: http.StatusBadRequest}
+}
 
 // strictFlags decode as go-sdk does (segmentio/encoding with
 // case-sensitive field names), so that this layer and go-sdk never read
@@ -110,22 +101,10 @@ const strictFlags = segjson.DontMatchCaseInsensitiveStructFields
 
 // unmarshalStrict decodes exactly one JSON value from b into v, with
 // go-sdk's field matching; anything but whitespace after the value is an
-// error (go-sdk's own decoder would silently drop it).
+// error (go-sdk's own decoder would silently drop it). What it decodes may
+// alias b: a request's body (or stdio message) is read once, kept whole
+// and never modified.
 func unmarshalStrict(b []byte, v any) error {
-	rest, err := segjson.Parse(b, v, strictFlags)
-	if err != nil {
-		return err
-	}
-	if len(rest) != 0 {
-		return fmt.Errorf("invalid character %q after top-level value", rest[0])
-	}
-	return nil
-}
-
-// unmarshalBody is unmarshalStrict for a POST body and the slices of it:
-// the body is read once, kept whole and never modified, so what is
-// decoded from it may alias it instead of being copied.
-func unmarshalBody(b []byte, v any) error {
 	rest, err := segjson.Parse(b, v, strictFlags|segjson.ZeroCopy)
 	if err != nil {
 		return err
@@ -162,8 +141,9 @@ type wireMeta struct {
 	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 }
 
-// RawString decodes a JSON string as go-sdk would; plain printable ASCII,
-// the usual case, is sliced out without a decoder.
+// RawString decodes a JSON string as go-sdk would, into a copy that
+// holds no part of raw; plain printable ASCII, the usual case, is sliced
+// out without a decoder.
 func RawString(raw json.RawMessage) (string, bool) {
 	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
 		plain := true
@@ -181,19 +161,40 @@ func RawString(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || unmarshalStrict(raw, &s) != nil {
 		return "", false
 	}
-	return s, true
+	return strings.Clone(s), true
 }
 
 // ParseBody parses a POST body: exactly one JSON value, a message or a
 // batch of them, decoded as go-sdk decodes it (segmentio/encoding), one
 // level at a time so that a value of an unexpected type never hides the
-// others. Its error is a *BodyError.
+// others. Its error is an *RPCError (-32700 or -32600, HTTP 400).
 func ParseBody(b []byte) (*Envelope, error) {
 	edgecount.Parses.Add(1)
 	if tooDeep(b) {
-		return nil, &BodyError{Code: CodeParseError, Msg: fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth)}
+		return nil, bodyError(CodeParseError, fmt.Sprintf("Parse error: the body nests deeper than %d levels", sdkMaxDepth))
 	}
-	return parseBody(b)
+	e := &Envelope{Body: b}
+	if t := bytes.TrimLeft(b, " \t\n\r"); len(t) > 0 && t[0] == '[' {
+		var raw []json.RawMessage
+		if err := unmarshalStrict(b, &raw); err != nil {
+			return nil, parseError(b, err)
+		}
+		e.IsBatch = true
+		for _, r := range raw {
+			m, err := parseMessage(r)
+			if err != nil {
+				return nil, err
+			}
+			e.Batch = append(e.Batch, *m)
+		}
+		return e, nil
+	}
+	m, err := parseMessage(b)
+	if err != nil {
+		return nil, err
+	}
+	e.Message = *m
+	return e, nil
 }
 
 // sdkMaxDepth is go-sdk's limit on JSON nesting (internal/json
@@ -278,49 +279,11 @@ func outsideStrings(b []byte) iter.Seq2[int, byte] {
 	}
 }
 
-// parseBody is ParseBody once the body's depth is known to be go-sdk's.
-func parseBody(b []byte) (*Envelope, error) {
-	var first byte
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			first = c
-			break
-		}
-	}
-	e := &Envelope{Body: b}
-	if first == '[' {
-		var raw []json.RawMessage
-		if err := unmarshalBody(b, &raw); err != nil {
-			return nil, parseError(b, err)
-		}
-		e.IsBatch = true
-		for _, r := range raw {
-			m, err := parseMessage(r)
-			if err != nil {
-				return nil, err
-			}
-			e.Batch = append(e.Batch, *m)
-		}
-		return e, nil
-	}
-	m, err := parseMessage(b)
-	if err != nil {
-		return nil, err
-	}
-	e.Message = *m
-	return e, nil
-}
-
-func parseError(b []byte, err error) *BodyError {
+func parseError(b []byte, err error) *RPCError {
 	if !segjson.Valid(b) {
-		return &BodyError{Code: CodeParseError, Msg: "Parse error: the body must be exactly one JSON value: " + err.Error()}
+		return bodyError(CodeParseError, "Parse error: the body must be exactly one JSON value: "+err.Error())
 	}
-	return &BodyError{Code: CodeInvalidRequest, Msg: "Invalid Request: " + err.Error()}
-}
-
-func routeName(row *methods.Method, p *RawParams) string {
-	s, _ := RawString(routeRaw(row, p))
-	return s
+	return bodyError(CodeInvalidRequest, "Invalid Request: "+err.Error())
 }
 
 // routeRaw is the params field the method's row names (nil for a method
@@ -339,36 +302,34 @@ func routeRaw(row *methods.Method, p *RawParams) json.RawMessage {
 
 func parseMessage(b []byte) (*Message, error) {
 	var w wireMessage
-	if err := unmarshalBody(b, &w); err != nil {
+	if err := unmarshalStrict(b, &w); err != nil {
 		return nil, parseError(b, err)
 	}
 	m := &Message{ID: w.ID, Call: len(w.ID) > 0 && string(w.ID) != "null", jsonrpc: w.JSONRPC}
 	if w.Method == nil {
 		return m, nil // a response (or invalid): nothing is executed for it
 	}
-	m.Method = *w.Method
-	m.Row, _ = methods.Lookup(m.Method)
-	m.Req = &Request{ID: w.ID, Method: m.Method, Params: w.Params}
-	m.readParams(w.Params)
+	m.readRequest(*w.Method, w.Params)
 	return m, nil
 }
 
-// readParams fills in what every layer reads from a request's params:
-// the route name, _meta's version and capabilities, and the dispatcher's
-// typed params.
-func (m *Message) readParams(raw json.RawMessage) {
+// readRequest fills in what every layer reads from a request: its method
+// row and, from its params, the route name, _meta's version and
+// capabilities, and the dispatcher's typed params.
+func (m *Message) readRequest(method string, raw json.RawMessage) {
+	m.Method = method
+	m.Row, _ = methods.Lookup(method)
+	m.Req = &Request{ID: m.ID, Method: method, Params: raw}
 	p := new(RawParams)
-	if len(raw) == 0 || unmarshalBody(raw, p) != nil {
+	if len(raw) == 0 || unmarshalStrict(raw, p) != nil {
 		return
 	}
 	m.params = p
-	m.Name = routeName(m.Row, p)
+	m.Name, _ = RawString(routeRaw(m.Row, p))
 	var meta wireMeta
-	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalBody(p.Meta, &meta) == nil)
+	metaOK := len(p.Meta) == 0 || string(p.Meta) == "null" || (p.Meta[0] == '{' && unmarshalStrict(p.Meta, &meta) == nil)
 	if metaOK {
-		if len(meta.ProtocolVersion) > 0 {
-			m.Version, _ = RawString(meta.ProtocolVersion)
-		}
+		m.Version, _ = RawString(meta.ProtocolVersion)
 		m.HasCaps = len(meta.ClientCapabilities) > 0 && meta.ClientCapabilities[0] == '{'
 	}
 	if m.Row.Engine == methods.Tasks && metaOK && !repeatsObjectKey(raw) {
@@ -379,12 +340,6 @@ func (m *Message) readParams(raw json.RawMessage) {
 		m.Req.typed = typedParams(p, &meta)
 	}
 }
-
-// Parses is the number of request parses so far: each body ParseBody
-// reads, each message ParseRequest reads, and each later decode of a
-// request's params (Request.decoded's, for the odd bodies the one parse
-// leaves); edgecount.Parses.
-func Parses() int64 { return edgecount.Parses.Load() }
 
 // ParseRequest is ParseBody for a message a transport other than HTTP
 // already decoded (stdio's): the message as every layer reads it, parsed
@@ -397,10 +352,8 @@ func ParseRequest(req *jsonrpc.Request) *Message {
 	edgecount.Admissions.Add(1)
 	edgecount.Parses.Add(1)
 	id, _ := json.Marshal(req.ID.Raw())
-	m := &Message{Method: req.Method, ID: id, Call: req.IsCall(), jsonrpc: "2.0",
-		Req: &Request{ID: id, Method: req.Method, Params: req.Params}}
-	m.Row, _ = methods.Lookup(m.Method)
-	m.readParams(req.Params)
+	m := &Message{ID: id, Call: req.IsCall(), jsonrpc: "2.0"}
+	m.readRequest(req.Method, req.Params)
 	req.Extra = m
 	return m
 }
@@ -412,29 +365,22 @@ func (m *Message) Dispatched() bool {
 	if m.Req == nil || !m.Call {
 		return false
 	}
-	if m.Row == nil { // a Message not made by a parse
-		m.Row, _ = methods.Lookup(m.Method)
-	}
-	if m.Row.Task() {
-		return true
-	}
-	if m.Method != methodListen {
-		return false
-	}
-	p := m.Req.decoded()
-	return p != nil && p.Notifications != nil && p.Notifications.TaskIDs != nil
+	return m.Row.Task() || m.Method == methodListen && m.taskIDs() != nil
 }
 
 // ListenIDs is the number of task ids a subscriptions/listen asks for (0
 // when its params do not decode: the dispatcher then refuses it).
-func (m *Message) ListenIDs() int {
+func (m *Message) ListenIDs() int { return len(m.taskIDs()) }
+
+// taskIDs is params.notifications.taskIds as the dispatcher decodes them.
+func (m *Message) taskIDs() []string {
 	if m.Req == nil {
-		return 0
+		return nil
 	}
 	if p := m.Req.decoded(); p != nil && p.Notifications != nil {
-		return len(p.Notifications.TaskIDs)
+		return p.Notifications.TaskIDs
 	}
-	return 0
+	return nil
 }
 
 // objectKeys are the keys of params whose values the dispatcher decodes
@@ -459,34 +405,22 @@ func repeatsObjectKey(raw []byte) bool {
 // pass read, or nil when that decode could fail or read more.
 func typedParams(p *RawParams, meta *wireMeta) *params {
 	tp := &params{TaskID: p.TaskID}
-	if !tp.decodeNotifications(p.Notifications) {
-		return nil
-	}
 	if len(p.Meta) > 0 && string(p.Meta) != "null" {
-		tp.Meta = &struct {
-			ProtocolVersion    *string     `json:"io.modelcontextprotocol/protocolVersion"`
-			ClientCapabilities *clientCaps `json:"io.modelcontextprotocol/clientCapabilities"`
-		}{}
-		if v := meta.ProtocolVersion; len(v) > 0 && string(v) != "null" {
-			s, ok := RawString(v)
-			if !ok {
-				return nil
-			}
-			tp.Meta.ProtocolVersion = &s
-		}
-		if c := meta.ClientCapabilities; len(c) > 0 && string(c) != "null" {
-			tp.Meta.ClientCapabilities = new(clientCaps)
-			if unmarshalBody(c, tp.Meta.ClientCapabilities) != nil {
-				return nil
-			}
-		}
-	}
-	if r := p.InputResponses; len(r) > 0 && string(r) != "null" {
-		if unmarshalBody(r, &tp.InputResponses) != nil {
+		tp.Meta = new(paramsMeta)
+		if !decodeRaw(meta.ProtocolVersion, &tp.Meta.ProtocolVersion) || !decodeRaw(meta.ClientCapabilities, &tp.Meta.ClientCapabilities) {
 			return nil
 		}
 	}
+	if !decodeRaw(p.Notifications, &tp.Notifications) || !decodeRaw(p.InputResponses, &tp.InputResponses) {
+		return nil
+	}
 	return tp
+}
+
+// decodeRaw decodes a field one pass kept raw (absent: left as it is) as
+// the strict decode of the whole params would.
+func decodeRaw(raw json.RawMessage, v any) bool {
+	return len(raw) == 0 || unmarshalStrict(raw, v) == nil
 }
 
 // Messages returns the body's messages: the batch's, or the one.
@@ -575,10 +509,6 @@ func HostAllowed(r *http.Request) bool {
 	return true
 }
 
-// modernVersion is the first protocol version whose HTTP requests must
-// carry the standard headers (SEP-2243).
-const modernVersion = "2026-07-28"
-
 // checkEnvelopeHeaders refuses, before any work, a request whose headers
 // are required and missing or differ from its body: a request carrying
 // _meta protocolVersion needs an equal MCP-Protocol-Version header, and on
@@ -591,9 +521,9 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 		return nil
 	}
 	hv := h.Get("Mcp-Protocol-Version")
-	modern := hv >= modernVersion
+	modern := hv >= TasksVersion
 	if m.Call && modern && (m.Version == "" || !m.HasCaps) {
-		return invalidParams(missingMetaMessagePreface + ": " + MetaProtocolVersion + " and " + MetaClientCapabilities)
+		return missingMeta()
 	}
 	if m.Version != "" && hv != m.Version {
 		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", hv, m.Version))
@@ -615,12 +545,12 @@ func checkEnvelopeHeaders(h http.Header, m *Message, batch bool) *RPCError {
 // writeBodyError answers a request whose body could not be read or parsed.
 func writeBodyError(w http.ResponseWriter, err error) {
 	var mbe *http.MaxBytesError
-	var be *BodyError
+	var re *RPCError
 	switch {
 	case errors.As(err, &mbe):
 		http.Error(w, fmt.Sprintf("request body too large (over %d bytes)", mbe.Limit), http.StatusRequestEntityTooLarge)
-	case errors.As(err, &be):
-		WriteError(w, nil, be.RPC())
+	case errors.As(err, &re):
+		WriteError(w, nil, re)
 	default:
 		w.Header().Set("Connection", "close")
 		http.Error(w, "request body could not be read: "+err.Error(), http.StatusBadRequest)

@@ -30,7 +30,7 @@ func FuzzParseBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		e, err := ParseBody(body)
 		if err != nil {
-			if _, ok := err.(*BodyError); !ok {
+			if _, ok := err.(*RPCError); !ok {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
 			return

@@ -29,7 +29,7 @@ func decodeHeader(v string) string {
 // decided on it before the body is read can only refuse early what would
 // be refused anyway.
 func DeclaredMethod(h http.Header) string {
-	if h.Get("Mcp-Protocol-Version") < modernVersion {
+	if h.Get("Mcp-Protocol-Version") < TasksVersion {
 		return ""
 	}
 	return decodeHeader(h.Get("Mcp-Method"))

@@ -156,6 +156,13 @@ func TestHeaderChecks(t *testing.T) {
 		{"unsupported version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: "2099-01-01", MetaClientCapabilities: tasksCaps()}}, noMeta: true,
 			headers: map[string]string{"Mcp-Protocol-Version": "2099-01-01"}}, 400, CodeUnsupportedProtocol},
 		{"header mismatch beats version", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: "2099-01-01", MetaClientCapabilities: tasksCaps()}}, noMeta: true}, 400, CodeHeaderMismatch},
+		// The door passes these as an earlier era (or, the second, as a
+		// header equal to the body): the dispatcher's own check answers
+		// -32020 before the version's -32022.
+		{"earlier era without Mcp-Method", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: "2025-06-18", MetaClientCapabilities: tasksCaps()}}, noMeta: true,
+			headers: map[string]string{"Mcp-Protocol-Version": "2025-06-18", "Mcp-Method": ""}}, 400, CodeHeaderMismatch},
+		{"protocol header decoded before comparing", post{method: methodGet, params: map[string]any{"taskId": task.ID, "_meta": map[string]any{MetaProtocolVersion: b64(testVersion), MetaClientCapabilities: tasksCaps()}}, noMeta: true,
+			headers: map[string]string{"Mcp-Protocol-Version": b64(testVersion)}}, 400, CodeHeaderMismatch},
 		{"cancel Mcp-Name mismatch", post{method: methodCancel, params: get, headers: map[string]string{"Mcp-Name": "x"}}, 400, CodeHeaderMismatch},
 		{"update Mcp-Name mismatch", post{method: methodUpdate, params: map[string]any{"taskId": task.ID, "inputResponses": map[string]any{}}, headers: map[string]string{"Mcp-Name": "x"}}, 400, CodeHeaderMismatch},
 		{"listen Mcp-Method mismatch", post{method: methodListen, params: map[string]any{"notifications": map[string]any{"taskIds": []string{task.ID}}}, headers: map[string]string{"Mcp-Method": methodGet}}, 400, CodeHeaderMismatch},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/sse"
@@ -22,13 +21,19 @@ func (d *Dispatcher) Drain() { d.drain() }
 // looked up and subscribed to.
 const MaxListenTaskIDs = 1000
 
-// openListen takes one of the caller's open-stream slots (Options.OpenListen)
-// for a listen about to stream; release gives it back when it ends.
-func (d *Dispatcher) openListen(ctx context.Context, owner string) (release func(), e *RPCError) {
-	if d.opts.OpenListen == nil {
-		return func() {}, nil
+// openListen checks a listen's params (headers nil off HTTP) and takes
+// one of the caller's open-stream slots (Options.OpenListen) for it:
+// release gives the slot back when the stream ends.
+func (d *Dispatcher) openListen(ctx context.Context, owner string, req *Request, headers http.Header) (ids []string, release func(), e *RPCError) {
+	p, e := d.parse(req, headers)
+	if e != nil {
+		return nil, nil, e
 	}
-	return d.opts.OpenListen(ctx, owner)
+	release = func() {}
+	if d.opts.OpenListen != nil {
+		release, e = d.opts.OpenListen(ctx, owner)
+	}
+	return p.Notifications.TaskIDs, release, e
 }
 
 // checkListen refuses a listen for more tasks than MaxListenTaskIDs.
@@ -42,12 +47,7 @@ func checkListen(p *params) *RPCError {
 // serveListen streams notifications/tasks as SSE until the client goes
 // away or every listed task has ended.
 func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
-	p, e := d.parse(req, r.Header)
-	if e != nil {
-		WriteError(w, req.ID, e)
-		return
-	}
-	release, e := d.openListen(r.Context(), owner)
+	ids, release, e := d.openListen(r.Context(), owner, req, r.Header)
 	if e != nil {
 		WriteError(w, req.ID, e)
 		return
@@ -58,29 +58,27 @@ func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner s
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(msg []byte) error {
-		if _, err := io.WriteString(w, "event: message\ndata: "); err != nil {
-			return err
-		}
-		if _, err := w.Write(msg); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, "\n\n"); err != nil {
-			return err
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return nil
-	}
-	keepAlive := func() error {
-		_, err := io.WriteString(w, sse.Comment)
+	flush := func(err error) error {
 		if flusher != nil {
 			flusher.Flush()
 		}
 		return err
 	}
-	d.listen(r.Context(), owner, req.ID, p.Notifications.TaskIDs, send, keepAlive)
+	send := func(msg []byte) error {
+		_, err := io.WriteString(w, "event: message\ndata: ")
+		if err == nil {
+			_, err = w.Write(msg)
+		}
+		if err == nil {
+			_, err = io.WriteString(w, "\n\n")
+		}
+		return flush(err)
+	}
+	keepAlive := func() error {
+		_, err := io.WriteString(w, sse.Comment)
+		return flush(err)
+	}
+	d.listen(r.Context(), owner, req.ID, ids, send, keepAlive)
 }
 
 // listen runs one subscription: acknowledgement first (listing only the
@@ -94,22 +92,19 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(d.drained, cancel)() // Drain ends it
-	agreed := []string{}
+	// live holds the agreed tasks that have not ended yet.
+	agreed, live := []string{}, map[string]bool{}
 	for _, tid := range want {
-		if _, err := d.store.Lookup(ctx, owner, tid); err == nil && !slices.Contains(agreed, tid) {
-			agreed = append(agreed, tid)
+		if _, err := d.opts.Store.Lookup(ctx, owner, tid); err == nil && !live[tid] {
+			agreed, live[tid] = append(agreed, tid), true
 		}
 	}
-	sub := d.store.broker.subscribe(agreed)
-	defer d.store.broker.unsubscribe(sub, agreed)
+	sub := d.opts.Store.broker.subscribe(agreed)
+	defer d.opts.Store.broker.unsubscribe(sub, agreed)
 	subMeta := d.meta(map[string]any{metaSubscriptionID: json.RawMessage(id)})
 	ack, _ := json.Marshal(map[string]any{"_meta": subMeta, "notifications": map[string]any{"taskIds": agreed}})
 	if send(notification(notificationSubscribed, ack)) != nil {
 		return
-	}
-	live := map[string]bool{}
-	for _, tid := range agreed {
-		live[tid] = true
 	}
 	// sent is the state last pushed per task: a wake-up that finds the
 	// same state (a resync across replicas, a duplicate signal) sends
@@ -120,7 +115,7 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 			if !live[tid] {
 				continue
 			}
-			t, err := d.store.Lookup(ctx, owner, tid)
+			t, err := d.opts.Store.Lookup(ctx, owner, tid)
 			if err != nil {
 				delete(live, tid) // expired or purged: nothing more will come
 				continue
@@ -130,7 +125,8 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 				continue
 			}
 			sent[tid] = k
-			b, err := d.Detailed(ctx, owner, t, subMeta)
+			d.poll(ctx, owner, t)
+			b, err := d.render(ctx, t, subMeta)
 			if err != nil || send(notification(notificationTasks, b)) != nil {
 				return false
 			}

@@ -3,6 +3,8 @@ package tasks
 import (
 	"strings"
 	"testing"
+
+	"github.com/darkroom-mcp/darkroom/internal/edgecount"
 )
 
 // TestListenIDs: a listen's ids are counted from the one parse, as the
@@ -28,7 +30,7 @@ func TestListenIDs(t *testing.T) {
 		{`{}`, 0, false},
 	} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":` + c.params + `}`
-		before := Parses()
+		before := edgecount.Parses.Load()
 		e, err := ParseBody([]byte(body))
 		if err != nil {
 			t.Fatalf("%.80s: %v", c.params, err)
@@ -39,7 +41,7 @@ func TestListenIDs(t *testing.T) {
 		if got := e.Dispatched(); got != c.dispatched {
 			t.Errorf("Dispatched(%.80s) = %v, want %v", c.params, got, c.dispatched)
 		}
-		if n := Parses() - before; n != 1 && c.want > 0 {
+		if n := edgecount.Parses.Load() - before; n != 1 && c.want > 0 {
 			t.Errorf("%.80s: parsed %d times", c.params, n)
 		}
 		// The dispatcher's own decode agrees wherever it decodes.

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,15 +41,4 @@ func shapeLegacy(req mcp.Request, res mcp.Result) mcp.Result {
 		return res
 	}
 	return legacyResult{res}
-}
-
-// sdkResults is SDKMiddleware's part for methods other than tools/call.
-func sdkResults(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		res, err := next(ctx, method, req)
-		if err != nil || res == nil {
-			return res, err
-		}
-		return shapeLegacy(req, res), nil
-	}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TasksVersion is the first protocol revision with the Tasks extension.
+// TasksVersion is the first protocol revision with the Tasks extension,
+// and the first whose HTTP requests carry the standard headers (SEP-2243).
 const TasksVersion = "2026-07-28"
 
 // Version is the protocol revision req is served under. A connection that
@@ -146,13 +147,12 @@ func (c *createTaskResult) MarshalJSON() ([]byte, error) { return c.body, nil }
 // fields of list results.
 func SDKMiddleware() mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		other := sdkResults(next)
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method != "tools/call" {
-				return other(ctx, method, req)
-			}
 			res, err := next(ctx, method, req)
-			if err == nil {
+			if method != "tools/call" && err == nil && res != nil {
+				return shapeLegacy(req, res), nil
+			}
+			if method != "tools/call" || err == nil {
 				return res, err
 			}
 			var created *taskCreated
@@ -161,11 +161,7 @@ func SDKMiddleware() mcp.Middleware {
 			}
 			var re *RPCError
 			if errors.As(err, &re) {
-				data, _ := json.Marshal(re.Data)
-				if re.Data == nil {
-					data = nil
-				}
-				return nil, &jsonrpc.Error{Code: re.Code, Message: re.Message, Data: data}
+				return nil, re.wire()
 			}
 			return res, err
 		}
@@ -191,24 +187,17 @@ func (t *transport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{Connection: c, d: t.d, owner: t.owner, ctx: ctx, cancel: cancel, listens: map[string]context.CancelFunc{}}, nil
+	return &conn{Connection: c, d: t.d, owner: t.owner, ctx: ctx, cancel: cancel}, nil
 }
 
 type conn struct {
 	mcp.Connection
-	d       *Dispatcher
-	owner   string
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wmu     sync.Mutex
-	mu      sync.Mutex
-	listens map[string]context.CancelFunc
-}
-
-func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.Connection.Write(ctx, msg)
+	d      *Dispatcher
+	owner  string
+	ctx    context.Context
+	cancel context.CancelFunc
+	// listens cancels the open listens by request id.
+	listens sync.Map // string -> context.CancelFunc
 }
 
 func (c *conn) Close() error {
@@ -262,65 +251,56 @@ func (c *conn) cancelListen(params json.RawMessage) {
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cancel, ok := c.listens[strings.TrimSpace(string(p.RequestID))]; ok {
-		cancel()
+	if cancel, ok := c.listens.Load(strings.TrimSpace(string(p.RequestID))); ok {
+		cancel.(context.CancelFunc)()
 	}
 }
 
 func (c *conn) serve(id jsonrpc.ID, r *Request) {
-	defer func() { // a listen's own loop, or anything before Call's guard
-		if v := recover(); v != nil {
-			c.writeError(id, Recovered(c.d.opts.Logger, r.Method, "", v))
+	var e *RPCError
+	defer func() {
+		if v := recover(); v != nil { // a listen's own loop, or anything before Call's guard
+			e = Recovered(c.d.opts.Logger, r.Method, "", v)
+		}
+		if e != nil {
+			_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Error: e.wire()})
 		}
 	}()
 	edgecount.Handler()
-	if r.Method == methodListen {
-		p, e := c.d.parse(r, nil)
-		if e != nil {
-			c.writeError(id, e)
-			return
+	if r.Method != methodListen {
+		var res json.RawMessage
+		if res, e = c.d.Call(c.ctx, c.owner, r, nil); e == nil {
+			_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Result: res})
 		}
-		release, e := c.d.openListen(c.ctx, c.owner)
-		if e != nil {
-			c.writeError(id, e)
-			return
-		}
-		defer release()
-		ctx, cancel := context.WithCancel(c.ctx)
-		key := string(r.ID)
-		c.mu.Lock()
-		c.listens[key] = cancel
-		c.mu.Unlock()
-		defer func() {
-			c.mu.Lock()
-			delete(c.listens, key)
-			c.mu.Unlock()
-			cancel()
-		}()
-		send := func(b []byte) error {
-			msg, err := jsonrpc.DecodeMessage(b)
-			if err != nil {
-				return err
-			}
-			return c.Write(ctx, msg)
-		}
-		c.d.listen(ctx, c.owner, r.ID, p.Notifications.TaskIDs, send, func() error { return nil })
 		return
 	}
-	res, e := c.d.Call(c.ctx, c.owner, r, nil)
+	ids, release, e := c.d.openListen(c.ctx, c.owner, r, nil)
 	if e != nil {
-		c.writeError(id, e)
 		return
 	}
-	_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Result: res})
+	defer release()
+	ctx, cancel := context.WithCancel(c.ctx)
+	key := string(r.ID)
+	c.listens.Store(key, cancel)
+	defer func() {
+		c.listens.Delete(key)
+		cancel()
+	}()
+	send := func(b []byte) error {
+		msg, err := jsonrpc.DecodeMessage(b)
+		if err != nil {
+			return err
+		}
+		return c.Write(ctx, msg)
+	}
+	c.d.listen(ctx, c.owner, r.ID, ids, send, func() error { return nil })
 }
 
-func (c *conn) writeError(id jsonrpc.ID, e *RPCError) {
+// wire is e as go-sdk's JSON-RPC error.
+func (e *RPCError) wire() *jsonrpc.Error {
 	var data json.RawMessage
 	if e.Data != nil {
 		data, _ = json.Marshal(e.Data)
 	}
-	_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: data}})
+	return &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: data}
 }

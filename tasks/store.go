@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/caches"
@@ -23,7 +24,9 @@ type Store struct {
 	now    func() time.Time
 	broker *Broker
 	cache  *rowcache.Cache[Task]
-	stats  cacheStats // stats.go
+	// hits and misses count the reads the cache answered and those it
+	// did not (CacheStats).
+	hits, misses atomic.Uint64
 	// exclusive runs a fleet-wide job on one replica at a time (nil: this
 	// process is the only one).
 	exclusive func(ctx context.Context, job string, fn func(context.Context) error) error
@@ -71,9 +74,6 @@ func NewStore(d Backend, now func() time.Time, opts ...StoreOption) *Store {
 	}
 	return s
 }
-
-// Now is the store's clock.
-func (s *Store) Now() time.Time { return s.now() }
 
 // NewID returns a new task id (see package ids).
 func NewID() string { return ids.New() }
@@ -124,7 +124,11 @@ func requestsJSON(m map[string]json.RawMessage) string {
 	return marshal(m)
 }
 
-func fromRow(r Row) (*Task, error) {
+// fromRow decodes a row read with err (a read's error is returned as is).
+func fromRow(r Row, err error) (*Task, error) {
+	if err != nil {
+		return nil, err
+	}
 	t := &Task{
 		ID: r.TaskID, Owner: r.Owner, Ref: r.Ref, Status: r.Status, StatusMessage: r.StatusMessage,
 		CreatedAt:     r.CreatedAt.UTC(),
@@ -160,7 +164,7 @@ func fromRow(r Row) (*Task, error) {
 // modify the returned copy.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if t, ok := s.cache.Get(id); ok {
-		s.stats.hits.Add(1)
+		s.hits.Add(1)
 		return &t, nil
 	}
 	return s.load(id, func() (Row, error) { return s.db.Task(ctx, id) })
@@ -168,19 +172,19 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 
 // load reads a task the cache did not hold, and keeps it.
 func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
-	s.stats.misses.Add(1)
+	s.misses.Add(1)
 	seq := s.cache.Epoch(id)
-	r, err := read()
-	if err != nil {
-		return nil, err
-	}
-	t, err := fromRow(r)
+	t, err := fromRow(read())
 	if err != nil {
 		return nil, err
 	}
 	s.cache.Put(id, *t, seq)
 	return t, nil
 }
+
+// CacheStats reports the task reads answered from the read cache and
+// those that went to the backend, since start.
+func (s *Store) CacheStats() (hits, misses uint64) { return s.hits.Load(), s.misses.Load() }
 
 // Lookup returns the owner's live (unexpired) task, or ErrNotFound for
 // unknown, foreign and expired ids alike.
@@ -193,7 +197,7 @@ func (s *Store) load(id string, read func() (Row, error)) (*Task, error) {
 // The owner's polling still hits the cache.
 func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 	if t, ok := s.cache.GetOwned(owner, id); ok {
-		s.stats.hits.Add(1)
+		s.hits.Add(1)
 		if t.Expired(s.now()) {
 			return nil, ErrNotFound
 		}
@@ -214,26 +218,15 @@ func (s *Store) Lookup(ctx context.Context, owner, id string) (*Task, error) {
 
 // GetTx reads a task inside a write transaction.
 func (s *Store) GetTx(ctx context.Context, tx Tx, id string) (*Task, error) {
-	r, err := tx.Task(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return fromRow(r)
+	return fromRow(tx.Task(ctx, id))
 }
 
 // ByRef finds the task following ref, inside tx when tx is non-nil.
 func (s *Store) ByRef(ctx context.Context, tx Tx, ref string) (*Task, error) {
-	var r Row
-	var err error
 	if tx != nil {
-		r, err = tx.TaskByRef(ctx, ref)
-	} else {
-		r, err = s.db.TaskByRef(ctx, ref)
+		return fromRow(tx.TaskByRef(ctx, ref))
 	}
-	if err != nil {
-		return nil, err
-	}
-	return fromRow(r)
+	return fromRow(s.db.TaskByRef(ctx, ref))
 }
 
 // SetActive moves a live task to working or input_required with the given
@@ -295,7 +288,7 @@ func (s *Store) answer(ctx context.Context, owner, id string, responses map[stri
 		if r.Owner != owner { // refused undecoded, as an unknown id is
 			return ErrNotFound
 		}
-		if t, err = fromRow(r); err != nil {
+		if t, err = fromRow(r, nil); err != nil {
 			return err
 		}
 		if t.Expired(s.now()) {
