@@ -87,7 +87,7 @@ func TestAddToolFromTestPackage(t *testing.T) {
 	impl := server.Implementation("test")
 	d := tasks.NewDispatcher(tasks.Options{Store: tasks.NewStore(rig.DB.Tasks(), time.Now), ServerInfo: impl})
 	log := &debugLines{}
-	cfg := server.Config{Version: "test", Tools: tools, Tasks: d, Edge: edge.New(d, edge.Options{}), Limits: classes, Configure: func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) }}
+	cfg := server.Config{Version: "test", Tools: tools, Edge: edge.New(d, edge.Options{}), Limits: classes, Configure: func(s *mcp.Server) { s.AddReceivingMiddleware(tasks.SDKMiddleware()) }}
 	obs := &server.Observer{Log: slog.New(log), Tools: tools.Names(), ToolClass: tools.RateClass}
 	srv := httptest.NewServer(obs.HTTP(server.Handler(cfg, server.New(cfg))))
 	t.Cleanup(srv.Close)

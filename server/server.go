@@ -61,10 +61,8 @@ type Config struct {
 	AuthServers []string
 	// Limits are the per-caller rate limits (nil: none).
 	Limits *limit.Classes
-	// Tasks serves tasks/* and listen with taskIds ahead of go-sdk.
-	Tasks *tasks.Dispatcher
-	// Edge routes /mcp's POSTs (to Tasks, its own lean engine or go-sdk)
-	// and serves the tool table's lean forms.
+	// Edge routes /mcp's POSTs (to its Tasks dispatcher, its own lean
+	// engine or go-sdk) and serves the tool table's lean forms.
 	Edge *edge.Engine
 	// Configure runs on the new mcp.Server before it is used (the tasks
 	// layer adds its methods, capabilities and middleware here).
@@ -97,17 +95,15 @@ func New(cfg Config) *mcp.Server {
 		SetCacheable: privateCache,
 	})
 	s.AddReceivingMiddleware(countRuns) // added first: innermost
-	cfg.Tools.Register(s, cfg.Tasks)
-	if cfg.Edge != nil {
-		// The lean forms of the tool table, below go-sdk where its answer
-		// can be matched (serverInfo is this server's, as go-sdk adds it).
-		for _, row := range cfg.Tools.Table() {
-			if row.Task != nil || row.Read != nil {
-				cfg.Edge.ServeTool(row.Def.Name, edge.Tool{Task: row.Task, Read: row.Read, Bytes: row.Bytes, Lean: row.Lean})
-			}
+	cfg.Tools.Register(s, cfg.Edge.Tasks())
+	// The lean forms of the tool table, below go-sdk where its answer can
+	// be matched (serverInfo is this server's, as go-sdk adds it).
+	for _, row := range cfg.Tools.Table() {
+		if row.Task != nil || row.Read != nil {
+			cfg.Edge.ServeTool(row.Def.Name, edge.Tool{Task: row.Task, Read: row.Read, Bytes: row.Bytes, Lean: row.Lean})
 		}
-		cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	}
+	cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}
@@ -254,7 +250,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		DisableLocalhostProtection: true,
 	})
 	h = sse.KeepAlive(cfg.StreamKeepAlive, h)
-	if cfg.Edge != nil {
+	if cfg.Edge != nil { // nil: go-sdk alone (the lean paths' oracle in tests)
 		h = cfg.Edge.Middleware(OwnerOf, cfg.MaxBodyBytes)(h)
 	}
 	h = admit(cfg.Limits, cfg.MaxBodyBytes, cfg.Tools.RateClass, h)

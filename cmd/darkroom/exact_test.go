@@ -15,7 +15,7 @@ import (
 // what go-sdk answers is what every lean path must answer.
 func sdkOracle(t testing.TB, s *testServer) *httptest.Server {
 	cfg := s.app.serverConfig()
-	cfg.Tasks, cfg.Edge = nil, nil
+	cfg.Edge = nil
 	sdk := httptest.NewServer(s.app.observeHTTP(server.Handler(cfg, s.app.mcp)))
 	t.Cleanup(sdk.Close)
 	return sdk

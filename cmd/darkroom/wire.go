@@ -454,7 +454,6 @@ func (a *app) serverConfig() server.Config {
 		ResourceURL:     a.cfg.PublicURL + "/mcp",
 		AuthServers:     a.cfg.AuthServers,
 		Limits:          a.limits,
-		Tasks:           a.tasks,
 		Edge:            a.edge,
 		Capabilities:    capabilities(),
 		StreamKeepAlive: a.cfg.StreamKeepAlive,

@@ -57,6 +57,9 @@ func New(d *tasks.Dispatcher, o Options) *Engine {
 	return e
 }
 
+// Tasks is the dispatcher the engine routes the Tasks methods to.
+func (en *Engine) Tasks() *tasks.Dispatcher { return en.tasks }
+
 // Middleware serves the MCP endpoint's POSTs it routes to the Tasks
 // extension or the lean engine and passes every other request to next
 // (go-sdk). owner names the authenticated caller of a request.
