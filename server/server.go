@@ -96,14 +96,16 @@ func New(cfg Config) *mcp.Server {
 	})
 	s.AddReceivingMiddleware(countRuns) // added first: innermost
 	cfg.Tools.Register(s, cfg.Edge.Tasks())
-	// The lean forms of the tool table, below go-sdk where its answer can
-	// be matched (serverInfo is this server's, as go-sdk adds it).
-	for _, row := range cfg.Tools.Table() {
-		if row.Task != nil || row.Read != nil {
-			cfg.Edge.ServeTool(row.Def.Name, edge.Tool{Task: row.Task, Read: row.Read, Bytes: row.Bytes, Lean: row.Lean})
+	if cfg.Edge != nil {
+		// The lean forms of the tool table, below go-sdk where its answer
+		// can be matched (serverInfo is this server's, as go-sdk adds it).
+		for _, row := range cfg.Tools.Table() {
+			if row.Task != nil || row.Read != nil {
+				cfg.Edge.ServeTool(row.Def.Name, edge.Tool{Task: row.Task, Read: row.Read, Bytes: row.Bytes, Lean: row.Lean})
+			}
 		}
+		cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	}
-	cfg.Edge.ServeResource(cfg.Tools.ReadResource, gentools.LeanResource)
 	if cfg.Configure != nil {
 		cfg.Configure(s)
 	}

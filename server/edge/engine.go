@@ -57,8 +57,14 @@ func New(d *tasks.Dispatcher, o Options) *Engine {
 	return e
 }
 
-// Tasks is the dispatcher the engine routes the Tasks methods to.
-func (en *Engine) Tasks() *tasks.Dispatcher { return en.tasks }
+// Tasks is the dispatcher the engine routes the Tasks methods to (nil
+// for no engine: go-sdk alone).
+func (en *Engine) Tasks() *tasks.Dispatcher {
+	if en == nil {
+		return nil
+	}
+	return en.tasks
+}
 
 // Middleware serves the MCP endpoint's POSTs it routes to the Tasks
 // extension or the lean engine and passes every other request to next
