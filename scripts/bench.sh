@@ -25,4 +25,4 @@ fi
 source "$(scripts/pg-test-server.sh start)"
 export DARKROOM_TEST_REQUIRE_PG=1
 
-go test -run '^$' -bench "${BENCH:-.}" -benchtime 1x -count 1 ./... | grep -v '^ok\|no test files'
+go test -v -run '^$' -bench "${BENCH:-.}" -benchtime 1x -count 1 ./... | grep -v '^ok\|no test files'
