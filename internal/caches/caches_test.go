@@ -40,7 +40,6 @@ var notCaches = map[string]string{
 	"tasks.Broker":                          "state: the subscribers of each task",
 	"tasks.subscription":                    "state: the task ids a subscriber has yet to hear of",
 	"tasks.conn":                            "state: a session's listen streams",
-	"tasks.cacheStats":                      "counters of the task cache's hits and misses, not a cache",
 	"cmd/darkroom.modelWatch":               "state: each provider's last vendor listing, also stored (model_listings)",
 	"cmd/darkroom.pingCache":                "one value, not keyed: a vendor's last ping, reused 15 s so /readyz does not ping the vendor per probe (a rate, not a speed-up)",
 	"storage/postgres.ownerBatches":         "state: the writes waiting for their owner's batch",
