@@ -85,7 +85,6 @@ func BenchmarkCaches(b *testing.B) {
 		{"tasks_get", post(idle, rpcBody(2, "tasks/get", map[string]any{"taskId": tid}, caps), rpcHeaders("tasks/get", tid, benchToken)), false,
 			[]caches.Cache{caches.TaskRows, caches.Replies}, false},
 		{"get_generation_legacy", post(idle, legacyBody, legacyHeaders), false, []caches.Cache{caches.GenerationRows, caches.Replies}, false},
-		{"get_generation_2026", call(idle, "get_generation", map[string]any{"generationId": gid}), false, []caches.Cache{caches.RequestMeta}, false},
 		{"get_generation_image", post(done, imageBody, imageHeaders), false, []caches.Cache{caches.Previews}, false},
 		{"generate_dry_run_qualified", call(fal, "generate", map[string]any{"modelId": "fal:fal-ai/flux/schnell", "prompt": "x", "dryRun": true}), false,
 			[]caches.Cache{caches.SchemaModels}, false},

@@ -15,7 +15,6 @@
 //     rowcache.Cache (internal/rowcache: versions, epochs, the fence);
 //   - task rows: tasks/store.go (newTaskCache), a rowcache.Cache;
 //   - encoded replies: tasks/replies.go;
-//   - request _meta: tasks/tool.go (metaCache);
 //   - previews: preview/cache.go;
 //   - schema models: provider/modelschema/registry.go, which also answers
 //     generation.Service's lookups of qualified models (Models.Known: the
@@ -58,9 +57,6 @@ const (
 	// Replies is the dispatcher's cache of encoded replies: tasks/get's
 	// and the lean reads' (tasks: replies.go).
 	Replies
-	// RequestMeta is the decoded _meta objects of requests on the lean
-	// path (tasks: metaCache).
-	RequestMeta
 	// Previews is the output previews' bytes (preview: Cache).
 	Previews
 	// SchemaModels is the models the schema registry resolved
@@ -120,8 +116,6 @@ var specs = [count]Spec{
 		Invalidated: "Store.Notify after each committed change; on a shared engine as generation rows on PostgreSQL"},
 	Replies: {Name: "encoded replies", Key: "task or generation id, kind and era; reused only for an equal key (the task's state, a generation's view)",
 		Entries: 8_192, Bytes: 32 << 20, Idle: PollIdle, Invalidated: "a new key: the entry is replaced"},
-	RequestMeta: {Name: "request _meta", Key: "the _meta object's bytes", Entries: 1_024, Bytes: 4 << 20, Idle: PollIdle,
-		Invalidated: "none needed: the same bytes decode the same"},
 	Previews: {Name: "previews", Key: "blob key", Entries: 4_096, Bytes: 16 << 20, Idle: PollIdle,
 		Invalidated: "none needed: a preview never changes (a deleted output's entry ages out)"},
 	SchemaModels: {Name: "schema models", Key: "qualified model id (with the curated entry's id for a curated model's schema)", Entries: 4_096,

@@ -37,7 +37,6 @@ type Engine struct {
 	// opening of a result carrying it.
 	readInfo any
 	readMeta []byte
-	metas    metaCache
 	// replies are the dispatcher's encoded replies, shared with tasks/get.
 	replies tasks.Replies
 }
@@ -47,7 +46,7 @@ func New(d *tasks.Dispatcher, o Options) *Engine {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, metas: newMetaCache(), replies: d.Replies(), tools: map[string]Tool{}}
+	e := &Engine{tasks: d, log: o.Logger, bytes: o.Bytes, replies: d.Replies(), tools: map[string]Tool{}}
 	// The serverInfo go-sdk adds to a 2026-07-28 result's _meta is the
 	// dispatcher's (one Implementation for every answer).
 	if e.readInfo = d.ServerInfo(); e.readInfo != nil {

@@ -77,7 +77,7 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 	}
 	var meta map[string]any
 	if l.modern {
-		if meta = en.metas.get(p.Meta); meta == nil || !tasks.NumbersFit(env.Body) {
+		if meta = decodeMeta(p.Meta); meta == nil || !tasks.NumbersFit(env.Body) {
 			return tasks.PathSDK, nil
 		}
 		if v, _ := meta[tasks.MetaProtocolVersion].(string); v != version {

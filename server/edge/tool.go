@@ -6,9 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"unsafe"
 
-	"github.com/darkroom-mcp/darkroom/internal/caches"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -151,34 +149,13 @@ func sdkStatus(code int64, modern bool) int {
 
 const metaClientInfo = "io.modelcontextprotocol/clientInfo"
 
-// metaCache holds the _meta objects clients send, decoded, keyed by their
-// bytes (caches.RequestMeta): a client sends the same one on every call,
-// and decoding and checking it is a good part of a call's cost. Only
-// objects go-sdk would accept are kept; the maps are shared between
-// requests and never modified.
-type metaCache struct {
-	b *caches.Bounded[string, map[string]any]
-}
-
-func newMetaCache() metaCache {
-	return metaCache{caches.New(caches.RequestMeta, caches.Options[string, map[string]any]{
-		// The decoded map is taken at four times its text.
-		Size: func(raw string, _ map[string]any) int { return 5 * len(raw) },
-	})}
-}
-
-// get returns raw decoded, or nil when go-sdk would refuse it.
-func (c metaCache) get(raw json.RawMessage) map[string]any {
-	// The lookup reads raw's bytes as a string without copying them (a
-	// map index does as much for m[string(raw)]); only Put keeps a copy.
-	if cached, ok := c.b.Get(unsafe.String(unsafe.SliceData(raw), len(raw))); ok {
-		return cached
-	}
+// decodeMeta returns a request's _meta decoded, or nil when go-sdk would
+// refuse it.
+func decodeMeta(raw json.RawMessage) map[string]any {
 	var m map[string]any
 	if json.Unmarshal(raw, &m) != nil || !sdkWouldDecode(m) {
 		return nil
 	}
-	c.b.Put(string(raw), m)
 	return m
 }
 
