@@ -17,6 +17,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/server"
 	"github.com/darkroom-mcp/darkroom/server/edge"
@@ -125,7 +126,7 @@ func TestAddToolFromTestPackage(t *testing.T) {
 	for _, lean := range []bool{true, false} {
 		code, answer := post("tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi", "lean": lean}})
 		line := log.last()
-		if want := map[bool]string{true: string(tasks.PathLean), false: string(tasks.PathSDK)}[lean]; line["path"] != want || line["tool"] != "echo" {
+		if want := map[bool]string{true: string(envelope.PathLean), false: string(envelope.PathSDK)}[lean]; line["path"] != want || line["tool"] != "echo" {
 			t.Errorf("lean=%v: labelled %q served by %q; want echo, %s", lean, line["tool"], line["path"], want)
 		}
 		if code != http.StatusOK || !strings.Contains(answer, "echo: hi") {

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/server/auth"
+	"github.com/darkroom-mcp/darkroom/server/edge"
 	"github.com/darkroom-mcp/darkroom/server/limit"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
@@ -41,7 +43,7 @@ func ClassOf(method, name string, toolClass func(string) string) string {
 	return methods.ClassCreate // a tool that names no class: the strictest bucket
 }
 
-// admit is the door of /mcp below authentication: tasks.Admit reads the
+// admit is the door of /mcp below authentication: edge.Admit reads the
 // whole body once and refuses, with nothing executed, a body over the cap
 // (413), one that is not exactly one JSON value (-32700) or not JSON-RPC
 // (-32600), and a 2026-07-28 request whose headers disagree with its body
@@ -66,9 +68,9 @@ func admit(c *limit.Classes, maxBody int64, toolClass func(string) string, next 
 				return
 			}
 		}
-		env, ok := tasks.Admitted(r.Context()) // publicHandshake's door, before authentication
+		env, ok := edge.Admitted(r.Context()) // publicHandshake's door, before authentication
 		if !ok {
-			if env, r, ok = tasks.Admit(w, r, maxBody); !ok {
+			if env, r, ok = edge.Admit(w, r, maxBody); !ok {
 				return
 			}
 		}
@@ -106,7 +108,7 @@ const keptBodyMax = 256 << 10
 // draws poll tokens its bucket lacks: one, or for a listen as many as the
 // caller's last refused listen (ListenOwed). A flood of large bodies then
 // costs its sender its bytes, not the server a read and a parse of each.
-// The declared method is trustworthy here (tasks.DeclaredMethod);
+// The declared method is trustworthy here (edge.DeclaredMethod);
 // tools/call is left to the body, its class being its tool's.
 func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 	if r.ContentLength < unreadBodyMin {
@@ -119,7 +121,7 @@ func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 		}
 	}
 	need := 1
-	switch m := tasks.DeclaredMethod(r.Header); {
+	switch m := edge.DeclaredMethod(r.Header); {
 	case m == "" || m == "tools/call":
 		return false, 0
 	case ClassOf(m, "", nil) == methods.ClassListen:
@@ -137,7 +139,7 @@ func unreadRefusal(c *limit.Classes, r *http.Request) (bool, time.Duration) {
 // mixing creations and polls, creations are charged first and stay spent
 // if the polls are then refused. Responses (no method) answer the
 // server's own requests and cost nothing but their bytes.
-func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message, bytes int, toolClass func(string) string) (bool, time.Duration) {
+func charge(c *limit.Classes, key string, o auth.Overrides, msgs []envelope.Message, bytes int, toolClass func(string) string) (bool, time.Duration) {
 	var polls, creates int
 	var listens []int // each listen's poll tokens: one may take the whole bucket (AllowForAtMostN), never two
 	for i := range msgs {
@@ -149,7 +151,7 @@ func charge(c *limit.Classes, key string, o auth.Overrides, msgs []tasks.Message
 		case gentools.ClassCreate:
 			creates++
 		case methods.ClassListen:
-			listens = append(listens, max(1, (m.ListenIDs()+ListenIDsPerToken-1)/ListenIDsPerToken))
+			listens = append(listens, max(1, (tasks.ListenIDs(m)+ListenIDsPerToken-1)/ListenIDsPerToken))
 		default:
 			polls++
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/tasks"
@@ -85,7 +86,7 @@ func (o *Observer) HTTP(next http.Handler) http.Handler {
 }
 
 // record counts and (at debug) logs one answered request.
-func (o *Observer) record(ctx context.Context, transport, method, tool string, path tasks.Path, outcome string, start time.Time, attrs ...any) {
+func (o *Observer) record(ctx context.Context, transport, method, tool string, path envelope.Path, outcome string, start time.Time, attrs ...any) {
 	d := time.Since(start)
 	o.Metrics.Request(transport, method, tool, outcome, d)
 	o.Metrics.ServedBy(transport, string(path))
@@ -97,7 +98,7 @@ func (o *Observer) record(ctx context.Context, transport, method, tool string, p
 
 // observe tells w's metrics recorder, if any, the body admit parsed, and
 // returns what to call once it has been served (a listen stream's count).
-func observe(w http.ResponseWriter, env *tasks.Envelope) func() {
+func observe(w http.ResponseWriter, env *envelope.Envelope) func() {
 	rec, ok := w.(*respRecorder)
 	switch {
 	case !ok:
@@ -136,16 +137,16 @@ func limitedAs(w http.ResponseWriter, class string) {
 }
 
 // respRecorder keeps the status and the outcome whoever answered told it
-// (tasks.Outcome: the dispatcher, the lean engine, and on go-sdk's path
+// (envelope.Outcome: the dispatcher, the lean engine, and on go-sdk's path
 // recordOutcome). It never reads the reply.
 type respRecorder struct {
 	http.ResponseWriter
 	obs *Observer
 	// method and tool are the parsed body's (observe); path is the
-	// engine that answered (tasks.Outcome's ServedBy); class is a 429's
+	// engine that answered (envelope.Outcome's ServedBy); class is a 429's
 	// rate class as its writer named it (limitedAs).
 	method, tool, class string
-	path                tasks.Path
+	path                envelope.Path
 	status              int
 	// mu guards what go-sdk's handlers tell (ran, verdict) while an SSE
 	// keep-alive may be writing.
@@ -168,10 +169,10 @@ func (r *respRecorder) Write(b []byte) (int, error) {
 	return r.ResponseWriter.Write(b)
 }
 
-// The dispatcher tells the recorder what it answers (tasks.Outcome).
-var _ tasks.Outcome = (*respRecorder)(nil)
+// The dispatcher tells the recorder what it answers (envelope.Outcome).
+var _ envelope.Outcome = (*respRecorder)(nil)
 
-// RPCOutcome is tasks.Outcome: whoever answers says what.
+// RPCOutcome is envelope.Outcome: whoever answers says what.
 func (r *respRecorder) RPCOutcome(code int64, isError bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -188,8 +189,8 @@ func (r *respRecorder) RPCOutcome(code int64, isError bool) {
 	}
 }
 
-// ServedBy is tasks.Outcome: the dispatcher names the engine that answers.
-func (r *respRecorder) ServedBy(p tasks.Path) { r.path = p }
+// ServedBy is envelope.Outcome: the dispatcher names the engine that answers.
+func (r *respRecorder) ServedBy(p envelope.Path) { r.path = p }
 
 // handlerRan notes that go-sdk called a handler (recordOutcome).
 func (r *respRecorder) handlerRan() {
@@ -214,7 +215,7 @@ func (r *respRecorder) code() int {
 }
 
 // outcome is the request's outcome label: a refusal by its HTTP status
-// (tasks.Admit's body errors and header mismatches, authentication,
+// (edge.Admit's body errors and header mismatches, authentication,
 // the 429s, go-sdk's own refusals on 2026-07-28: 400 or 404), else what
 // the answerer told. What go-sdk answers in a 200 before any handler
 // runs is told by no one: in go-sdk v1.8.0 that is its session's
@@ -234,7 +235,7 @@ func (r *respRecorder) outcome() string {
 		return "http_4xx"
 	case r.verdict != "":
 		return r.verdict
-	case c == http.StatusAccepted || r.ran || r.path == tasks.PathLean || r.path == tasks.PathTasks:
+	case c == http.StatusAccepted || r.ran || r.path == envelope.PathLean || r.path == envelope.PathTasks:
 		return "ok" // a notification, or a stream that ended without its response (drain, client gone)
 	}
 	return "rpc_invalid_params"
@@ -276,7 +277,7 @@ func (t *obsTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type pending struct {
 	method, tool string
-	path         tasks.Path
+	path         envelope.Path
 	start        time.Time
 	closeListen  func()
 }
@@ -291,11 +292,11 @@ type obsConn struct {
 func (c *obsConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.IsCall() {
-		m := tasks.ParseRequest(req) // the one parse, which the layers below read too
+		m := envelope.ParseRequest(req) // the one parse, which the layers below read too
 		method, tool := c.o.labels(req.Method, m.Name)
-		p := pending{method: method, tool: tool, path: tasks.PathSDK, start: time.Now()}
-		if m.Dispatched() {
-			p.path = tasks.PathTasks // the dispatcher's transport serves it
+		p := pending{method: method, tool: tool, path: envelope.PathSDK, start: time.Now()}
+		if tasks.Dispatched(m) {
+			p.path = envelope.PathTasks // the dispatcher's transport serves it
 		}
 		if req.Method == listenMethod {
 			p.closeListen = c.o.Metrics.ListenOpened("stdio")

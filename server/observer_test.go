@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/metrics"
 	"github.com/darkroom-mcp/darkroom/server/limit"
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,7 +38,7 @@ func TestErrorClass(t *testing.T) {
 const decoy = `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"decoy"}}`
 
 // TestObserverHTTP: each kind of answer is counted with the outcome its
-// answerer told (tasks.Tell, recordOutcome) or the door knows (its HTTP
+// answerer told (envelope.Tell, recordOutcome) or the door knows (its HTTP
 // status), never what the reply says (decoy), under the method and tool
 // its body names whatever its headers claim.
 func TestObserverHTTP(t *testing.T) {
@@ -58,7 +58,7 @@ func TestObserverHTTP(t *testing.T) {
 	}
 	tell := func(code int64, isError bool, then answer) answer {
 		return func(w http.ResponseWriter, r *http.Request) {
-			tasks.Tell(w, code, isError)
+			envelope.Tell(w, code, isError)
 			then(w, r)
 		}
 	}
@@ -90,9 +90,9 @@ func TestObserverHTTP(t *testing.T) {
 	spent := limit.NewClasses(limit.Options{}).PreAuth
 	spent.Rate, spent.Burst = 1e-9, 1
 	guess := guessThrottle(spent, nil)
-	served := func(p tasks.Path, then answer) answer {
+	served := func(p envelope.Path, then answer) answer {
 		return func(w http.ResponseWriter, r *http.Request) {
-			w.(tasks.Outcome).ServedBy(p)
+			w.(envelope.Outcome).ServedBy(p)
 			then(w, r)
 		}
 	}
@@ -132,7 +132,7 @@ func TestObserverHTTP(t *testing.T) {
 		}, "http_429", "preauth"},
 		{"notification", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, [2]string{}, "notifications/initialized", "", write(202, false), "ok", ""},
 		{"stream without its response", rpc("subscriptions/listen", `{"notifications":{"taskIds":["t"]}}`), [2]string{}, "subscriptions/listen", "",
-			served(tasks.PathTasks, write(200, true)), "ok", ""},
+			served(envelope.PathTasks, write(200, true)), "ok", ""},
 		{"500", rpc("tools/list", `{}`), [2]string{}, "tools/list", "", write(500, false), "http_5xx", ""},
 	}
 	for _, c := range cases {

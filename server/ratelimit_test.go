@@ -12,12 +12,12 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/generation"
 	"github.com/darkroom-mcp/darkroom/gentools"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/testclock"
 	"github.com/darkroom-mcp/darkroom/internal/testrig"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -70,31 +70,31 @@ func TestClassOf(t *testing.T) {
 
 	type tc struct {
 		name string
-		env  tasks.Message
+		env  envelope.Message
 		want string
 	}
 	var cases []tc
 	for _, n := range slices.Sorted(maps.Keys(want)) {
-		cases = append(cases, tc{"tools/call " + n, tasks.Message{Method: "tools/call", Name: n}, want[n]})
+		cases = append(cases, tc{"tools/call " + n, envelope.Message{Method: "tools/call", Name: n}, want[n]})
 	}
 	cases = append(cases,
-		tc{"tools/call unknown tool", tasks.Message{Method: "tools/call", Name: "no_such_tool"}, gentools.ClassCreate},
-		tc{"tools/call without a name", tasks.Message{Method: "tools/call"}, gentools.ClassCreate},
-		tc{"tasks/get", tasks.Message{Method: "tasks/get"}, gentools.ClassPoll},
+		tc{"tools/call unknown tool", envelope.Message{Method: "tools/call", Name: "no_such_tool"}, gentools.ClassCreate},
+		tc{"tools/call without a name", envelope.Message{Method: "tools/call"}, gentools.ClassCreate},
+		tc{"tasks/get", envelope.Message{Method: "tasks/get"}, gentools.ClassPoll},
 		// A name on a non-call method is not a tool call.
-		tc{"tasks/get naming a tool", tasks.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassPoll},
-		tc{"tools/list naming a tool", tasks.Message{Method: "tools/list", Name: "generate"}, gentools.ClassPoll},
-		tc{"subscriptions/listen", tasks.Message{Method: "subscriptions/listen"}, methods.ClassListen},
-		tc{"tasks/list", tasks.Message{Method: "tasks/list"}, gentools.ClassPoll},
-		tc{"tasks/result", tasks.Message{Method: "tasks/result"}, gentools.ClassPoll},
-		tc{"tasks/cancel", tasks.Message{Method: "tasks/cancel"}, gentools.ClassPoll},
-		tc{"tasks/update", tasks.Message{Method: "tasks/update"}, gentools.ClassPoll},
-		tc{"tools/list", tasks.Message{Method: "tools/list"}, gentools.ClassPoll},
-		tc{"initialize", tasks.Message{Method: "initialize"}, gentools.ClassPoll},
-		tc{"notifications/initialized", tasks.Message{Method: "notifications/initialized"}, gentools.ClassPoll},
-		tc{"ping", tasks.Message{Method: "ping"}, gentools.ClassPoll},
-		tc{"unknown method", tasks.Message{Method: "no/such"}, gentools.ClassPoll},
-		tc{"method case differs", tasks.Message{Method: "Tasks/Get"}, gentools.ClassPoll},
+		tc{"tasks/get naming a tool", envelope.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassPoll},
+		tc{"tools/list naming a tool", envelope.Message{Method: "tools/list", Name: "generate"}, gentools.ClassPoll},
+		tc{"subscriptions/listen", envelope.Message{Method: "subscriptions/listen"}, methods.ClassListen},
+		tc{"tasks/list", envelope.Message{Method: "tasks/list"}, gentools.ClassPoll},
+		tc{"tasks/result", envelope.Message{Method: "tasks/result"}, gentools.ClassPoll},
+		tc{"tasks/cancel", envelope.Message{Method: "tasks/cancel"}, gentools.ClassPoll},
+		tc{"tasks/update", envelope.Message{Method: "tasks/update"}, gentools.ClassPoll},
+		tc{"tools/list", envelope.Message{Method: "tools/list"}, gentools.ClassPoll},
+		tc{"initialize", envelope.Message{Method: "initialize"}, gentools.ClassPoll},
+		tc{"notifications/initialized", envelope.Message{Method: "notifications/initialized"}, gentools.ClassPoll},
+		tc{"ping", envelope.Message{Method: "ping"}, gentools.ClassPoll},
+		tc{"unknown method", envelope.Message{Method: "no/such"}, gentools.ClassPoll},
+		tc{"method case differs", envelope.Message{Method: "Tasks/Get"}, gentools.ClassPoll},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -111,17 +111,17 @@ func TestClassOf(t *testing.T) {
 // and asks about nothing else.
 func TestClassOfAsksToolClass(t *testing.T) {
 	cases := []struct {
-		env       tasks.Message
+		env       envelope.Message
 		answer    string
 		want      string
 		wantAsked []string
 	}{
-		{tasks.Message{Method: "tools/call", Name: "generate"}, gentools.ClassCreate, gentools.ClassCreate, []string{"generate"}},
-		{tasks.Message{Method: "tools/call", Name: "get_generation"}, gentools.ClassPoll, gentools.ClassPoll, []string{"get_generation"}},
-		{tasks.Message{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
-		{tasks.Message{Method: "tools/call", Name: "generate"}, "", gentools.ClassCreate, []string{"generate"}},
-		{tasks.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
-		{tasks.Message{Method: "tools/list", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
+		{envelope.Message{Method: "tools/call", Name: "generate"}, gentools.ClassCreate, gentools.ClassCreate, []string{"generate"}},
+		{envelope.Message{Method: "tools/call", Name: "get_generation"}, gentools.ClassPoll, gentools.ClassPoll, []string{"get_generation"}},
+		{envelope.Message{Method: "tools/call", Name: "my_tool"}, "custom", "custom", []string{"my_tool"}},
+		{envelope.Message{Method: "tools/call", Name: "generate"}, "", gentools.ClassCreate, []string{"generate"}},
+		{envelope.Message{Method: "tasks/get", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
+		{envelope.Message{Method: "tools/list", Name: "generate"}, gentools.ClassCreate, gentools.ClassPoll, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.env.Method+" "+c.env.Name, func(t *testing.T) {
@@ -158,31 +158,31 @@ func TestChargeByWhatIsAsked(t *testing.T) {
 		b.WriteString(`]}}`)
 		return []byte(b.String())
 	}
-	listen := func(n int) tasks.Message {
-		return tasks.Message{Method: "subscriptions/listen", Call: true, Req: &tasks.Request{Method: "subscriptions/listen", Params: ids(n)}}
+	listen := func(n int) envelope.Message {
+		return envelope.Message{Method: "subscriptions/listen", Call: true, Request: true, Params: ids(n)}
 	}
-	upload := tasks.Message{Method: "tools/call", Name: "upload_input", Call: true}
+	upload := envelope.Message{Method: "tools/call", Name: "upload_input", Call: true}
 	toolClass := func(string) string { return gentools.ClassPoll }
 	cases := []struct {
 		name      string
-		msgs      []tasks.Message
+		msgs      []envelope.Message
 		bytes     int
 		wantOK    bool
 		wantPolls float64 // poll tokens left of the burst of 20
 		wantBytes float64 // bytes left of the burst of 1000
 	}{
-		{"listen on 3 tasks", []tasks.Message{listen(3)}, 0, true, 19, 1000},
-		{"listen on 50 tasks", []tasks.Message{listen(50)}, 0, true, 19, 1000},
-		{"listen on 51 tasks", []tasks.Message{listen(51)}, 0, true, 18, 1000},
-		{"listen on 500 tasks", []tasks.Message{listen(500)}, 0, true, 10, 1000},
-		{"listen on 1000 tasks", []tasks.Message{listen(1000)}, 0, true, 0, 1000},
-		{"listen on 5000 tasks: the whole bucket", []tasks.Message{listen(5000)}, 0, true, 0, 1000},
-		{"two listens on 1000 in one batch", []tasks.Message{listen(1000), listen(1000)}, 0, false, 0, 1000},
-		{"listen with undecodable params", []tasks.Message{{Method: "subscriptions/listen", Req: &tasks.Request{Params: []byte(`{`)}}}, 0, true, 19, 1000},
-		{"upload of 600 bytes", []tasks.Message{upload}, 600, true, 19, 400},
-		{"upload of 1000 bytes", []tasks.Message{upload}, 1000, true, 19, 0},
-		{"upload past the byte burst: the whole bucket", []tasks.Message{upload}, 5000, true, 19, 0},
-		{"a response: its bytes only", []tasks.Message{{ID: []byte("1")}}, 10, true, 20, 990},
+		{"listen on 3 tasks", []envelope.Message{listen(3)}, 0, true, 19, 1000},
+		{"listen on 50 tasks", []envelope.Message{listen(50)}, 0, true, 19, 1000},
+		{"listen on 51 tasks", []envelope.Message{listen(51)}, 0, true, 18, 1000},
+		{"listen on 500 tasks", []envelope.Message{listen(500)}, 0, true, 10, 1000},
+		{"listen on 1000 tasks", []envelope.Message{listen(1000)}, 0, true, 0, 1000},
+		{"listen on 5000 tasks: the whole bucket", []envelope.Message{listen(5000)}, 0, true, 0, 1000},
+		{"two listens on 1000 in one batch", []envelope.Message{listen(1000), listen(1000)}, 0, false, 0, 1000},
+		{"listen with undecodable params", []envelope.Message{{Method: "subscriptions/listen", Request: true, Params: []byte(`{`)}}, 0, true, 19, 1000},
+		{"upload of 600 bytes", []envelope.Message{upload}, 600, true, 19, 400},
+		{"upload of 1000 bytes", []envelope.Message{upload}, 1000, true, 19, 0},
+		{"upload past the byte burst: the whole bucket", []envelope.Message{upload}, 5000, true, 19, 0},
+		{"a response: its bytes only", []envelope.Message{{ID: []byte("1")}}, 10, true, 20, 990},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/darkroom-mcp/darkroom/gentools"
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/methods"
 	"github.com/darkroom-mcp/darkroom/internal/netx"
 	"github.com/darkroom-mcp/darkroom/internal/sse"
@@ -126,14 +127,14 @@ func countRuns(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// recordOutcome tells the request's recorder (tasks.OutcomeFrom: the
+// recordOutcome tells the request's recorder (envelope.OutcomeFrom: the
 // Observer's, on HTTP) that a handler ran and what go-sdk will answer,
 // from the handler chain's own result and error: the code go-sdk puts
 // on the wire (an error's *jsonrpc.Error code, else none), a tool
 // result's isError. So the Observer never reads go-sdk's reply.
 func recordOutcome(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		o, ok := tasks.OutcomeFrom(ctx)
+		o, ok := envelope.OutcomeFrom(ctx)
 		if !ok || strings.HasPrefix(method, "notifications/") {
 			return next(ctx, method, req)
 		}
@@ -248,7 +249,7 @@ func Handler(cfg Config, s *mcp.Server) http.Handler {
 		Logger:              cfg.Logger,
 		MaxRequestBodyBytes: cfg.MaxBodyBytes,
 		// The Host was checked once, at the door (checkOrigin), with
-		// go-sdk's own rule (tasks.HostAllowed).
+		// go-sdk's own rule (edge.HostAllowed).
 		DisableLocalhostProtection: true,
 	})
 	h = sse.KeepAlive(cfg.StreamKeepAlive, h)
@@ -328,7 +329,7 @@ func publicHandshake(open, authed http.Handler) http.Handler {
 			return
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(handshakeReadTimeout))
-		e, r, ok := tasks.Admit(w, r, handshakeMaxBytes) // the door, before authentication: admit reads what it left
+		e, r, ok := edge.Admit(w, r, handshakeMaxBytes) // the door, before authentication: admit reads what it left
 		if !ok {
 			return // answered: not a JSON-RPC message
 		}
@@ -358,9 +359,9 @@ func checkOrigin(allowed []string, next http.Handler) http.Handler {
 }
 
 // refusedHost answers 403 when the Host is not loopback on a loopback
-// listener (tasks.HostAllowed: DNS rebinding), and says so.
+// listener (edge.HostAllowed: DNS rebinding), and says so.
 func refusedHost(w http.ResponseWriter, r *http.Request) bool {
-	if tasks.HostAllowed(r) {
+	if edge.HostAllowed(r) {
 		return false
 	}
 	http.Error(w, "Forbidden: invalid Host header "+strconv.Quote(r.Host), http.StatusForbidden)

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"unsafe"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/server/auth"
 	"github.com/darkroom-mcp/darkroom/server/limit"
@@ -43,9 +45,10 @@ type limitConn struct {
 }
 
 func (c *limitConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	return tasks.ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *tasks.Message) (bool, error) {
-		// stdio is the single local principal: no per-key overrides.
-		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, []tasks.Message{*m}, len(req.Params), c.t.toolClass)
+	return tasks.ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *envelope.Message) (bool, error) {
+		// stdio is the single local principal: no per-key overrides. m
+		// itself, not a copy: what the charge decodes of it is kept.
+		allowed, wait := charge(c.t.c, c.t.owner, auth.Overrides{}, unsafe.Slice(m, 1), len(req.Params), c.t.toolClass)
 		if allowed || !req.IsCall() { // a notification over the limit is dropped
 			return !allowed, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 )
 
 // Kind gives meaning to the tasks whose ref starts with its prefix.
@@ -49,16 +50,9 @@ const (
 	notFoundMessage         = "Task not found"
 )
 
-// RPCError is a JSON-RPC error with the HTTP status it travels with.
-type RPCError struct {
-	Code       int64  `json:"code"`
-	Message    string `json:"message"`
-	Data       any    `json:"data,omitempty"`
-	HTTPStatus int    `json:"-"`
-	RetryAfter string `json:"-"` // the Retry-After header, if any
-}
-
-func (e *RPCError) Error() string { return fmt.Sprintf("%d: %s", e.Code, e.Message) }
+// RPCError is a JSON-RPC error with the HTTP status it travels with
+// (envelope's, which frames it).
+type RPCError = envelope.RPCError
 
 // MissingExtension is the -32021 error for a request that needed the
 // Tasks extension but did not declare it.
@@ -71,8 +65,8 @@ func notFound() *RPCError {
 	return &RPCError{Code: CodeInvalidParams, Message: notFoundMessage, HTTPStatus: http.StatusOK}
 }
 
-// missingMeta is the -32602 of a request without the required _meta.
-func missingMeta() *RPCError {
+// MissingMeta is the -32602 of a request without the required _meta.
+func MissingMeta() *RPCError {
 	return invalidParams("missing required _meta: " + MetaProtocolVersion + " and " + MetaClientCapabilities)
 }
 
@@ -181,27 +175,43 @@ type Request struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
-	// typed holds the params already decoded (the one parse's, or
-	// decoded's); undecodable notes params that do not decode.
+	// msg is the one parse's message (requestOf), nil for a request made
+	// otherwise; typed holds the params already decoded, undecodable
+	// notes params that do not decode.
+	msg         *envelope.Message
 	typed       *params
 	undecodable bool
 }
 
-// decoded is the request's params as the dispatcher reads them: the one
-// parse's typed params or, where it left them (odd bodies: a repeated
-// object key, a value of an unexpected type), a strict decode of their
-// own, counted as a second parse; nil when they do not decode.
+// decoded is the request's params as the dispatcher reads them: built
+// from the raw fields the one parse kept (typedParams) or, where those
+// cannot stand for them (odd bodies: a repeated object key, a value of an
+// unexpected type), a strict decode of their own, counted as a second
+// parse; nil when they do not decode.
 func (r *Request) decoded() *params {
+	if r.typed == nil && !r.undecodable {
+		r.typed = r.fromParse()
+	}
 	if r.typed == nil && !r.undecodable {
 		edgecount.Parses.Add(1)
 		p := new(params)
-		if len(r.Params) == 0 || unmarshalStrict(r.Params, p) != nil {
+		if len(r.Params) == 0 || envelope.Unmarshal(r.Params, p) != nil {
 			r.undecodable = true
 			return nil
 		}
 		r.typed = p
 	}
 	return r.typed
+}
+
+// fromParse is typedParams over the raw fields the one parse kept, nil
+// where they cannot stand for the params.
+func (r *Request) fromParse() *params {
+	m := r.msg
+	if m == nil || m.Fields == nil || !m.MetaOK || repeatsObjectKey(r.Params) {
+		return nil
+	}
+	return typedParams(m.Fields, &m.Meta)
 }
 
 type clientCaps struct {
@@ -239,7 +249,7 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 		return nil, invalidParams("params must be an object with _meta")
 	}
 	if p.Meta == nil || p.Meta.ProtocolVersion == nil || p.Meta.ClientCapabilities == nil {
-		return nil, missingMeta()
+		return nil, MissingMeta()
 	}
 	if headers != nil {
 		if e := checkHeaders(headers, req.Method, *p.Meta.ProtocolVersion, p.TaskID); e != nil {
@@ -261,28 +271,31 @@ func (d *Dispatcher) parse(req *Request, headers http.Header) (*params, *RPCErro
 	return p, nil
 }
 
-func headerMismatch(msg string) *RPCError {
+// HeaderMismatch is the -32020 of a request whose SEP-2243 headers
+// disagree with its body.
+func HeaderMismatch(msg string) *RPCError {
 	return &RPCError{Code: CodeHeaderMismatch, Message: "Header mismatch: " + msg, HTTPStatus: http.StatusBadRequest}
 }
 
 // checkHeaders applies SEP-2243 to the tasks methods: MCP-Protocol-Version
 // and Mcp-Method must match the body; tasks/* also need Mcp-Name equal to
-// params.taskId. The door (checkEnvelopeHeaders) passed the request: this
-// decides only what it passes as an earlier era and a base64
-// MCP-Protocol-Version, which get -32020 here, not the version's -32022.
+// params.taskId. The door (server/edge's checkEnvelopeHeaders) passed
+// the request: this decides only what it passes as an earlier era and a
+// base64 MCP-Protocol-Version, which get -32020 here, not the version's
+// -32022.
 func checkHeaders(h http.Header, method, version string, rawTaskID json.RawMessage) *RPCError {
-	if v := decodeHeader(h.Get("Mcp-Protocol-Version")); v != version {
-		return headerMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", v, version))
+	if v := envelope.DecodeHeader(h.Get("Mcp-Protocol-Version")); v != version {
+		return HeaderMismatch(fmt.Sprintf("MCP-Protocol-Version %q does not match _meta protocolVersion %q", v, version))
 	}
-	if m := decodeHeader(h.Get("Mcp-Method")); m != method {
-		return headerMismatch(fmt.Sprintf("Mcp-Method %q does not match method %q", m, method))
+	if m := envelope.DecodeHeader(h.Get("Mcp-Method")); m != method {
+		return HeaderMismatch(fmt.Sprintf("Mcp-Method %q does not match method %q", m, method))
 	}
 	if method == methodListen {
 		return nil
 	}
-	id, _ := RawString(rawTaskID)
-	if n := decodeHeader(h.Get("Mcp-Name")); n != id {
-		return headerMismatch(fmt.Sprintf("Mcp-Name %q does not match params.taskId", n))
+	id, _ := envelope.RawString(rawTaskID)
+	if n := envelope.DecodeHeader(h.Get("Mcp-Name")); n != id {
+		return HeaderMismatch(fmt.Sprintf("Mcp-Name %q does not match params.taskId", n))
 	}
 	return nil
 }
@@ -299,7 +312,7 @@ func (d *Dispatcher) Call(ctx context.Context, owner string, req *Request, heade
 	if e != nil {
 		return nil, e
 	}
-	id, ok := RawString(p.TaskID)
+	id, ok := envelope.RawString(p.TaskID)
 	if !ok || id == "" {
 		return nil, invalidParams("params.taskId must be a non-empty string")
 	}

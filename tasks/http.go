@@ -1,140 +1,13 @@
 package tasks
 
 import (
-	"context"
-	"encoding/base64"
+	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 )
-
-// decodeHeader undoes SEP-2243's =?base64?...?= encoding and trims
-// surrounding whitespace.
-func decodeHeader(v string) string {
-	v = strings.TrimSpace(v)
-	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") {
-		if b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-2]); err == nil {
-			return string(b)
-		}
-	}
-	return v
-}
-
-// DeclaredMethod is the method a 2026-07-28 request's Mcp-Method header
-// names ("" on earlier versions, which carry no such header). A request
-// whose body says otherwise is refused at the door (-32020), so what is
-// decided on it before the body is read can only refuse early what would
-// be refused anyway.
-func DeclaredMethod(h http.Header) string {
-	if h.Get("Mcp-Protocol-Version") < TasksVersion {
-		return ""
-	}
-	return decodeHeader(h.Get("Mcp-Method"))
-}
-
-// WriteError answers a JSON-RPC error over HTTP.
-func WriteError(w http.ResponseWriter, id json.RawMessage, e *RPCError) {
-	b, _ := json.Marshal(e)
-	if len(id) > 0 && string(id) != "null" {
-		Tell(w, e.Code, false)
-	}
-	if e.RetryAfter != "" {
-		w.Header().Set("Retry-After", e.RetryAfter)
-	}
-	WriteFramed(w, e.HTTPStatus, id, "error", b)
-}
-
-// Path names the engine that answers a request on the MCP endpoint: the
-// debug line's "path" and the label of darkroom_requests_by_path_total.
-type Path string
-
-const (
-	// PathLean is a tools/call or resources/read the lean engine
-	// (server/edge) runs itself, below go-sdk, answered byte for byte as
-	// go-sdk would.
-	PathLean Path = "lean"
-	// PathTasks is tasks/get, tasks/update, tasks/cancel and
-	// subscriptions/listen with taskIds, which go-sdk does not serve.
-	PathTasks Path = "tasks"
-	// PathSDK is everything else, and every request the lean engine
-	// cannot prove go-sdk would take and treat the same way.
-	PathSDK Path = "go-sdk"
-)
-
-// Outcome is implemented by a ResponseWriter that records what each
-// response was (server's metrics recorder): the dispatcher tells it,
-// before writing, instead of it parsing the body again.
-type Outcome interface {
-	// RPCOutcome reports a JSON-RPC error's code (0 for a result) and,
-	// for a tools/call result, its isError.
-	RPCOutcome(code int64, isError bool)
-	// ServedBy names the engine that answers: told once route has
-	// chosen.
-	ServedBy(p Path)
-}
-
-// OutcomeFrom returns the recorder of the request ctx serves (its
-// envelope's Recorder), for the layers that answer without its
-// ResponseWriter: go-sdk's handlers, whose outcome server's receiving
-// middleware tells it.
-func OutcomeFrom(ctx context.Context) (Outcome, bool) {
-	if e, ok := EnvelopeFrom(ctx); ok && e.Recorder != nil {
-		return e.Recorder, true
-	}
-	return nil, false
-}
-
-// Tell tells w's recorder, if it has one, what the response is.
-func Tell(w http.ResponseWriter, code int64, isError bool) {
-	if o, ok := w.(Outcome); ok {
-		o.RPCOutcome(code, isError)
-	}
-}
-
-// JSONContentType is the Content-Type header's value, set without
-// canonicalising or allocating.
-var JSONContentType = []string{"application/json"}
-
-// WriteFramed answers a JSON-RPC response over HTTP.
-// The frame is written in pieces (the server buffers them): no copy of
-// the body.
-func WriteFramed(w http.ResponseWriter, status int, id json.RawMessage, field string, body []byte) {
-	var open [64]byte
-	head := FrameHead(open[:0], id, field)
-	h := w.Header()
-	h["Content-Type"] = JSONContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(head) + len(body) + 1)}
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(head)
-	_, _ = w.Write(body)
-	_, _ = w.Write(closeBrace)
-}
-
-var closeBrace = []byte{'}'}
-
-const framePrefix = `{"jsonrpc":"2.0","id":`
-
-// FrameHead appends a JSON-RPC response's opening to buf, up to its
-// field's value: the body and a closing brace complete it. An absent id
-// is null.
-func FrameHead(buf []byte, id json.RawMessage, field string) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	return append(append(append(append(append(buf, framePrefix...), id...), `,"`...), field...), `":`...)
-}
-
-// frame wraps a result or error object in a JSON-RPC response without
-// re-encoding it.
-func frame(id json.RawMessage, field string, body []byte) []byte {
-	return append(append(FrameHead(make([]byte, 0, len(body)+len(id)+32), id, field), body...), '}')
-}
 
 func notification(method string, params []byte) []byte {
 	out := make([]byte, 0, len(params)+64)
@@ -147,18 +20,98 @@ func notification(method string, params []byte) []byte {
 
 // Serve answers one of the dispatcher's own requests (tasks/*, and
 // subscriptions/listen with taskIds: the envelope's Dispatched) on the MCP
-// endpoint for owner, the authenticated caller.
-func (d *Dispatcher) Serve(w http.ResponseWriter, r *http.Request, req *Request, owner string) {
+// endpoint for owner, the authenticated caller: the request is the one
+// the door left in r's context (envelope.From).
+func (d *Dispatcher) Serve(w http.ResponseWriter, r *http.Request, owner string) {
 	edgecount.Handler()
+	env, _ := envelope.From(r.Context())
+	req := requestOf(&env.Message)
 	if req.Method == methodListen {
 		d.serveListen(w, r, owner, req)
 		return
 	}
 	res, e := d.Call(r.Context(), owner, req, r.Header)
 	if e != nil {
-		WriteError(w, req.ID, e)
+		envelope.WriteError(w, req.ID, e)
 		return
 	}
-	Tell(w, 0, false)
-	WriteFramed(w, http.StatusOK, req.ID, "result", res)
+	envelope.Tell(w, 0, false)
+	envelope.WriteFramed(w, http.StatusOK, req.ID, "result", res)
+}
+
+// requestOf is m as the dispatcher reads it, made on first use and kept
+// in m (its Dispatch), so that its params decode once however many
+// layers ask (the charge, the route, Serve).
+func requestOf(m *envelope.Message) *Request {
+	if r, ok := m.Dispatch.(*Request); ok {
+		return r
+	}
+	r := &Request{ID: m.ID, Method: m.Method, Params: m.Params, msg: m}
+	m.Dispatch = r
+	return r
+}
+
+// Dispatched reports a message the dispatcher serves rather than go-sdk:
+// a call of tasks/get, tasks/update or tasks/cancel, or a
+// subscriptions/listen call that names taskIds.
+func Dispatched(m *envelope.Message) bool {
+	if !m.Request || !m.Call {
+		return false
+	}
+	return m.Row.Task() || m.Method == methodListen && taskIDs(m) != nil
+}
+
+// ListenIDs is the number of task ids a subscriptions/listen asks for (0
+// when its params do not decode: the dispatcher then refuses it).
+func ListenIDs(m *envelope.Message) int { return len(taskIDs(m)) }
+
+// taskIDs is params.notifications.taskIds as the dispatcher decodes them.
+func taskIDs(m *envelope.Message) []string {
+	if !m.Request {
+		return nil
+	}
+	if p := requestOf(m).decoded(); p != nil && p.Notifications != nil {
+		return p.Notifications.TaskIDs
+	}
+	return nil
+}
+
+// objectKeys are the keys of params whose values the dispatcher decodes
+// into structs or maps: where one repeats, the strict decode merges the
+// objects, while the raw fields keep only the last.
+var objectKeys = [][]byte{[]byte(`"_meta"`), []byte(`"notifications"`), []byte(`"inputResponses"`),
+	[]byte(`"` + MetaClientCapabilities + `"`), []byte(`"extensions"`)}
+
+// repeatsObjectKey reports raw params in which one of objectKeys occurs
+// twice (or a string holds it: the typed params are then left to the
+// dispatcher's own decode, which is only slower).
+func repeatsObjectKey(raw []byte) bool {
+	for _, k := range objectKeys {
+		if i := bytes.Index(raw, k); i >= 0 && bytes.Contains(raw[i+len(k):], k) {
+			return true
+		}
+	}
+	return false
+}
+
+// typedParams is envelope.Unmarshal(params, &params{}) from the fields
+// the one parse kept raw, or nil when that decode could fail or read more.
+func typedParams(p *envelope.RawParams, meta *envelope.Meta) *params {
+	tp := &params{TaskID: p.TaskID}
+	if len(p.Meta) > 0 && string(p.Meta) != "null" {
+		tp.Meta = new(paramsMeta)
+		if !decodeRaw(meta.ProtocolVersion, &tp.Meta.ProtocolVersion) || !decodeRaw(meta.ClientCapabilities, &tp.Meta.ClientCapabilities) {
+			return nil
+		}
+	}
+	if !decodeRaw(p.Notifications, &tp.Notifications) || !decodeRaw(p.InputResponses, &tp.InputResponses) {
+		return nil
+	}
+	return tp
+}
+
+// decodeRaw decodes a field one pass kept raw (absent: left as it is) as
+// the strict decode of the whole params would.
+func decodeRaw(raw json.RawMessage, v any) bool {
+	return len(raw) == 0 || envelope.Unmarshal(raw, v) == nil
 }

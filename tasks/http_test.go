@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 )
 
 // streamTimeout bounds each wait for an SSE message.
@@ -31,7 +32,7 @@ func newHTTPFixture(t *testing.T, d *Dispatcher) *httpFixture {
 	t.Helper()
 	f := &httpFixture{passed: make(chan string, 16)}
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		env, _ := EnvelopeFrom(r.Context())
+		env, _ := envelope.From(r.Context())
 		m := ""
 		if env != nil {
 			m = env.Method
@@ -40,32 +41,33 @@ func newHTTPFixture(t *testing.T, d *Dispatcher) *httpFixture {
 		w.WriteHeader(http.StatusTeapot)
 	})
 	owner := func(r *http.Request) string { return r.Header.Get("X-Owner") }
-	f.srv = httptest.NewServer(door(d, owner, 1<<20, next))
+	f.srv = httptest.NewServer(door(d, owner, next))
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
-// door stands in for server/edge's: the Host check and Admit, then the
-// dispatcher's own requests served (Serve) and every other passed to next.
-func door(d *Dispatcher, owner func(*http.Request) string, maxBody int64, next http.Handler) http.Handler {
+// door stands in for server/edge's (which this package's tests cannot
+// import): the body parsed once and left in the context, then the
+// dispatcher's own requests served (Serve) and every other passed to
+// next. The door's own checks are server/edge's tests.
+func door(d *Dispatcher, owner func(*http.Request) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !HostAllowed(r) {
-			http.Error(w, "Forbidden: invalid Host header", http.StatusForbidden)
+		body, _ := io.ReadAll(r.Body)
+		env, err := envelope.ParseBody(body)
+		if err != nil {
+			envelope.WriteError(w, nil, err.(*RPCError))
 			return
 		}
-		env, r, ok := Admit(w, r, maxBody)
-		if !ok {
-			return
-		}
-		if !env.Dispatched() {
+		r = r.WithContext(envelope.NewContext(r.Context(), env))
+		if !Dispatched(&env.Message) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		d.Serve(w, r, env.Req, owner(r))
+		d.Serve(w, r, owner(r))
 	})
 }
 
@@ -451,22 +453,6 @@ func TestListenClientGoneUnsubscribes(t *testing.T) {
 	}
 }
 
-func TestBodyTooLarge(t *testing.T) {
-	d, _, _, _ := newTestDispatcher(t)
-	f := newHTTPFixture(t, d)
-	big := strings.Repeat("x", 2<<20)
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"pad":"`+big+`"}}`))
-	req.Header.Set("Mcp-Method", methodGet)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("HTTP %d, want 413", resp.StatusCode)
-	}
-}
-
 // TestListenTaskIDsCap: a listen for more than MaxListenTaskIDs tasks is
 // refused with -32602 naming the limit, on HTTP and off it (parse), and
 // subscribes to nothing; one for exactly the limit is served.
@@ -530,62 +516,6 @@ func TestListenTaskIDsCap(t *testing.T) {
 			s.broker.mu.Unlock()
 			if subs != 0 {
 				t.Fatalf("a refused listen left %d subscriptions", subs)
-			}
-		})
-	}
-}
-
-// TestBodyRead: what the door reads of a body, whichever way its length
-// is told: an exact small length, a length the client never finishes, a
-// chunked body, a length above the small-read bound, and one over the
-// cap. Only a whole body is parsed and handed on.
-func TestBodyRead(t *testing.T) {
-	d, _, _, _ := newTestDispatcher(t)
-	f := newHTTPFixture(t, d)
-	addr := strings.TrimPrefix(f.srv.URL, "http://")
-	msg := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
-	padded := func(n int) string { // msg padded with spaces to n bytes
-		return msg + strings.Repeat(" ", n-len(msg))
-	}
-	cases := []struct {
-		name    string
-		headers string // after the request line
-		body    string
-		status  int
-		passed  bool
-	}{
-		{"exact", fmt.Sprintf("Content-Length: %d\r\n", len(msg)), msg, http.StatusTeapot, true},
-		{"short of its length", fmt.Sprintf("Content-Length: %d\r\n", len(msg)+40), msg, http.StatusBadRequest, false},
-		{"chunked", "Transfer-Encoding: chunked\r\n", fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(msg), msg), http.StatusTeapot, true},
-		{"above the small read", fmt.Sprintf("Content-Length: %d\r\n", exactReadMax+1), padded(exactReadMax + 1), http.StatusTeapot, true},
-		{"over the cap", fmt.Sprintf("Content-Length: %d\r\n", 1<<20+1), padded(1<<20 + 1), http.StatusRequestEntityTooLarge, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			req := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" + c.headers + "\r\n" + c.body
-			if _, err := io.WriteString(conn, req); err != nil {
-				t.Fatal(err)
-			}
-			_ = conn.(*net.TCPConn).CloseWrite() // a short body ends here
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			passed := false
-			select {
-			case <-f.passed:
-				passed = true
-			default:
-			}
-			if resp.StatusCode != c.status || passed != c.passed {
-				t.Fatalf("HTTP %d, handed on %v; want %d, %v", resp.StatusCode, passed, c.status, c.passed)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/sse"
 )
 
@@ -49,7 +50,7 @@ func checkListen(p *params) *RPCError {
 func (d *Dispatcher) serveListen(w http.ResponseWriter, r *http.Request, owner string, req *Request) {
 	ids, release, e := d.openListen(r.Context(), owner, req, r.Header)
 	if e != nil {
-		WriteError(w, req.ID, e)
+		envelope.WriteError(w, req.ID, e)
 		return
 	}
 	defer release()
@@ -156,7 +157,7 @@ func (d *Dispatcher) listen(ctx context.Context, owner string, id json.RawMessag
 		}
 	}
 	end, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": subMeta})
-	_ = send(frame(id, "result", end))
+	_ = send(envelope.Frame(id, "result", end))
 }
 
 // stateKey is what distinguishes one pushed state of a task from the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 )
 
 // TestListenIDs: a listen's ids are counted from the one parse, as the
@@ -31,14 +32,14 @@ func TestListenIDs(t *testing.T) {
 	} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":` + c.params + `}`
 		before := edgecount.Parses.Load()
-		e, err := ParseBody([]byte(body))
+		e, err := envelope.ParseBody([]byte(body))
 		if err != nil {
 			t.Fatalf("%.80s: %v", c.params, err)
 		}
-		if got := e.ListenIDs(); got != c.want {
+		if got := ListenIDs(&e.Message); got != c.want {
 			t.Errorf("ListenIDs(%.80s) = %d, want %d", c.params, got, c.want)
 		}
-		if got := e.Dispatched(); got != c.dispatched {
+		if got := Dispatched(&e.Message); got != c.dispatched {
 			t.Errorf("Dispatched(%.80s) = %v, want %v", c.params, got, c.dispatched)
 		}
 		if n := edgecount.Parses.Load() - before; n != 1 && c.want > 0 {
@@ -46,7 +47,7 @@ func TestListenIDs(t *testing.T) {
 		}
 		// The dispatcher's own decode agrees wherever it decodes.
 		var p params
-		if unmarshalStrict([]byte(c.params), &p) == nil {
+		if envelope.Unmarshal([]byte(c.params), &p) == nil {
 			n := 0
 			if p.Notifications != nil {
 				n = len(p.Notifications.TaskIDs)

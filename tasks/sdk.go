@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/darkroom-mcp/darkroom/internal/edgecount"
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -161,7 +162,7 @@ func SDKMiddleware() mcp.Middleware {
 			}
 			var re *RPCError
 			if errors.As(err, &re) {
-				return nil, re.wire()
+				return nil, re.Wire()
 			}
 			return res, err
 		}
@@ -206,15 +207,15 @@ func (c *conn) Close() error {
 }
 
 func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	return ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *Message) (bool, error) {
+	return ReadRequests(ctx, c.Connection, func(req *jsonrpc.Request, m *envelope.Message) (bool, error) {
 		if req.Method == "notifications/cancelled" {
 			c.cancelListen(req.Params)
 			return false, nil
 		}
-		if !m.Dispatched() {
+		if !Dispatched(m) {
 			return false, nil
 		}
-		go c.serve(req.ID, m.Req)
+		go c.serve(req.ID, requestOf(m))
 		return true, nil
 	})
 }
@@ -223,8 +224,8 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // returns the first message that is not a request, or a request that
 // take leaves to the layers above (false); a request take answered
 // itself (true) is consumed. take gets each request with its one parse
-// (ParseRequest).
-func ReadRequests(ctx context.Context, conn mcp.Connection, take func(*jsonrpc.Request, *Message) (bool, error)) (jsonrpc.Message, error) {
+// (envelope.ParseRequest).
+func ReadRequests(ctx context.Context, conn mcp.Connection, take func(*jsonrpc.Request, *envelope.Message) (bool, error)) (jsonrpc.Message, error) {
 	for {
 		msg, err := conn.Read(ctx)
 		if err != nil {
@@ -234,7 +235,7 @@ func ReadRequests(ctx context.Context, conn mcp.Connection, take func(*jsonrpc.R
 		if !ok {
 			return msg, nil
 		}
-		taken, err := take(req, ParseRequest(req))
+		taken, err := take(req, envelope.ParseRequest(req))
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +264,7 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 			e = Recovered(c.d.opts.Logger, r.Method, "", v)
 		}
 		if e != nil {
-			_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Error: e.wire()})
+			_ = c.Write(c.ctx, &jsonrpc.Response{ID: id, Error: e.Wire()})
 		}
 	}()
 	edgecount.Handler()
@@ -294,13 +295,4 @@ func (c *conn) serve(id jsonrpc.ID, r *Request) {
 		return c.Write(ctx, msg)
 	}
 	c.d.listen(ctx, c.owner, r.ID, ids, send, func() error { return nil })
-}
-
-// wire is e as go-sdk's JSON-RPC error.
-func (e *RPCError) wire() *jsonrpc.Error {
-	var data json.RawMessage
-	if e.Data != nil {
-		data, _ = json.Marshal(e.Data)
-	}
-	return &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: data}
 }

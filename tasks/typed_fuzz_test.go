@@ -3,6 +3,8 @@ package tasks
 import (
 	"reflect"
 	"testing"
+
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 )
 
 // FuzzTypedParams: the typed params the body's parse builds for a tasks/* or listen body
@@ -32,16 +34,21 @@ func FuzzTypedParams(f *testing.F) {
 			method = "subscriptions/listen"
 		}
 		body := append(append([]byte(`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`), raw...), '}')
-		e, err := ParseBody(body)
-		if err != nil || e.Req == nil || e.Req.typed == nil {
+		e, err := envelope.ParseBody(body)
+		if err != nil || !e.Request {
+			return
+		}
+		req := requestOf(&e.Message)
+		typed := req.fromParse()
+		if typed == nil {
 			return
 		}
 		var want params
-		if err := unmarshalStrict(e.Req.Params, &want); err != nil {
+		if err := envelope.Unmarshal(req.Params, &want); err != nil {
 			t.Fatalf("typed params built for params the strict decode refuses (%v): %s", err, raw)
 		}
-		if !reflect.DeepEqual(e.Req.typed, &want) {
-			t.Fatalf("typed params differ for %s:\n parsed:   %#v\n strict:   %#v", raw, e.Req.typed, &want)
+		if !reflect.DeepEqual(typed, &want) {
+			t.Fatalf("typed params differ for %s:\n parsed:   %#v\n strict:   %#v", raw, typed, &want)
 		}
 	})
 }

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/server"
-	"github.com/darkroom-mcp/darkroom/tasks"
 )
 
 // sdkOracle serves s's app with go-sdk alone (no lean paths below it):
@@ -116,9 +116,9 @@ func FuzzLeanAnswersAsGoSDK(f *testing.F) {
 		if version != "" {
 			h["Mcp-Protocol-Version"] = version
 		}
-		if e, err := tasks.ParseBody(body); err == nil {
+		if e, err := envelope.ParseBody(body); err == nil {
 			for _, m := range e.Messages() {
-				if read := reads[m.Name]; m.Req != nil && (m.Method != "tools/call" || !read) {
+				if read := reads[m.Name]; m.Request && (m.Method != "tools/call" || !read) {
 					return // it could create or change something: the servers share a store
 				}
 			}

@@ -12,8 +12,8 @@ import "sync/atomic"
 // The counters, process-wide.
 var (
 	// Admissions counts the door's admissions of an HTTP POST
-	// (tasks.Admit) and of a message on another transport
-	// (tasks.ParseRequest's first read).
+	// (server/edge's Admit) and of a message on another transport
+	// (envelope.ParseRequest's first read).
 	Admissions atomic.Int64
 	// HostChecks counts the DNS-rebinding checks of a request's Host.
 	HostChecks atomic.Int64

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/internal/ratelimited"
 	"github.com/darkroom-mcp/darkroom/outbytes"
-	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,7 +30,7 @@ func (en *Engine) ServeResource(h ResourceHandler, lean func(uri string) bool) {
 
 // serveResource answers a resources/read (Route chose it), whatever its
 // handler returns.
-func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
+func (en *Engine) serveResource(w http.ResponseWriter, r *http.Request, env *envelope.Envelope, l *Call, owner string) {
 	ctx, df := outbytes.WithDeferral(r.Context())
 	var res mcp.Result
 	err := en.guard(env, func() (err error) {
@@ -65,7 +65,7 @@ func (en *Engine) resourceResult(res mcp.Result, modern bool) ([]byte, error) {
 // plainString reports a JSON string rawString takes as it is (no escapes):
 // env.Name is then exactly what go-sdk decodes.
 func plainString(raw json.RawMessage) bool {
-	s, ok := tasks.RawString(raw)
+	s, ok := envelope.RawString(raw)
 	return ok && len(s) == len(raw)-2
 }
 
@@ -85,14 +85,14 @@ func plainString(raw json.RawMessage) bool {
 // broken response, never wrong bytes.
 func (en *Engine) writeResult(w http.ResponseWriter, r *http.Request, id json.RawMessage, owner string, body []byte, isError bool, df *outbytes.Deferral) error {
 	if df == nil || !df.Deferred() {
-		tasks.Tell(w, 0, isError)
-		tasks.WriteFramed(w, http.StatusOK, id, "result", body)
+		envelope.Tell(w, 0, isError)
+		envelope.WriteFramed(w, http.StatusOK, id, "result", body)
 		return nil
 	}
 	release, err := en.bytes.TryAcquire(owner, outbytes.StreamCost(len(body)))
 	var refused *outbytes.Refused
 	if errors.As(err, &refused) {
-		tasks.Tell(w, ratelimited.Code, false)
+		envelope.Tell(w, ratelimited.Code, false)
 		ratelimited.WriteHTTP(w, id, refused.RetryAfter)
 		return nil
 	}
@@ -103,11 +103,11 @@ func (en *Engine) writeResult(w http.ResponseWriter, r *http.Request, id json.Ra
 	}
 	defer plan.Close()
 	var open [64]byte
-	head := tasks.FrameHead(open[:0], id, "result")
+	head := envelope.FrameHead(open[:0], id, "result")
 	h := w.Header()
-	h["Content-Type"] = tasks.JSONContentType
+	h["Content-Type"] = envelope.JSONContentType
 	h["Content-Length"] = []string{strconv.FormatInt(int64(len(head))+plan.Len+1, 10)}
-	tasks.Tell(w, 0, isError)
+	envelope.Tell(w, 0, isError)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(head); err != nil {
 		return nil

@@ -1,5 +1,6 @@
-// Package edge is the MCP endpoint's dispatch step and its lean engine:
-// after the door admitted a POST (tasks.Admit), Route decides once and
+// Package edge is the MCP endpoint's door, its dispatch step and its lean
+// engine: the door admits each POST once (Admit: the body read and parsed,
+// the Host and SEP-2243 headers checked), then Route decides once and
 // finally who answers it: the Tasks extension (tasks.Dispatcher.Serve),
 // the lean engine, which runs a tool or resources/read handler itself,
 // below go-sdk, and answers every outcome byte for byte as go-sdk would,
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/tasks"
 )
@@ -75,31 +77,31 @@ func (en *Engine) Middleware(owner func(*http.Request) string, maxBody int64) fu
 				next.ServeHTTP(w, r)
 				return
 			}
-			env, ok := tasks.Admitted(r.Context())
+			env, ok := Admitted(r.Context())
 			if !ok { // served alone, with no door before it
-				if !tasks.HostAllowed(r) {
+				if !HostAllowed(r) {
 					http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
 					return
 				}
-				if env, r, ok = tasks.Admit(w, r, maxBody); !ok {
+				if env, r, ok = Admit(w, r, maxBody); !ok {
 					return
 				}
 			}
 			path, l := en.Route(r, env)
-			if o, ok := w.(tasks.Outcome); ok {
+			if o, ok := w.(envelope.Outcome); ok {
 				o.ServedBy(path)
 			}
 			switch path {
-			case tasks.PathLean: // every outcome answered here: nothing handed back, nothing run twice
+			case envelope.PathLean: // every outcome answered here: nothing handed back, nothing run twice
 				if l.readResource != nil {
 					en.serveResource(w, r, env, l, owner(r))
 				} else {
 					en.serveTool(w, r, env, l, owner(r))
 				}
-			case tasks.PathSDK:
+			case envelope.PathSDK:
 				next.ServeHTTP(w, r)
 			default:
-				en.tasks.Serve(w, r, env.Req, owner(r))
+				en.tasks.Serve(w, r, owner(r))
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/tasks"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,18 +28,18 @@ type Call struct {
 var legacyVersions = []string{"", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Route is the one, final decision of who serves a POST Admit parsed: the
-// dispatcher's own methods (tasks.PathTasks), a registered tool or
+// dispatcher's own methods (envelope.PathTasks), a registered tool or
 // resources/read the lean path can serve exactly as go-sdk would
-// (tasks.PathLean, with the call), or go-sdk. Every check that go-sdk would
+// (envelope.PathLean, with the call), or go-sdk. Every check that go-sdk would
 // refuse or treat the request otherwise is made here, once: go-sdk's HTTP
 // checks (sdkWouldAcceptHTTP), a served protocol version, the SEP-2243
 // headers naming the body's method and name, a plain JSON-RPC 2.0 request
 // whose id go-sdk re-encodes to the same bytes, no MRTR retry, and a
 // _meta go-sdk decodes (2026-07-28) or none (earlier eras, whose _meta
 // carries a progressToken go-sdk's session answers).
-func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call) {
-	if env.Dispatched() {
-		return tasks.PathTasks, nil
+func (en *Engine) Route(r *http.Request, env *envelope.Envelope) (envelope.Path, *Call) {
+	if tasks.Dispatched(&env.Message) {
+		return envelope.PathTasks, nil
 	}
 	l, ok := &Call{}, false
 	switch env.Method {
@@ -48,7 +49,7 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 		ok = en.resource != nil && en.readMeta != nil
 	}
 	if !ok {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
 	resource := env.Method == methodResourcesRead
 	version := r.Header.Get("Mcp-Protocol-Version")
@@ -56,43 +57,43 @@ func (en *Engine) Route(r *http.Request, env *tasks.Envelope) (tasks.Path, *Call
 	// A create answers with a task: only on the Tasks wire.
 	legacy := l.tool.Task == nil && slices.Contains(legacyVersions, version)
 	if env.IsBatch || !(l.modern || legacy) || !sdkWouldAcceptHTTP(r) {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
 	if l.modern && (r.Header.Get("Mcp-Method") != env.Method || r.Header.Get("Mcp-Name") != env.Name) {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
 	// The body as Admit parsed it, once: go-sdk's decoder reads the same
 	// fields (case-sensitive keys, the last duplicate wins).
-	p := env.Params()
-	if env.JSONRPC() != "2.0" || !sameID(env.ID) || p == nil || p.InputResponses != nil || p.RequestState != nil {
-		return tasks.PathSDK, nil
+	p := env.Fields
+	if env.JSONRPC != "2.0" || !sameID(env.ID) || p == nil || p.InputResponses != nil || p.RequestState != nil {
+		return envelope.PathSDK, nil
 	}
 	if resource {
 		if env.Name == "" || !plainString(p.URI) || p.Name != nil || p.TaskID != nil || p.Arguments != nil || p.Notifications != nil ||
 			(en.resourceLean != nil && !en.resourceLean(env.Name)) {
-			return tasks.PathSDK, nil
+			return envelope.PathSDK, nil
 		}
 	} else if args := p.Arguments; len(args) > 0 && args[0] != '{' && string(args) != "null" {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
 	var meta map[string]any
 	if l.modern {
-		if meta = decodeMeta(p.Meta); meta == nil || !tasks.NumbersFit(env.Body) {
-			return tasks.PathSDK, nil
+		if meta = decodeMeta(p.Meta); meta == nil || !envelope.NumbersFit(env.Body) {
+			return envelope.PathSDK, nil
 		}
 		if v, _ := meta[tasks.MetaProtocolVersion].(string); v != version {
-			return tasks.PathSDK, nil
+			return envelope.PathSDK, nil
 		}
 	} else if p.Meta != nil {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
 	if resource {
 		l.readResource = &mcp.ReadResourceRequest{Params: &mcp.ReadResourceParams{Meta: meta, URI: env.Name}}
-		return tasks.PathLean, l
+		return envelope.PathLean, l
 	}
 	l.call = &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Meta: meta, Name: env.Name, Arguments: p.Arguments}}
 	if (l.tool.Task != nil && !tasks.Declared(l.call)) || (l.tool.Lean != nil && !l.tool.Lean(l.call)) {
-		return tasks.PathSDK, nil
+		return envelope.PathSDK, nil
 	}
-	return tasks.PathLean, l
+	return envelope.PathLean, l
 }

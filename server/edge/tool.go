@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/darkroom-mcp/darkroom/internal/envelope"
 	"github.com/darkroom-mcp/darkroom/outbytes"
 	"github.com/darkroom-mcp/darkroom/tasks"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -55,7 +56,7 @@ const methodToolsCall = "tools/call"
 // serveTool runs a tools/call of a ServeTool tool (Route chose it) and
 // answers whatever it returns. A keyed read's encoded reply is kept
 // (tasks.Replies), and answered again for an equal Key without Render.
-func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, owner string) {
+func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *envelope.Envelope, l *Call, owner string) {
 	ctx, df := r.Context(), (*outbytes.Deferral)(nil)
 	if l.tool.Bytes {
 		ctx, df = outbytes.WithDeferral(ctx)
@@ -90,12 +91,12 @@ func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.E
 		en.fail(w, r, env, l, err)
 		return
 	case out.Task != nil:
-		tasks.Tell(w, 0, false)
-		tasks.WriteFramed(w, http.StatusOK, env.ID, "result", en.tasks.CreateResult(ctx, out.Task))
+		envelope.Tell(w, 0, false)
+		envelope.WriteFramed(w, http.StatusOK, env.ID, "result", en.tasks.CreateResult(ctx, out.Task))
 		return
 	case hit != nil:
-		tasks.Tell(w, 0, false) // a keyed reply is never an isError
-		tasks.WriteFramed(w, http.StatusOK, env.ID, "result", hit)
+		envelope.Tell(w, 0, false) // a keyed reply is never an isError
+		envelope.WriteFramed(w, http.StatusOK, env.ID, "result", hit)
 		return
 	}
 	if b, err = en.readResult(out.Result, l.modern); err == nil {
@@ -113,7 +114,7 @@ func (en *Engine) serveTool(w http.ResponseWriter, r *http.Request, env *tasks.E
 // -32603 among them) as it is, a *jsonrpc.Error with its code, message
 // and data and go-sdk's HTTP status for that code, and any other error
 // Internal's -32603, which names nothing of it.
-func (en *Engine) fail(w http.ResponseWriter, r *http.Request, env *tasks.Envelope, l *Call, err error) {
+func (en *Engine) fail(w http.ResponseWriter, r *http.Request, env *envelope.Envelope, l *Call, err error) {
 	var re *tasks.RPCError
 	var je *jsonrpc.Error
 	switch {
@@ -128,7 +129,7 @@ func (en *Engine) fail(w http.ResponseWriter, r *http.Request, env *tasks.Envelo
 		e.HTTPStatus = http.StatusOK // go-sdk sends -32603 in a 200 response
 		re = &e
 	}
-	tasks.WriteError(w, env.ID, re)
+	envelope.WriteError(w, env.ID, re)
 }
 
 // sdkStatus is the HTTP status go-sdk's handler gives a JSON-RPC error
